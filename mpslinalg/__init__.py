@@ -1,0 +1,17 @@
+"""mpslinalg: numerical linear algebra for PyTorch on Apple-silicon GPUs, with the torch.linalg API.
+
+Ops run Metal kernels on ``mps`` tensors and torch-op kernels on CPU/CUDA; the same Metal kernels
+run on the CPU through :mod:`mpslinalg.emulator` (``use_backend("emulator")``).
+"""
+
+from __future__ import annotations
+
+from .kernels import BackendUnavailableError, use_backend
+
+__version__ = "0.1.0"
+
+#: Public ops in the order of the project's families; each is listed once implemented.
+__all__ = [
+    "BackendUnavailableError",
+    "use_backend",
+]

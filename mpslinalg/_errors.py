@@ -1,0 +1,148 @@
+"""Input checks and error types shared by every family.
+
+The rules follow ``torch.linalg``: the same conditions, messages in the same spirit (they name the
+op, the argument, what it got and what was expected). Where torch is silent or wrong we are strict:
+mixed dtypes raise instead of silently dropping an imaginary part.
+
+Error classes derive from both the exception torch raises (``RuntimeError``) and the Python one
+that fits the mistake (``ValueError`` for shapes, ``TypeError`` for dtypes), so callers written
+against either convention catch them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+LinAlgError = torch.linalg.LinAlgError
+
+#: dtypes every backend supports (the Apple GPU has no float64).
+GPU_DTYPES = (torch.float32, torch.complex64)
+#: dtypes of CPU/CUDA tensors.
+HOST_DTYPES = (torch.float32, torch.float64, torch.complex64, torch.complex128)
+
+
+class ShapeError(RuntimeError, ValueError):
+    """An argument has the wrong rank or shape."""
+
+
+class DTypeError(RuntimeError, TypeError):
+    """An argument has an unsupported dtype, or arguments disagree on dtype."""
+
+
+class DeviceError(RuntimeError, ValueError):
+    """Arguments live on different devices."""
+
+
+def _describe(t: torch.Tensor) -> str:
+    return f"shape {tuple(t.shape)}, dtype {t.dtype}, device {t.device}"
+
+
+def supported_dtypes(device: torch.device | str) -> tuple[torch.dtype, ...]:
+    """The floating/complex dtypes our ops accept on ``device``."""
+    return GPU_DTYPES if torch.device(device).type == "mps" else HOST_DTYPES
+
+
+def check_tensor(op: str, name: str, x: object) -> torch.Tensor:
+    """``x`` must be a tensor."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{op}: expected {name} to be a torch.Tensor, got {type(x).__name__}")
+    return x
+
+
+def check_dtype(op: str, name: str, x: torch.Tensor) -> None:
+    """``x`` must be float32/complex64 (anywhere) or float64/complex128 (CPU/CUDA)."""
+    allowed = supported_dtypes(x.device)
+    if x.dtype in allowed:
+        return
+    if x.device.type == "mps" and x.dtype in (torch.float64, torch.complex128):
+        raise DTypeError(
+            f"{op}: {name} has dtype {x.dtype} on mps, but Apple GPUs have no float64; "
+            "use float32/complex64 on mps, or compute on the CPU"
+        )
+    names = ", ".join(str(d).replace("torch.", "") for d in allowed)
+    raise DTypeError(
+        f"{op}: expected {name} to be a floating point or complex tensor ({names} on "
+        f"{x.device.type}), got {x.dtype}"
+    )
+
+
+def check_matrix(op: str, name: str, x: object, *, square: bool = False) -> torch.Tensor:
+    """``x`` is a tensor of supported dtype with ``ndim >= 2`` (and square trailing dims if asked)."""
+    x = check_tensor(op, name, x)
+    if x.ndim < 2:
+        raise ShapeError(f"{op}: {name} must have at least 2 dimensions, got {_describe(x)}")
+    check_dtype(op, name, x)
+    if square and x.shape[-1] != x.shape[-2]:
+        raise ShapeError(
+            f"{op}: {name} must be batches of square matrices, but they are "
+            f"{x.shape[-2]} by {x.shape[-1]} matrices"
+        )
+    return x
+
+
+def check_same(op: str, names: Sequence[str], *xs: torch.Tensor) -> None:
+    """All ``xs`` share one device and one dtype (no silent casts: complex B with real A raises)."""
+    first = xs[0]
+    for name, x in zip(names[1:], xs[1:]):
+        if x.device != first.device:
+            raise DeviceError(
+                f"{op}: expected all tensors on one device, but {names[0]} is on {first.device} "
+                f"and {name} is on {x.device}"
+            )
+        if x.dtype != first.dtype:
+            raise DTypeError(
+                f"{op}: expected {names[0]} and {name} to have the same dtype, but {names[0]} is "
+                f"{first.dtype} and {name} is {x.dtype} (mpslinalg never casts silently: convert one "
+                "of them explicitly)"
+            )
+
+
+def broadcast_batch(op: str, names: Sequence[str], *xs: torch.Tensor) -> torch.Size:
+    """The broadcast batch shape (all dims but the last two) of matrices ``xs``."""
+    try:
+        return torch.broadcast_shapes(*(x.shape[:-2] for x in xs))
+    except RuntimeError:
+        shapes = ", ".join(f"{n} {tuple(x.shape)}" for n, x in zip(names, xs))
+        raise ShapeError(f"{op}: incompatible batch dimensions of {shapes} (they must broadcast)") from None
+
+
+def check_rhs(op: str, A: torch.Tensor, B: torch.Tensor, *, left: bool = True, a_name: str = "A",
+              b_name: str = "B") -> None:
+    """``B`` is a compatible right-hand side of square ``A`` (``AX = B`` if ``left`` else ``XA = B``)."""
+    n = A.shape[-1]
+    k = B.shape[-2] if left else B.shape[-1]
+    if k != n:
+        eq = "A X = B" if left else "X A = B"
+        dim = "rows" if left else "columns"
+        raise ShapeError(
+            f"{op}: incompatible shapes of {a_name} {tuple(A.shape)} and {b_name} {tuple(B.shape)} "
+            f"for the equation {eq}: {b_name} must have {n} {dim}, got {k}"
+        )
+
+
+def resolved(x: torch.Tensor) -> torch.Tensor:
+    """A contiguous tensor with conj/neg bits materialised (Metal ignores strides and those bits)."""
+    return x.resolve_conj().resolve_neg().contiguous()
+
+
+def raise_for_info(op: str, info: torch.Tensor, message: str) -> None:
+    """Raise :class:`torch.linalg.LinAlgError` for the first batch element with ``info > 0``.
+
+    ``message`` is formatted with ``{info}`` (LAPACK's 1-based index). This synchronises with the
+    device, so only non-``_ex`` ops call it.
+    """
+    if info.numel() == 0:
+        return
+    bad = torch.nonzero(info.reshape(-1) > 0)
+    if bad.numel() == 0:
+        return
+    flat = int(bad[0, 0])
+    value = int(info.reshape(-1)[flat])
+    text = message.format(info=value)
+    if info.ndim > 0:
+        index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), info.shape))
+        where = index[0] if len(index) == 1 else index
+        raise LinAlgError(f"{op}: (Batch element {where}): {text}")
+    raise LinAlgError(f"{op}: {text}")

@@ -1,0 +1,300 @@
+"""Synchronised wall-clock timing on cpu, cuda and mps (DESIGN §10).
+
+One timing core serves the main job (``python -m mpslinalg``) and every benchmark in
+``benchmarks/``, so both measure the same way:
+
+* **cuda**: CUDA events recorded on the current stream around each call; the device is
+  synchronised *before* the first start event and *after* the last end event of a batch of samples,
+  never inside the timed region, so a sample is the GPU time between the end of the previous call
+  and the end of this one (what a user sees in a loop; the host launch cost shows if it dominates).
+* **mps**: ``torch.mps.Event(enable_timing=True)`` the same way when this torch has it, otherwise
+  ``time.perf_counter`` with ``torch.mps.synchronize()`` before and after each call.
+* **cpu**: ``time.perf_counter``. Calls shorter than ~0.1 ms are repeated ``number`` times per
+  sample (calibrated once) so the clock's resolution and call jitter do not dominate.
+
+Statistics are over samples: median (the number to report), min, max, inter-quartile range.
+:func:`time_interleaved` times several callables *in the same run*, one sample of each per round,
+rotating the order every round, so that a peer and our op see the same machine state (clock boost,
+other users of a shared CPU, thermal state). Ratios from one interleaved run are the figures to
+quote; absolute CPU times on a shared machine are not.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+
+import torch
+
+__all__ = ["Timing", "resolve_device", "synchronize", "time_callable", "time_interleaved"]
+
+#: On the CPU a sample should last at least this long (seconds); shorter calls are repeated.
+_CPU_MIN_SAMPLE = 1e-4
+_MAX_NUMBER = 10_000
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Per-call times of one callable, in seconds.
+
+    Attributes
+    ----------
+    median, min, max : float
+        Statistics of the per-call samples (seconds).
+    iqr : float
+        Inter-quartile range of the samples (seconds); ``0.0`` for a single sample.
+    n : int
+        Number of samples.
+    number : int
+        Calls per sample (each sample is the mean over ``number`` back-to-back calls).
+    samples : tuple of float
+        The per-call samples in measurement order (seconds).
+    """
+
+    median: float
+    min: float
+    max: float
+    iqr: float
+    n: int
+    number: int = 1
+    samples: tuple[float, ...] = ()
+
+    @classmethod
+    def from_samples(cls, samples: list[float] | tuple[float, ...], number: int = 1) -> Timing:
+        """Summarise per-call samples (seconds)."""
+        xs = [float(s) for s in samples]
+        if not xs:
+            raise ValueError("Timing.from_samples: expected at least one sample, got none")
+        if len(xs) >= 2:
+            q1, _, q3 = statistics.quantiles(xs, n=4, method="inclusive")
+            iqr = q3 - q1
+        else:
+            iqr = 0.0
+        return cls(
+            median=statistics.median(xs),
+            min=min(xs),
+            max=max(xs),
+            iqr=iqr,
+            n=len(xs),
+            number=int(number),
+            samples=tuple(xs),
+        )
+
+    @property
+    def median_ms(self) -> float:
+        """The median in milliseconds."""
+        return self.median * 1e3
+
+    def to_dict(self, *, samples: bool = False) -> dict:
+        """JSON-ready dict with times in milliseconds (keys end in ``_ms``)."""
+        d = asdict(self)
+        out = {
+            "median_ms": d["median"] * 1e3,
+            "min_ms": d["min"] * 1e3,
+            "max_ms": d["max"] * 1e3,
+            "iqr_ms": d["iqr"] * 1e3,
+            "n": d["n"],
+            "number": d["number"],
+        }
+        if samples:
+            out["samples_ms"] = [s * 1e3 for s in self.samples]
+        return out
+
+
+def resolve_device(device: torch.device | str | None) -> torch.device:
+    """``torch.device`` of ``device``; ``cuda`` without an index means the current CUDA device."""
+    if device is None:
+        return torch.device("cpu")
+    dev = torch.device(device)
+    if dev.type == "cuda" and dev.index is None:
+        if not torch.cuda.is_available():
+            raise RuntimeError("device='cuda' was requested but torch.cuda.is_available() is False")
+        dev = torch.device("cuda", torch.cuda.current_device())
+    if dev.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise RuntimeError("device='mps' was requested but torch.backends.mps.is_available() is False")
+    if dev.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"device: expected 'cpu', 'cuda' or 'mps', got {device!r}")
+    return dev
+
+
+def synchronize(device: torch.device | str) -> None:
+    """Wait until all work queued on ``device`` has finished (no-op on cpu)."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+    elif dev.type == "mps":
+        torch.mps.synchronize()
+
+
+def _mps_event_cls():
+    ev = getattr(getattr(torch, "mps", None), "Event", None)
+    if ev is None:
+        return None
+    try:
+        probe = ev(enable_timing=True)
+    except (TypeError, RuntimeError):
+        return None
+    return ev if hasattr(probe, "elapsed_time") else None
+
+
+def _event_samples(fn: Callable[[], object], count: int, number: int, dev: torch.device) -> list[float] | None:
+    """Per-call seconds for ``count`` samples timed with device events, or None without events."""
+    if dev.type == "cuda":
+        make = lambda: torch.cuda.Event(enable_timing=True)  # noqa: E731
+    elif dev.type == "mps":
+        cls = _mps_event_cls()
+        if cls is None:
+            return None
+        make = lambda: cls(enable_timing=True)  # noqa: E731
+    else:
+        return None
+    pairs = [(make(), make()) for _ in range(count)]
+    synchronize(dev)
+    for start, end in pairs:
+        start.record()
+        for _ in range(number):
+            fn()
+        end.record()
+    synchronize(dev)
+    return [start.elapsed_time(end) * 1e-3 / number for start, end in pairs]
+
+
+def _clock_samples(fn: Callable[[], object], count: int, number: int, dev: torch.device) -> list[float]:
+    """Per-call seconds for ``count`` samples timed with ``perf_counter`` (synchronised)."""
+    out = []
+    sync = dev.type != "cpu"
+    for _ in range(count):
+        if sync:
+            synchronize(dev)
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        if sync:
+            synchronize(dev)
+        out.append((time.perf_counter() - t0) / number)
+    return out
+
+
+def _samples(fn: Callable[[], object], count: int, number: int, dev: torch.device) -> list[float]:
+    ev = _event_samples(fn, count, number, dev)
+    return ev if ev is not None else _clock_samples(fn, count, number, dev)
+
+
+def _calibrate(fn: Callable[[], object], dev: torch.device) -> int:
+    """Calls per sample: 1 on GPUs (events resolve ~1 µs), enough for >= 0.1 ms on the CPU."""
+    if dev.type != "cpu":
+        return 1
+    t = _clock_samples(fn, 1, 1, dev)[0]
+    if t >= _CPU_MIN_SAMPLE:
+        return 1
+    return int(min(_MAX_NUMBER, math.ceil(_CPU_MIN_SAMPLE / max(t, 1e-9))))
+
+
+def _check_counts(warmup: int, repeat: int, min_time: float) -> None:
+    if int(warmup) != warmup or warmup < 0:
+        raise ValueError(f"warmup: expected an int >= 0, got {warmup!r}")
+    if int(repeat) != repeat or repeat < 1:
+        raise ValueError(f"repeat: expected an int >= 1, got {repeat!r}")
+    if not (min_time >= 0.0):
+        raise ValueError(f"min_time: expected seconds >= 0, got {min_time!r}")
+
+
+def time_callable(
+    fn: Callable[[], object],
+    *,
+    device: torch.device | str,
+    warmup: int = 3,
+    repeat: int = 10,
+    min_time: float = 0.05,
+    max_time: float = 30.0,
+) -> Timing:
+    """Time a zero-argument callable on ``device``.
+
+    Parameters
+    ----------
+    fn : callable
+        Called with no arguments; its result is discarded. It must enqueue its work on ``device``
+        (for GPUs: on the current stream).
+    device : torch.device or str
+        ``"cpu"``, ``"cuda"`` (events), or ``"mps"`` (events when available).
+    warmup : int
+        Untimed calls first (compilation, caches, allocator), followed by a synchronisation.
+    repeat : int
+        Minimum number of samples.
+    min_time : float
+        Keep sampling until the samples cover at least this many seconds (fast ops get more
+        samples), ...
+    max_time : float
+        ... but stop adding samples beyond ``repeat`` once this many seconds were spent.
+
+    Returns
+    -------
+    Timing
+        Per-call statistics in seconds.
+
+    Examples
+    --------
+    >>> import torch
+    >>> x = torch.randn(64, 64)
+    >>> t = time_callable(lambda: x @ x, device="cpu", repeat=5)
+    >>> t.n >= 5 and t.median > 0
+    True
+    """
+    return time_interleaved({"fn": fn}, device=device, warmup=warmup, repeat=repeat,
+                            min_time=min_time, max_time=max_time)["fn"]
+
+
+def time_interleaved(
+    fns: Mapping[str, Callable[[], object]],
+    *,
+    device: torch.device | str,
+    warmup: int = 3,
+    repeat: int = 10,
+    min_time: float = 0.05,
+    max_time: float = 30.0,
+) -> dict[str, Timing]:
+    """Time several callables in the same run, one sample of each per round.
+
+    The order within a round rotates every round, so no callable always runs first (cold) or last.
+    Sampling stops when every callable has ``repeat`` samples and ``min_time`` seconds of samples,
+    or, past ``repeat`` rounds, when ``max_time`` seconds in total have elapsed.
+
+    Parameters
+    ----------
+    fns : mapping of str to callable
+        Names and zero-argument callables (e.g. ``{"ours": ..., "torch.linalg": ...}``).
+    device, warmup, repeat, min_time, max_time
+        As in :func:`time_callable`; ``max_time`` bounds the whole interleaved run.
+
+    Returns
+    -------
+    dict of str to Timing
+        Same keys as ``fns``.
+    """
+    _check_counts(warmup, repeat, min_time)
+    if not fns:
+        raise ValueError("fns: expected at least one callable")
+    dev = resolve_device(device)
+    names = list(fns)
+    for _ in range(int(warmup)):
+        for name in names:
+            fns[name]()
+    synchronize(dev)
+    numbers = {name: _calibrate(fns[name], dev) for name in names}
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    t_start = time.perf_counter()
+    rnd = 0
+    while True:
+        k = rnd % len(names)
+        for name in names[k:] + names[:k]:
+            samples[name].extend(_samples(fns[name], 1, numbers[name], dev))
+        rnd += 1
+        if rnd < repeat:
+            continue
+        covered = min(sum(s) * numbers[n] for n, s in samples.items())
+        if covered >= min_time or time.perf_counter() - t_start >= max_time:
+            break
+    return {name: Timing.from_samples(samples[name], numbers[name]) for name in names}

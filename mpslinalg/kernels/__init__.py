@@ -1,0 +1,31 @@
+"""The kernel interface: backend selection and the Metal source loader (DESIGN §4).
+
+A family (``mpslinalg/triangular.py``, ``lu.py``, ...) asks :func:`backend_for` which backend serves
+its tensors. For ``torch`` it runs its torch-op kernels; for ``metal`` and ``emulator`` it calls the
+kernels of :func:`load_library` — one Python call site for both, only the shader compiler differs.
+"""
+
+from .backends import (
+    BACKENDS,
+    BackendUnavailableError,
+    backend_for,
+    default_backend,
+    mps_available,
+    requested_backend,
+    use_backend,
+)
+from .loader import load_library, metal_dir, metal_source, set_compiler
+
+__all__ = [
+    "BACKENDS",
+    "BackendUnavailableError",
+    "backend_for",
+    "default_backend",
+    "load_library",
+    "metal_dir",
+    "metal_source",
+    "mps_available",
+    "requested_backend",
+    "set_compiler",
+    "use_backend",
+]

@@ -1,0 +1,95 @@
+"""Shared test harness: backend/dtype/device parametrisation, the ``mps`` marker, hypothesis profiles.
+
+Use the ``backend`` fixture (parametrised over ``torch``, ``emulator`` and — on a Mac — ``metal``)
+in any op test: it selects the backend for the test body and gives the matching device via
+``backend_device``::
+
+    def test_something(backend, backend_device):
+        A = torch.randn(4, 4, device=backend_device)
+        ...
+
+The emulator needs a C++ compiler (clang >= 17). Where none exists its tests skip with that reason,
+except under CI (``CI`` set), where a missing compiler is a failure: CI installs one.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+try:
+    from hypothesis import HealthCheck, settings
+
+    settings.register_profile("ci", max_examples=25, deadline=None,
+                              suppress_health_check=[HealthCheck.too_slow])
+    settings.register_profile("dev", max_examples=10, deadline=None)
+    settings.load_profile("ci" if os.environ.get("CI") else os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+except ImportError:  # hypothesis is in the test extra; tests that need it import it themselves
+    pass
+
+from mpslinalg.kernels import mps_available, use_backend
+
+MPS_REASON = "needs an Apple GPU (torch.backends.mps.is_available() is False on this machine)"
+
+
+def emulator_compiler_problem() -> str | None:
+    """None when the emulator can compile here, else why not."""
+    try:
+        from mpslinalg import emulator
+    except ImportError as exc:
+        return f"mpslinalg.emulator not importable: {exc}"
+    try:
+        emulator.find_compiler()
+    except Exception as exc:  # CompilerNotFoundError
+        return f"no compiler for the emulator: {exc}"
+    return None
+
+
+def require_emulator() -> None:
+    """Skip (or, under CI, fail) when the emulator has no compiler."""
+    problem = emulator_compiler_problem()
+    if problem is None:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"CI must run the emulator tests: {problem}")
+    pytest.skip(problem)
+
+
+def _backend_params() -> list:
+    params = [pytest.param("torch", id="torch"), pytest.param("emulator", id="emulator")]
+    params.append(pytest.param("metal", id="metal", marks=pytest.mark.mps))
+    return params
+
+
+@pytest.fixture(params=_backend_params())
+def backend(request):
+    """Run the test body with this backend selected; yields the backend name."""
+    name = request.param
+    if name == "emulator":
+        require_emulator()
+    with use_backend(name):
+        yield name
+
+
+@pytest.fixture
+def backend_device(backend) -> torch.device:
+    """The device whose tensors the selected backend serves."""
+    return torch.device("mps" if backend == "metal" else "cpu")
+
+
+@pytest.fixture(params=[torch.float32, torch.complex64], ids=["float32", "complex64"])
+def gpu_dtype(request) -> torch.dtype:
+    """The dtypes every backend supports."""
+    return request.param
+
+
+def pytest_collection_modifyitems(config, items):
+    skip_mps = pytest.mark.skip(reason=MPS_REASON)
+    skip_cuda = pytest.mark.skip(reason="needs a CUDA device (torch.cuda.is_available() is False)")
+    for item in items:
+        if "mps" in item.keywords and not mps_available():
+            item.add_marker(skip_mps)
+        if "cuda" in item.keywords and not torch.cuda.is_available():
+            item.add_marker(skip_cuda)

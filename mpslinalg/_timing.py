@@ -34,6 +34,10 @@ __all__ = ["Timing", "resolve_device", "synchronize", "time_callable", "time_int
 #: On the CPU a sample should last at least this long (seconds); shorter calls are repeated.
 _CPU_MIN_SAMPLE = 1e-4
 _MAX_NUMBER = 10_000
+#: Samples per callable per round on GPUs: back-to-back, so all but the first show the steady state.
+_GPU_BURST = 4
+#: Upper bound on rounds, whatever ``min_time`` asks (a sample count beyond this adds nothing).
+_MAX_ROUNDS = 1000
 
 
 @dataclass(frozen=True)
@@ -140,7 +144,9 @@ def _mps_event_cls():
     return ev if hasattr(probe, "elapsed_time") else None
 
 
-def _event_samples(fn: Callable[[], object], count: int, number: int, dev: torch.device) -> list[float] | None:
+def _event_samples(
+    fn: Callable[[], object], count: int, number: int, dev: torch.device
+) -> list[float] | None:
     """Per-call seconds for ``count`` samples timed with device events, or None without events."""
     if dev.type == "cuda":
         make = lambda: torch.cuda.Event(enable_timing=True)  # noqa: E731
@@ -187,7 +193,7 @@ def _calibrate(fn: Callable[[], object], dev: torch.device) -> int:
     """Calls per sample: 1 on GPUs (events resolve ~1 µs), enough for >= 0.1 ms on the CPU."""
     if dev.type != "cpu":
         return 1
-    t = _clock_samples(fn, 1, 1, dev)[0]
+    t = min(_clock_samples(fn, 3, 1, dev))
     if t >= _CPU_MIN_SAMPLE:
         return 1
     return int(min(_MAX_NUMBER, math.ceil(_CPU_MIN_SAMPLE / max(t, 1e-9))))
@@ -260,7 +266,9 @@ def time_interleaved(
 
     The order within a round rotates every round, so no callable always runs first (cold) or last.
     Sampling stops when every callable has ``repeat`` samples and ``min_time`` seconds of samples,
-    or, past ``repeat`` rounds, when ``max_time`` seconds in total have elapsed.
+    or, once ``repeat`` samples exist, when ``max_time`` seconds in total have elapsed. On GPUs a
+    round takes a short burst of back-to-back samples of each callable (synchronised before and
+    after the burst, not between its samples).
 
     Parameters
     ----------
@@ -286,15 +294,18 @@ def time_interleaved(
     numbers = {name: _calibrate(fns[name], dev) for name in names}
     samples: dict[str, list[float]] = {name: [] for name in names}
     t_start = time.perf_counter()
+    burst = 1 if dev.type == "cpu" else _GPU_BURST
+    rounds = max(1, math.ceil(int(repeat) / burst))
     rnd = 0
     while True:
         k = rnd % len(names)
         for name in names[k:] + names[:k]:
-            samples[name].extend(_samples(fns[name], 1, numbers[name], dev))
+            samples[name].extend(_samples(fns[name], burst, numbers[name], dev))
         rnd += 1
-        if rnd < repeat:
+        if rnd < rounds:
             continue
         covered = min(sum(s) * numbers[n] for n, s in samples.items())
-        if covered >= min_time or time.perf_counter() - t_start >= max_time:
+        elapsed = time.perf_counter() - t_start
+        if covered >= min_time or elapsed >= max_time or rnd >= _MAX_ROUNDS:
             break
     return {name: Timing.from_samples(samples[name], numbers[name]) for name in names}

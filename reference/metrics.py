@@ -1,0 +1,543 @@
+"""LAPACK's test ratios, batched, in float64/complex128.
+
+Every ratio here is a *scaled backward error*: the residual of a computed result divided by what a
+backward-stable algorithm is allowed to leave, so that a correct implementation gives a number of
+order 1 whatever the matrix, and LAPACK's pass mark is ``PASS_RATIO = 30``
+(``TESTING/ctest.in``: "Threshold value of test ratio").
+
+Conventions (shared by all ratios):
+
+* **Norm**: the matrix 1-norm (maximum absolute column sum), as LAPACK's testers use it
+  (``xLANGE('1', ...)``). For complex entries the modulus ``|z|`` is used, as ``CLANGE`` does
+  (``CGET02`` sums columns with ``SCASUM``, i.e. ``|Re|+|Im|``; the two differ by at most √2 and we
+  use the modulus everywhere so that real and complex ratios mean the same thing).
+* **Precision of the check**: inputs are promoted to float64/complex128 before the residual is
+  formed, so for float32/complex64 results the check itself contributes ~1e-9 to a ratio. For
+  float64 results the residual is formed in float64, as LAPACK's own testers do, and ratios of
+  order 1 are partly rounding noise of the check.
+* **Unit roundoff**: ``u`` is that of the computed result's dtype (``2**-24`` for
+  float32/complex64, ``2**-53`` for float64/complex128); every function takes ``u=`` to override.
+* **Degenerate cases**: a zero residual gives ratio 0 (also for empty and zero matrices); a nonzero
+  residual over a zero denominator gives ``inf``; NaN anywhere gives NaN (and ``NaN < 30`` is
+  ``False``, so a NaN result never passes). LAPACK returns ``1/eps`` instead of ``inf``.
+* **Batching**: leading dimensions broadcast as in ``torch.matmul``; every ratio is a float64
+  tensor of the broadcast batch shape (a 0-d tensor for a single matrix).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+__all__ = [
+    "PASS_RATIO",
+    "SVDRatios",
+    "forward_error",
+    "inverse_ratio",
+    "lu_factor_ratio",
+    "lu_ratio",
+    "norm1",
+    "qr_ratios",
+    "relative_error",
+    "solve_ratio",
+    "svd_ratios",
+    "triangular_residual_ratio",
+    "unit_roundoff",
+]
+
+#: LAPACK's pass mark for the test ratios (``TESTING/ctest.in``, ``THRESH = 30.0``).
+PASS_RATIO: float = 30.0
+
+_U = {
+    torch.float16: 2.0**-11,
+    torch.bfloat16: 2.0**-8,
+    torch.float32: 2.0**-24,
+    torch.complex64: 2.0**-24,
+    torch.float64: 2.0**-53,
+    torch.complex128: 2.0**-53,
+}
+
+
+def unit_roundoff(dtype: torch.dtype) -> float:
+    """Unit roundoff ``u`` of a floating dtype (half the machine epsilon).
+
+    Parameters
+    ----------
+    dtype : torch.dtype
+        float16, bfloat16, float32, complex64, float64 or complex128. A complex dtype has the
+        unit roundoff of its real part (each of Re and Im is rounded separately, and
+        ``|fl(z) - z| <= u |z|`` holds for the modulus).
+
+    Returns
+    -------
+    float
+        ``2**-24`` for float32/complex64, ``2**-53`` for float64/complex128, ``2**-11`` for
+        float16, ``2**-8`` for bfloat16.
+
+    Raises
+    ------
+    TypeError
+        For integer, bool or other non-floating dtypes.
+
+    Examples
+    --------
+    >>> unit_roundoff(torch.complex64) == 2.0**-24
+    True
+    """
+    try:
+        return _U[dtype]
+    except (KeyError, TypeError):
+        raise TypeError(f"unit_roundoff: expected a floating or complex torch.dtype, got {dtype!r}") from None
+
+
+# ----------------------------------------------------------------------------------------------
+# helpers
+
+
+def _check_tensor(name: str, t: object, min_ndim: int = 2) -> torch.Tensor:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.ndim < min_ndim:
+        raise ValueError(f"{name} must have at least {min_ndim} dimensions, got shape {tuple(t.shape)}")
+    if not (t.is_floating_point() or t.is_complex()):
+        raise TypeError(f"{name} must be a floating or complex tensor, got dtype {t.dtype}")
+    return t
+
+
+def _wide(t: torch.Tensor) -> torch.Tensor:
+    """``t`` on the CPU in float64 (real) or complex128 (complex), conj/neg bits resolved."""
+    t = t.detach().to("cpu")
+    t = t.to(torch.complex128 if t.is_complex() else torch.float64)
+    return t.resolve_conj().resolve_neg()
+
+
+def _pair(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Widen both; promote to complex128 if either is complex."""
+    a, b = _wide(a), _wide(b)
+    if a.is_complex() != b.is_complex():
+        a, b = a.to(torch.complex128), b.to(torch.complex128)
+    return a, b
+
+
+def _u_of(u: float | None, result: torch.Tensor) -> float:
+    return unit_roundoff(result.dtype) if u is None else float(u)
+
+
+def _colnorms1(M: torch.Tensor) -> torch.Tensor:
+    """1-norms of the columns: shape (..., k)."""
+    return M.abs().sum(-2)
+
+
+def _amax(x: torch.Tensor, dim: int | tuple[int, ...]) -> torch.Tensor:
+    """``amax`` that returns 0 over empty dimensions (an empty matrix has norm 0)."""
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    if any(x.shape[d] == 0 for d in dims):
+        shape = [s for i, s in enumerate(x.shape) if i not in {d % x.ndim for d in dims}]
+        return torch.zeros(shape, dtype=torch.float64)
+    return x.amax(dim=dims)
+
+
+def norm1(A: torch.Tensor) -> torch.Tensor:
+    """Matrix 1-norm (maximum absolute column sum, ``|z|`` for complex), batched, in float64.
+
+    Parameters
+    ----------
+    A : torch.Tensor
+        Shape ``(..., m, n)``.
+
+    Returns
+    -------
+    torch.Tensor
+        float64, shape ``(...)``; 0 for empty matrices.
+    """
+    _check_tensor("A", A)
+    return _amax(_colnorms1(_wide(A)), -1)
+
+
+def _ratio(num: torch.Tensor, den: torch.Tensor) -> torch.Tensor:
+    """num/den with 0/0 = 0 and x/0 = inf; NaN propagates."""
+    num, den = torch.broadcast_tensors(num, den)
+    out = num / den
+    return torch.where((num == 0) & ~torch.isnan(den), torch.zeros_like(out), out)
+
+
+def _eye_like(M: torch.Tensor, n: int) -> torch.Tensor:
+    return torch.eye(n, dtype=M.dtype)
+
+
+def _as_matrix_rhs(A: torch.Tensor, B: torch.Tensor) -> bool:
+    """torch.linalg.solve's rule: B is a (batch of) vector(s) if B.ndim == 1 or
+    B.ndim == A.ndim - 1 and B.shape == A.shape[:-1]."""
+    return B.ndim == 1 or (B.ndim == A.ndim - 1 and B.shape == A.shape[:-1])
+
+
+# ----------------------------------------------------------------------------------------------
+# ratios
+
+
+def solve_ratio(
+    A: torch.Tensor,
+    X: torch.Tensor,
+    B: torch.Tensor,
+    *,
+    left: bool = True,
+    u: float | None = None,
+) -> torch.Tensor:
+    """Scaled residual of a linear solve, LAPACK ``xGET02``.
+
+    ``max_j ‖b_j − A x_j‖₁ / (‖A‖₁ ‖x_j‖₁ u)`` over the right-hand sides ``j`` (left), or the same
+    for the rows of ``X A = B`` (``left=False``, i.e. the ratio of the transposed system, which
+    uses ``‖A‖_∞``). A backward-stable solver gives O(1) whatever ``κ(A)``; pass when
+    ``< PASS_RATIO``.
+
+    Parameters
+    ----------
+    A : torch.Tensor
+        ``(..., n, n)``.
+    X : torch.Tensor
+        Computed solution, ``(..., n, k)`` or ``(..., n)`` (``torch.linalg.solve``'s vector rule).
+    B : torch.Tensor
+        Right-hand side, same shape as ``X``.
+    left : bool
+        ``True`` for ``A X = B``, ``False`` for ``X A = B``.
+    u : float, optional
+        Unit roundoff; default that of ``X.dtype``.
+
+    Returns
+    -------
+    torch.Tensor
+        float64, the broadcast batch shape.
+
+    Examples
+    --------
+    >>> A = torch.randn(4, 4, dtype=torch.float64); B = torch.randn(4, 2, dtype=torch.float64)
+    >>> bool(solve_ratio(A, torch.linalg.solve(A, B), B) < PASS_RATIO)
+    True
+    """
+    _check_tensor("A", A)
+    _check_tensor("X", X, 1)
+    _check_tensor("B", B, 1)
+    uu = _u_of(u, X)
+    if _as_matrix_rhs(A, B):
+        X, B = X.unsqueeze(-1), B.unsqueeze(-1)
+    if X.shape[-2:] != B.shape[-2:]:
+        raise ValueError(
+            f"X and B must have the same matrix shape, got {tuple(X.shape)} and {tuple(B.shape)}"
+        )
+    A64, X64 = _pair(A, X)
+    A64, B64 = _pair(A64, B)
+    X64 = X64.to(A64.dtype)
+    if not left:
+        A64, X64, B64 = A64.mT, X64.mT, B64.mT
+    R = B64 - A64 @ X64
+    anorm = _amax(_colnorms1(A64), -1)
+    num = _colnorms1(R)  # (..., k)
+    den = anorm.unsqueeze(-1) * _colnorms1(X64) * uu
+    return _amax(_ratio(num, den), -1)
+
+
+def triangular_residual_ratio(
+    T: torch.Tensor,
+    X: torch.Tensor,
+    B: torch.Tensor,
+    upper: bool,
+    left: bool = True,
+    unitriangular: bool = False,
+    *,
+    u: float | None = None,
+) -> torch.Tensor:
+    """Scaled residual of a triangular solve, LAPACK ``xTRT02``.
+
+    ``max_j ‖b_j − op(T) x_j‖₁ / (‖op(T)‖₁ ‖x_j‖₁ u)`` where ``op(T)`` is the triangle of ``T``
+    named by ``upper`` (the other triangle is **never read**: it may hold garbage or NaN), with
+    its diagonal replaced by ones when ``unitriangular``. ``left=False`` means ``X op(T) = B`` (the
+    ratio of the transposed system). No factor ``n`` in the denominator, as in ``xTRT02``: this is
+    ``n`` times stricter than ``‖b − Tx‖/(n‖T‖‖x‖u)``.
+
+    Parameters
+    ----------
+    T : torch.Tensor
+        ``(..., n, n)``.
+    X, B : torch.Tensor
+        ``(..., n, k)`` (``left``) or ``(..., k, n)`` (``left=False``).
+    upper, left, unitriangular : bool
+        As in ``torch.linalg.solve_triangular``.
+    u : float, optional
+        Unit roundoff; default that of ``X.dtype``.
+
+    Returns
+    -------
+    torch.Tensor
+        float64, the broadcast batch shape.
+    """
+    _check_tensor("T", T)
+    _check_tensor("X", X)
+    _check_tensor("B", B)
+    if T.shape[-1] != T.shape[-2]:
+        raise ValueError(f"T must be square, got shape {tuple(T.shape)}")
+    T_eff = triangle(T, upper=upper, unitriangular=unitriangular)
+    return solve_ratio(T_eff, X, B, left=left, u=_u_of(u, X))
+
+
+def triangle(T: torch.Tensor, *, upper: bool, unitriangular: bool = False) -> torch.Tensor:
+    """The named triangle of ``T`` in float64/complex128, other entries exactly 0 (even if they
+    were NaN/inf), diagonal 1 if ``unitriangular``."""
+    T64 = _wide(T)
+    n = T64.shape[-1]
+    mask = torch.ones(n, n, dtype=torch.bool)
+    mask = mask.triu(1 if unitriangular else 0) if upper else mask.tril(-1 if unitriangular else 0)
+    out = torch.where(mask, T64, torch.zeros((), dtype=T64.dtype))
+    if unitriangular:
+        out = out + torch.eye(n, dtype=T64.dtype)
+    return out
+
+
+def inverse_ratio(A: torch.Tensor, X: torch.Tensor, *, u: float | None = None) -> torch.Tensor:
+    """Scaled residual of a computed inverse, LAPACK ``xGET03``: ``‖I − XA‖₁/(n ‖A‖₁ ‖X‖₁ u)``.
+
+    Parameters
+    ----------
+    A, X : torch.Tensor
+        ``(..., n, n)``; ``X`` is the computed inverse.
+    u : float, optional
+        Unit roundoff; default that of ``X.dtype``.
+
+    Returns
+    -------
+    torch.Tensor
+        float64, the broadcast batch shape.
+    """
+    _check_tensor("A", A)
+    _check_tensor("X", X)
+    uu = _u_of(u, X)
+    A64, X64 = _pair(A, X)
+    n = A64.shape[-1]
+    R = _eye_like(A64, n) - X64 @ A64
+    num = _amax(_colnorms1(R), -1)
+    den = n * _amax(_colnorms1(A64), -1) * _amax(_colnorms1(X64), -1) * uu
+    return _ratio(num, den)
+
+
+def lu_ratio(
+    A: torch.Tensor, P: torch.Tensor, L: torch.Tensor, U: torch.Tensor, *, u: float | None = None
+) -> torch.Tensor:
+    """Scaled residual of an LU factorization, LAPACK ``xGET01``: ``‖A − PLU‖₁/(n ‖A‖₁ u)``.
+
+    Uses ``torch.linalg.lu``'s convention ``A = P L U`` (``‖A − PLU‖₁ = ‖PᵀA − LU‖₁``: a row
+    permutation does not change column sums). ``n`` is the number of columns of ``A``, as in
+    ``xGET01``. Rectangular ``A`` (``m × n``, ``L`` ``m × k``, ``U`` ``k × n``) is allowed.
+
+    Parameters
+    ----------
+    A, P, L, U : torch.Tensor
+        As returned by ``torch.linalg.lu(A)``.
+    u : float, optional
+        Unit roundoff; default that of ``U.dtype``.
+
+    Returns
+    -------
+    torch.Tensor
+        float64, the broadcast batch shape.
+    """
+    for name, t in (("A", A), ("P", P), ("L", L), ("U", U)):
+        _check_tensor(name, t)
+    uu = _u_of(u, U)
+    A64, L64 = _pair(A, L)
+    A64, U64 = _pair(A64, U)
+    L64, U64 = L64.to(A64.dtype), U64.to(A64.dtype)
+    P64 = _wide(P).to(A64.dtype)
+    n = A64.shape[-1]
+    R = A64 - P64 @ (L64 @ U64)
+    num = _amax(_colnorms1(R), -1)
+    den = n * _amax(_colnorms1(A64), -1) * uu
+    return _ratio(num, den)
+
+
+def lu_factor_ratio(
+    A: torch.Tensor, LU: torch.Tensor, pivots: torch.Tensor, *, u: float | None = None
+) -> torch.Tensor:
+    """:func:`lu_ratio` for the compact output of ``torch.linalg.lu_factor`` (``LU``, 1-based
+    int32 ``pivots``).
+
+    Parameters
+    ----------
+    A : torch.Tensor
+        ``(..., m, n)``.
+    LU : torch.Tensor
+        Packed factors, ``(..., m, n)``.
+    pivots : torch.Tensor
+        int32, ``(..., min(m, n))``, 1-based (LAPACK/torch convention).
+    u : float, optional
+        Unit roundoff; default that of ``LU.dtype``.
+
+    Returns
+    -------
+    torch.Tensor
+        float64, the batch shape.
+    """
+    _check_tensor("LU", LU)
+    uu = _u_of(u, LU)
+    P, L, U = torch.lu_unpack(_wide(LU), pivots.detach().to("cpu", torch.int32))
+    return lu_ratio(A, P, L, U, u=uu)
+
+
+def qr_ratios(
+    A: torch.Tensor, Q: torch.Tensor, R: torch.Tensor, *, u: float | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """LAPACK ``xQRT01`` ratios of a QR factorization.
+
+    Returns ``(‖A − QR‖₁/(m ‖A‖₁ u), ‖I − QᴴQ‖₁/(m u))`` for ``A`` of shape ``(..., m, n)`` and
+    ``Q`` of shape ``(..., m, k)`` (reduced ``k = min(m, n)`` or complete ``k = m``), ``R`` of
+    shape ``(..., k, n)``.
+
+    Parameters
+    ----------
+    A, Q, R : torch.Tensor
+        As returned by ``torch.linalg.qr(A, mode="reduced" | "complete")``.
+    u : float, optional
+        Unit roundoff; default that of ``Q.dtype``.
+
+    Returns
+    -------
+    tuple of torch.Tensor
+        Two float64 tensors of the broadcast batch shape.
+    """
+    for name, t in (("A", A), ("Q", Q), ("R", R)):
+        _check_tensor(name, t)
+    uu = _u_of(u, Q)
+    A64, Q64 = _pair(A, Q)
+    A64, R64 = _pair(A64, R)
+    Q64, R64 = Q64.to(A64.dtype), R64.to(A64.dtype)
+    m, k = Q64.shape[-2], Q64.shape[-1]
+    E = A64 - Q64 @ R64
+    recon = _ratio(_amax(_colnorms1(E), -1), m * _amax(_colnorms1(A64), -1) * uu)
+    G = _eye_like(Q64, k) - Q64.mH @ Q64
+    orth = _ratio(_amax(_colnorms1(G), -1), torch.tensor(m * uu, dtype=torch.float64))
+    return recon, orth
+
+
+class SVDRatios(NamedTuple):
+    """LAPACK ``xDRVBD`` ratios of an SVD (all float64 tensors of the batch shape)."""
+
+    #: ``‖A − U Σ Vᴴ‖₁ / (max(m, n) ‖A‖₁ u)``
+    recon: torch.Tensor
+    #: ``‖I − UᴴU‖₁ / (m u)``
+    u_orth: torch.Tensor
+    #: ``‖I − Vᴴ V‖₁ / (n u)`` (rows of ``Vh`` orthonormal)
+    v_orth: torch.Tensor
+    #: 0 if ``S`` is non-negative and non-increasing, ``inf`` otherwise (``xDRVBD`` test 4)
+    order: torch.Tensor
+
+
+def svd_ratios(
+    A: torch.Tensor, U: torch.Tensor, S: torch.Tensor, Vh: torch.Tensor, *, u: float | None = None
+) -> SVDRatios:
+    """LAPACK ``xDRVBD`` ratios of an SVD ``A = U diag(S) Vh``.
+
+    Works for ``full_matrices=True`` (``U`` ``m × m``, ``Vh`` ``n × n``) and ``False``
+    (``m × k``, ``k × n``), ``k = min(m, n)``; the reconstruction uses the first ``k`` columns of
+    ``U`` and rows of ``Vh``, the orthogonality tests use all of them (so the completion of a full
+    ``U`` is checked too).
+
+    Parameters
+    ----------
+    A : torch.Tensor
+        ``(..., m, n)``.
+    U, S, Vh : torch.Tensor
+        As returned by ``torch.linalg.svd``.
+    u : float, optional
+        Unit roundoff; default that of ``S.dtype`` (real dtype of the result).
+
+    Returns
+    -------
+    SVDRatios
+        ``(recon, u_orth, v_orth, order)``.
+    """
+    for name, t in (("A", A), ("U", U), ("Vh", Vh)):
+        _check_tensor(name, t)
+    _check_tensor("S", S, 1)
+    uu = _u_of(u, S)
+    A64, U64 = _pair(A, U)
+    A64, V64 = _pair(A64, Vh)
+    U64, V64 = U64.to(A64.dtype), V64.to(A64.dtype)
+    S64 = _wide(S)
+    m, n = A64.shape[-2], A64.shape[-1]
+    k = min(m, n)
+    Uk, Vk = U64[..., :, :k], V64[..., :k, :]
+    E = A64 - (Uk * S64[..., None, :].to(A64.dtype)) @ Vk
+    recon = _ratio(_amax(_colnorms1(E), -1), max(m, n) * _amax(_colnorms1(A64), -1) * uu)
+    GU = _eye_like(U64, U64.shape[-1]) - U64.mH @ U64
+    u_orth = _ratio(_amax(_colnorms1(GU), -1), torch.tensor(m * uu, dtype=torch.float64))
+    GV = _eye_like(V64, V64.shape[-2]) - V64 @ V64.mH
+    v_orth = _ratio(_amax(_colnorms1(GV), -1), torch.tensor(n * uu, dtype=torch.float64))
+    if S64.shape[-1] == 0:
+        bad = torch.zeros(S64.shape[:-1], dtype=torch.bool)
+    else:
+        bad = (S64 < 0).any(-1) | (S64[..., 1:] > S64[..., :-1]).any(-1) | torch.isnan(S64).any(-1)
+    order = torch.where(
+        bad, torch.tensor(float("inf"), dtype=torch.float64), torch.tensor(0.0, dtype=torch.float64)
+    )
+    return SVDRatios(recon, u_orth, v_orth, order)
+
+
+def forward_error(
+    x: torch.Tensor, x_ref: torch.Tensor, *, dim: int | tuple[int, ...] | None = None
+) -> torch.Tensor:
+    """Normwise relative forward error ``max|x − x_ref| / max|x_ref|`` (∞-norm of the entries).
+
+    Not divided by ``u``: compare it with a derived bound such as ``c·κ(A)·u`` (LAPACK
+    ``xGET04`` divides by ``κ·eps`` and applies the threshold to that).
+
+    Parameters
+    ----------
+    x : torch.Tensor
+        Computed result.
+    x_ref : torch.Tensor
+        Reference (e.g. from :mod:`reference.mp`); broadcast against ``x``.
+    dim : int or tuple of int, optional
+        Dimensions reduced by the norm. Default: the last two (a batch of matrices), or the only
+        one for 1-D input. Pass ``dim=-1`` for a batch of vectors.
+
+    Returns
+    -------
+    torch.Tensor
+        float64 of the remaining (batch) shape; 0 when ``x == x_ref``; ``inf`` when
+        ``x_ref == 0 != x``.
+    """
+    _check_tensor("x", x, 0)
+    _check_tensor("x_ref", x_ref, 0)
+    a, b = _pair(x, x_ref)
+    a, b = torch.broadcast_tensors(a, b)
+    if dim is None:
+        dim = (-2, -1) if a.ndim >= 2 else tuple(range(a.ndim))
+    if a.ndim == 0:
+        return _ratio((a - b).abs(), b.abs())
+    return _ratio(_amax((a - b).abs(), dim), _amax(b.abs(), dim))
+
+
+def relative_error(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Elementwise relative error ``|a − b| / |b|`` in float64.
+
+    0 where ``a == b`` (including equal infinities and ``0 == 0``), ``inf`` where ``b == 0 != a``,
+    NaN where either is NaN. Use it for quantities with a componentwise guarantee, e.g. singular
+    values of graded matrices (``relative_error(S, S_ref).amax(-1) <= c·u``) or determinants.
+
+    Parameters
+    ----------
+    a, b : torch.Tensor
+        Broadcastable; real or complex.
+
+    Returns
+    -------
+    torch.Tensor
+        float64, the broadcast shape.
+    """
+    _check_tensor("a", a, 0)
+    _check_tensor("b", b, 0)
+    a64, b64 = _pair(a, b)
+    a64, b64 = torch.broadcast_tensors(a64, b64)
+    eq = a64 == b64
+    diff = (a64 - b64).abs()
+    out = _ratio(diff, b64.abs())
+    return torch.where(eq, torch.zeros_like(out), out)

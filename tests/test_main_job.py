@@ -1,0 +1,154 @@
+"""The main job (``python -m mpslinalg``) and its workload registry (mpslinalg._workloads).
+
+The registry's rows are exercised before the families' ops exist by standing ``torch.linalg`` in for
+``mpslinalg``'s ops (LAPACK on the CPU: accurate by construction), and by a deliberately perturbed
+stand-in, which every accuracy check must reject: so a row whose check cannot fail, or that cannot
+digest its op's output, fails here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import mpslinalg
+from mpslinalg import _workloads
+from mpslinalg.__main__ import main, run_workload
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Every op some family registers a workload for.
+OPS = ["solve_triangular", "lu_factor", "lu", "lu_solve", "solve", "det", "slogdet", "inv", "qr", "svd",
+       "svdvals", "pinv", "lstsq"]
+
+
+def _perturbed(fn, rel: float):
+    """``fn`` with every float/complex output multiplied entrywise by ``1 + rel * N(0, 1)``."""
+    g = torch.Generator().manual_seed(0)
+
+    def bump(t):
+        if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex()):
+            noise = torch.randn(t.shape, dtype=t.dtype, generator=g)
+            return t * (1 + rel * noise)
+        return t
+
+    def wrapped(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        return tuple(bump(t) for t in out) if isinstance(out, tuple) else bump(out)
+
+    return wrapped
+
+
+@pytest.fixture
+def stand_ins(monkeypatch):
+    """Export ``torch.linalg``'s functions as mpslinalg's ops for the test (restored afterwards)."""
+    def install(perturb: float = 0.0):
+        for op in OPS:
+            fn = getattr(torch.linalg, op)
+            monkeypatch.setattr(mpslinalg, op, _perturbed(fn, perturb) if perturb else fn, raising=False)
+        monkeypatch.setattr(mpslinalg, "__all__", [*dict.fromkeys([*mpslinalg.__all__, *OPS])])
+    return install
+
+
+def test_registry_rows_are_complete(stand_ins):
+    stand_ins()
+    rows = _workloads.workloads()
+    # One row per op at least, every family represented, names unique (workloads() checks).
+    assert {w.op for w in rows} == set(OPS)
+    for w in rows:
+        assert callable(w.make) and callable(w.ours) and callable(w.peer) and callable(w.accuracy)
+        assert w.scipy is None or callable(w.scipy)
+        assert w.dtype in (torch.float32, torch.complex64)
+        assert w.name and w.description
+
+
+def test_every_accuracy_check_passes_lapack_and_rejects_a_wrong_answer(stand_ins):
+    # torch.linalg on the CPU is LAPACK: backward stable, so each LAPACK ratio must be below its
+    # threshold (30). A relative entrywise perturbation of 10% of every output is ~1e6 u, far above
+    # what any threshold x u admits; for det/slogdet the ratio is |d - det|/(|det| n kappa u), and
+    # 0.1 / (32 * kappa * 6e-8) > 30 for every kappa < 1700, which holds for most Gaussian 32x32
+    # matrices of the batch (the max over the batch is taken).
+    cpu = torch.device("cpu")
+    stand_ins()
+    good = {w.name: run_workload(w, cpu, quick=True, timing=False) for w in _workloads.workloads()}
+    stand_ins(perturb=0.1)
+    bad = {w.name: run_workload(w, cpu, quick=True, timing=False) for w in _workloads.workloads()}
+    for name, row in good.items():
+        assert "error" not in row, (name, row.get("traceback"))
+        assert row["accuracy"]["pass"], (name, row["accuracy"])
+        assert row["ok"]
+        b = bad[name]["accuracy"]
+        assert not b["pass"] and b["value"] > 100 * row["accuracy"]["value"], (name, b)
+        assert not bad[name]["ok"]
+
+
+def test_main_times_ours_against_peers_in_one_run(stand_ins, tmp_path, capsys):
+    stand_ins()
+    out = tmp_path / "r.json"
+    rc = main(["--quick", "--device", "cpu", "--only", "RANSAC", "--json", str(out)])
+    assert rc == 0
+    rep = json.loads(out.read_text())
+    assert rep["device"] == "cpu" and rep["quick"] is True and rep["ok"] is True
+    (row,) = rep["rows"]
+    assert row["op"] == "solve" and row["accuracy"]["pass"]
+    assert row["time"]["median_ms"] > 0 and row["time"]["n"] >= rep["settings"]["repeat"]
+    # The stand-in *is* torch.linalg.solve: same work, so the ratio is ~1 (2 cores, noisy: within 3x).
+    tl = row["peers"]["torch.linalg"]
+    assert 1 / 3 <= tl["speedup"] <= 3
+    assert tl["speedup"] == pytest.approx(tl["median_ms"] / row["time"]["median_ms"])
+    assert row["peers"]["scipy"]["median_ms"] > 0
+    text = capsys.readouterr().out
+    assert "solve RANSAC 2048x9x9" in text and "torch.linalg/ours" in text and "scipy ms" in text
+
+
+def test_a_failing_op_makes_the_exit_status_1(stand_ins, monkeypatch, tmp_path):
+    stand_ins(perturb=0.1)
+    assert main(["--quick", "--device", "cpu", "--only", "RANSAC", "--no-timing"]) == 1
+
+    def broken(*a, **k):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(mpslinalg, "solve", broken)
+    out = tmp_path / "r.json"
+    assert main(["--quick", "--device", "cpu", "--only", "RANSAC", "--json", str(out)]) == 1
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["error"] == "RuntimeError: boom" and row["ok"] is False
+
+
+def test_no_ops_reports_environment_and_exits_0(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(mpslinalg, "__all__", [n for n in mpslinalg.__all__ if n not in OPS])
+    out = tmp_path / "r.json"
+    assert main(["--quick", "--device", "cpu", "--json", str(out)]) == 0
+    rep = json.loads(out.read_text())
+    assert rep["rows"] == [] and rep["implemented_ops"] == [] and rep["ok"] is True
+    assert "ops implemented: none yet" in capsys.readouterr().out
+
+
+def test_bad_device_is_a_usage_error(capsys):
+    assert main(["--device", "tpu"]) == 2
+    assert "--device" in capsys.readouterr().err
+
+
+def test_python_dash_m_quick_writes_json(tmp_path):
+    # The command a user runs, in a fresh interpreter, with the ops that exist right now.
+    out = tmp_path / "report.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    cmd = [sys.executable, "-m", "mpslinalg", "--quick", "--device", "cpu", "--json", str(out)]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rep = json.loads(out.read_text())
+    envd = rep["environment"]
+    for key in ("torch", "python", "devices", "mps", "backends", "emulator_compiler", "date"):
+        assert key in envd
+    assert envd["torch"] == torch.__version__
+    assert envd["backends"]["default"]["cpu"] == "torch"
+    # One row per registered workload of the ops implemented in this checkout, each passing.
+    assert len(rep["rows"]) == len(_workloads.workloads())
+    assert all(r["ok"] for r in rep["rows"])
+    assert "mpslinalg report" in proc.stdout and "ops implemented:" in proc.stdout

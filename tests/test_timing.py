@@ -1,0 +1,120 @@
+"""The timing core (mpslinalg._timing) and the report helpers (mpslinalg._report)."""
+
+from __future__ import annotations
+
+import io
+import time
+
+import pytest
+import torch
+
+from mpslinalg._report import Progress, format_table
+from mpslinalg._timing import Timing, time_callable, time_interleaved
+
+
+def test_statistics_of_known_samples():
+    # Samples 1..9: median 5, min 1, max 9; inclusive quartiles are 3 and 7, so IQR = 4 exactly.
+    t = Timing.from_samples([float(i) for i in (5, 1, 9, 3, 7, 2, 8, 4, 6)])
+    assert (t.median, t.min, t.max, t.iqr, t.n) == (5.0, 1.0, 9.0, 4.0, 9)
+    d = t.to_dict()
+    assert d["median_ms"] == 5000.0 and d["iqr_ms"] == 4000.0
+    assert Timing.from_samples([2.0]).iqr == 0.0
+    with pytest.raises(ValueError, match="at least one sample"):
+        Timing.from_samples([])
+
+
+def test_sleep_is_timed_within_scheduler_slack():
+    # time.sleep(d) sleeps at least d (POSIX guarantee) and, on an idle-ish Linux box, returns within
+    # a few ms; the median of 5 samples must lie in [d, d + 20 ms] (20 ms covers the scheduler
+    # quantum of a loaded 2-core machine several times over).
+    d = 0.01
+    t = time_callable(lambda: time.sleep(d), device="cpu", warmup=1, repeat=5, min_time=0.0)
+    assert t.n >= 5 and t.number == 1
+    assert d <= t.min <= t.median <= t.max
+    assert t.median <= d + 0.02
+
+
+def test_fast_calls_are_repeated_per_sample():
+    # A no-op call takes ~100 ns, far below the 0.1 ms sample target: calls must be batched
+    # (number > 1) and the per-call time must stay far below the 0.1 ms target.
+    t = time_callable(lambda: None, device="cpu", warmup=1, repeat=3, min_time=0.0)
+    assert t.number > 10
+    assert t.median < 1e-4
+
+
+def test_interleaved_ratio_of_known_costs():
+    # Two sleeps of 4 and 12 ms: the ratio of medians is 3 up to scheduler slack (each sleep can
+    # overshoot by a few ms): (12 + s2)/(4 + s1) with 0 <= s <= 4 ms lies in [1.5, 4].
+    r = time_interleaved({"a": lambda: time.sleep(0.004), "b": lambda: time.sleep(0.012)},
+                         device="cpu", warmup=1, repeat=4, min_time=0.0)
+    assert set(r) == {"a", "b"} and r["a"].n >= 4 and r["b"].n >= 4
+    assert 1.5 <= r["b"].median / r["a"].median <= 4.0
+
+
+def test_min_time_adds_samples_and_max_time_caps_them():
+    # ~1 ms calls (sleep overshoots by up to ~1 ms) and min_time 30 ms: sampling continues past
+    # repeat=3 until the samples cover 30 ms, i.e. at least 30/2 = 15 samples.
+    t = time_callable(lambda: time.sleep(0.001), device="cpu", warmup=0, repeat=3, min_time=0.03)
+    assert t.n >= 15
+    # max_time 0 stops right after the `repeat` samples even though min_time asks for 10 s.
+    t = time_callable(lambda: time.sleep(0.001), device="cpu", warmup=0, repeat=3, min_time=10.0,
+                      max_time=0.0)
+    assert t.n == 3
+
+
+def test_matmul_is_slower_than_an_add():
+    # 256^3 multiply-adds vs 256^2 adds: ~256x the flops; even at very different efficiencies the
+    # matmul must take longer than the add.
+    x = torch.randn(256, 256)
+    r = time_interleaved({"mm": lambda: x @ x, "add": lambda: x + x}, device="cpu", warmup=1, repeat=5,
+                         min_time=0.0)
+    assert r["mm"].median > r["add"].median
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="repeat"):
+        time_callable(lambda: None, device="cpu", repeat=0)
+    with pytest.raises(ValueError, match="warmup"):
+        time_callable(lambda: None, device="cpu", warmup=-1)
+    with pytest.raises(ValueError, match="device"):
+        time_callable(lambda: None, device="xla")
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="cuda"):
+            time_callable(lambda: None, device="cuda")
+
+
+def test_format_table_and_progress():
+    s = format_table(["a", "b"], [["x", 1.5], ["yy", 10]])
+    lines = s.splitlines()
+    assert lines == ["| a  |   b |", "|----|----:|", "| x  | 1.5 |", "| yy |  10 |"]
+    with pytest.raises(ValueError, match="2 cells"):
+        format_table(["a"], [["x", "y"]])
+    buf = io.StringIO()
+    p = Progress(2, stream=buf)
+    p.step("one")
+    p.step("two")
+    p.close()
+    half, full = "[" + "#" * 12 + "." * 12 + "]", "[" + "#" * 24 + "]"
+    assert buf.getvalue().splitlines() == [f"{half} 1/2 one", f"{full} 2/2 two"]
+
+
+@pytest.mark.cuda
+def test_cuda_events_measure_gpu_time():
+    # torch.cuda._sleep(c) spins the GPU for c clock cycles and returns to the host at once, so only
+    # events (or a synchronised clock) see its cost. 3x the cycles must read as 3x the time up to
+    # launch overhead (~10 us against >= 1 ms here): ratio in [2.5, 3.5].
+    cycles = 2_000_000  # ~1 ms at ~2 GHz
+    fns = {"1": lambda: torch.cuda._sleep(cycles), "3": lambda: torch.cuda._sleep(3 * cycles)}
+    r = time_interleaved(fns, device="cuda", warmup=1, repeat=8, min_time=0.0)
+    assert r["1"].median > 2e-4
+    assert 2.5 <= r["3"].median / r["1"].median <= 3.5
+
+
+@pytest.mark.mps
+def test_mps_timing_sees_gpu_work():
+    # A 2048^3 matmul has 512x the flops of a 256^3 one; queued GPU work must be waited for, so the
+    # big one must read at least 4x slower (far below 512x: small matmuls are overhead-bound).
+    a, b = torch.randn(256, 256, device="mps"), torch.randn(2048, 2048, device="mps")
+    r = time_interleaved({"a": lambda: a @ a, "b": lambda: b @ b}, device="mps", warmup=2, repeat=5,
+                         min_time=0.0)
+    assert r["b"].median >= 4 * r["a"].median

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import io
+import json
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -118,3 +122,88 @@ def test_mps_timing_sees_gpu_work():
     r = time_interleaved({"a": lambda: a @ a, "b": lambda: b @ b}, device="mps", warmup=2, repeat=5,
                          min_time=0.0)
     assert r["b"].median >= 4 * r["a"].median
+
+
+# ---- the benchmark runner (benchmarks/harness.py) on the timing core --------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # `pytest` (not `python -m pytest`) does not put the root on sys.path
+    sys.path.insert(0, str(ROOT))
+
+
+def _harness():
+    from benchmarks import harness
+
+    return harness
+
+
+def test_run_cases_ratios_roofline_and_errors(tmp_path):
+    h = _harness()
+    x = torch.ones(2**20)  # 4 MiB
+
+    def broken():
+        raise RuntimeError("no such op here")
+
+    cases = [
+        # ours 4 ms vs peer 12 ms: ratio peer/ours = (12 + s2)/(4 + s1), sleep overshoot s <= ~4 ms.
+        h.Case(name="sleep", workload="w", device="cpu", dtype=torch.float32, shape=(1,),
+               ours=lambda: time.sleep(0.004), peer={"slow": lambda: time.sleep(0.012), "missing": broken}),
+        # ours *is* the copy reference: the roofline fraction is the ratio of medians of the same
+        # interleaved call, 1 up to noise; a 4x bias would mean broken interleaving.
+        h.Case(name="copy", workload="w", device="cpu", dtype=torch.float32, shape=(2**20,),
+               ours=lambda: torch.empty_like(x).copy_(x), bytes_moved=2 * x.nbytes),
+        h.Case(name="fails", workload="w", device="cpu", dtype=torch.float32, shape=(1,), ours=broken),
+    ]
+    out = io.StringIO()
+    res = h.run_cases(cases, out_json=tmp_path / "r.json", out_md=tmp_path / "r.md", warmup=1, repeat=5,
+                      min_time=0.0, family="selftest", stream=out)
+    assert res["ok"] is False  # the last case's op raised
+    sleep, copy, fails = res["cases"]
+    assert 1.5 <= sleep["peers"]["slow"]["ratio"] <= 4.0
+    assert sleep["peers"]["missing"] == {"error": "RuntimeError: no such op here"}
+    roof = copy["roofline"]
+    assert roof["bound"] == "bandwidth"
+    assert roof["fraction"] == pytest.approx(roof["copy_ms"] / copy["ours"]["median_ms"])
+    assert 0.25 <= roof["fraction"] <= 4.0
+    assert fails["error"] == "RuntimeError: no such op here" and "ours" not in fails
+    on_disk = json.loads((tmp_path / "r.json").read_text())
+    assert on_disk["family"] == "selftest" and on_disk["environment"]["torch"] == torch.__version__
+    md = (tmp_path / "r.md").read_text()
+    assert "| sleep" in md and "peer/ours" in md and "ERROR RuntimeError" in md
+    assert out.getvalue().count("| sleep") == 2  # one row per peer
+
+
+def test_nominal_peaks_pick_the_most_specific_name():
+    h = _harness()
+    assert h.nominal_peaks("NVIDIA H200") == (4.8e12, 67e12)
+    assert h.nominal_peaks("NVIDIA H200 NVL") == (4.8e12, 60e12)
+    assert h.nominal_peaks("Apple M3 Max") == (400e9, 16.4e12)
+    assert h.nominal_peaks("Apple M3") == (100e9, 4.1e12)
+    assert h.nominal_peaks("AMD EPYC") is None
+
+
+def test_bench_matmul_cli_quick(tmp_path):
+    # The self-benchmark as a user runs it: a matmul timed against the very same call must give a
+    # ratio near 1 (interleaved medians of identical work; 3x covers a noisy shared 2-core box).
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "bench_matmul.py"), "--device", "cpu", "--quick",
+           "--out", str(tmp_path)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    res = json.loads((tmp_path / "matmul_cpu_quick.json").read_text())
+    assert res["ok"] and res["quick"] and len(res["cases"]) == 3
+    mm = res["cases"][0]
+    assert 1 / 3 <= mm["peers"]["torch.matmul (same call)"]["ratio"] <= 3
+    assert mm["roofline"]["gemm_GFLOPs"] > 0 and mm["ours"]["n"] >= 5
+    assert (tmp_path / "matmul_cpu_quick.md").read_text().count("\n|") >= 4
+
+
+@pytest.mark.cuda
+def test_cuda_sync_check_tells_sync_free_from_syncing():
+    h = _harness()
+    x = torch.ones(1024, device="cuda")
+    cases = [h.Case(name="free", workload="w", device="cuda", dtype=torch.float32, shape=(1024,),
+                    ours=lambda: x * 2),
+             h.Case(name="syncs", workload="w", device="cuda", dtype=torch.float32, shape=(1024,),
+                    ours=lambda: (x * 2).sum().item())]
+    res = h.run_cases(cases, warmup=1, repeat=4, min_time=0.0, stream=io.StringIO())
+    assert [c["host_sync_free"] for c in res["cases"]] == [True, False]

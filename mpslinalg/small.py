@@ -1,0 +1,1037 @@
+"""Batched inverses, determinants and solves of matrices up to 4×4 (camera geometry).
+
+Camera poses (4×4), homographies and intrinsics (3×3) come in batches of thousands to millions. A
+general LU per matrix wastes almost all of its time on launch and bookkeeping; here every matrix is
+handled by straight-line code — one GPU thread per matrix in ``metal/small.metal``, and the same
+arithmetic as a vectorised elementwise program of torch ops on CPU/CUDA (optionally fused by
+``torch.compile``).
+
+Algorithm (DESIGN §6), identical on every backend:
+
+1. **Power-of-two equilibration**: ``A_s = R A C`` with ``R``, ``C`` diagonal powers of two chosen
+   from the row maxima of ``A`` and then the column maxima of ``R A`` (measured with LAPACK's
+   ``cabs1 = |Re| + |Im|``). Powers of two are exact, so this only removes the scaling from the
+   problem: entries near 1e±30 and rows/columns scaled by 2^±40 cost no accuracy.
+2. ``n = 1``: a division. ``n = 2``: the adjugate with a determinant computed in doubled precision
+   (error-free products, Ogita–Rump–Oishi ``Dot2``), so ``inv = adj(A)/det`` has a relative error of
+   a few ``u`` per entry (``inv`` only; ``solve`` uses elimination, which is backward stable).
+   ``n = 3, 4``: unrolled Gaussian elimination with partial pivoting (pivot = largest ``cabs1``,
+   smallest index on ties, like LAPACK's ``i?amax``), then LAPACK's ``getri`` inverse
+   (``inv(U)`` then ``X L = inv(U)``, then the column interchanges), whose *left* residual
+   ``‖I − XA‖`` — the quantity LAPACK's test ratio measures — is small.
+3. Results are unscaled exactly: ``inv(A) = C inv(A_s) R``, ``x = C solve(A_s, R b)``, and the
+   determinant is kept as ``mantissa × 2^exponent`` (each pivot split into its power of two), so
+   ``slogdet`` never overflows or underflows and ``det`` overflows only when the true value does.
+
+``info`` follows LAPACK's rule: the 1-based index of the first pivot that is exactly zero in the
+partial-pivoted elimination (for ``n = 2`` inverses: 1 when the first column is zero, else 2 when
+the doubled-precision determinant is exactly zero), 0 otherwise. Elimination continues past a zero
+pivot as in ``getf2``.
+
+This module is the engine behind :func:`mpslinalg.inv`, :func:`mpslinalg.det`, ... for ``n <= 4``
+(the LU family routes to it); its functions take already checked square inputs.
+
+Backend selection (DESIGN §4): ``mps`` tensors run the Metal kernels, CPU tensors run them through
+:mod:`mpslinalg.emulator` when that backend is selected, otherwise the torch program runs. On CPU and
+CUDA large batches use a ``torch.compile``-fused version of the program, compiled once per process
+with a dynamic batch size (see :func:`set_compile`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+
+import torch
+
+from ._errors import ShapeError
+from .kernels import backend_for, load_library
+
+__all__ = ["det", "inv_ex", "set_compile", "slogdet", "solve_ex"]
+
+#: Largest matrix order served by this family.
+MAX_N = 4
+
+# ---------------------------------------------------------------------------------------------
+# Scalar arithmetic on "structure of arrays" entries.
+#
+# A matrix entry is a tensor of shape (batch,) (real) or a pair (re, im) of such tensors (complex).
+# Complex arithmetic is spelled out on real tensors — exactly as metal/complex.h does on float2 —
+# so the torch program, the Metal kernel and a torch.compile'd graph (inductor handles real
+# tensors best) perform the same operations.
+# ---------------------------------------------------------------------------------------------
+
+
+class _RealOps:
+    complex = False
+
+    @staticmethod
+    def add(a, b):
+        return a + b
+
+    @staticmethod
+    def sub(a, b):
+        return a - b
+
+    @staticmethod
+    def mul(a, b):
+        return a * b
+
+    @staticmethod
+    def div(a, b):
+        return a / b
+
+    @staticmethod
+    def neg(a):
+        return -a
+
+    @staticmethod
+    def abs1(a):
+        return a.abs()
+
+    @staticmethod
+    def scale(a, s):
+        """``a * s`` for a real ``s`` (a power of two)."""
+        return a * s
+
+    @staticmethod
+    def is_zero(a):
+        return a == 0
+
+    @staticmethod
+    def where(c, a, b):
+        return torch.where(c, a, b)
+
+    @staticmethod
+    def zero_like(a):
+        return torch.zeros_like(a)
+
+    @staticmethod
+    def one_like(a):
+        return torch.ones_like(a)
+
+    @staticmethod
+    def unsqueeze(a):
+        return a.unsqueeze(-1)
+
+
+class _ComplexOps:
+    complex = True
+
+    @staticmethod
+    def add(a, b):
+        return (a[0] + b[0], a[1] + b[1])
+
+    @staticmethod
+    def sub(a, b):
+        return (a[0] - b[0], a[1] - b[1])
+
+    @staticmethod
+    def mul(a, b):  # cmul
+        return (a[0] * b[0] - a[1] * b[1], a[0] * b[1] + a[1] * b[0])
+
+    @staticmethod
+    def div(a, b):  # cdiv: Smith's algorithm, both branches evaluated, one selected
+        br, bi = b
+        big_r = br.abs() >= bi.abs()
+        r1 = bi / br
+        d1 = br + bi * r1
+        x1 = (a[0] + a[1] * r1) / d1
+        y1 = (a[1] - a[0] * r1) / d1
+        r2 = br / bi
+        d2 = br * r2 + bi
+        x2 = (a[0] * r2 + a[1]) / d2
+        y2 = (a[1] * r2 - a[0]) / d2
+        return (torch.where(big_r, x1, x2), torch.where(big_r, y1, y2))
+
+    @staticmethod
+    def neg(a):
+        return (-a[0], -a[1])
+
+    @staticmethod
+    def abs1(a):
+        return a[0].abs() + a[1].abs()
+
+    @staticmethod
+    def scale(a, s):
+        return (a[0] * s, a[1] * s)
+
+    @staticmethod
+    def is_zero(a):
+        return (a[0] == 0) & (a[1] == 0)
+
+    @staticmethod
+    def where(c, a, b):
+        return (torch.where(c, a[0], b[0]), torch.where(c, a[1], b[1]))
+
+    @staticmethod
+    def zero_like(a):
+        return (torch.zeros_like(a[0]), torch.zeros_like(a[0]))
+
+    @staticmethod
+    def one_like(a):
+        return (torch.ones_like(a[0]), torch.zeros_like(a[0]))
+
+    @staticmethod
+    def unsqueeze(a):
+        return (a[0].unsqueeze(-1), a[1].unsqueeze(-1))
+
+
+# ---------------------------------------------------------------------------------------------
+# Powers of two, by bit manipulation (exact; the same integer arithmetic as the Metal kernel)
+# ---------------------------------------------------------------------------------------------
+
+_FMT = {  # real dtype -> (int dtype, mantissa bits, exponent bias, Dekker split factor)
+    torch.float32: (torch.int32, 23, 127, 4097.0),
+    torch.float64: (torch.int64, 52, 1023, 134217729.0),
+}
+#: exponents are clamped to [-EMAX, EMAX] so that 2^e is a normal number.
+
+
+def _emax(real_dtype: torch.dtype) -> int:
+    return _FMT[real_dtype][2] - 1
+
+
+def _exponent(m: torch.Tensor) -> torch.Tensor:
+    """``e`` (int32) with ``2^e <= m < 2^(e+1)`` for normal ``m >= 0``, clamped to ``[-emax, emax]``.
+
+    Zero and subnormal ``m`` give ``-emax``; Inf/NaN give ``emax``.
+    """
+    idt, mbits, bias, _ = _FMT[m.dtype]
+    biased = (m.view(idt) >> mbits) & (2 * bias + 1)
+    emax = bias - 1
+    return (biased - bias).clamp(-emax, emax).to(torch.int32)
+
+
+def _pow2(e: torch.Tensor, real_dtype: torch.dtype) -> torch.Tensor:
+    """``2^e`` exactly, for integer ``e`` (clamped to ``[-emax, emax]``)."""
+    idt, mbits, bias, _ = _FMT[real_dtype]
+    emax = bias - 1
+    return ((e.clamp(-emax, emax).to(idt) + bias) << mbits).view(real_dtype)
+
+
+def _mul_pow2(x: torch.Tensor, e: torch.Tensor, real_dtype: torch.dtype) -> torch.Tensor:
+    """``x * 2^e`` in two exact steps (``|e|`` up to ``2 emax``), overflowing/underflowing only if
+    the true value does (for ``cabs1(x)`` in ``[2^-4, 2)``)."""
+    e1 = torch.div(e, 2, rounding_mode="floor")
+    return x * _pow2(e1, real_dtype) * _pow2(e - e1, real_dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# Doubled-precision dot products (error-free transformations: Dekker's TwoProduct without FMA,
+# Knuth's TwoSum). The Metal kernel uses fma() for TwoProduct; both are exact.
+# ---------------------------------------------------------------------------------------------
+
+
+def _split(a: torch.Tensor, factor: float):
+    c = a * factor
+    hi = c - (c - a)
+    return hi, a - hi
+
+
+def _two_prod(a: torch.Tensor, b: torch.Tensor, factor: float):
+    p = a * b
+    ah, al = _split(a, factor)
+    bh, bl = _split(b, factor)
+    err = al * bl - (((p - ah * bh) - al * bh) - ah * bl)
+    return p, err
+
+
+def _dot2(terms, factor: float) -> torch.Tensor:
+    """``sum(sign * a * b for sign, a, b in terms)`` as if in doubled precision (Ogita–Rump–Oishi)."""
+    s = None
+    c = None
+    for sign, a, b in terms:
+        p, e = _two_prod(a, b, factor)
+        if sign < 0:
+            p, e = -p, -e
+        if s is None:
+            s, c = p, e
+            continue
+        t = s + p
+        bb = t - s
+        q = (s - (t - bb)) + (p - bb)
+        s = t
+        c = c + (q + e)
+    return s + c
+
+
+def _det2_accurate(ops, a, b, c, d, factor: float):
+    """``a d − b c`` in doubled precision (the FMA-accurate 2×2 determinant)."""
+    if not ops.complex:
+        return _dot2([(1, a, d), (-1, b, c)], factor)
+    (ar, ai), (br, bi), (cr, ci), (dr, di) = a, b, c, d
+    re = _dot2([(1, ar, dr), (-1, ai, di), (-1, br, cr), (1, bi, ci)], factor)
+    im = _dot2([(1, ar, di), (1, ai, dr), (-1, br, ci), (-1, bi, cr)], factor)
+    return (re, im)
+
+
+# ---------------------------------------------------------------------------------------------
+# The program: equilibrate, factor, and the three kernels' contracts (inv, det parts, solve)
+# ---------------------------------------------------------------------------------------------
+
+
+def _entries(A: torch.Tensor):
+    """(B, n, n) tensor -> (ops, real dtype, n×n nested list of SoA entries)."""
+    n = A.shape[-1]
+    if A.is_complex():
+        Ar = torch.view_as_real(A).permute(1, 2, 3, 0).contiguous()  # (n, n, 2, B)
+        a = [[(Ar[i, j, 0], Ar[i, j, 1]) for j in range(n)] for i in range(n)]
+        return _ComplexOps, Ar.dtype, a
+    At = A.permute(1, 2, 0).contiguous()  # (n, n, B)
+    return _RealOps, A.dtype, [[At[i, j] for j in range(n)] for i in range(n)]
+
+
+def _assemble(ops, entries, dtype: torch.dtype) -> torch.Tensor:
+    """n×m nested list of SoA entries -> (B, n, m) tensor of ``dtype``."""
+    if ops.complex:
+        t = torch.stack([torch.stack([torch.stack(e, dim=-1) for e in row], dim=1) for row in entries], dim=1)
+        return torch.view_as_complex(t).to(dtype)
+    return torch.stack([torch.stack(row, dim=-1) for row in entries], dim=-2)
+
+
+def _equilibrate(ops, a, real_dtype):
+    """``A_s = R A C`` with power-of-two ``R = diag(2^-er)``, ``C = diag(2^-ec)``.
+
+    Returns ``(a_s, r, c, er, ec)`` with ``r``/``c`` lists of scale tensors and ``er``/``ec`` the
+    int32 exponents (``r_i = 2^-er_i``).
+    """
+    n = len(a)
+    er, r = [], []
+    rows = []
+    for i in range(n):
+        m = ops.abs1(a[i][0])
+        for j in range(1, n):
+            m = torch.maximum(m, ops.abs1(a[i][j]))
+        e = _exponent(m)
+        s = _pow2(-e, real_dtype)
+        er.append(e)
+        r.append(s)
+        rows.append([ops.scale(a[i][j], s) for j in range(n)])
+    ec, c = [], []
+    for j in range(n):
+        m = ops.abs1(rows[0][j])
+        for i in range(1, n):
+            m = torch.maximum(m, ops.abs1(rows[i][j]))
+        e = _exponent(m)
+        s = _pow2(-e, real_dtype)
+        ec.append(e)
+        c.append(s)
+    a_s = [[ops.scale(rows[i][j], c[j]) for j in range(n)] for i in range(n)]
+    return a_s, r, c, er, ec
+
+
+def _factor(ops, a):
+    """Partial-pivoted LU of the n×n entries ``a`` (getf2, unrolled).
+
+    Returns ``(lu, piv, odd, info)``: ``lu`` holds U on and above the diagonal and the multipliers
+    of L below it; ``piv[k]`` (int32) is the row swapped with row k at step k; ``odd`` (bool) says
+    whether the permutation is odd; ``info`` (int32) is the first exactly-zero pivot (1-based) or 0.
+    """
+    n = len(a)
+    rows = [list(r) for r in a]
+    ref = rows[0][0][0] if ops.complex else rows[0][0]
+    info = torch.zeros_like(ref, dtype=torch.int32)
+    odd = torch.zeros_like(ref, dtype=torch.bool)
+    piv = []
+    for k in range(n):
+        best = ops.abs1(rows[k][k])
+        p = torch.full_like(info, k)
+        for i in range(k + 1, n):
+            v = ops.abs1(rows[i][k])
+            gt = v > best
+            best = torch.where(gt, v, best)
+            p = torch.where(gt, i, p)
+        piv.append(p)
+        for i in range(k + 1, n):
+            swap = p == i
+            for j in range(n):
+                rk, ri = rows[k][j], rows[i][j]
+                rows[k][j] = ops.where(swap, ri, rk)
+                rows[i][j] = ops.where(swap, rk, ri)
+        if k + 1 < n:
+            odd = odd ^ (p != k)
+        pk = rows[k][k]
+        zero = ops.is_zero(pk)
+        info = torch.where(zero & (info == 0), k + 1, info)
+        for i in range(k + 1, n):
+            # getf2 leaves the (all-zero) column unscaled when the pivot is zero
+            lik = ops.where(zero, rows[i][k], ops.div(rows[i][k], pk))
+            rows[i][k] = lik
+            for j in range(k + 1, n):
+                rows[i][j] = ops.sub(rows[i][j], ops.mul(lik, rows[k][j]))
+    return rows, piv, odd, info
+
+
+def _getri(ops, lu, piv):
+    """LAPACK ``getri`` (unblocked): ``inv(U)``, then ``X L = inv(U)``, then column interchanges."""
+    n = len(lu)
+    zero = ops.zero_like(lu[0][0])
+    one = ops.one_like(lu[0][0])
+    # trti2: Y = inv(U), column by column
+    y = [[zero] * n for _ in range(n)]
+    for j in range(n):
+        yjj = ops.div(one, lu[j][j])
+        y[j][j] = yjj
+        ajj = ops.neg(yjj)
+        for i in range(j):
+            acc = ops.mul(y[i][i], lu[i][j])
+            for k in range(i + 1, j):
+                acc = ops.add(acc, ops.mul(y[i][k], lu[k][j]))
+            y[i][j] = ops.mul(acc, ajj)
+    # X L = Y, from the last column to the first
+    x = [[zero] * n for _ in range(n)]
+    for j in range(n - 1, -1, -1):
+        for i in range(n):
+            acc = y[i][j] if i <= j else None
+            for k in range(j + 1, n):
+                t = ops.mul(x[i][k], lu[k][j])
+                acc = ops.neg(t) if acc is None else ops.sub(acc, t)
+            x[i][j] = acc
+    # column interchanges in reverse order
+    for j in range(n - 2, -1, -1):
+        for k in range(j + 1, n):
+            swap = piv[j] == k
+            for i in range(n):
+                xj, xk = x[i][j], x[i][k]
+                x[i][j] = ops.where(swap, xk, xj)
+                x[i][k] = ops.where(swap, xj, xk)
+    return x
+
+
+def _inv2(ops, a, factor):
+    """2×2 inverse by the adjugate and a doubled-precision determinant; LAPACK-style ``info``."""
+    (p, q), (r, s) = a
+    d = _det2_accurate(ops, p, q, r, s, factor)
+    first_zero = ops.is_zero(p) & ops.is_zero(r)
+    info = torch.where(first_zero, 1, torch.where(ops.is_zero(d), 2, 0)).to(torch.int32)
+    x = [[ops.div(s, d), ops.neg(ops.div(q, d))], [ops.neg(ops.div(r, d)), ops.div(p, d)]]
+    return x, info
+
+
+def _program_inv(A: torch.Tensor):
+    """(B, n, n) -> (inv (B, n, n), info (B,) int32): the contract of kernel ``small_inv``."""
+    ops, rdt, a = _entries(A)
+    n = len(a)
+    a_s, r, c, _, _ = _equilibrate(ops, a, rdt)
+    if n == 1:
+        x = [[ops.div(ops.one_like(a_s[0][0]), a_s[0][0])]]
+        info = ops.is_zero(a_s[0][0]).to(torch.int32)
+    elif n == 2:
+        x, info = _inv2(ops, a_s, _FMT[rdt][3])
+    else:
+        lu, piv, _, info = _factor(ops, a_s)
+        x = _getri(ops, lu, piv)
+    x = [[ops.scale(ops.scale(x[i][j], c[i]), r[j]) for j in range(n)] for i in range(n)]
+    return _assemble(ops, x, A.dtype), info
+
+
+def _program_det_parts(A: torch.Tensor):
+    """(B, n, n) -> (mant (B,) of A.dtype, expo (B,) int32, info): det(A) = mant * 2^expo.
+
+    ``cabs1(mant)`` lies in ``[2^-n, 2^n)`` (or ``mant`` is 0/NaN): the contract of ``small_det``.
+    """
+    ops, rdt, a = _entries(A)
+    n = len(a)
+    a_s, _, _, er, ec = _equilibrate(ops, a, rdt)
+    expo = er[0] + ec[0]
+    for i in range(1, n):
+        expo = expo + er[i] + ec[i]
+    if n == 2:
+        d = _det2_accurate(ops, a_s[0][0], a_s[0][1], a_s[1][0], a_s[1][1], _FMT[rdt][3])
+        (p, _), (r, _) = a_s
+        info = torch.where(ops.is_zero(p) & ops.is_zero(r), 1, torch.where(ops.is_zero(d), 2, 0))
+        info = info.to(torch.int32)
+        pivots = [d]
+        odd = None
+    else:
+        lu, _, odd, info = _factor(ops, a_s)
+        pivots = [lu[k][k] for k in range(n)]
+    mant = None
+    for pk in pivots:
+        g = _exponent(ops.abs1(pk))
+        f = ops.scale(pk, _pow2(-g, rdt))
+        expo = expo + g
+        mant = f if mant is None else ops.mul(mant, f)
+    if odd is not None:
+        mant = ops.where(odd, ops.neg(mant), mant)
+    return _assemble(ops, [[mant]], A.dtype)[:, 0, 0], expo, info
+
+
+def _program_solve(A: torch.Tensor, B: torch.Tensor):
+    """A (Bt, n, n), B (Bt, n, k) -> (X (Bt, n, k), info (Bt,)): the contract of ``small_solve``."""
+    ops, rdt, a = _entries(A)
+    n = len(a)
+    a_s, r, c, _, _ = _equilibrate(ops, a, rdt)
+    lu, piv, _, info = _factor(ops, a_s)
+    if ops.complex:
+        Br = torch.view_as_real(B)  # (Bt, n, k, 2)
+        b = [(Br[:, i, :, 0], Br[:, i, :, 1]) for i in range(n)]
+    else:
+        b = [B[:, i, :] for i in range(n)]
+    b = [ops.scale(b[i], r[i].unsqueeze(-1)) for i in range(n)]
+    # laswp
+    for kk in range(n - 1):
+        for i in range(kk + 1, n):
+            swap = (piv[kk] == i).unsqueeze(-1)
+            bk, bi = b[kk], b[i]
+            b[kk] = ops.where(swap, bi, bk)
+            b[i] = ops.where(swap, bk, bi)
+    # L y = b (unit lower), U x = y
+    for kk in range(n):
+        for i in range(kk + 1, n):
+            b[i] = ops.sub(b[i], ops.mul(ops.unsqueeze(lu[i][kk]), b[kk]))
+    for i in range(n - 1, -1, -1):
+        acc = b[i]
+        for j in range(i + 1, n):
+            acc = ops.sub(acc, ops.mul(ops.unsqueeze(lu[i][j]), b[j]))
+        b[i] = ops.div(acc, ops.unsqueeze(lu[i][i]))
+    x = [ops.scale(b[i], c[i].unsqueeze(-1)) for i in range(n)]
+    if ops.complex:
+        X = torch.view_as_complex(torch.stack([torch.stack(xi, dim=-1) for xi in x], dim=1).contiguous())
+    else:
+        X = torch.stack(x, dim=1)
+    return X.to(A.dtype), info
+
+
+# ---------------------------------------------------------------------------------------------
+# torch.compile of the program for large batches (CPU/CUDA), compiled lazily once per process
+# ---------------------------------------------------------------------------------------------
+
+_COMPILE_ENV = "MPSLINALG_SMALL_COMPILE"
+_compile_mode: str | None = None
+_compile_min_batch = 1 << 15
+_compiled: dict[str, Callable] = {}
+_compile_failed: set[str] = set()
+_compile_lock = threading.Lock()
+
+
+def set_compile(mode: str, *, min_batch: int | None = None) -> str:
+    """Choose when the torch path fuses its elementwise program with ``torch.compile``.
+
+    Parameters
+    ----------
+    mode : {"auto", "always", "never"}
+        ``"auto"`` (default; also ``$MPSLINALG_SMALL_COMPILE``): compile for batches of at least
+        ``min_batch`` matrices on CPU and CUDA. The first such call pays the compile (seconds to tens
+        of seconds on a small CPU; inductor caches it on disk for later processes); every later call
+        of any batch size reuses it (the batch dimension is dynamic). ``"never"`` keeps the eager
+        program; ``"always"`` compiles for every batch size. A compile failure falls back to the
+        eager program, which computes the same thing.
+    min_batch : int, optional
+        Batch size from which ``"auto"`` compiles (default 32768).
+
+    Returns
+    -------
+    str
+        The previous mode.
+    """
+    global _compile_mode, _compile_min_batch
+    if mode not in ("auto", "always", "never"):
+        raise ValueError(f"set_compile: mode must be 'auto', 'always' or 'never', got {mode!r}")
+    previous = _current_compile_mode()
+    _compile_mode = mode
+    if min_batch is not None:
+        _compile_min_batch = int(min_batch)
+    return previous
+
+
+def _current_compile_mode() -> str:
+    if _compile_mode is not None:
+        return _compile_mode
+    env = os.environ.get(_COMPILE_ENV, "auto").strip().lower() or "auto"
+    return env if env in ("auto", "always", "never") else "auto"
+
+
+_PROGRAMS: dict[str, Callable] = {
+    "inv": _program_inv,
+    "det": _program_det_parts,
+    "solve": _program_solve,
+}
+
+
+def _want_compile(batch: int, device: torch.device) -> bool:
+    mode = _current_compile_mode()
+    if mode == "never" or device.type not in ("cpu", "cuda"):
+        return False
+    if torch.compiler.is_compiling():
+        return False
+    return mode == "always" or batch >= _compile_min_batch
+
+
+def _run_program(name: str, *args: torch.Tensor):
+    batch = args[0].shape[0]
+    if _want_compile(batch, args[0].device):
+        key = f"{name}:{args[0].device.type}"
+        fn = _compiled.get(key)
+        if fn is None and key not in _compile_failed:
+            with _compile_lock:
+                fn = _compiled.get(key)
+                if fn is None:
+                    fn = torch.compile(_PROGRAMS[name], dynamic=True, fullgraph=True)
+                    _compiled[key] = fn
+        if fn is not None:
+            try:
+                return fn(*args)
+            except Exception:  # the eager program computes the same thing
+                _compiled.pop(key, None)
+                _compile_failed.add(key)
+    return _PROGRAMS[name](*args)
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernel dispatch: torch program, or the Metal kernels (metal / emulator), one call site
+# ---------------------------------------------------------------------------------------------
+
+_GROUP = 64  # threads per threadgroup of the Metal kernels (one matrix per thread)
+_KTAG = {torch.float32: "float", torch.complex64: "cfloat"}
+
+
+def _use_kernels(A: torch.Tensor) -> bool:
+    b = backend_for(A.device)
+    return b in ("metal", "emulator") and A.dtype in _KTAG
+
+
+def _kernel_inv(A3: torch.Tensor):
+    n = A3.shape[-1]
+    batch = A3.shape[0]
+    X = torch.empty_like(A3)
+    info = torch.empty(batch, dtype=torch.int32, device=A3.device)
+    lib = load_library("small", A3.device)
+    getattr(lib, f"small_inv_{_KTAG[A3.dtype]}_{n}")(A3, X, info, batch, threads=batch, group_size=_GROUP)
+    return X, info
+
+
+def _kernel_det_parts(A3: torch.Tensor):
+    n = A3.shape[-1]
+    batch = A3.shape[0]
+    mant = torch.empty(batch, dtype=A3.dtype, device=A3.device)
+    expo = torch.empty(batch, dtype=torch.int32, device=A3.device)
+    info = torch.empty(batch, dtype=torch.int32, device=A3.device)
+    lib = load_library("small", A3.device)
+    getattr(lib, f"small_det_{_KTAG[A3.dtype]}_{n}")(A3, mant, expo, info, batch, threads=batch,
+                                                     group_size=_GROUP)
+    return mant, expo, info
+
+
+def _kernel_solve(A3: torch.Tensor, B3: torch.Tensor):
+    n = A3.shape[-1]
+    batch, k = A3.shape[0], B3.shape[-1]
+    X = torch.empty_like(B3)
+    info = torch.empty(batch, dtype=torch.int32, device=A3.device)
+    lib = load_library("small", A3.device)
+    threads = batch * max(k, 1)
+    getattr(lib, f"small_solve_{_KTAG[A3.dtype]}_{n}")(A3, B3, X, info, batch, k, threads=threads,
+                                                       group_size=_GROUP)
+    return X, info
+
+
+def _resolved3(A: torch.Tensor) -> torch.Tensor:
+    """(*, n, m) -> contiguous, conj/neg-resolved (B, n, m)."""
+    return A.resolve_conj().resolve_neg().reshape(-1, A.shape[-2], A.shape[-1]).contiguous()
+
+
+def _check_small(op: str, A: torch.Tensor) -> None:
+    if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
+        raise ShapeError(f"{op}: A must be batches of square matrices, got shape {tuple(A.shape)}")
+    if A.shape[-1] > MAX_N:
+        raise ShapeError(f"{op}: the small-matrix path serves n <= {MAX_N}, got n = {A.shape[-1]} "
+                         f"(shape {tuple(A.shape)}); use the general LU path")
+    if A.dtype not in (torch.float32, torch.float64, torch.complex64, torch.complex128):
+        raise TypeError(f"{op}: expected a float32/float64/complex64/complex128 tensor, got {A.dtype}")
+
+
+def _inv_impl(A: torch.Tensor):
+    batch_shape, n = A.shape[:-2], A.shape[-1]
+    if A.numel() == 0:
+        return (torch.empty_like(A, memory_format=torch.contiguous_format),
+                torch.zeros(batch_shape, dtype=torch.int32, device=A.device))
+    A3 = _resolved3(A)
+    X, info = _kernel_inv(A3) if _use_kernels(A) else _run_program("inv", A3)
+    return X.reshape(*batch_shape, n, n), info.reshape(batch_shape)
+
+
+def _det_parts_impl(A: torch.Tensor):
+    batch_shape = A.shape[:-2]
+    A3 = _resolved3(A)
+    mant, expo, info = _kernel_det_parts(A3) if _use_kernels(A) else _run_program("det", A3)
+    return mant.reshape(batch_shape), expo.reshape(batch_shape), info.reshape(batch_shape)
+
+
+def _real_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.empty((), dtype=dtype).real.dtype if dtype.is_complex else dtype
+
+
+def _det_impl(A: torch.Tensor) -> torch.Tensor:
+    batch_shape, n = A.shape[:-2], A.shape[-1]
+    if n == 0 or A.numel() == 0:
+        return torch.ones(batch_shape, dtype=A.dtype, device=A.device)
+    mant, expo, _ = _det_parts_impl(A)
+    rdt = _real_dtype(A.dtype)
+    e1 = torch.div(expo, 2, rounding_mode="floor")
+    return mant * _pow2(e1, rdt) * _pow2(expo - e1, rdt)
+
+
+# ln 2 split (Cody–Waite) so that expo * LN2_HI is exact for |expo| < 2^11.
+_LN2_HI = 0.693145751953125
+_LN2_LO = 1.4286068203094172321e-06
+
+
+def _slogdet_impl(A: torch.Tensor):
+    batch_shape, n = A.shape[:-2], A.shape[-1]
+    rdt = _real_dtype(A.dtype)
+    if n == 0 or A.numel() == 0:
+        return (torch.ones(batch_shape, dtype=A.dtype, device=A.device),
+                torch.zeros(batch_shape, dtype=rdt, device=A.device))
+    mant, expo, _ = _det_parts_impl(A)
+    amant = mant.abs()
+    ef = expo.to(rdt)
+    logabs = ef * _LN2_HI + (torch.log(amant) + ef * _LN2_LO)
+    if A.is_complex():
+        sign = torch.where(amant == 0, torch.zeros_like(mant), mant / torch.where(amant == 0, 1, amant))
+    else:
+        sign = torch.sign(mant)
+    return sign, logabs
+
+
+def _solve_impl(A: torch.Tensor, B: torch.Tensor, left: bool):
+    if not left:  # X A = B  <=>  A^T X^T = B^T
+        X, info = _solve_impl(A.mT, B.mT, True)
+        return X.mT.contiguous(), info
+    batch_shape = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+    n, k = A.shape[-1], B.shape[-1]
+    A = A.expand(*batch_shape, n, n)
+    B = B.expand(*batch_shape, n, k)
+    if A.numel() == 0:
+        X = torch.empty(*batch_shape, n, k, dtype=A.dtype, device=A.device)
+        return X, torch.zeros(batch_shape, dtype=torch.int32, device=A.device)
+    A3 = _resolved3(A)
+    B3 = _resolved3(B)
+    X, info = _kernel_solve(A3, B3) if _use_kernels(A) else _run_program("solve", A3, B3)
+    return X.reshape(*batch_shape, n, k), info.reshape(batch_shape)
+
+
+# ---------------------------------------------------------------------------------------------
+# Custom ops with autograd (formulas of PyTorch's FunctionsManual.cpp; backward uses our own ops)
+# ---------------------------------------------------------------------------------------------
+
+
+@torch.library.custom_op("mpslinalg::small_inv_ex", mutates_args=())
+def _inv_ex_op(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return _inv_impl(A)
+
+
+@_inv_ex_op.register_fake
+def _(A):
+    return (torch.empty_like(A, memory_format=torch.contiguous_format),
+            A.new_empty(A.shape[:-2], dtype=torch.int32))
+
+
+def _inv_setup(ctx, inputs, output):
+    ctx.save_for_backward(output[0])
+
+
+def _inv_backward(ctx, gX, ginfo):
+    (X,) = ctx.saved_tensors
+    if gX is None:
+        return None
+    XH = X.mH
+    return -(XH @ gX @ XH)
+
+
+_inv_ex_op.register_autograd(_inv_backward, setup_context=_inv_setup)
+
+
+@torch.library.custom_op("mpslinalg::small_det", mutates_args=())
+def _det_op(A: torch.Tensor) -> torch.Tensor:
+    return _det_impl(A)
+
+
+@_det_op.register_fake
+def _(A):
+    return A.new_empty(A.shape[:-2])
+
+
+def _det_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0])
+
+
+def _det_backward(ctx, g):
+    (A,) = ctx.saved_tensors
+    # d det = tr(adj(A) dA): grad = g * adj(A)^H (= g conj(det) A^{-H}), valid for singular A too
+    return g.unsqueeze(-1).unsqueeze(-1) * adjugate(A).mH
+
+
+_det_op.register_autograd(_det_backward, setup_context=_det_setup)
+
+
+@torch.library.custom_op("mpslinalg::small_slogdet", mutates_args=())
+def _slogdet_op(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return _slogdet_impl(A)
+
+
+@_slogdet_op.register_fake
+def _(A):
+    return A.new_empty(A.shape[:-2]), A.new_empty(A.shape[:-2], dtype=_real_dtype(A.dtype))
+
+
+def _slogdet_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0], output[0])
+
+
+def _slogdet_backward(ctx, gsign, glogabs):
+    A, sign = ctx.saved_tensors
+    # PyTorch's slogdet_backward: g = glogabs (- i Im(conj(gsign) sign) for complex); grad = g A^{-H}
+    if A.is_complex():
+        g = torch.zeros_like(sign) if glogabs is None else glogabs.to(A.dtype)
+        if gsign is not None:
+            g = g - 1j * torch.imag(gsign.conj() * sign)
+    else:
+        if glogabs is None:
+            return None
+        g = glogabs
+    Ainv, _ = _inv_ex_op(A)
+    return g.unsqueeze(-1).unsqueeze(-1) * Ainv.mH
+
+
+_slogdet_op.register_autograd(_slogdet_backward, setup_context=_slogdet_setup)
+
+
+@torch.library.custom_op("mpslinalg::small_solve_ex", mutates_args=())
+def _solve_ex_op(A: torch.Tensor, B: torch.Tensor, left: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    return _solve_impl(A, B, left)
+
+
+@_solve_ex_op.register_fake
+def _(A, B, left):
+    batch = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+    return B.new_empty(*batch, B.shape[-2], B.shape[-1]), A.new_empty(batch, dtype=torch.int32)
+
+
+def _solve_setup(ctx, inputs, output):
+    A, B, left = inputs
+    ctx.left = left
+    ctx.b_shape = B.shape
+    ctx.save_for_backward(A, output[0])
+
+
+def _sum_to(x: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """Reduce broadcast batch dimensions of ``x`` back to ``shape``."""
+    if x.shape == shape:
+        return x
+    lead = x.ndim - len(shape)
+    x = x.sum(dim=tuple(range(lead))) if lead > 0 else x
+    dims = tuple(i for i, (a, b) in enumerate(zip(x.shape, shape)) if b == 1 and a != 1)
+    return x.sum(dim=dims, keepdim=True) if dims else x
+
+
+def _solve_backward(ctx, gX, ginfo):
+    A, X = ctx.saved_tensors
+    if gX is None:
+        return None, None, None
+    left = ctx.left
+    # left:  X = A^{-1} B -> gB = A^{-H} gX, gA = -gB X^H
+    # right: X = B A^{-1} -> gB = gX A^{-H}, gA = -X^H gB
+    gB, _ = _solve_ex_op(A.mH, gX, left)
+    gA = -(gB @ X.mH) if left else -(X.mH @ gB)
+    return _sum_to(gA, A.shape), _sum_to(gB, ctx.b_shape), None
+
+
+_solve_ex_op.register_autograd(_solve_backward, setup_context=_solve_setup)
+
+
+# ---------------------------------------------------------------------------------------------
+# Adjugate by cofactors (polynomial in A: exact gradient of det for singular matrices too)
+# ---------------------------------------------------------------------------------------------
+
+
+def _det_poly(m: torch.Tensor) -> torch.Tensor:
+    """Determinant of (..., k, k), k <= 3, by its polynomial (differentiable to any order)."""
+    k = m.shape[-1]
+    if k == 0:
+        return torch.ones(m.shape[:-2], dtype=m.dtype, device=m.device)
+    if k == 1:
+        return m[..., 0, 0]
+    if k == 2:
+        return m[..., 0, 0] * m[..., 1, 1] - m[..., 0, 1] * m[..., 1, 0]
+    a = m[..., 0, :]
+    return (a[..., 0] * (m[..., 1, 1] * m[..., 2, 2] - m[..., 1, 2] * m[..., 2, 1])
+            - a[..., 1] * (m[..., 1, 0] * m[..., 2, 2] - m[..., 1, 2] * m[..., 2, 0])
+            + a[..., 2] * (m[..., 1, 0] * m[..., 2, 1] - m[..., 1, 1] * m[..., 2, 0]))
+
+
+def adjugate(A: torch.Tensor) -> torch.Tensor:
+    """The adjugate ``adj(A)`` (``adj(A) A = det(A) I``) of (..., n, n) with n <= 4, by cofactors.
+
+    Parameters
+    ----------
+    A : torch.Tensor
+        Shape ``(*, n, n)``, ``n <= 4``, any floating/complex dtype.
+
+    Returns
+    -------
+    torch.Tensor
+        Same shape and dtype; ``adj(A)[j, i] = (-1)^(i+j) det(A without row i and column j)``.
+        Differentiable to any order (a polynomial in ``A``); defined for singular ``A``.
+    """
+    n = A.shape[-1]
+    if n > MAX_N:
+        raise ShapeError(f"adjugate: n <= {MAX_N} expected, got shape {tuple(A.shape)}")
+    if n == 0:
+        return A.clone()
+    if n == 1:
+        return torch.ones_like(A)
+    idx = [[j for j in range(n) if j != i] for i in range(n)]
+    cof_rows = []
+    for i in range(n):
+        row = []
+        for j in range(n):
+            minor = A[..., idx[i], :][..., :, idx[j]]
+            d = _det_poly(minor)
+            row.append(d if (i + j) % 2 == 0 else -d)
+        cof_rows.append(torch.stack(row, dim=-1))
+    cof = torch.stack(cof_rows, dim=-2)
+    return cof.mT
+
+
+# ---------------------------------------------------------------------------------------------
+# Public functions of the family (checked inputs; the LU family routes n <= 4 here)
+# ---------------------------------------------------------------------------------------------
+
+
+def inv_ex(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inverses of a batch of square matrices with ``n <= 4``, and LAPACK's ``info``.
+
+    Parameters
+    ----------
+    A : torch.Tensor
+        Shape ``(*, n, n)`` with ``n <= 4``; float32/complex64 on every device, float64/complex128
+        on CPU/CUDA. Not modified; conjugate views and non-contiguous inputs are fine.
+
+    Returns
+    -------
+    inv : torch.Tensor
+        Shape ``(*, n, n)``, dtype of ``A``. Where ``info > 0`` the values are Inf/NaN, as LAPACK's
+        ``getri`` would not have produced them.
+    info : torch.Tensor
+        int32, shape ``(*)``: the 1-based index of the first exactly-zero pivot of the
+        partial-pivoted elimination of the equilibrated matrix, or 0. No host synchronisation.
+
+    Raises
+    ------
+    ValueError
+        If ``n > 4`` or ``A`` is not a batch of square matrices.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mpslinalg import small
+    >>> X, info = small.inv_ex(torch.tensor([[2.0, 0.0], [0.0, 4.0]]))
+    >>> X
+    tensor([[0.5000, 0.0000],
+            [0.0000, 0.2500]])
+    """
+    _check_small("inv_ex", A)
+    return _inv_ex_op(A)
+
+
+def det(A: torch.Tensor) -> torch.Tensor:
+    """Determinants of a batch of square matrices with ``n <= 4``.
+
+    Computed from the equilibrated pivoted factorisation (``n = 2``: doubled-precision ``ad − bc``)
+    with the powers of two kept apart, so the result overflows or underflows only if the true
+    determinant does. Differentiable (also at singular matrices: the gradient is ``adj(A)^H``).
+
+    Parameters
+    ----------
+    A : torch.Tensor
+        Shape ``(*, n, n)``, ``n <= 4``.
+
+    Returns
+    -------
+    torch.Tensor
+        Shape ``(*)``, dtype of ``A``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mpslinalg import small
+    >>> small.det(torch.tensor([[1.0, 2.0], [3.0, 4.0]]))
+    tensor(-2.)
+    """
+    _check_small("det", A)
+    return _det_op(A)
+
+
+def slogdet(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sign (phase) and log of the absolute value of the determinant, ``n <= 4``.
+
+    Entries near 1e±30 work: the determinant's power of two is carried as an integer.
+
+    Parameters
+    ----------
+    A : torch.Tensor
+        Shape ``(*, n, n)``, ``n <= 4``.
+
+    Returns
+    -------
+    sign : torch.Tensor
+        Shape ``(*)``, dtype of ``A`` (``det/|det|``; 0 for singular matrices).
+    logabsdet : torch.Tensor
+        Shape ``(*)``, real dtype (``-inf`` for singular matrices).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mpslinalg import small
+    >>> sign, logabs = small.slogdet(1e30 * torch.eye(4))
+    >>> sign, logabs
+    (tensor(1.), tensor(276.3102))
+    """
+    _check_small("slogdet", A)
+    return _slogdet_op(A)
+
+
+def solve_ex(A: torch.Tensor, B: torch.Tensor, *, left: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """Solve ``A X = B`` (``left=True``) or ``X A = B`` for square ``A`` with ``n <= 4``.
+
+    Equilibrated Gaussian elimination with partial pivoting (backward stable).
+
+    Parameters
+    ----------
+    A : torch.Tensor
+        Shape ``(*, n, n)``, ``n <= 4``.
+    B : torch.Tensor
+        Shape ``(*, n, k)`` (``left=True``) or ``(*, k, n)``; batch dimensions broadcast with ``A``'s;
+        same dtype and device as ``A``.
+    left : bool
+        Which side ``A`` is on.
+
+    Returns
+    -------
+    X : torch.Tensor
+        Shape of ``B`` broadcast to the common batch shape.
+    info : torch.Tensor
+        int32 of the batch shape: first exactly-zero pivot (1-based) or 0.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from mpslinalg import small
+    >>> X, info = small.solve_ex(torch.tensor([[2.0, 0.0], [0.0, 4.0]]), torch.ones(2, 1))
+    >>> X.flatten()
+    tensor([0.5000, 0.2500])
+    """
+    _check_small("solve_ex", A)
+    if B.ndim < 2:
+        raise ShapeError(f"solve_ex: B must have at least 2 dimensions, got shape {tuple(B.shape)}")
+    need = B.shape[-2] if left else B.shape[-1]
+    if need != A.shape[-1]:
+        raise ShapeError(f"solve_ex: incompatible shapes of A {tuple(A.shape)} and B {tuple(B.shape)} "
+                         f"(left={left})")
+    if B.dtype != A.dtype or B.device != A.device:
+        raise TypeError(f"solve_ex: A and B must share dtype and device, got {A.dtype}/{A.device} and "
+                        f"{B.dtype}/{B.device}")
+    return _solve_ex_op(A, B, left)
+

@@ -7,6 +7,7 @@ run on the CPU through :mod:`mpslinalg.emulator` (``use_backend("emulator")``).
 from __future__ import annotations
 
 from .kernels import BackendUnavailableError, use_backend
+from .triangular import solve_triangular
 
 __version__ = "0.1.0"
 
@@ -14,4 +15,5 @@ __version__ = "0.1.0"
 __all__ = [
     "BackendUnavailableError",
     "use_backend",
+    "solve_triangular",
 ]

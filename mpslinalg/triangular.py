@@ -1,0 +1,471 @@
+"""Triangular solves whose work is matrix products: :func:`solve_triangular`.
+
+The whole story of the op lives here (DESIGN §6, §11): input checks, the device-agnostic blocked
+algorithm, its one kernel, autograd, and the public wrapper.
+
+Algorithm
+---------
+Every variant is reduced, with *views* only, to a left solve ``op(A) X = B``:
+
+* ``left=False`` (``X A = B``) is ``Aᵀ Xᵀ = Bᵀ`` with ``upper`` flipped; ``Aᵀ``, ``Bᵀ`` and ``Xᵀ`` are
+  transposed views (matrix products take them without copies);
+* ``upper`` only changes the order in which blocks are visited (bottom-up instead of top-down)
+  and, for the diagonal-block kernel, swaps the row and column strides it is handed (an upper block
+  is the transpose of a lower one);
+* conjugate views stay views: ``torch.matmul`` honours the conj bit, and the kernel takes a
+  ``conj`` flag.
+
+The solve itself:
+
+1. **one batched dispatch** inverts all ``nb × nb`` diagonal blocks (``nb ≤ 32``) of every matrix
+   in the batch (the ``trtri_diag`` kernel contract below);
+2. the rest is matrix products, recursively: split the block rows in two halves, solve the first,
+   update the right-hand side of the second with one GEMM (``B₂ − A₂₁ X₁``), solve the second.
+   A leaf of at most ``leaf_blocks`` blocks is blocked substitution with the diagonal-block
+   inverses (one ``baddbmm`` and one ``bmm`` per block row).
+
+The explicit inverse of a whole triangle of order 64 or more is never formed: for Gaussian
+triangles with ``b = T x`` it fails LAPACK's residual test by 100× or more, while 16/32-wide blocks
+pass (DESIGN §6; ``tests/test_triangular.py`` checks both the pass and — on a whole 64-wide
+inverse — the failure, so the limit stays honest).
+
+On the ``torch`` backend with large matrices, the leaves may instead be LAPACK/cuBLAS ``trsm``
+(``torch.linalg.solve_triangular`` on a leaf of ``≥ 256`` rows): that keeps the number of host-side
+dispatches at ``O(n / leaf)`` rather than ``O(n / nb)`` while nearly all flops stay in GEMMs.
+:data:`TUNING` holds these choices; ``benchmarks/bench_triangular.py --tune`` measures them.
+
+Kernel contract: ``trtri_diag``
+-------------------------------
+Inputs: a batch of logical ``n × n`` triangles ``A`` given as a storage pointer plus batch, row and
+column strides (so transposed and offset views need no copy), ``nb ≤ 32``, ``unit`` (the diagonal
+is taken as 1 and never read), ``conj`` (use ``conj(A)``). Only the lower triangle of the logical
+matrix is read (an upper triangle is passed with its row and column strides swapped).
+Output: a contiguous ``[batch, nblk, nb, nb]`` tensor, ``nblk = ceil(n / nb)``, block ``j`` holding
+the inverse of the diagonal block ``A[j nb : (j+1) nb, j nb : (j+1) nb]`` (lower triangular, zeros
+above the diagonal); the last block, when ``n % nb != 0``, is padded with the identity. A zero
+diagonal entry gives ``inf``/``nan`` (as LAPACK's ``trsm`` does; ``solve_triangular`` has no
+``info``). Implementations: ``metal/triangular.metal`` (``metal`` and ``emulator`` backends) and
+:func:`_trtri_diag_torch` (``torch`` backend).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from . import _errors as E
+from .kernels import backend_for, load_library
+
+__all__ = ["TUNING", "solve_triangular", "trsm"]
+
+_OP = "solve_triangular"
+
+
+# --------------------------------------------------------------------------------------------------
+# Tuning (chosen by measurement: benchmarks/bench_triangular.py --tune)
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Tuning:
+    """Block sizes and leaf strategy of the blocked solve.
+
+    Attributes
+    ----------
+    nb : int
+        Width of the explicitly inverted diagonal blocks (``<= 32``; DESIGN §6 forbids 64).
+    leaf_blocks : int
+        A sub-problem of at most this many ``nb``-blocks is solved by blocked substitution with the
+        diagonal-block inverses; larger ones are split in two (recursion, one GEMM per split).
+    trsm_leaf : int
+        ``torch`` backend only: when ``n`` is at least this, recursion stops at leaves of
+        ``trsm_leaf_rows`` rows solved by ``torch.linalg.solve_triangular`` (LAPACK/cuBLAS
+        substitution) instead of the diagonal-block inverses. ``0`` disables it.
+    trsm_leaf_rows : int
+        Leaf size in rows for the ``trsm`` leaves.
+    torch_inverse : str
+        How the ``torch`` backend inverts the diagonal blocks: ``"trsm"`` (one batched
+        ``torch.linalg.solve_triangular`` against the identity) or ``"doubling"`` (log2(nb)
+        levels of batched products: ``inv([[A, 0], [C, D]]) = [[A⁻¹, 0], [-D⁻¹ C A⁻¹, D⁻¹]]``).
+    """
+
+    nb: int = 32
+    leaf_blocks: int = 4
+    trsm_leaf: int = 1024
+    trsm_leaf_rows: int = 512
+    torch_inverse: str = "trsm"
+
+
+#: The active tuning; benchmarks may modify it (``TUNING.nb = 16``) to compare choices.
+TUNING = Tuning()
+
+
+# --------------------------------------------------------------------------------------------------
+# The kernel: inverses of the diagonal blocks
+# --------------------------------------------------------------------------------------------------
+
+
+def _kernel_name(dtype: torch.dtype) -> str:
+    return {torch.float32: "trtri_diag_float", torch.complex64: "trtri_diag_complex64"}[dtype]
+
+
+def _flat(t: torch.Tensor) -> torch.Tensor:
+    """A 1-D view from ``t``'s storage offset covering every element ``t`` addresses (no copy).
+
+    Metal binds a tensor's storage at its storage offset and ignores strides; the kernel applies
+    the strides we pass as integers. Requires non-negative strides (torch has no negative ones).
+    """
+    extent = 1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride()))
+    return t.as_strided((extent,), (1,))
+
+
+def _trtri_diag_metal(A3: torch.Tensor, nb: int, upper: bool, unit: bool) -> torch.Tensor:
+    """Run ``trtri_diag`` from ``metal/triangular.metal`` (Metal or the emulator; same call site)."""
+    bsz, n, _ = A3.shape
+    nblk = -(-n // nb)
+    conj = A3.is_conj()
+    phys = A3.conj() if conj else A3  # same memory, conj bit cleared: the kernel conjugates
+    bs, rs, cs = phys.stride()
+    if upper:  # an upper block is the transpose of a lower one: swap the strides, transpose after
+        rs, cs = cs, rs
+    D = torch.empty((bsz, nblk, nb, nb), dtype=A3.dtype, device=A3.device)
+    if D.numel() == 0:
+        return D.mT if upper else D
+    lib = load_library("triangular", A3.device)
+    flags = int(unit) | (int(conj) << 1)
+    getattr(lib, _kernel_name(A3.dtype))(
+        _flat(phys), D, n, nb, nblk, bs, rs, cs, flags,
+        threads=bsz * nblk * 32, group_size=32,
+    )
+    return D.mT if upper else D
+
+
+def _diag_blocks(A3: torch.Tensor, nb: int) -> torch.Tensor:
+    """View of the full ``nb × nb`` diagonal blocks of ``A3`` as ``[batch, n // nb, nb, nb]``."""
+    bsz, n, _ = A3.shape
+    sb, sr, sc = A3.stride()
+    return A3.as_strided((bsz, n // nb, nb, nb), (sb, nb * (sr + sc), sr, sc), A3.storage_offset())
+
+
+def _inv_blocks_trsm(blocks: torch.Tensor, upper: bool, unit: bool) -> torch.Tensor:
+    m = blocks.shape[-1]
+    eye = torch.eye(m, dtype=blocks.dtype, device=blocks.device).expand(blocks.shape)
+    return torch.linalg.solve_triangular(blocks, eye, upper=upper, unitriangular=unit)
+
+
+def _inv_blocks_doubling(blocks: torch.Tensor, upper: bool, unit: bool) -> torch.Tensor:
+    """Invert lower (or upper) ``m × m`` triangles by recursive doubling, reading one triangle."""
+    if upper:
+        return _inv_blocks_doubling(blocks.mT, False, unit).mT
+    lead = blocks.shape[:-2]
+    m = blocks.shape[-1]
+    L = blocks.reshape(-1, m, m)
+    nmat = L.shape[0]
+    W = torch.zeros((nmat, m, m), dtype=L.dtype, device=L.device)
+    if unit:
+        W.diagonal(dim1=-2, dim2=-1).fill_(1)
+    else:
+        torch.reciprocal(L.diagonal(dim1=-2, dim2=-1), out=W.diagonal(dim1=-2, dim2=-1))
+    s = 1
+    while s < m:
+        # pairs of s-blocks along the diagonal that are complete (2s <= m - 2s p)
+        npair = m // (2 * s)
+        if npair > 0:
+            sw = W.stride()
+            sl = L.stride()
+
+            def sub(T, st, r, c, _s=s, _np=npair):
+                # [nmat, npair, s, s] view of the (r, c) s-sub-block of every 2s-block
+                return T.as_strided((nmat, _np, _s, _s), (st[0], 2 * _s * (st[1] + st[2]), st[1], st[2]),
+                                    T.storage_offset() + _s * (r * st[1] + c * st[2]))
+
+            Ainv = sub(W, sw, 0, 0)
+            Dinv = sub(W, sw, 1, 1)
+            C = sub(L, sl, 1, 0)
+            sub(W, sw, 1, 0).copy_(torch.matmul(torch.matmul(Dinv, C), Ainv).neg_())
+        # leftover rows when m is not a multiple of 2s: join the last partial block
+        tail = m - npair * 2 * s
+        if tail > s:
+            r0 = npair * 2 * s
+            Ainv = W[:, r0:r0 + s, r0:r0 + s]
+            Dinv = W[:, r0 + s:, r0 + s:]
+            C = L[:, r0 + s:, r0:r0 + s]
+            W[:, r0 + s:, r0:r0 + s] = torch.matmul(torch.matmul(Dinv, C), Ainv).neg_()
+        s *= 2
+    return W.reshape(*lead, m, m)
+
+
+def _trtri_diag_torch(A3: torch.Tensor, nb: int, upper: bool, unit: bool, method: str) -> torch.Tensor:
+    """Torch-op implementation of the ``trtri_diag`` contract (identical semantics)."""
+    bsz, n, _ = A3.shape
+    nblk = -(-n // nb)
+    inv = _inv_blocks_trsm if method == "trsm" else _inv_blocks_doubling
+    nfull = n // nb
+    if nfull == nblk:
+        return inv(_diag_blocks(A3, nb), upper, unit)
+    D = torch.zeros((bsz, nblk, nb, nb), dtype=A3.dtype, device=A3.device)
+    if nfull:
+        D[:, :nfull] = inv(_diag_blocks(A3, nb), upper, unit)
+    r0 = nfull * nb
+    tail = n - r0
+    D[:, nfull, :tail, :tail] = inv(A3[:, r0:, r0:], upper, unit)
+    D[:, nfull, tail:, tail:] = torch.eye(nb - tail, dtype=A3.dtype, device=A3.device)
+    return D
+
+
+def _trtri_diag(A3: torch.Tensor, nb: int, upper: bool, unit: bool) -> torch.Tensor:
+    """Inverses of the diagonal blocks of the logical triangles ``A3`` (see the contract above)."""
+    if A3.dtype in E.GPU_DTYPES and backend_for(A3.device) != "torch":
+        return _trtri_diag_metal(A3, nb, upper, unit)
+    return _trtri_diag_torch(A3, nb, upper, unit, TUNING.torch_inverse)
+
+
+# --------------------------------------------------------------------------------------------------
+# The blocked algorithm (device agnostic)
+# --------------------------------------------------------------------------------------------------
+
+
+def _bmm_into(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
+    """``out = a @ b`` for 3-D operands whose batch may be 1 (broadcast) or ``out``'s."""
+    if a.shape[0] != out.shape[0]:
+        a = a.expand(out.shape[0], *a.shape[1:])
+    if b.shape[0] != out.shape[0]:
+        b = b.expand(out.shape[0], *b.shape[1:])
+    torch.bmm(a, b, out=out)
+
+
+def _sub_mm(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor, batch: int) -> torch.Tensor:
+    """``c - a @ b`` as a new tensor of batch ``batch`` (operands may have batch 1)."""
+    if a.shape[0] != batch:
+        a = a.expand(batch, *a.shape[1:])
+    if b.shape[0] != batch:
+        b = b.expand(batch, *b.shape[1:])
+    if c.shape[0] != batch:
+        c = c.expand(batch, *c.shape[1:])
+    return torch.baddbmm(c, a, b, alpha=-1)
+
+
+def _solve_left(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, upper: bool, unit: bool,
+                use_kernel_leaves: bool) -> None:
+    """Solve ``A X = B`` for logical triangles ``A [bA, n, n]``, writing ``X [b, n, k]`` (a view).
+
+    ``bA`` and ``B``'s batch are either ``b`` or 1 (broadcast). Only the named triangle of ``A`` is
+    read; the diagonal is not read when ``unit``.
+    """
+    batch, n, _ = X.shape
+    t = TUNING
+    if not use_kernel_leaves and t.trsm_leaf and n >= t.trsm_leaf:
+        leaf_rows, D, nb = t.trsm_leaf_rows, None, 0
+    else:
+        nb = min(t.nb, 32, n)
+        leaf_rows = nb * t.leaf_blocks
+        D = _trtri_diag(A, nb, upper, unit)  # the one batched dispatch
+
+    def leaf(r0: int, r1: int, Bc: torch.Tensor) -> None:
+        # Bc: current right-hand side of rows r0:r1
+        if D is None:
+            Aleaf = A[:, r0:r1, r0:r1]
+            if Aleaf.shape[0] != batch or Bc.shape[0] != batch:
+                Aleaf = Aleaf.expand(batch, *Aleaf.shape[1:])
+                Bc = Bc.expand(batch, *Bc.shape[1:])
+            X[:, r0:r1].copy_(torch.linalg.solve_triangular(Aleaf, Bc, upper=upper, unitriangular=unit))
+            return
+        starts = list(range(r0, r1, nb))
+        order = starts[::-1] if upper else starts
+        done: tuple[int, int] | None = None  # rows already solved within this leaf
+        for j0 in order:
+            j1 = min(j0 + nb, r1)
+            Dj = D[:, j0 // nb, : j1 - j0, : j1 - j0]
+            Rj = Bc[:, j0 - r0 : j1 - r0]
+            if done is not None:
+                d0, d1 = done
+                Rj = _sub_mm(Rj, A[:, j0:j1, d0:d1], X[:, d0:d1], batch)
+            _bmm_into(Dj, Rj, X[:, j0:j1])
+            done = (j0, r1) if upper else (r0, j1)
+
+    def rec(r0: int, r1: int, Bc: torch.Tensor) -> None:
+        if r1 - r0 <= leaf_rows:
+            leaf(r0, r1, Bc)
+            return
+        half = (r1 - r0) // 2
+        unit_rows = leaf_rows if D is None else nb
+        mid = r0 + max(unit_rows, (half // unit_rows) * unit_rows)
+        if not upper:
+            rec(r0, mid, Bc[:, : mid - r0])
+            B2 = _sub_mm(Bc[:, mid - r0 :], A[:, mid:r1, r0:mid], X[:, r0:mid], batch)
+            rec(mid, r1, B2)
+        else:
+            rec(mid, r1, Bc[:, mid - r0 :])
+            B1 = _sub_mm(Bc[:, : mid - r0], A[:, r0:mid, mid:r1], X[:, mid:r1], batch)
+            rec(r0, mid, B1)
+
+    rec(0, n, B)
+
+
+def _as3(x: torch.Tensor, batch: torch.Size) -> torch.Tensor:
+    """``x`` with its batch dims flattened to one of size ``prod(batch)``, or 1 when ``x`` has none
+    that differ from 1 (broadcast later by stride-0 views); copies only for partial broadcasts."""
+    r, c = x.shape[-2:]
+    if x.shape[:-2].numel() == 1:
+        return x.reshape(1, r, c)
+    if x.shape[:-2] == batch:
+        return x.reshape(-1, r, c)
+    return x.expand(*batch, r, c).reshape(-1, r, c)
+
+
+def _solve_impl(A: torch.Tensor, B: torch.Tensor, upper: bool, left: bool, unit: bool) -> torch.Tensor:
+    """The solve on any backend; ``A``, ``B`` checked, same dtype/device, broadcastable batches."""
+    batch = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+    out_shape = (*batch, *B.shape[-2:])
+    X = torch.empty(out_shape, dtype=A.dtype, device=A.device)
+    if X.numel() == 0:
+        return X
+    A3 = _as3(A, batch)
+    B3 = _as3(B, batch)
+    X3 = X.view(-1, *B.shape[-2:])
+    if left:
+        _solve_left(A3, B3, X3, upper, unit, _uses_kernel(A))
+    else:  # X A = B  <=>  Aᵀ Xᵀ = Bᵀ, all views
+        _solve_left(A3.mT, B3.mT, X3.mT, not upper, unit, _uses_kernel(A))
+    return X
+
+
+def _uses_kernel(A: torch.Tensor) -> bool:
+    return A.dtype in E.GPU_DTYPES and backend_for(A.device) != "torch"
+
+
+def trsm(A: torch.Tensor, B: torch.Tensor, *, upper: bool, left: bool = True,
+         unitriangular: bool = False) -> torch.Tensor:
+    """Internal no-checks triangular solve for other families (LU's TRSM steps).
+
+    ``A [*, n, n]`` and ``B`` (``[*, n, k]`` if ``left`` else ``[*, k, n]``) must have the same dtype
+    and device and broadcastable batch dimensions; strides and conjugate views are fine. Returns a
+    new contiguous ``X`` with ``A X = B`` (``X A = B`` if not ``left``). Runs on the backend selected
+    for ``A``'s device, no host synchronisation, not differentiable (use :func:`solve_triangular`).
+    """
+    return _solve_impl(A, B, upper, left, unitriangular)
+
+
+# --------------------------------------------------------------------------------------------------
+# The custom op: fake implementation and autograd
+# --------------------------------------------------------------------------------------------------
+
+
+@torch.library.custom_op("mpslinalg::solve_triangular", mutates_args=())
+def _solve_triangular_op(A: torch.Tensor, B: torch.Tensor, upper: bool, left: bool,
+                         unitriangular: bool) -> torch.Tensor:
+    return _solve_impl(A, B, upper, left, unitriangular)
+
+
+@_solve_triangular_op.register_fake
+def _(A, B, upper, left, unitriangular):
+    batch = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+    return A.new_empty((*batch, *B.shape[-2:]))
+
+
+def _setup_context(ctx, inputs, output):
+    A, B, upper, left, unitriangular = inputs
+    ctx.flags = (upper, left, unitriangular)
+    ctx.shapes = (A.shape, B.shape)
+    ctx.save_for_backward(A, output if ctx.needs_input_grad[0] else None)
+
+
+def _backward(ctx, gX):
+    # PyTorch's formula (FunctionsManual.cpp, linalg_solve_triangular_backward), conjugate-Wirtinger:
+    #   left:  X = A⁻¹ B,  gB = A⁻ᴴ gX,  gA = -gB Xᴴ;   right: X = B A⁻¹,  gB = gX A⁻ᴴ,  gA = -Xᴴ gB
+    # then gA is projected on the triangle that was read (strictly, when the diagonal was not read).
+    # Both go through our public op, so double backward works.
+    A, X = ctx.saved_tensors
+    upper, left, unit = ctx.flags
+    a_shape, b_shape = ctx.shapes
+    gA = gB = None
+    gB_full = _solve_triangular_op(A.mH, gX, not upper, left, unit)
+    if ctx.needs_input_grad[1]:
+        gB = gB_full.sum_to_size(b_shape)
+    if ctx.needs_input_grad[0]:
+        gA = -(gB_full @ X.mH) if left else -(X.mH @ gB_full)
+        gA = gA.triu(int(unit)) if upper else gA.tril(-int(unit))
+        gA = gA.sum_to_size(a_shape)
+    return gA, gB, None, None, None
+
+
+_solve_triangular_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+# --------------------------------------------------------------------------------------------------
+# Public API
+# --------------------------------------------------------------------------------------------------
+
+
+def solve_triangular(A: torch.Tensor, B: torch.Tensor, *, upper: bool, left: bool = True,
+                     unitriangular: bool = False, out: torch.Tensor | None = None) -> torch.Tensor:
+    r"""Solve a triangular system ``A X = B`` (or ``X A = B``), like ``torch.linalg.solve_triangular``.
+
+    Parameters
+    ----------
+    A : Tensor, shape ``(*, n, n)``
+        Batches of triangular matrices. Only the triangle named by ``upper`` is read (the other
+        may hold anything, NaN included); with ``unitriangular=True`` the diagonal is not read
+        either. float32 or complex64 on every device; float64/complex128 on CPU and CUDA.
+    B : Tensor, shape ``(*, n, k)`` if ``left`` else ``(*, k, n)``
+        Right-hand sides, same dtype and device as ``A`` (no silent casts: complex ``B`` with real
+        ``A`` raises). Batch dimensions broadcast with ``A``'s.
+    upper : bool
+        ``A`` is upper (``True``) or lower (``False``) triangular. Keyword-only and required, as in
+        torch.
+    left : bool, optional
+        Solve ``A X = B`` (default) or ``X A = B``.
+    unitriangular : bool, optional
+        Take the diagonal of ``A`` to be all ones (it is never read).
+    out : Tensor, optional
+        Output tensor (resized as needed). Not differentiable, as in torch.
+
+    Returns
+    -------
+    Tensor, shape ``broadcast(*) × B.shape[-2:]``
+        The solution ``X``; contiguous, dtype of ``A``.
+
+    Raises
+    ------
+    TypeError, ValueError, RuntimeError
+        Wrong argument types, ranks, shapes, dtypes or devices (:mod:`mpslinalg._errors` classes
+        derive from both the Python and the torch exception). A singular ``A`` (zero diagonal
+        entry) is not an error, as in torch: the result has ``inf``/``nan``.
+
+    Notes
+    -----
+    Diagonal blocks of width ``nb <= 32`` are inverted in one batched dispatch; everything else is
+    matrix products (recursive splitting). The result is backward stable: LAPACK's residual ratio
+    ``‖B − AX‖₁ / (‖A‖₁ ‖X‖₁ u)`` stays far below 30 (see ``docs/ops/solve_triangular.md``).
+    Differentiable in ``A`` and ``B`` (complex included, twice), a ``torch.library`` custom op
+    (``mpslinalg::solve_triangular``) that ``torch.compile(fullgraph=True)`` traces through, and
+    free of host synchronisation.
+
+    Examples
+    --------
+    >>> import torch, mpslinalg
+    >>> A = torch.tensor([[2.0, 0.0], [1.0, 4.0]])
+    >>> B = torch.tensor([[2.0], [9.0]])
+    >>> mpslinalg.solve_triangular(A, B, upper=False)
+    tensor([[1.],
+            [2.]])
+    """
+    A = E.check_matrix(_OP, "A", A, square=True)
+    B = E.check_matrix(_OP, "B", B)
+    E.check_same(_OP, ("A", "B"), A, B)
+    for name, val in (("upper", upper), ("left", left), ("unitriangular", unitriangular)):
+        if not isinstance(val, bool):
+            raise TypeError(f"{_OP}: expected {name} to be a bool, got {type(val).__name__}")
+    E.check_rhs(_OP, A, B, left=left)
+    E.broadcast_batch(_OP, ("A", "B"), A, B)
+    X = _solve_triangular_op(A, B, upper, left, unitriangular)
+    if out is not None:
+        E.check_tensor(_OP, "out", out)
+        if out.dtype != X.dtype or out.device != X.device:
+            raise E.DTypeError(
+                f"{_OP}: out has dtype {out.dtype} on {out.device}, expected {X.dtype} on {X.device}"
+            )
+        out.resize_(X.shape).copy_(X)
+        return out
+    return X

@@ -25,8 +25,8 @@ Conventions
 -----------
 * ``make(device, dtype, quick)`` returns a ``dict`` of named input tensors on ``device``; sizes are
   the DESIGN §1 workloads on GPUs and smaller on the CPU; ``quick`` makes them small everywhere.
-  Inputs are generated in float64 on the CPU with a fixed seed and rounded, so every device and
-  run sees the same matrices.
+  Inputs are drawn on the CPU with a fixed seed and moved, so every device and run sees the same
+  matrices.
 * ``ours``, ``peer`` and ``scipy`` take that dict and return the op's result; they are timed as is,
   so they must not convert or copy inputs (``x.numpy()`` of a CPU tensor is a view).
 * ``accuracy(inputs, out)`` gets ``out = ours(inputs)`` and returns
@@ -144,11 +144,8 @@ def _gen(seed: int) -> torch.Generator:
 
 
 def _randn(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, seed: int) -> torch.Tensor:
-    """Gaussian entries drawn in float64/complex128 on the CPU, rounded to ``dtype``, moved."""
-    g = _gen(seed)
-    wide = torch.complex128 if dtype.is_complex else torch.float64
-    x = torch.randn(shape, dtype=wide, generator=g)
-    return x.to(dtype).to(device)
+    """Gaussian entries drawn on the CPU with a seeded generator (same matrices on every device)."""
+    return torch.randn(shape, dtype=dtype, generator=_gen(seed)).to(device)
 
 
 def _head(t: torch.Tensor) -> torch.Tensor:

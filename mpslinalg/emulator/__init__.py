@@ -1,0 +1,36 @@
+"""Run the project's ``.metal`` kernels on the CPU, exactly as they are called on a Mac (DESIGN §5).
+
+``compile_shader(source)`` is the CPU implementation of ``torch.mps.compile_shader``: the same
+source, the same call shape (``lib.kernel(*args, threads=, group_size=, arg_casts=)``), on CPU
+tensors. The source is pre-processed by ``clang -E``, rewritten by a token pass where C++ spells
+MSL differently, compiled by clang with a shim header (``shim/cpu.h``) into a cached shared
+library, and launched through ``ctypes``: threadgroups one after another, the threads of a group
+as fibers when the kernel uses barriers or simdgroup collectives.
+
+Emulator-only call keywords: ``order="inorder" | "reverse" | "shuffle"`` (with ``seed=``) to
+expose missing barriers, and ``guard=True`` to put every buffer's end at a protected page.
+Faults inside a kernel raise :class:`KernelFault`; binding mistakes raise ``TypeError`` /
+``ValueError`` naming the kernel and the argument.
+
+What it cannot tell you: Apple GPU rounding (``fast::`` math, FMA contraction, tree-order
+``simd_sum``), memory ordering and atomics semantics under real concurrency, whether Apple's
+compiler accepts newer MSL features, and performance.
+"""
+
+from ._library import KernelFault, KernelFunction, Library, ShaderCompileError, compile_shader, preprocess
+from ._prepass import MetalSourceError
+from ._toolchain import CompilerNotFoundError, cache_dir, compiler_info, find_compiler
+
+__all__ = [
+    "CompilerNotFoundError",
+    "KernelFault",
+    "KernelFunction",
+    "Library",
+    "MetalSourceError",
+    "ShaderCompileError",
+    "cache_dir",
+    "compile_shader",
+    "compiler_info",
+    "find_compiler",
+    "preprocess",
+]

@@ -1,0 +1,621 @@
+"""``compile_shader`` and the library / kernel objects: torch's call shape, plus binding checks.
+
+Shared by every target: the lint, the ``clang -E`` step, the pre-pass, the compile cache and the
+binding rules live here; a target (``_cpu.CpuTarget``) only builds, loads and launches.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import math
+import mmap
+import os
+import struct
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ._prepass import VECTOR_TYPES, Kernel, Param, PrepassResult, prepass
+from ._toolchain import SHIM_DIR, ShaderCompileError, digest, run_compiler
+
+try:
+    from .lint import check_source
+except ImportError:  # the lint is written in parallel; until it lands, compile without it
+    check_source = None
+
+__all__ = ["KernelFault", "Library", "KernelFunction", "compile_shader", "MAX_THREADS_PER_GROUP"]
+
+MAX_THREADS_PER_GROUP = 1024
+TARGETS = ("cpu",)
+
+
+class KernelFault(RuntimeError):
+    """A fault inside a kernel (out-of-bounds trap, bad memory access, division by zero, barrier or
+    simdgroup divergence), naming the kernel, the threadgroup and the thread."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kernel: str = "",
+        group: tuple[int, int, int] | None = None,
+        thread: tuple[int, int, int] | None = None,
+    ):
+        super().__init__(message)
+        self.kernel = kernel
+        self.group = group
+        self.thread = thread
+
+
+# ---------------------------------------------------------------------------------------------
+# types
+# ---------------------------------------------------------------------------------------------
+_F32, _C64 = torch.float32, torch.complex64
+_ELEM_DTYPES: dict[str, tuple[torch.dtype, ...]] = {
+    "float": (torch.float32, torch.complex64),
+    "half": (torch.float16,),
+    "bfloat": (torch.bfloat16,),
+    "int": (torch.int32, torch.uint32),
+    "uint": (torch.uint32, torch.int32),
+    "short": (torch.int16, torch.uint16),
+    "ushort": (torch.uint16, torch.int16),
+    "char": (torch.int8, torch.uint8),
+    "uchar": (torch.uint8, torch.int8, torch.bool),
+    "bool": (torch.bool, torch.uint8),
+    "long": (torch.int64, torch.uint64),
+    "ulong": (torch.uint64, torch.int64),
+}
+# Python scalar kinds after arg_casts: (struct format, element type name)
+_CASTS = {
+    None: None,
+    "fp16": ("e", "half"),
+    "bf16": (None, "bfloat"),
+    "int32": ("i", "int"),
+    "int16": ("h", "short"),
+    "int8": ("b", "char"),
+    "uint8": ("B", "uchar"),
+}
+_SAME_WIDTH = {
+    "float": {"float"},
+    "half": {"half"},
+    "bfloat": {"bfloat"},
+    "long": {"long", "ulong"},
+    "int": {"int", "uint"},
+    "short": {"short", "ushort"},
+    "char": {"char", "uchar", "bool"},
+    "uchar": {"uchar", "char", "bool"},
+}
+
+
+def _elem_of(base: str) -> str | None:
+    """Scalar element name of an MSL type ('float4' -> 'float'), None when unknown (structs)."""
+    b = base.replace(" ", "")
+    if b.startswith("packed_"):
+        b = b[len("packed_") :]
+    if b.startswith("atomic<") and b.endswith(">"):
+        b = b[len("atomic<") : -1]
+    elif b.startswith("atomic_"):
+        b = b[len("atomic_") :]
+    if b in VECTOR_TYPES:
+        b = b[:-1]
+    if b in ("unsignedint",):
+        b = "uint"
+    return b if b in _ELEM_DTYPES else None
+
+
+def _describe(p: Param) -> str:
+    nm = f" {p.name}" if p.name else ""
+    return f"'{p.type_text}{nm}' [[buffer({p.buffer_index})]]"
+
+
+# ---------------------------------------------------------------------------------------------
+# guard pages
+# ---------------------------------------------------------------------------------------------
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+_PAGE = mmap.PAGESIZE
+
+
+class _Guarded:
+    """A copy of a buffer whose end touches a PROT_NONE page (16-byte granularity)."""
+
+    def __init__(self, src_ptr: int, nbytes: int):
+        self.nbytes = nbytes
+        padded = (nbytes + 15) // 16 * 16
+        pages = max(1, math.ceil(padded / _PAGE))
+        self.map = mmap.mmap(-1, (pages + 1) * _PAGE)
+        self.base = ctypes.addressof(ctypes.c_char.from_buffer(self.map))
+        self.guard = self.base + pages * _PAGE
+        self.ptr = self.guard - padded
+        if nbytes:
+            ctypes.memmove(self.ptr, src_ptr, nbytes)
+        if _libc.mprotect(self.guard, _PAGE, 0) != 0:
+            raise OSError(ctypes.get_errno(), "mprotect failed for a guard page")
+
+    def copy_back(self, dst_ptr: int) -> None:
+        if self.nbytes:
+            ctypes.memmove(dst_ptr, self.ptr, self.nbytes)
+
+    def release(self) -> None:
+        _libc.mprotect(self.guard, _PAGE, 3)
+        self.map.close()
+
+    def contains_guard(self, addr: int) -> bool:
+        return self.guard <= addr < self.guard + _PAGE
+
+
+_launch_lock = threading.Lock()
+
+
+# ---------------------------------------------------------------------------------------------
+# kernel function
+# ---------------------------------------------------------------------------------------------
+def _dims(v: Any, what: str, kname: str) -> list[int] | None:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, list, tuple)):
+        raise TypeError(f"kernel '{kname}': {what} must be an int or a list of 1-3 ints, got {v!r}")
+    vals = [v] if isinstance(v, int) else list(v)
+    if not 0 < len(vals) < 4 or not all(isinstance(x, int) and not isinstance(x, bool) for x in vals):
+        raise ValueError(f"kernel '{kname}': {what} must be an int or a list of 1-3 ints, got {v!r}")
+    if any(x < 0 for x in vals):
+        raise ValueError(f"kernel '{kname}': {what} must be non-negative, got {v!r}")
+    return vals
+
+
+class KernelFunction:
+    """One kernel of a :class:`Library`; call it like ``torch.mps.compile_shader``'s kernels."""
+
+    def __init__(self, library: Library, index: int, kernel: Kernel):
+        self._lib = library
+        self._index = index
+        self.kernel = kernel
+        self.name = kernel.name
+        self._buffers = {p.buffer_index: p for p in kernel.params if p.kind == "buffer"}
+        self._nargs = max(self._buffers, default=-1) + 1
+        self._bad = [p for p in kernel.params if p.kind in ("threadgroup", "other")]
+        self.max_threads = min(MAX_THREADS_PER_GROUP, kernel.max_threads or MAX_THREADS_PER_GROUP)
+
+    def __repr__(self) -> str:
+        return f"<emulated Metal kernel {self.name!r} ({self._lib.target}) from {self.kernel.line}>"
+
+    # -- argument binding ----------------------------------------------------------------------
+    def _scalar_bytes(self, i: int, value: Any, cast: str | None) -> tuple[bytes, str]:
+        if cast not in _CASTS:
+            raise ValueError(
+                f"kernel '{self.name}': unsupported cast instruction {cast!r} for argument {i} "
+                f"(torch accepts fp16, bf16, int32, int16, int8, uint8)"
+            )
+        values = list(value) if isinstance(value, (list, tuple)) else [value]
+        is_float = isinstance(values[0], float)
+        if cast is None:
+            fmt, elem = ("f", "float") if is_float else ("q", "long")
+        else:
+            fmt, elem = _CASTS[cast]
+        if fmt is None:  # bf16: round-to-nearest-even from float32 via torch
+            data = torch.tensor([float(v) for v in values], dtype=torch.bfloat16).view(torch.int16).tolist()
+            return struct.pack(f"<{len(values)}h", *data), elem
+        conv = [float(v) for v in values] if fmt in ("f", "e") else [int(v) for v in values]
+        if fmt not in ("f", "e"):
+            # C++ static_cast to a narrower integer wraps around
+            bits = struct.calcsize(fmt) * 8
+            conv = [
+                ((x + (1 << (bits - 1))) % (1 << bits)) - (1 << (bits - 1))
+                if fmt.islower()
+                else x % (1 << bits)
+                for x in conv
+            ]
+        return struct.pack(f"<{len(conv)}{fmt}", *conv), elem
+
+    def _check_elem(self, i: int, p: Param, elem: str, what: str) -> None:
+        want = _elem_of(p.base_type)
+        if want is None:
+            return
+        if elem not in _SAME_WIDTH.get(want, {want}) and want not in _SAME_WIDTH.get(elem, {elem}):
+            hint = ""
+            if elem == "long" and want in ("int", "uint", "short", "ushort", "char", "uchar"):
+                hint = (
+                    f"; a Python int is passed as an 8-byte long: declare 'constant long&' or pass "
+                    f"arg_casts={{{i}: 'int32'}}"
+                )
+            if elem == "long" and want in ("float", "half"):
+                hint = "; pass a Python float (e.g. 1.0), not an int"
+            if elem == "float" and want != "float":
+                hint = "; a Python float is passed as a 4-byte float"
+            raise TypeError(
+                f"kernel '{self.name}': argument {i} is {what} but parameter {_describe(p)} expects "
+                f"{want} data{hint}"
+            )
+
+    def __call__(
+        self,
+        *args: Any,
+        threads: Any = None,
+        group_size: Any = None,
+        arg_casts: Any = None,
+        order: str = "inorder",
+        seed: int = 0,
+        guard: bool = False,
+    ) -> None:
+        """Run the kernel on CPU tensors (torch's ``compile_shader`` call shape).
+
+        Parameters
+        ----------
+        *args : torch.Tensor, int, float or list of int/float
+            Argument ``i`` binds ``[[buffer(i)]]``. A tensor binds its storage at its storage offset
+            (strides ignored, as in Metal); an int is passed as an 8-byte ``long``, a float as a
+            ``float``; lists as arrays of those.
+        threads : int or list of int, optional
+            Total threads per dimension (``dispatchThreads``). Default: ``numel`` of the first
+            tensor argument.
+        group_size : int or list of int, optional
+            Threads per threadgroup. Default as torch: ``min(threads, 1024)`` in 1-D,
+            ``(1024, 1, 1)`` in 2-D/3-D.
+        arg_casts : str or dict of int to str, optional
+            Cast Python scalars before binding: ``fp16``, ``bf16``, ``int32``, ``int16``, ``int8``,
+            ``uint8``; one string for all scalars or a dict per argument index.
+        order : {"inorder", "reverse", "shuffle"}
+            Emulator only: order in which threads (between barriers) and threadgroups run.
+        seed : int
+            Emulator only: seed of the ``shuffle`` order.
+        guard : bool
+            Emulator only: run each buffer on a copy that ends at a protected page, so an access
+            past the end raises :class:`KernelFault`.
+
+        Raises
+        ------
+        TypeError, ValueError
+            Binding errors (argument count, dtype vs pointer type, Python int for a float, ...).
+        KernelFault
+            A fault inside the kernel.
+        """
+        name = self.name
+        if order not in ("inorder", "reverse", "shuffle"):
+            raise ValueError(
+                f"kernel '{name}': order must be 'inorder', 'reverse' or 'shuffle', got {order!r}"
+            )
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise TypeError(f"kernel '{name}': seed must be an int, got {seed!r}")
+        if self._bad:
+            p = self._bad[0]
+            raise ValueError(
+                f"kernel '{name}': parameter {p.position} '{p.type_text} {p.name or ''}' cannot be bound by "
+                "torch.mps.compile_shader (threadgroup-memory parameters and values without a [[buffer]] or "
+                "thread-position attribute are not supported); declare threadgroup arrays inside the kernel"
+            )
+        if len(args) != self._nargs:
+            raise TypeError(
+                f"kernel '{name}' takes {self._nargs} arguments (buffers 0..{self._nargs - 1}), "
+                f"got {len(args)}"
+            )
+        if arg_casts is None:
+            casts: dict[int, str] = {}
+            default_cast = None
+        elif isinstance(arg_casts, str):
+            casts, default_cast = {}, arg_casts
+        elif isinstance(arg_casts, dict):
+            casts, default_cast = dict(arg_casts), None
+            for key in casts:
+                if isinstance(key, bool) or not isinstance(key, int) or key < 0:
+                    raise TypeError(f"kernel '{name}': arg_casts keys must be argument indices, got {key!r}")
+        else:
+            raise TypeError(f"kernel '{name}': Unexpected caster arg type {type(arg_casts).__name__}")
+
+        ptrs: list[int] = []
+        keep: list[Any] = []
+        tensors: list[tuple[int, torch.Tensor, int]] = []
+        first_numel = None
+        runner = self._lib._runner
+        for i, a in enumerate(args):
+            p = self._buffers.get(i)
+            if isinstance(a, torch.Tensor):
+                if a.device.type != self._lib.device_type:
+                    raise ValueError(
+                        f"kernel '{name}': argument {i} is on {a.device}; this library "
+                        f"(target {self._lib.target}) runs {self._lib.device_type} tensors"
+                    )
+                if a.is_conj() or a.is_neg():
+                    raise ValueError(
+                        f"kernel '{name}': argument {i} has the conjugate/negative bit set, which "
+                        "Metal ignores; pass .resolve_conj().resolve_neg()"
+                    )
+                if first_numel is None:
+                    first_numel = a.numel()
+                avail = a.untyped_storage().nbytes() - a.storage_offset() * a.element_size()
+                if p is not None:
+                    if not (p.is_pointer or p.is_reference):
+                        raise TypeError(
+                            f"kernel '{name}': argument {i} is a tensor but {_describe(p)} is a value"
+                        )
+                    if p.address_space not in ("device", "constant"):
+                        raise TypeError(
+                            f"kernel '{name}': argument {i}: {_describe(p)} is not in the device or "
+                            "constant address space"
+                        )
+                    dtype_elem = {v: k for k, vs in _ELEM_DTYPES.items() for v in vs[:1]}.get(a.dtype)
+                    if a.dtype == torch.complex64:
+                        dtype_elem = "float"
+                    want = _elem_of(p.base_type)
+                    if want is not None and a.dtype not in _ELEM_DTYPES[want]:
+                        raise TypeError(
+                            f"kernel '{name}': argument {i} is a {a.dtype} tensor but parameter "
+                            f"{_describe(p)} expects {want} elements "
+                            f"({', '.join(str(d) for d in _ELEM_DTYPES[want])})"
+                        )
+                    del dtype_elem
+                    if p.is_reference:
+                        need = runner.param_size(self._index, p.position)
+                        if avail < need:
+                            raise ValueError(
+                                f"kernel '{name}': argument {i} holds {avail} bytes but "
+                                f"{_describe(p)} reads {need}"
+                            )
+                ptrs.append(a.data_ptr() if avail > 0 else 0)
+                tensors.append((i, a, avail))
+                keep.append(a)
+                continue
+            if isinstance(a, (list, tuple)):
+                if len(a) == 0:
+                    raise ValueError(
+                        f"kernel '{name}': argument {i}: Empty list/tuple can not be an argument "
+                        "to metal kernel"
+                    )
+                if isinstance(a[0], torch.Tensor):
+                    raise TypeError(
+                        f"kernel '{name}': argument {i}: lists of tensors (argument buffers) are not "
+                        "supported by the emulator"
+                    )
+                if isinstance(a[0], bool) or not isinstance(a[0], (int, float)):
+                    raise TypeError(f"kernel '{name}': argument {i}: Unexpected argument types in list")
+                kind = float if isinstance(a[0], float) else int
+                if not all(isinstance(x, kind) or (kind is float and isinstance(x, int)) for x in a):
+                    raise TypeError(
+                        f"kernel '{name}': argument {i}: list elements must all be "
+                        f"{kind.__name__}s (torch converts the list by its first element)"
+                    )
+            elif isinstance(a, (bool, int, float)):
+                pass
+            else:
+                raise TypeError(
+                    f"kernel '{name}': argument {i}: Unsupported argument type {type(a).__name__}"
+                )
+            data, elem = self._scalar_bytes(i, a, casts.get(i, default_cast))
+            if p is not None:
+                if p.is_pointer is False and p.is_reference is False:
+                    raise TypeError(f"kernel '{name}': argument {i}: {_describe(p)} is a value parameter")
+                pytype = "list" if isinstance(a, (list, tuple)) else type(a).__name__
+                what = f"a Python {pytype} (bound as {elem})"
+                self._check_elem(i, p, elem, what)
+                if p.is_reference:
+                    need = runner.param_size(self._index, p.position)
+                    if len(data) < need:
+                        raise ValueError(
+                            f"kernel '{name}': argument {i} provides {len(data)} bytes but "
+                            f"{_describe(p)} reads {need}"
+                        )
+            buf = ctypes.create_string_buffer(data, len(data))
+            keep.append(buf)
+            ptrs.append(ctypes.addressof(buf))
+
+        th = _dims(threads, "threads", name)
+        gs = _dims(group_size, "group_size", name)
+        if th is None:
+            if first_numel is None:
+                raise ValueError(
+                    f"kernel '{name}': Number of threads is undefined (no tensor argument; pass threads=)"
+                )
+            th = [first_numel]
+        if gs is not None and len(gs) != len(th):
+            raise ValueError(
+                f"kernel '{name}': threads {th} and group_size {gs} must have the same number of dimensions"
+            )
+        if gs is None:
+            gs = [min(th[0], self.max_threads)] if len(th) == 1 else [self.max_threads]
+        grid = (th + [1, 1])[:3]
+        group = (gs + [1, 1])[:3]
+        if len(gs) == 1 and gs[0] == 0 and th[0] == 0:
+            return
+        if math.prod(group) > self.max_threads:
+            raise ValueError(f"kernel '{name}': Threadgroup size {group} exceeds {self.max_threads} limit")
+        if any(g == 0 for g in group):
+            if math.prod(grid) == 0:
+                return
+            raise ValueError(f"kernel '{name}': group_size must be positive, got {gs}")
+        if math.prod(grid) == 0:
+            return
+        if any(x >= 2**32 for x in grid):
+            raise ValueError(f"kernel '{name}': threads {th} too large")
+
+        guards: dict[int, _Guarded] = {}
+        try:
+            if guard:
+                spans = []
+                for i, t, avail in tensors:
+                    lo = t.data_ptr()
+                    spans.append((lo, lo + avail, i))
+                spans.sort()
+                for (_a0, a1, i0), (b0, _b1, i1) in zip(spans, spans[1:]):
+                    if b0 < a1:
+                        raise ValueError(
+                            f"kernel '{name}': guard=True cannot run arguments {i0} and {i1}, which "
+                            "share memory"
+                        )
+                for i, t, avail in tensors:
+                    g = _Guarded(t.data_ptr(), avail)
+                    guards[i] = g
+                    ptrs[i] = g.ptr
+            with _launch_lock:
+                rc, msg, where, addr = runner.launch(
+                    self._index, ptrs, tuple(grid), tuple(group), order, seed
+                )
+            if guard:
+                for i, t, _avail in tensors:
+                    guards[i].copy_back(t.data_ptr())
+        finally:
+            for g in guards.values():
+                g.release()
+        if rc == 0:
+            return
+        if rc == 1:
+            for i, g in guards.items():
+                if g.contains_guard(addr):
+                    msg = f"out-of-bounds access past the end of argument {i} (guard page)"
+            grp, thr = tuple(where[0:3]), tuple(where[3:6])
+            where_txt = f"threadgroup {grp}, thread {thr} (thread_position_in_threadgroup)"
+            raise KernelFault(
+                f"kernel '{name}' faulted in {where_txt}: {msg}", kernel=name, group=grp, thread=thr
+            )
+        raise ValueError(f"kernel '{name}': {msg}")
+
+
+class Library:
+    """A compiled Metal source: one attribute per kernel (``dir(lib)`` lists them)."""
+
+    def __init__(self, kernels: list[Kernel], runner: Any, target: str, key: str):
+        self._kernels = {k.name: KernelFunction(self, i, k) for i, k in enumerate(kernels)}
+        self._runner = runner
+        self.target = target
+        self.device_type = "cpu" if target == "cpu" else target
+        self.key = key
+
+    def __getattr__(self, name: str) -> KernelFunction:
+        kernels = self.__dict__.get("_kernels", {})
+        if name in kernels:
+            return kernels[name]
+        raise AttributeError(
+            f"no kernel named {name!r} in this library; kernels: {', '.join(sorted(kernels))}"
+        )
+
+    def __dir__(self) -> list[str]:
+        return sorted(self._kernels)
+
+    def __repr__(self) -> str:
+        return f"<emulated Metal library ({self.target}) with kernels {sorted(self._kernels)}>"
+
+
+# ---------------------------------------------------------------------------------------------
+# compile_shader
+# ---------------------------------------------------------------------------------------------
+_memo: dict[str, Library] = {}
+_memo_lock = threading.Lock()
+
+
+def _target(name: str):
+    if name == "cpu":
+        from ._cpu import CpuTarget
+
+        return CpuTarget()
+    raise ValueError(f"compile_shader: unknown target {name!r}; available targets: {', '.join(TARGETS)}")
+
+
+def preprocess(source: str, filename: str = "shader.metal") -> str:
+    """``clang -E`` with stub Metal headers: expands our macros and headers, keeps line markers."""
+    with tempfile.TemporaryDirectory(prefix="mpsle-") as td:
+        path = Path(td) / filename
+        path.write_text(source)
+        return run_compiler(
+            [
+                "-E",
+                "-x",
+                "c++",
+                "-std=c++17",
+                "-nostdinc",
+                "-nostdinc++",
+                "-isystem",
+                str(SHIM_DIR / "stub"),
+                "-D__METAL_VERSION__=310",
+                "-D__METAL_MACOS__=1",
+                "-D__HAVE_MPSLINALG_EMULATOR__=1",
+                str(path),
+            ],
+            what="preprocessing the Metal source",
+        )
+
+
+def _meta_from_json(d: dict) -> list[Kernel]:
+    out = []
+    for k in d["kernels"]:
+        params = []
+        for p in k["params"]:
+            p = dict(p)
+            p.pop("kind", None)
+            params.append(Param(**p))
+        out.append(Kernel(k["name"], k["call"], params, k["uses_sync"], k["max_threads"], k["line"]))
+    return out
+
+
+def compile_shader(source: str, *, target: str = "cpu") -> Library:
+    """Compile Metal source for the emulator (the CPU implementation of ``torch.mps.compile_shader``).
+
+    Parameters
+    ----------
+    source : str
+        Self-contained MSL source (``#include <metal_stdlib>`` allowed; our own headers inlined).
+    target : {"cpu"}
+        Where the kernels run. ``"cpu"``: CPU tensors, threads as fibers.
+
+    Returns
+    -------
+    Library
+        One attribute per kernel (template instantiations by their ``host_name``); call a kernel
+        as ``lib.name(*args, threads=..., group_size=..., arg_casts=...)``.
+
+    Raises
+    ------
+    TypeError
+        ``source`` is not a string.
+    ValueError
+        Unknown target; the lint or the pre-pass rejected the source (``MetalLintError``,
+        ``MetalSourceError``).
+    ShaderCompileError
+        The compiler rejected the source (diagnostics point at the ``.metal`` lines).
+    CompilerNotFoundError
+        No clang >= 17 is available.
+
+    Examples
+    --------
+    >>> lib = compile_shader('''
+    ... #include <metal_stdlib>
+    ... kernel void full(device float* out, constant float& v, uint i [[thread_position_in_grid]]) {
+    ...     out[i] = v;
+    ... }''')  # doctest: +SKIP
+    >>> x = torch.zeros(4); lib.full(x, 3.0)  # doctest: +SKIP
+    """
+    if not isinstance(source, str):
+        raise TypeError(f"compile_shader: source must be a str, got {type(source).__name__}")
+    tgt = _target(target)
+    if check_source is not None:
+        check_source(source)
+    flags = tgt.flags()
+    key = digest(tgt.name, source, flags)
+    with _memo_lock:
+        lib = _memo.get(key)
+        if lib is not None:
+            return lib
+        from ._toolchain import cache_dir
+
+        meta_path = cache_dir() / f"{key}.json"
+        art = tgt.artifact(key)
+        kernels = None
+        if art is not None and meta_path.exists():
+            try:
+                kernels = _meta_from_json(json.loads(meta_path.read_text()))
+            except (ValueError, KeyError, TypeError):
+                kernels = None
+        if kernels is None:
+            pre: PrepassResult = prepass(preprocess(source))
+            art = tgt.build(pre, key)
+            kernels = pre.kernels
+            tmp = meta_path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({"kernels": [k.to_dict() for k in kernels]}))
+            os.replace(tmp, meta_path)
+        lib = Library(kernels, tgt.load(art), tgt.name, key)
+        _memo[key] = lib
+        return lib
+
+
+__all__ += ["ShaderCompileError", "preprocess"]

@@ -1,0 +1,177 @@
+"""Compiler discovery and the compile cache (shared by all targets)."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+__all__ = [
+    "CompilerNotFoundError",
+    "ShaderCompileError",
+    "find_compiler",
+    "compiler_info",
+    "cache_dir",
+    "run_compiler",
+    "digest",
+]
+
+SHIM_DIR = Path(__file__).resolve().parent / "shim"
+MIN_CLANG = 17
+_INSTALL_HINT = (
+    "the Metal emulator needs clang >= 17: install one with `apt-get install -y clang-19`, or "
+    "`pip install ziglang`, or set MPSLINALG_CXX to a clang++ command"
+)
+
+
+class CompilerNotFoundError(RuntimeError):
+    """No usable C++ compiler (clang >= 17) was found for the emulator."""
+
+
+class ShaderCompileError(RuntimeError):
+    """The Metal source did not compile (the message holds the compiler's diagnostics)."""
+
+
+def _clang_version(cmd: list[str]) -> str | None:
+    """``clang version X.Y.Z`` of ``cmd``; remembered on disk per binary (path, mtime, size)."""
+    stamp = None
+    exe = shutil.which(cmd[0]) if len(cmd) == 1 else None
+    if exe is not None:
+        st = os.stat(exe)
+        stamp = f"{os.path.realpath(exe)}:{st.st_mtime_ns}:{st.st_size}"
+        memo = cache_dir() / "compilers.json"
+        try:
+            known = json.loads(memo.read_text())
+        except (OSError, ValueError):
+            known = {}
+        if stamp in known:
+            return known[stamp]
+    v = _run_version(cmd)
+    if stamp is not None and v is not None:
+        known[stamp] = v
+        tmp = memo.with_suffix(f".{os.getpid()}.tmp")
+        try:
+            tmp.write_text(json.dumps(known))
+            os.replace(tmp, memo)
+        except OSError:
+            pass
+    return v
+
+
+def _run_version(cmd: list[str]) -> str | None:
+    try:
+        out = subprocess.run([*cmd, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"clang version (\d+)\.(\d+)\.(\d+)", out.stdout + out.stderr)
+    if out.returncode != 0 or m is None:
+        return None
+    return m.group(0)
+
+
+@functools.cache
+def _discover(env_cxx: str) -> tuple[tuple[str, ...], str] | str:
+    tried = []
+    if env_cxx:
+        cmd = shlex.split(env_cxx)
+        v = _clang_version(cmd)
+        if v is None:
+            return f"MPSLINALG_CXX={env_cxx!r} is not a working clang (`{env_cxx} --version` failed)"
+        return tuple(cmd), v
+    for name in ("clang++-21", "clang++-20", "clang++-19", "clang++-18", "clang++-17", "clang++"):
+        path = shutil.which(name)
+        if path is None:
+            continue
+        v = _clang_version([path])
+        tried.append(f"{name} ({v or 'not clang'})")
+        if v is not None and int(v.split()[-1].split(".")[0]) >= MIN_CLANG:
+            return (path,), v
+    try:
+        import importlib.util
+
+        if importlib.util.find_spec("ziglang") is not None:
+            cmd = [sys.executable, "-m", "ziglang", "c++"]
+            v = _clang_version(cmd)
+            if v is not None:
+                return tuple(cmd), v
+            tried.append("python -m ziglang c++ (failed)")
+    except (ImportError, ValueError):
+        pass
+    return "; ".join(tried) or "no clang++ on PATH"
+
+
+def find_compiler() -> list[str]:
+    """The C++ compiler command the emulator uses (a list of argv words).
+
+    Discovery order: ``$MPSLINALG_CXX``, then ``clang++-21`` ... ``clang++-17``, ``clang++`` (clang
+    >= 17), then ``python -m ziglang c++``.
+
+    Raises
+    ------
+    CompilerNotFoundError
+        When none is usable; the message says how to install one.
+    """
+    found = _discover(os.environ.get("MPSLINALG_CXX", "").strip())
+    if isinstance(found, str):
+        raise CompilerNotFoundError(f"{_INSTALL_HINT} (looked for: {found})")
+    return list(found[0])
+
+
+def compiler_info() -> dict | None:
+    """``{"command": [...], "version": "clang version X.Y.Z"}`` or None; never raises."""
+    try:
+        found = _discover(os.environ.get("MPSLINALG_CXX", "").strip())
+    except Exception:  # noqa: BLE001 - an environment report must not fail
+        return None
+    if isinstance(found, str):
+        return None
+    return {"command": list(found[0]), "version": found[1]}
+
+
+def cache_dir() -> Path:
+    """``$MPSLINALG_CACHE_DIR`` or ``~/.cache/mpslinalg/emulator`` (created on demand)."""
+    env = os.environ.get("MPSLINALG_CACHE_DIR")
+    d = Path(env) if env else Path.home() / ".cache" / "mpslinalg" / "emulator"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+@functools.cache
+def _shim_text(target: str) -> str:
+    parts = []
+    # the shim, the runtime and the code generators (pre-pass, launchers) all shape the binary
+    files = [p for p in sorted(SHIM_DIR.rglob("*")) if p.is_file()]
+    files += sorted(p for p in SHIM_DIR.parent.glob("_*.py"))
+    for p in files:
+        parts.append(f"--- {p.name}\n{p.read_text()}")
+    return f"target={target}\n" + "\n".join(parts)
+
+
+def digest(target: str, source: str, flags: list[str]) -> str:
+    """Cache key: sha256 of target, source, shim files, flags and compiler version."""
+    info = compiler_info() or {}
+    h = hashlib.sha256()
+    for part in (target, _shim_text(target), " ".join(flags), repr(info), source):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:32]
+
+
+def run_compiler(args: list[str], *, what: str, input_text: str | None = None) -> str:
+    """Run the compiler with ``args``; returns stdout or raises ShaderCompileError."""
+    cmd = find_compiler() + args
+    proc = subprocess.run(cmd, capture_output=True, text=True, input=input_text, timeout=600)
+    if proc.returncode != 0:
+        diag = proc.stderr.strip()
+        lines = diag.splitlines()
+        if len(lines) > 60:
+            diag = "\n".join(lines[:60] + [f"... ({len(lines) - 60} more lines)"])
+        raise ShaderCompileError(f"{what} failed:\n{diag}")
+    return proc.stdout

@@ -1,0 +1,198 @@
+// cpu.h — force-included before every kernel source compiled for the emulator's CPU target.
+//
+// Address spaces are clang's OpenCL address-space attributes, so passing a `device float*` where
+// a `thread float*` is expected is a compile error, as in Metal. Barriers and simdgroup
+// collectives call into cpu_runtime.c, which runs the GPU threads of a threadgroup as fibers;
+// every call site passes its line and column (the pre-pass keeps #line markers) so divergence is
+// reported at the .metal line. Atomics are plain read-modify-write: fibers are never preempted.
+#pragma once
+#include "cpu_abi.h"
+
+#define device __attribute__((opencl_global))
+#define constant __attribute__((opencl_constant))
+#define threadgroup __attribute__((opencl_local))
+#define thread
+#define threadgroup_imageblock __attribute__((opencl_local))
+#define METAL_FUNC inline
+#define __METAL_VERSION__ 310
+
+#include "msl_types.h"
+
+#define MPSLE_SITE (__mpsle_line << 12 | (__mpsle_col & 0xFFFu))
+#define MPSLE_SITE_ARGS unsigned __mpsle_line = __builtin_LINE(), unsigned __mpsle_col = __builtin_COLUMN()
+
+// thread-position attributes: the generated launcher converts the runtime's uint[3] to the
+// declared type (uint, ushort, uint2, uint3, ...)
+template <class T> inline T __mpsle_attr(const uint32_t *v) {
+  if constexpr (__mpsle_vt<T>::is_vec) {
+    T r;
+    for (int i = 0; i < __mpsle_vt<T>::n; i++) r[i] = (typename __mpsle_vt<T>::elem)v[i];
+    return r;
+  } else {
+    return (T)v[0];
+  }
+}
+
+namespace metal {
+
+enum class mem_flags { mem_none = 0, mem_device = 1, mem_threadgroup = 2, mem_texture = 4, mem_threadgroup_imageblock = 8 };
+inline constexpr mem_flags operator|(mem_flags a, mem_flags b) { return (mem_flags)((int)a | (int)b); }
+
+inline void threadgroup_barrier(mem_flags, MPSLE_SITE_ARGS) { mpsle_barrier(MPSLE_SITE); }
+inline void simdgroup_barrier(mem_flags, MPSLE_SITE_ARGS) {
+  unsigned n, lane;
+  mpsle_collective(nullptr, 0, MPSLE_SITE, MPSLE_OP_SIMD_BARRIER, &n, &lane);
+}
+
+// ---------------------------------------------------------------------------------------------
+// simdgroup collectives (width 32, lanes = consecutive thread indices in the threadgroup)
+// ---------------------------------------------------------------------------------------------
+template <class T> inline T __mpsle_lane(const void *base, unsigned i) {
+  T v;
+  __builtin_memcpy(&v, (const unsigned char *)base + 32u * i, sizeof(T));
+  return v;
+}
+template <class T> inline const void *__mpsle_gather(T x, unsigned site, unsigned op, unsigned &n, unsigned &lane) {
+  static_assert(sizeof(T) <= 32, "simdgroup operation on a value larger than 32 bytes");
+  return mpsle_collective(&x, sizeof(T), site, op, &n, &lane);
+}
+
+#define MPSLE_REDUCE(name, expr)                                            \
+  template <class T> inline T name(T x, MPSLE_SITE_ARGS) {                  \
+    unsigned n, lane;                                                       \
+    const void *b = __mpsle_gather(x, MPSLE_SITE, MPSLE_OP_REDUCE, n, lane); \
+    T a = __mpsle_lane<T>(b, 0);                                            \
+    for (unsigned i = 1; i < n; i++) {                                      \
+      T y = __mpsle_lane<T>(b, i);                                          \
+      a = expr;                                                             \
+    }                                                                       \
+    return a;                                                               \
+  }
+MPSLE_REDUCE(simd_sum, a + y)
+MPSLE_REDUCE(simd_product, a * y)
+MPSLE_REDUCE(simd_min, min(a, y))
+MPSLE_REDUCE(simd_max, max(a, y))
+MPSLE_REDUCE(simd_and, a & y)
+MPSLE_REDUCE(simd_or, a | y)
+MPSLE_REDUCE(simd_xor, a ^ y)
+#undef MPSLE_REDUCE
+
+#define MPSLE_SCAN(name, init, expr, inclusive)                           \
+  template <class T> inline T name(T x, MPSLE_SITE_ARGS) {                \
+    unsigned n, lane;                                                     \
+    const void *b = __mpsle_gather(x, MPSLE_SITE, MPSLE_OP_SCAN, n, lane); \
+    T a = T(init);                                                        \
+    unsigned end = inclusive ? lane + 1 : lane;                           \
+    for (unsigned i = 0; i < end; i++) {                                  \
+      T y = __mpsle_lane<T>(b, i);                                        \
+      a = expr;                                                           \
+    }                                                                     \
+    return a;                                                             \
+  }
+MPSLE_SCAN(simd_prefix_inclusive_sum, 0, a + y, true)
+MPSLE_SCAN(simd_prefix_exclusive_sum, 0, a + y, false)
+MPSLE_SCAN(simd_prefix_inclusive_product, 1, a * y, true)
+MPSLE_SCAN(simd_prefix_exclusive_product, 1, a * y, false)
+#undef MPSLE_SCAN
+
+#define MPSLE_SHUF(name, src)                                                    \
+  template <class T> inline T name(T x, ushort arg, MPSLE_SITE_ARGS) {           \
+    unsigned n, lane;                                                            \
+    const void *b = __mpsle_gather(x, MPSLE_SITE, MPSLE_OP_SHUFFLE, n, lane);    \
+    long s = (src);                                                              \
+    return (s >= 0 && s < (long)n) ? __mpsle_lane<T>(b, (unsigned)s) : x;        \
+  }
+MPSLE_SHUF(simd_shuffle, (long)arg)
+MPSLE_SHUF(simd_broadcast, (long)arg)
+MPSLE_SHUF(simd_shuffle_down, (long)lane + arg)
+MPSLE_SHUF(simd_shuffle_up, (long)lane - (long)arg)
+MPSLE_SHUF(simd_shuffle_xor, (long)(lane ^ arg))
+MPSLE_SHUF(simd_shuffle_rotate_down, (long)((lane + arg) % n))
+MPSLE_SHUF(simd_shuffle_rotate_up, (long)((lane + n - arg % n) % n))
+#undef MPSLE_SHUF
+template <class T> inline T simd_broadcast_first(T x, MPSLE_SITE_ARGS) {
+  unsigned n, lane;
+  const void *b = __mpsle_gather(x, MPSLE_SITE, MPSLE_OP_SHUFFLE, n, lane);
+  return __mpsle_lane<T>(b, 0);
+}
+
+struct simd_vote {
+  typedef unsigned long vote_t;
+  vote_t v;
+  explicit simd_vote(vote_t x = 0) : v(x) {}
+  explicit operator vote_t() const { return v; }
+  bool all() const { return v == 0xFFFFFFFFul; }
+  bool any() const { return v != 0; }
+};
+inline simd_vote simd_ballot(bool p, MPSLE_SITE_ARGS) {
+  unsigned n, lane;
+  const void *b = __mpsle_gather(p, MPSLE_SITE, MPSLE_OP_VOTE, n, lane);
+  unsigned long m = 0;
+  for (unsigned i = 0; i < n; i++) m |= (unsigned long)__mpsle_lane<bool>(b, i) << i;
+  return simd_vote(m);
+}
+inline bool simd_any(bool p, MPSLE_SITE_ARGS) {
+  unsigned n, lane;
+  const void *b = __mpsle_gather(p, MPSLE_SITE, MPSLE_OP_VOTE, n, lane);
+  for (unsigned i = 0; i < n; i++)
+    if (__mpsle_lane<bool>(b, i)) return true;
+  return false;
+}
+inline bool simd_all(bool p, MPSLE_SITE_ARGS) {
+  unsigned n, lane;
+  const void *b = __mpsle_gather(p, MPSLE_SITE, MPSLE_OP_VOTE, n, lane);
+  for (unsigned i = 0; i < n; i++)
+    if (!__mpsle_lane<bool>(b, i)) return false;
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// atomics (functional, not ordered: fibers are never preempted)
+// ---------------------------------------------------------------------------------------------
+enum memory_order { memory_order_relaxed, memory_order_acquire, memory_order_release, memory_order_acq_rel, memory_order_seq_cst };
+template <class T> struct atomic {
+  T __v;
+};
+typedef atomic<int> atomic_int;
+typedef atomic<uint> atomic_uint;
+typedef atomic<float> atomic_float;
+typedef atomic<bool> atomic_bool;
+typedef atomic<ulong> atomic_ulong;
+typedef atomic<long> atomic_long;
+
+#define MPSLE_AT_VAL decltype(+obj->__v)
+template <class P> inline auto atomic_load_explicit(P obj, memory_order) -> MPSLE_AT_VAL { return obj->__v; }
+template <class P, class V> inline void atomic_store_explicit(P obj, V v, memory_order) { obj->__v = v; }
+template <class P, class V> inline auto atomic_exchange_explicit(P obj, V v, memory_order) -> MPSLE_AT_VAL {
+  MPSLE_AT_VAL old = obj->__v;
+  obj->__v = v;
+  return old;
+}
+#define MPSLE_AT_RMW(name, expr)                                                          \
+  template <class P, class V> inline auto name(P obj, V v, memory_order) -> MPSLE_AT_VAL { \
+    MPSLE_AT_VAL old = obj->__v;                                                          \
+    obj->__v = (expr);                                                                    \
+    return old;                                                                           \
+  }
+MPSLE_AT_RMW(atomic_fetch_add_explicit, old + v)
+MPSLE_AT_RMW(atomic_fetch_sub_explicit, old - v)
+MPSLE_AT_RMW(atomic_fetch_and_explicit, old & v)
+MPSLE_AT_RMW(atomic_fetch_or_explicit, old | v)
+MPSLE_AT_RMW(atomic_fetch_xor_explicit, old ^ v)
+MPSLE_AT_RMW(atomic_fetch_min_explicit, (MPSLE_AT_VAL)v < old ? (MPSLE_AT_VAL)v : old)
+MPSLE_AT_RMW(atomic_fetch_max_explicit, old < (MPSLE_AT_VAL)v ? (MPSLE_AT_VAL)v : old)
+#undef MPSLE_AT_RMW
+template <class P, class E, class V>
+inline bool atomic_compare_exchange_weak_explicit(P obj, E expected, V desired, memory_order, memory_order) {
+  if (obj->__v == *expected) {
+    obj->__v = desired;
+    return true;
+  }
+  *expected = obj->__v;
+  return false;
+}
+#undef MPSLE_AT_VAL
+
+}  // namespace metal
+
+using namespace metal;

@@ -1,0 +1,563 @@
+/* cpu_runtime.c — the execution engine of the emulator's CPU target.
+ *
+ * Compiled once per compiler/flags (cached as an object file) and linked into every kernel
+ * library, so each library has its own copy of this state (it is hidden-visibility).
+ *
+ * Model (DESIGN §5):
+ *   - threadgroups run one after another, in the order asked for (inorder / reverse / shuffle);
+ *   - a kernel without barriers or simdgroup collectives runs each thread as a plain call;
+ *   - otherwise every GPU thread of the group is a fiber with its own small stack (guard page
+ *     below it); fibers yield at threadgroup_barrier / simdgroup_barrier / simd_* collectives;
+ *   - a tiny hand-written x86-64 context switch is used; elsewhere (or with -DMPSLE_UCONTEXT)
+ *     the portable ucontext fallback;
+ *   - threadgroup memory lives in one 32 KiB arena per launch, poisoned (0xFF bytes = NaN for
+ *     float, -1 for integers) at the start of every threadgroup;
+ *   - SIGSEGV/SIGBUS/SIGILL/SIGFPE inside a kernel (out-of-bounds trap, bad pointer, integer
+ *     division by zero) jump back to the launcher, which returns an error code and a message
+ *     naming the threadgroup and the thread. The Python process survives.
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#if !defined(__x86_64__) && !defined(MPSLE_UCONTEXT)
+#define MPSLE_UCONTEXT 1
+#endif
+#ifdef MPSLE_UCONTEXT
+#include <ucontext.h>
+#endif
+
+#include "cpu_abi.h"
+
+#define HIDDEN __attribute__((visibility("hidden")))
+#define EXPORT __attribute__((visibility("default")))
+
+enum { MAXT = 1024, SIMD = 32, TG_BYTES = 32768, MAXSLOTS = 256, STACK = 128 * 1024 };
+enum { RUNNABLE = 0, AT_BARRIER = 1, AT_SIMD = 2, DONE = 3 };
+enum { RC_OK = 0, RC_FAULT = 1, RC_TGMEM = 2, RC_USAGE = 3 };
+
+/* ----------------------------------------------------------------------------------------- */
+/* context switch                                                                              */
+/* ----------------------------------------------------------------------------------------- */
+#ifndef MPSLE_UCONTEXT
+/* void mpsle_swap(void **save_sp, void *to_sp): saves the callee-saved registers on the current
+ * stack, stores the stack pointer in *save_sp, switches to to_sp and pops its registers. */
+__asm__(".text\n"
+        ".p2align 4\n"
+        ".type mpsle_swap,@function\n"
+        "mpsle_swap:\n"
+        "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
+        "  movq %rsp, (%rdi)\n"
+        "  movq %rsi, %rsp\n"
+        "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n"
+        "  ret\n"
+        ".size mpsle_swap, .-mpsle_swap\n"
+        /* first activation of a fiber: r12 = argument, r13 = entry function */
+        ".p2align 4\n"
+        ".type mpsle_trampoline,@function\n"
+        "mpsle_trampoline:\n"
+        "  movq %r12, %rdi\n"
+        "  callq *%r13\n"
+        "  ud2\n"
+        ".size mpsle_trampoline, .-mpsle_trampoline\n");
+void mpsle_swap(void **save_sp, void *to_sp) HIDDEN;
+void mpsle_trampoline(void) HIDDEN;
+#endif
+
+typedef struct {
+#ifdef MPSLE_UCONTEXT
+  ucontext_t uc;
+#else
+  void *sp;
+#endif
+  int state;
+  unsigned site;
+} fiber_t;
+
+static fiber_t F[MAXT];
+static mpsle_tid T[MAXT];
+static char *stacks;            /* MAXT slots of (guard page + STACK) */
+static size_t page;
+#ifdef MPSLE_UCONTEXT
+static ucontext_t sched_uc;
+#else
+static void *sched_sp;
+#endif
+
+/* launch state */
+static mpsle_thunk cur_fn;
+static void **cur_bufs;
+static int cur = -1;            /* running fiber, -1 in the scheduler / plain mode */
+static int nthreads;            /* threads in the current group */
+static int live;
+static unsigned bar_arrived, bar_site;
+static int simd_arrived[MAXT / SIMD];
+static unsigned simd_site[MAXT / SIMD], simd_op[MAXT / SIMD], simd_gen[MAXT / SIMD];
+static unsigned char simd_buf[2][MAXT][32] __attribute__((aligned(32)));
+static unsigned char tg_arena[TG_BYTES + 64] __attribute__((aligned(64)));
+static long tg_off[MAXSLOTS];
+static size_t tg_used;
+static uint32_t cur_group[3], cur_thread[3];
+static int cur_linear = -1;
+
+/* fault reporting */
+static sigjmp_buf fault_jmp;
+static char *err_buf;
+static int err_len;
+static volatile sig_atomic_t fault_sig;
+static void *volatile fault_addr;
+static int in_kernel;
+
+static void fault_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void fault_msg(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err_buf, (size_t)err_len, fmt, ap);
+  va_end(ap);
+}
+
+static void raise_fault(int rc) __attribute__((noreturn));
+static void raise_fault(int rc) { siglongjmp(fault_jmp, rc); }
+
+static void set_current(int linear) {
+  cur_linear = linear;
+  if (linear >= 0) memcpy(cur_thread, T[linear].tpitg, sizeof cur_thread);
+}
+
+/* ----------------------------------------------------------------------------------------- */
+/* fibers                                                                                      */
+/* ----------------------------------------------------------------------------------------- */
+static int ensure_stacks(void) {
+  if (stacks) return 0;
+  page = (size_t)sysconf(_SC_PAGESIZE);
+  size_t slot = STACK + page;
+  char *p = mmap(NULL, slot * MAXT, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return -1;
+  for (int i = 0; i < MAXT; i++) mprotect(p + i * slot, page, PROT_NONE);
+  stacks = p;
+  return 0;
+}
+
+static inline void to_scheduler(int i) {
+#ifdef MPSLE_UCONTEXT
+  swapcontext(&F[i].uc, &sched_uc);
+#else
+  mpsle_swap(&F[i].sp, sched_sp);
+#endif
+}
+
+static void fiber_main(void *arg) {
+  int i = (int)(intptr_t)arg;
+  for (;;) {
+    cur_fn(cur_bufs, &T[i]);
+    F[i].state = DONE;
+    live--;
+    to_scheduler(i);
+  }
+}
+
+#ifdef MPSLE_UCONTEXT
+static void fiber_entry_uc(unsigned lo, unsigned hi) {
+  fiber_main((void *)(intptr_t)(((uintptr_t)hi << 32) | lo));
+}
+#endif
+
+static void fiber_init(int i) {
+  char *top = stacks + (size_t)(i + 1) * (STACK + page);
+  F[i].state = RUNNABLE;
+#ifdef MPSLE_UCONTEXT
+  getcontext(&F[i].uc);
+  F[i].uc.uc_stack.ss_sp = top - STACK;
+  F[i].uc.uc_stack.ss_size = STACK;
+  F[i].uc.uc_link = NULL;
+  makecontext(&F[i].uc, (void (*)(void))fiber_entry_uc, 2, (unsigned)i, 0u);
+#else
+  /* frame popped by mpsle_swap: r15 r14 r13 r12 rbx rbp, then ret -> trampoline; the slot after
+   * the return address leaves rsp 16-byte aligned at the trampoline's call. */
+  void **sp = (void **)(top - 72);
+  sp[0] = 0;                          /* r15 */
+  sp[1] = 0;                          /* r14 */
+  sp[2] = (void *)fiber_main;         /* r13 */
+  sp[3] = (void *)(intptr_t)i;        /* r12 */
+  sp[4] = 0;                          /* rbx */
+  sp[5] = 0;                          /* rbp */
+  sp[6] = (void *)mpsle_trampoline;   /* return address */
+  F[i].sp = sp;
+#endif
+}
+
+static inline void run_fiber(int i) {
+  cur = i;
+  set_current(i);
+#ifdef MPSLE_UCONTEXT
+  swapcontext(&sched_uc, &F[i].uc);
+#else
+  mpsle_swap(&sched_sp, F[i].sp);
+#endif
+  cur = -1;
+}
+
+/* ----------------------------------------------------------------------------------------- */
+/* order                                                                                       */
+/* ----------------------------------------------------------------------------------------- */
+static uint64_t rng;
+static inline uint64_t next_rand(void) {  /* splitmix64 */
+  uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+static void make_order(int *perm, int n, int order) {
+  for (int k = 0; k < n; k++) perm[k] = (order == MPSLE_REVERSE) ? n - 1 - k : k;
+  if (order == MPSLE_SHUFFLE)
+    for (int k = n - 1; k > 0; k--) {
+      int j = (int)(next_rand() % (uint64_t)(k + 1));
+      int t = perm[k];
+      perm[k] = perm[j];
+      perm[j] = t;
+    }
+}
+
+/* ----------------------------------------------------------------------------------------- */
+/* services called from kernel code (declared in cpu.h)                                        */
+/* ----------------------------------------------------------------------------------------- */
+#define SITE_LINE(s) ((s) >> 12)
+#define SITE_COL(s) ((s)&0xFFFu)
+
+static const char *op_name(unsigned op) {
+  switch (op) {
+  case MPSLE_OP_SIMD_BARRIER: return "simdgroup_barrier";
+  case MPSLE_OP_REDUCE: return "a simd reduction (simd_sum/max/...)";
+  case MPSLE_OP_SCAN: return "a simd prefix operation";
+  case MPSLE_OP_SHUFFLE: return "a simd shuffle/broadcast";
+  case MPSLE_OP_VOTE: return "a simd vote (ballot/any/all)";
+  default: return "a simdgroup operation";
+  }
+}
+
+EXPORT void *mpsle_tg_slot(int slot, unsigned long size, unsigned long align) {
+  if (slot < 0 || slot >= MAXSLOTS) {
+    fault_msg("too many threadgroup declarations (emulator limit %d)", MAXSLOTS);
+    raise_fault(RC_USAGE);
+  }
+  if (tg_off[slot] < 0) {
+    if (align < 1) align = 1;
+    size_t off = (tg_used + align - 1) / align * align;
+    if (off + size > TG_BYTES) {
+      fault_msg("threadgroup memory of this kernel exceeds the 32 KiB limit of Apple GPUs "
+                "(%lu bytes needed after %lu already declared)", (unsigned long)size,
+                (unsigned long)tg_used);
+      raise_fault(RC_TGMEM);
+    }
+    tg_off[slot] = (long)off;
+    tg_used = off + size;
+    memset(tg_arena + off, 0xFF, size);
+  }
+  return tg_arena + tg_off[slot];
+}
+
+EXPORT void mpsle_barrier(unsigned site) {
+  int i = cur;
+  if (i < 0) {
+    fault_msg("threadgroup_barrier (line %u) in a kernel the emulator classified as barrier-free "
+              "(emulator bug: please report)", SITE_LINE(site));
+    raise_fault(RC_USAGE);
+  }
+  if (bar_arrived == 0) {
+    bar_site = site;
+  } else if (bar_site != site) {
+    fault_msg("threads of one threadgroup reached different threadgroup_barrier calls (line %u col %u "
+              "and line %u col %u): barriers must be reached by all threads in uniform control flow",
+              SITE_LINE(bar_site), SITE_COL(bar_site), SITE_LINE(site), SITE_COL(site));
+    raise_fault(RC_FAULT);
+  }
+  F[i].site = site;
+  if (++bar_arrived == (unsigned)nthreads) {
+    /* last to arrive: release everybody and carry on */
+    bar_arrived = 0;
+    for (int k = 0; k < nthreads; k++)
+      if (F[k].state == AT_BARRIER) F[k].state = RUNNABLE;
+    return;
+  }
+  F[i].state = AT_BARRIER;
+  to_scheduler(i);
+  set_current(i);
+}
+
+EXPORT const void *mpsle_collective(const void *val, unsigned size, unsigned site, unsigned op,
+                                    unsigned *nlanes, unsigned *lane) {
+  int i = cur;
+  if (i < 0) {
+    fault_msg("%s (line %u) in a kernel the emulator classified as collective-free (emulator bug)",
+              op_name(op), SITE_LINE(site));
+    raise_fault(RC_USAGE);
+  }
+  int s = i / SIMD;
+  int first = s * SIMD;
+  int n = nthreads - first < SIMD ? nthreads - first : SIMD;
+  unsigned g = simd_gen[s] & 1u;
+  if (size > 32) size = 32;
+  if (size) memcpy(simd_buf[g][i], val, size);
+  if (simd_arrived[s] == 0) {
+    simd_site[s] = site;
+    simd_op[s] = op;
+  } else if (simd_site[s] != site) {
+    fault_msg("lanes of simdgroup %d reached different simdgroup operations: %s at line %u col %u "
+              "and %s at line %u col %u (collectives must be reached by all lanes of a simdgroup at "
+              "the same call site)",
+              s, op_name(simd_op[s]), SITE_LINE(simd_site[s]), SITE_COL(simd_site[s]), op_name(op),
+              SITE_LINE(site), SITE_COL(site));
+    raise_fault(RC_FAULT);
+  }
+  F[i].site = site;
+  *nlanes = (unsigned)n;
+  *lane = (unsigned)(i - first);
+  if (++simd_arrived[s] == n) {
+    simd_arrived[s] = 0;
+    simd_gen[s]++;
+    for (int k = first; k < first + n; k++)
+      if (F[k].state == AT_SIMD) F[k].state = RUNNABLE;
+    return simd_buf[g][first];
+  }
+  F[i].state = AT_SIMD;
+  to_scheduler(i);
+  set_current(i);
+  return simd_buf[g][first];
+}
+
+EXPORT void mpsle_kernel_fault(const char *msg) {
+  fault_msg("%s", msg);
+  raise_fault(RC_FAULT);
+}
+
+/* ----------------------------------------------------------------------------------------- */
+/* signals                                                                                     */
+/* ----------------------------------------------------------------------------------------- */
+static void on_signal(int sig, siginfo_t *si, void *uc) {
+  (void)uc;
+  if (!in_kernel) { /* not ours: restore default and re-raise */
+    signal(sig, SIG_DFL);
+    raise(sig);
+    return;
+  }
+  fault_sig = sig;
+  fault_addr = si->si_addr;
+  siglongjmp(fault_jmp, 100 + sig);
+}
+
+static const int SIGS[4] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE};
+
+/* ----------------------------------------------------------------------------------------- */
+/* launch                                                                                      */
+/* ----------------------------------------------------------------------------------------- */
+static void fill_tid(mpsle_tid *t, const uint32_t grid[3], const uint32_t req[3], const uint32_t act[3],
+                     const uint32_t ngroups[3], const uint32_t g[3], uint32_t lx, uint32_t ly, uint32_t lz) {
+  uint32_t l[3] = {lx, ly, lz};
+  for (int d = 0; d < 3; d++) {
+    t->tpitg[d] = l[d];
+    t->tgpig[d] = g[d];
+    t->tpig[d] = g[d] * req[d] + l[d];
+    t->tptg[d] = act[d];
+    t->dtptg[d] = req[d];
+    t->tgpg[d] = ngroups[d];
+    t->tpg[d] = grid[d];
+  }
+  uint32_t lin = lx + act[0] * (ly + act[1] * lz);
+  uint32_t n = act[0] * act[1] * act[2];
+  uint32_t nreq = req[0] * req[1] * req[2];
+  t->tiitg = lin;
+  t->tiisg = lin % SIMD;
+  t->sgiitg = lin / SIMD;
+  t->sgptg = (n + SIMD - 1) / SIMD;
+  t->dsgptg = (nreq + SIMD - 1) / SIMD;
+  t->tpsg = SIMD;
+}
+
+static int perm_threads[MAXT];
+
+static uint64_t gcd_u64(uint64_t a, uint64_t b) {
+  while (b) {
+    uint64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+EXPORT int mpsle_launch(const mpsle_kdesc *k, void **bufs, const uint32_t grid_in[3], const uint32_t req_in[3],
+                        int order, uint64_t seed, char *err, int errlen, uint32_t *where, void **addr) {
+  uint32_t grid[3], req[3], ngroups[3];
+  for (int d = 0; d < 3; d++) {
+    grid[d] = grid_in[d];
+    req[d] = req_in[d] ? req_in[d] : 1;
+    ngroups[d] = (grid[d] + req[d] - 1) / req[d];
+  }
+  err_buf = err;
+  err_len = errlen;
+  err[0] = 0;
+  uint64_t total_groups = (uint64_t)ngroups[0] * ngroups[1] * ngroups[2];
+  if (total_groups == 0) return RC_OK;
+  if ((uint64_t)req[0] * req[1] * req[2] > MAXT) {
+    snprintf(err, (size_t)errlen, "threadgroup size %u x %u x %u exceeds %d threads", req[0], req[1], req[2], MAXT);
+    return RC_USAGE;
+  }
+  if (k->uses_sync && ensure_stacks() != 0) {
+    snprintf(err, (size_t)errlen, "could not allocate fiber stacks");
+    return RC_USAGE;
+  }
+  cur_fn = k->thunk;
+  cur_bufs = bufs;
+  rng = seed * 0x2545F4914F6CDD1Dull + 0x9E3779B97F4A7C15ull;
+  for (int s = 0; s < MAXSLOTS; s++) tg_off[s] = -1;
+  tg_used = 0;
+  memset(tg_arena, 0xFF, sizeof tg_arena);
+
+  /* signal handlers on an alternate stack (the faulting stack may be a fiber's guard page) */
+  static char altstack[64 * 1024];
+  stack_t ss = {.ss_sp = altstack, .ss_size = sizeof altstack, .ss_flags = 0}, old_ss;
+  sigaltstack(&ss, &old_ss);
+  struct sigaction sa, old_sa[4];
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_signal;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+  sigemptyset(&sa.sa_mask);
+  for (int s = 0; s < 4; s++) sigaction(SIGS[s], &sa, &old_sa[s]);
+
+  int rc = RC_OK;
+  uint32_t gid[3] = {0, 0, 0};
+  cur = -1;
+  cur_linear = -1;
+  memset(cur_group, 0, sizeof cur_group);
+  memset(cur_thread, 0, sizeof cur_thread);
+  int jr = sigsetjmp(fault_jmp, 1);
+  if (jr != 0) {
+    in_kernel = 0;
+    if (jr >= 100) {
+      int sig = jr - 100;
+      const char *what = sig == SIGILL   ? "trap (out-of-bounds index into a fixed-size array, or __builtin_trap)"
+                         : sig == SIGFPE ? "arithmetic fault (integer division by zero or overflow)"
+                         : sig == SIGBUS ? "bus error (misaligned or invalid memory access)"
+                                         : "invalid memory access (segmentation fault)";
+      char *p = (char *)fault_addr;
+      if (stacks && p >= stacks && p < stacks + (size_t)MAXT * (STACK + page) &&
+          (size_t)(p - stacks) % (STACK + page) < page)
+        what = "stack overflow of a GPU thread (local arrays too large?)";
+      snprintf(err, (size_t)errlen, "%s", what);
+      *addr = (void *)p;
+    }
+    rc = jr >= 100 ? RC_FAULT : jr;
+    where[0] = cur_group[0];
+    where[1] = cur_group[1];
+    where[2] = cur_group[2];
+    where[3] = cur_thread[0];
+    where[4] = cur_thread[1];
+    where[5] = cur_thread[2];
+    where[6] = cur_linear < 0 ? 0 : 1;
+    goto done;
+  }
+  in_kernel = 1;
+
+  /* group order: linear group ids visited as asked */
+  {
+    uint64_t ng = total_groups;
+    for (uint64_t q = 0; q < ng; q++) {
+      uint64_t lin = q;
+      if (order == MPSLE_REVERSE) lin = ng - 1 - q;
+      else if (order == MPSLE_SHUFFLE) {
+        /* a random bijection of [0, ng): multiplicative + additive mod ng with an odd multiplier
+         * coprime to ng, drawn per launch */
+        static uint64_t a, b;
+        if (q == 0) {
+          do { a = (next_rand() % ng) | 1u; } while (ng > 1 && gcd_u64(a, ng) != 1);
+          b = next_rand() % ng;
+        }
+        lin = (a * q + b) % ng;
+      }
+      gid[0] = (uint32_t)(lin % ngroups[0]);
+      gid[1] = (uint32_t)((lin / ngroups[0]) % ngroups[1]);
+      gid[2] = (uint32_t)(lin / ((uint64_t)ngroups[0] * ngroups[1]));
+      memcpy(cur_group, gid, sizeof gid);
+      uint32_t act[3];
+      for (int d = 0; d < 3; d++) {
+        uint32_t rem = grid[d] - gid[d] * req[d];
+        act[d] = rem < req[d] ? rem : req[d];
+      }
+      int n = (int)(act[0] * act[1] * act[2]);
+      if (tg_used) memset(tg_arena, 0xFF, tg_used); /* poison threadgroup memory */
+      nthreads = n;
+      for (int lz = 0, i = 0; lz < (int)act[2]; lz++)
+        for (int ly = 0; ly < (int)act[1]; ly++)
+          for (int lx = 0; lx < (int)act[0]; lx++, i++)
+            fill_tid(&T[i], grid, req, act, ngroups, gid, (uint32_t)lx, (uint32_t)ly, (uint32_t)lz);
+      if (!k->uses_sync) {
+        make_order(perm_threads, n, order);
+        for (int j = 0; j < n; j++) {
+          int i = perm_threads[j];
+          set_current(i);
+          cur_fn(bufs, &T[i]);
+        }
+        continue;
+      }
+      /* fibers */
+      for (int i = 0; i < n; i++) fiber_init(i);
+      for (int s = 0; s < (n + SIMD - 1) / SIMD; s++) simd_arrived[s] = 0, simd_gen[s] = 0;
+      bar_arrived = 0;
+      live = n;
+      while (live > 0) {
+        int ran = 0;
+        make_order(perm_threads, n, order);
+        for (int j = 0; j < n; j++) {
+          int i = perm_threads[j];
+          if (F[i].state == RUNNABLE) {
+            run_fiber(i);
+            ran = 1;
+          }
+        }
+        if (live == 0) break;
+        int runnable = 0;
+        for (int i = 0; i < n; i++) runnable |= F[i].state == RUNNABLE;
+        if (runnable) continue;
+        (void)ran;
+        /* deadlock: diagnose */
+        int at_bar = -1, done = -1, at_simd = -1;
+        for (int i = 0; i < n; i++) {
+          if (F[i].state == AT_BARRIER && at_bar < 0) at_bar = i;
+          if (F[i].state == DONE && done < 0) done = i;
+          if (F[i].state == AT_SIMD && at_simd < 0) at_simd = i;
+        }
+        if (at_simd >= 0) {
+          int s = at_simd / SIMD;
+          int other = -1;
+          for (int k2 = s * SIMD; k2 < s * SIMD + SIMD && k2 < n; k2++)
+            if (F[k2].state != AT_SIMD) { other = k2; break; }
+          set_current(other >= 0 ? other : at_simd);
+          fault_msg("simdgroup divergence: lane %d of simdgroup %d waits at %s (line %u col %u) but "
+                    "lane %d %s; every lane of a simdgroup must reach the same collective",
+                    at_simd % SIMD, s, op_name(simd_op[s]), SITE_LINE(F[at_simd].site), SITE_COL(F[at_simd].site),
+                    other % SIMD,
+                    other >= 0 && F[other].state == DONE ? "finished the kernel" : "waits at a threadgroup_barrier");
+          raise_fault(RC_FAULT);
+        }
+        set_current(done >= 0 ? done : 0);
+        fault_msg("barrier divergence: thread %d waits at threadgroup_barrier (line %u col %u) but thread %d "
+                  "finished the kernel without reaching it (a barrier must be reached by every thread "
+                  "of the threadgroup; on a GPU this hangs or is undefined)",
+                  at_bar, at_bar >= 0 ? SITE_LINE(F[at_bar].site) : 0, at_bar >= 0 ? SITE_COL(F[at_bar].site) : 0,
+                  done);
+        raise_fault(RC_FAULT);
+      }
+    }
+  }
+  in_kernel = 0;
+done:
+  for (int s = 0; s < 4; s++) sigaction(SIGS[s], &old_sa[s], NULL);
+  sigaltstack(&old_ss, NULL);
+  cur = -1;
+  return rc;
+}

@@ -86,11 +86,11 @@ def _wide(t: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
 def _flat(t: torch.Tensor, batch: tuple[int, ...], core: int) -> np.ndarray:
     """Expand ``t`` to ``batch + t.shape[-core:]`` and return it as (N, *core) numpy array."""
     tail = tuple(t.shape[t.ndim - core :]) if core else ()
-    return np.ascontiguousarray(t.expand(*batch, *tail).reshape(-1, *tail).numpy())
+    return np.ascontiguousarray(t.expand(*batch, *tail).reshape(math.prod(batch), *tail).numpy())
 
 
 def _index(batch: tuple[int, ...], flat_i: int) -> tuple[int, ...]:
-    return tuple(np.unravel_index(flat_i, batch)) if batch else ()
+    return tuple(int(v) for v in np.unravel_index(flat_i, batch)) if batch else ()
 
 
 def _is_vector_rhs(A: torch.Tensor, B: torch.Tensor) -> bool:
@@ -313,7 +313,7 @@ def lu_solve(
     batch = tuple(torch.broadcast_shapes(LU.shape[:-2], pivots.shape[:-1], B.shape[:-2]))
     lu_ = _flat(_wide(LU, dt), batch, 2)
     piv = np.ascontiguousarray(
-        pivots.detach().to("cpu", torch.int32).expand(*batch, n).reshape(-1, n).numpy() - 1
+        pivots.detach().to("cpu", torch.int32).expand(*batch, n).reshape(math.prod(batch), n).numpy() - 1
     )
     b = _flat(_wide(B, dt), batch, 2)
     getrs = _lapack.zgetrs if dt == torch.complex128 else _lapack.dgetrs

@@ -272,8 +272,9 @@ def _batched_pair(
     A: torch.Tensor, B: torch.Tensor, cplx: bool
 ) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
     batch = tuple(torch.broadcast_shapes(A.shape[:-2], B.shape[:-2]))
-    a = _wide(A, cplx).expand(*batch, *A.shape[-2:]).reshape(-1, *A.shape[-2:]).numpy()
-    b = _wide(B, cplx).expand(*batch, *B.shape[-2:]).reshape(-1, *B.shape[-2:]).numpy()
+    nb = math.prod(batch)
+    a = _wide(A, cplx).expand(*batch, *A.shape[-2:]).reshape(nb, *A.shape[-2:]).numpy()
+    b = _wide(B, cplx).expand(*batch, *B.shape[-2:]).reshape(nb, *B.shape[-2:]).numpy()
     return batch, a, b
 
 
@@ -519,7 +520,7 @@ def det(A: torch.Tensor, *, dps: int = 50) -> torch.Tensor:
     _square("A", A)
     _check_dps(dps)
     cplx = A.is_complex()
-    a = _wide(A).reshape(-1, *A.shape[-2:]).numpy()
+    a = _wide(A).reshape(math.prod(A.shape[:-2]), *A.shape[-2:]).numpy()
     vals = []
     for i in range(a.shape[0]):
         if not np.isfinite(a[i]).all():
@@ -554,7 +555,7 @@ def slogdet(A: torch.Tensor, *, dps: int = 50) -> tuple[torch.Tensor, torch.Tens
     _square("A", A)
     _check_dps(dps)
     cplx = A.is_complex()
-    a = _wide(A).reshape(-1, *A.shape[-2:]).numpy()
+    a = _wide(A).reshape(math.prod(A.shape[:-2]), *A.shape[-2:]).numpy()
     signs, logs = [], []
     for i in range(a.shape[0]):
         if not np.isfinite(a[i]).all():
@@ -637,7 +638,7 @@ def svdvals(A: torch.Tensor, *, dps: int = 50) -> torch.Tensor:
     _check_dps(dps)
     m, n = A.shape[-2:]
     k = min(m, n)
-    a = _wide(A).reshape(-1, m, n).numpy()
+    a = _wide(A).reshape(math.prod(A.shape[:-2]), m, n).numpy()
     out = np.empty((a.shape[0], k), dtype=np.float64)
     for i in range(a.shape[0]):
         if not np.isfinite(a[i]).all():
@@ -673,7 +674,7 @@ def cond(A: torch.Tensor, p: float | str | None = None, *, dps: int = 50) -> tor
     if p not in (1, math.inf, "fro"):
         raise ValueError(f"cond: p must be None, 2, 1, inf or 'fro', got {p!r}")
     _square("A", A)
-    a = _wide(A).reshape(-1, *A.shape[-2:]).numpy()
+    a = _wide(A).reshape(math.prod(A.shape[:-2]), *A.shape[-2:]).numpy()
     out = np.empty(a.shape[0], dtype=np.float64)
 
     def norm(rows: list[list[Any]]) -> Any:

@@ -101,16 +101,21 @@ class LintProblem:
         Rule name, one of :data:`RULES`.
     message : str
         What is wrong and what to do instead.
+    file : str or None
+        The file named by the last ``#line N "file"`` directive before the problem (the loader
+        inlines ``metal/*.h`` headers with such markers), in which case ``line`` is the line in
+        that file; None when the source has no ``#line`` markers.
     """
 
     line: int
     col: int
     rule: str
     message: str
+    file: str | None = None
 
     def format(self, name: str = "<source>") -> str:
-        """Return ``name:line:col: [rule] message``."""
-        return f"{name}:{self.line}:{self.col}: [{self.rule}] {self.message}"
+        """Return ``name:line:col: [rule] message`` (``file`` replaces ``name`` when set)."""
+        return f"{self.file or name}:{self.line}:{self.col}: [{self.rule}] {self.message}"
 
     def __str__(self) -> str:
         return self.format()
@@ -379,7 +384,7 @@ for _b in ("half", "float", "bfloat"):
 
 _MULTIWORD_TYPE = {"unsigned", "signed", "long", "short", "int", "char"}
 
-#: Metal standard headers that may be included with angle brackets.
+#: Metal standard headers (only <metal_stdlib> may be included: the loader allows only it).
 _METAL_HEADERS = {
     "metal_stdlib",
     "metal_math",
@@ -903,6 +908,7 @@ class _Linter:
         self.toks: list = []
         self.match: dict[int, int] = {}
         self._line_starts: list[int] | None = None
+        self.host_calls: list[_Tok] = []
 
     # -- reporting -------------------------------------------------------------------------
     def linecol(self, pos: int) -> tuple[int, int]:
@@ -918,9 +924,18 @@ class _Linter:
         line = bisect_right(self._line_starts, pos)
         return line, pos - self._line_starts[line - 1] + 1
 
+    def presumed(self, pos: int) -> tuple[int, int, str | None]:
+        """(line, column, file) of an offset after ``#line`` markers, as a compiler reports it."""
+        line, col = self.linecol(pos)
+        k = bisect_right(self.line_marks, (line,)) - 1
+        if k < 0:
+            return line, col, None
+        at, number, file = self.line_marks[k]
+        return number + (line - at - 1), col, file
+
     def report(self, tok: _Tok, rule: str, message: str) -> None:
-        line, col = self.linecol(tok.pos)
-        self.problems.append(LintProblem(line, col, rule, message))
+        line, col, file = self.presumed(tok.pos)
+        self.problems.append(LintProblem(line, col, rule, message, file))
 
     # -- driver ----------------------------------------------------------------------------
     def run(self) -> list[LintProblem]:
@@ -943,6 +958,13 @@ class _Linter:
         self.match = self.match_brackets(self.toks)
         self.scan_scope(0, len(self.toks), None)
         self.analyze_functions()
+        for t in self.host_calls:
+            if t.text not in self.by_name:
+                self.report(
+                    t,
+                    "host-function",
+                    f"`{t.text}()` is a host C library function that does not exist in Metal",
+                )
         return sorted(set(self.problems))
 
     # -- preprocessor ------------------------------------------------------------------------
@@ -950,6 +972,14 @@ class _Linter:
         """Check includes; record macro definitions as (token index, name, macro or None)."""
         events = []
         self.macros_ever: list[_Macro] = []
+        # `#line N "file"` markers: (physical line of the marker, N, file)
+        self.line_marks: list[tuple[int, int, str | None]] = []
+        file = None
+        for _index, d in self.directives:
+            if d.name == "line" and len(d.toks) >= 2 and d.toks[1].kind == "num":
+                if len(d.toks) >= 3 and d.toks[2].kind == "str":
+                    file = d.toks[2].text[1:-1]
+                self.line_marks.append((self.linecol(d.pos)[0], int(d.toks[1].text), file))
         for index, d in self.directives:
             if d.name in ("include", "include_next", "import"):
                 self.check_include(d)
@@ -976,7 +1006,15 @@ class _Linter:
             return
         if m.group(2) is not None:
             header = m.group(2).strip()
+            if header == "metal_stdlib":
+                return
             if header in _METAL_HEADERS:
+                self.report(
+                    tok,
+                    "include",
+                    f"`#include <{header}>`: include <metal_stdlib> instead "
+                    "(it has everything; the loader allows only it)",
+                )
                 return
             if header in _UNSUPPORTED_HEADERS:
                 self.report(
@@ -1176,9 +1214,7 @@ class _Linter:
                     "`std::` does not exist in Metal (no C++ standard library); use the `metal::` equivalent",
                 )
         elif text in _HOST_FUNCTIONS and nxt == "(" and prev not in (".", "->", "::"):
-            report(
-                t, "host-function", f"`{text}()` is a host C library function that does not exist in Metal"
-            )
+            self.host_calls.append(t)  # reported unless the source defines a function of that name
         elif text in _UNSUPPORTED_IDENTS:
             report(
                 t,

@@ -555,6 +555,11 @@ def _want_compile(batch: int, device: torch.device) -> bool:
     mode = _current_compile_mode()
     if mode == "never" or device.type not in ("cpu", "cuda"):
         return False
+    if mode == "auto" and device.type != "cuda":
+        # measured on a 2-core CPU: inductor's code for this program is scalar (strided loads of
+        # the (B, n, n) layout) and materialises intermediates, so it gains < 2x after a ~25 s
+        # first compile; on CPU compile only when asked ("always").
+        return False
     if torch.compiler.is_compiling():
         return False
     return mode == "always" or batch >= _compile_min_batch
@@ -593,13 +598,19 @@ def _use_kernels(A: torch.Tensor) -> bool:
     return b in ("metal", "emulator") and A.dtype in _KTAG
 
 
+def _padded(batch: int) -> int:
+    """Threads for the barrier kernels: ``batch`` rounded up to whole threadgroups."""
+    return -(-batch // _GROUP) * _GROUP
+
+
 def _kernel_inv(A3: torch.Tensor):
     n = A3.shape[-1]
     batch = A3.shape[0]
     X = torch.empty_like(A3)
     info = torch.empty(batch, dtype=torch.int32, device=A3.device)
     lib = load_library("small", A3.device)
-    getattr(lib, f"small_inv_{_KTAG[A3.dtype]}_{n}")(A3, X, info, batch, threads=batch, group_size=_GROUP)
+    getattr(lib, f"small_inv_{_KTAG[A3.dtype]}_{n}")(A3, X, info, batch, threads=_padded(batch),
+                                                     group_size=_GROUP)
     return X, info
 
 
@@ -610,7 +621,7 @@ def _kernel_det_parts(A3: torch.Tensor):
     expo = torch.empty(batch, dtype=torch.int32, device=A3.device)
     info = torch.empty(batch, dtype=torch.int32, device=A3.device)
     lib = load_library("small", A3.device)
-    getattr(lib, f"small_det_{_KTAG[A3.dtype]}_{n}")(A3, mant, expo, info, batch, threads=batch,
+    getattr(lib, f"small_det_{_KTAG[A3.dtype]}_{n}")(A3, mant, expo, info, batch, threads=_padded(batch),
                                                      group_size=_GROUP)
     return mant, expo, info
 

@@ -1,0 +1,472 @@
+// small.metal — inverses, determinants and solves of batches of n×n matrices, n = 1…4.
+//
+// One thread per matrix (per matrix and right-hand-side column for solves), straight-line code,
+// float32 (`float`) and complex64 (`float2`, see complex.h). The algorithm is the one of
+// mpslinalg/small.py, operation for operation (DESIGN §6):
+//
+//   1. power-of-two equilibration A_s = R A C (exact: only exponents change), from the row maxima
+//      of A and the column maxima of R A, measured with cabs1 = |Re| + |Im|;
+//   2. n = 2 inverse: adjugate / det with det = ad − bc in doubled precision (fma TwoProduct,
+//      TwoSum: Ogita–Rump–Oishi Dot2);
+//      otherwise: Gaussian elimination with partial pivoting (largest cabs1, smallest index on
+//      ties, like LAPACK i?amax), then LAPACK getri (inv(U), X L = inv(U), column interchanges);
+//   3. unscale exactly: inv(A) = C inv(A_s) R, x = C solve(A_s, R b), det = mant · 2^expo.
+//
+// info (int32): 1-based index of the first exactly-zero pivot, 0 if none (LAPACK's rule).
+//
+// Kernels (host names; T = float | cfloat, N = 1…4), all matrices row-major and contiguous:
+//   small_inv_T_N   (A[batch][N][N], X[batch][N][N], info[batch], long batch)
+//       threads = batch rounded up to a multiple of 64, group_size = 64 (uses barriers: the
+//       group's matrices are staged through threadgroup memory so that loads and stores are
+//       coalesced — consecutive threads touch consecutive words).
+//   small_det_T_N   (A[batch][N][N], mant[batch], expo[batch] int32, info[batch], long batch)
+//       det(A) = mant · 2^expo with cabs1(mant) in [2^-N, 2^N) (or mant = 0 / NaN);
+//       same launch shape as small_inv.
+//   small_solve_T_N (A[batch][N][N], B[batch][N][k], X[batch][N][k], info[batch], long batch,
+//       long k)  threads = batch · max(k, 1) (one per right-hand-side column), no barriers.
+#include <metal_stdlib>
+#include "complex.h"
+using namespace metal;
+
+// Threads per threadgroup of small_inv / small_det (the host always launches groups of this size).
+constant constexpr uint SMALL_GROUP = 64;
+
+// ---------------------------------------------------------------------------------------------
+// Scalar operations, overloaded for float and float2 (complex). Never use `*` or `/` on float2
+// values directly: those are element-wise.
+// ---------------------------------------------------------------------------------------------
+inline float s_mul(float a, float b) { return a * b; }
+inline float2 s_mul(float2 a, float2 b) { return cmul(a, b); }
+inline float s_div(float a, float b) { return a / b; }
+inline float2 s_div(float2 a, float2 b) { return cdiv(a, b); }
+inline float s_abs1(float a) { return fabs(a); }
+inline float s_abs1(float2 a) { return cabs1(a); }
+inline bool s_is_zero(float a) { return a == 0.0f; }
+inline bool s_is_zero(float2 a) { return a.x == 0.0f && a.y == 0.0f; }
+inline float s_one(float) { return 1.0f; }
+inline float2 s_one(float2) { return float2(1.0f, 0.0f); }
+inline float s_zero(float) { return 0.0f; }
+inline float2 s_zero(float2) { return float2(0.0f, 0.0f); }
+
+// Number of floats per scalar (1 for float, 2 for complex).
+inline constexpr int s_words(float) { return 1; }
+inline constexpr int s_words(float2) { return 2; }
+
+// ---------------------------------------------------------------------------------------------
+// Powers of two by bit manipulation (exact).
+// ---------------------------------------------------------------------------------------------
+
+// e with 2^e <= m < 2^(e+1) for normal m >= 0, clamped to [-126, 126] (zero/subnormal: -126,
+// Inf/NaN: 126).
+inline int exponent_of(float m) {
+  int biased = (as_type<int>(m) >> 23) & 255;
+  return clamp(biased - 127, -126, 126);
+}
+
+// 2^e exactly (e clamped to [-126, 126], so the result is a normal number).
+inline float pow2(int e) { return as_type<float>((clamp(e, -126, 126) + 127) << 23); }
+
+// ---------------------------------------------------------------------------------------------
+// Doubled-precision dot products: sum of s_i * a_i * b_i (Dot2 with fma TwoProduct).
+// ---------------------------------------------------------------------------------------------
+struct Dot2 {
+  float s;
+  float c;
+};
+
+inline Dot2 dot2_start(float a, float b) {
+  float p = a * b;
+  Dot2 d;
+  d.s = p;
+  d.c = fma(a, b, -p);
+  return d;
+}
+
+inline Dot2 dot2_add(Dot2 d, float a, float b) {
+  float p = a * b;
+  float e = fma(a, b, -p);
+  float t = d.s + p;
+  float bb = t - d.s;
+  float q = (d.s - (t - bb)) + (p - bb);
+  d.s = t;
+  d.c = d.c + (q + e);
+  return d;
+}
+
+inline float dot2_end(Dot2 d) { return d.s + d.c; }
+
+// a d − b c in doubled precision.
+inline float det2_accurate(float a, float b, float c, float d) {
+  return dot2_end(dot2_add(dot2_start(a, d), -b, c));
+}
+
+inline float2 det2_accurate(float2 a, float2 b, float2 c, float2 d) {
+  // Re = ar dr − ai di − br cr + bi ci;  Im = ar di + ai dr − br ci − bi cr
+  Dot2 re = dot2_start(a.x, d.x);
+  re = dot2_add(re, -a.y, d.y);
+  re = dot2_add(re, -b.x, c.x);
+  re = dot2_add(re, b.y, c.y);
+  Dot2 im = dot2_start(a.x, d.y);
+  im = dot2_add(im, a.y, d.x);
+  im = dot2_add(im, -b.x, c.y);
+  im = dot2_add(im, -b.y, c.x);
+  return float2(dot2_end(re), dot2_end(im));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The algorithm on a matrix held in registers.
+// ---------------------------------------------------------------------------------------------
+
+// A_s = R A C in place; er/ec receive the exponents (r_i = 2^-er_i, c_j = 2^-ec_j).
+template <typename T, int N>
+inline void equilibrate(thread T (&a)[N][N], thread int (&er)[N], thread int (&ec)[N]) {
+  for (int i = 0; i < N; ++i) {
+    float m = s_abs1(a[i][0]);
+    for (int j = 1; j < N; ++j) m = max(m, s_abs1(a[i][j]));
+    er[i] = exponent_of(m);
+    float s = pow2(-er[i]);
+    for (int j = 0; j < N; ++j) a[i][j] = a[i][j] * s;
+  }
+  for (int j = 0; j < N; ++j) {
+    float m = s_abs1(a[0][j]);
+    for (int i = 1; i < N; ++i) m = max(m, s_abs1(a[i][j]));
+    ec[j] = exponent_of(m);
+    float s = pow2(-ec[j]);
+    for (int i = 0; i < N; ++i) a[i][j] = a[i][j] * s;
+  }
+}
+
+// LAPACK getf2 (unrolled by the compiler): P A = L U in place, piv[k] = row swapped with row k,
+// odd = parity of the permutation, return value = info.
+template <typename T, int N>
+inline int factor(thread T (&a)[N][N], thread int (&piv)[N], thread bool &odd) {
+  int info = 0;
+  odd = false;
+  for (int k = 0; k < N; ++k) {
+    float best = s_abs1(a[k][k]);
+    int p = k;
+    for (int i = k + 1; i < N; ++i) {
+      float v = s_abs1(a[i][k]);
+      if (v > best) {
+        best = v;
+        p = i;
+      }
+    }
+    piv[k] = p;
+    if (p != k) {
+      for (int j = 0; j < N; ++j) {
+        T t = a[k][j];
+        a[k][j] = a[p][j];
+        a[p][j] = t;
+      }
+      odd = !odd;
+    }
+    T pk = a[k][k];
+    bool zero = s_is_zero(pk);
+    if (zero && info == 0) info = k + 1;
+    for (int i = k + 1; i < N; ++i) {
+      // getf2 leaves the (all-zero) column unscaled when the pivot is zero
+      T l = zero ? a[i][k] : s_div(a[i][k], pk);
+      a[i][k] = l;
+      for (int j = k + 1; j < N; ++j) a[i][j] = a[i][j] - s_mul(l, a[k][j]);
+    }
+  }
+  return info;
+}
+
+// LAPACK getri (unblocked) on the factors: x = inv(P^T L U).
+template <typename T, int N>
+inline void getri(thread const T (&lu)[N][N], thread const int (&piv)[N], thread T (&x)[N][N]) {
+  T y[N][N];  // inv(U), trti2
+  for (int j = 0; j < N; ++j) {
+    for (int i = 0; i < N; ++i) y[i][j] = s_zero(lu[0][0]);
+  }
+  for (int j = 0; j < N; ++j) {
+    T yjj = s_div(s_one(lu[0][0]), lu[j][j]);
+    y[j][j] = yjj;
+    T ajj = -yjj;
+    for (int i = 0; i < j; ++i) {
+      T acc = s_mul(y[i][i], lu[i][j]);
+      for (int k = i + 1; k < j; ++k) acc = acc + s_mul(y[i][k], lu[k][j]);
+      y[i][j] = s_mul(acc, ajj);
+    }
+  }
+  // X L = Y, last column first
+  for (int j = N - 1; j >= 0; --j) {
+    for (int i = 0; i < N; ++i) {
+      T acc = i <= j ? y[i][j] : s_zero(lu[0][0]);
+      for (int k = j + 1; k < N; ++k) acc = acc - s_mul(x[i][k], lu[k][j]);
+      x[i][j] = acc;
+    }
+  }
+  // column interchanges in reverse order
+  for (int j = N - 2; j >= 0; --j) {
+    int p = piv[j];
+    if (p != j) {
+      for (int i = 0; i < N; ++i) {
+        T t = x[i][j];
+        x[i][j] = x[i][p];
+        x[i][p] = t;
+      }
+    }
+  }
+}
+
+// inv(A_s) and info for the equilibrated matrix a.
+template <typename T, int N>
+inline int invert_equilibrated(thread T (&a)[N][N], thread T (&x)[N][N]) {
+  if (N == 1) {
+    x[0][0] = s_div(s_one(a[0][0]), a[0][0]);
+    return s_is_zero(a[0][0]) ? 1 : 0;
+  }
+  if (N == 2) {
+    // adjugate / det with a doubled-precision determinant
+    T p = a[0][0], q = a[0][N - 1], r = a[N - 1][0], s = a[N - 1][N - 1];
+    T d = det2_accurate(p, q, r, s);
+    x[0][0] = s_div(s, d);
+    x[0][N - 1] = -s_div(q, d);
+    x[N - 1][0] = -s_div(r, d);
+    x[N - 1][N - 1] = s_div(p, d);
+    if (s_is_zero(p) && s_is_zero(r)) return 1;
+    return s_is_zero(d) ? 2 : 0;
+  }
+  int piv[N];
+  bool odd;
+  int info = factor(a, piv, odd);
+  getri(a, piv, x);
+  return info;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Coalesced staging of a threadgroup's matrices through threadgroup memory.
+// ---------------------------------------------------------------------------------------------
+
+// Largest staging tile: SMALL_GROUP complex 4×4 matrices = 64 · 16 · 2 floats = 8 KiB.
+constant constexpr uint SMALL_TILE_FLOATS = SMALL_GROUP * 16 * 2;
+
+inline void tile_load(device const float *src, long total_floats, long base, threadgroup float *tile,
+                     uint count, uint lid, uint group) {
+  for (uint i = lid; i < count; i += group) {
+    long g = base + long(i);
+    tile[i] = g < total_floats ? src[g] : 0.0f;
+  }
+}
+
+inline void tile_store(device float *dst, long total_floats, long base, threadgroup const float *tile,
+                      uint count, uint lid, uint group) {
+  for (uint i = lid; i < count; i += group) {
+    long g = base + long(i);
+    if (g < total_floats) dst[g] = tile[i];
+  }
+}
+
+inline float tile_get(threadgroup const float *t, int i, float) { return t[i]; }
+inline float2 tile_get(threadgroup const float *t, int i, float2) { return float2(t[2 * i], t[2 * i + 1]); }
+inline void tile_put(threadgroup float *t, int i, float v) { t[i] = v; }
+inline void tile_put(threadgroup float *t, int i, float2 v) {
+  t[2 * i] = v.x;
+  t[2 * i + 1] = v.y;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kernels
+// ---------------------------------------------------------------------------------------------
+
+template <typename T, int N>
+kernel void small_inv(device const T *A [[buffer(0)]], device T *X [[buffer(1)]],
+                      device int *info [[buffer(2)]], constant long &batch [[buffer(3)]],
+                      uint tid [[thread_position_in_grid]], uint lid [[thread_position_in_threadgroup]],
+                      uint gid [[threadgroup_position_in_grid]],
+                      uint group [[threads_per_threadgroup]]) {
+  threadgroup float tile[SMALL_TILE_FLOATS];
+  T zero = s_zero(A[0]);
+  const int W = s_words(zero);
+  const uint per = uint(N * N * W);           // floats per matrix
+  const uint count = min(group, SMALL_GROUP) * per;
+  const long total = batch * long(per);
+  const long base = long(gid) * long(SMALL_GROUP) * long(per);
+
+  tile_load(reinterpret_cast<device const float *>(A), total, base, tile, count, lid, group);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+
+  T a[N][N];
+  for (int i = 0; i < N; ++i)
+    for (int j = 0; j < N; ++j) a[i][j] = tile_get(tile, int(lid) * N * N + i * N + j, zero);
+  int er[N], ec[N];
+  equilibrate(a, er, ec);
+  T x[N][N];
+  int inf = invert_equilibrated(a, x);
+  // inv(A) = C inv(A_s) R
+  for (int i = 0; i < N; ++i)
+    for (int j = 0; j < N; ++j) x[i][j] = (x[i][j] * pow2(-ec[i])) * pow2(-er[j]);
+  if (long(tid) < batch) info[tid] = inf;
+
+  // each thread overwrites only its own matrix's words: no barrier needed before this
+  for (int i = 0; i < N; ++i)
+    for (int j = 0; j < N; ++j) tile_put(tile, int(lid) * N * N + i * N + j, x[i][j]);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  tile_store(reinterpret_cast<device float *>(X), total, base, tile, count, lid, group);
+}
+
+template <typename T, int N>
+kernel void small_det(device const T *A [[buffer(0)]], device T *mant [[buffer(1)]],
+                      device int *expo [[buffer(2)]], device int *info [[buffer(3)]],
+                      constant long &batch [[buffer(4)]], uint tid [[thread_position_in_grid]],
+                      uint lid [[thread_position_in_threadgroup]],
+                      uint gid [[threadgroup_position_in_grid]],
+                      uint group [[threads_per_threadgroup]]) {
+  threadgroup float tile[SMALL_TILE_FLOATS];
+  T zero = s_zero(A[0]);
+  const int W = s_words(zero);
+  const uint per = uint(N * N * W);
+  const uint count = min(group, SMALL_GROUP) * per;
+  const long total = batch * long(per);
+  const long base = long(gid) * long(SMALL_GROUP) * long(per);
+
+  tile_load(reinterpret_cast<device const float *>(A), total, base, tile, count, lid, group);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  if (long(tid) >= batch) return;  // after the last barrier
+
+  T a[N][N];
+  for (int i = 0; i < N; ++i)
+    for (int j = 0; j < N; ++j) a[i][j] = tile_get(tile, int(lid) * N * N + i * N + j, zero);
+  int er[N], ec[N];
+  equilibrate(a, er, ec);
+  int e = 0;
+  for (int i = 0; i < N; ++i) e += er[i] + ec[i];
+
+  T piv_val[N];
+  int inf;
+  int npiv;
+  bool odd = false;
+  if (N == 2) {
+    T p = a[0][0], r = a[N - 1][0];
+    T d = det2_accurate(p, a[0][N - 1], r, a[N - 1][N - 1]);
+    inf = (s_is_zero(p) && s_is_zero(r)) ? 1 : (s_is_zero(d) ? 2 : 0);
+    piv_val[0] = d;
+    npiv = 1;
+  } else {
+    int piv[N];
+    inf = factor(a, piv, odd);
+    for (int k = 0; k < N; ++k) piv_val[k] = a[k][k];
+    npiv = N;
+  }
+  T m = s_one(zero);
+  for (int k = 0; k < npiv; ++k) {
+    int g = exponent_of(s_abs1(piv_val[k]));
+    T f = piv_val[k] * pow2(-g);
+    e += g;
+    m = k == 0 ? f : s_mul(m, f);
+  }
+  if (odd) m = -m;
+  mant[tid] = m;
+  expo[tid] = e;
+  info[tid] = inf;
+}
+
+template <typename T, int N>
+kernel void small_solve(device const T *A [[buffer(0)]], device const T *B [[buffer(1)]],
+                        device T *X [[buffer(2)]], device int *info [[buffer(3)]],
+                        constant long &batch [[buffer(4)]], constant long &k [[buffer(5)]],
+                        uint tid [[thread_position_in_grid]]) {
+  const long kk = max(k, 1L);
+  const long mat = long(tid) / kk;
+  const long col = long(tid) - mat * kk;
+  if (mat >= batch) return;
+
+  T a[N][N];
+  for (int i = 0; i < N; ++i)
+    for (int j = 0; j < N; ++j) a[i][j] = A[mat * N * N + i * N + j];
+  int er[N], ec[N];
+  equilibrate(a, er, ec);
+  int piv[N];
+  bool odd;
+  int inf = factor(a, piv, odd);
+  if (col == 0) info[mat] = inf;
+  if (k == 0) return;
+
+  T b[N];
+  for (int i = 0; i < N; ++i) b[i] = B[(mat * N + i) * k + col] * pow2(-er[i]);
+  for (int i = 0; i < N - 1; ++i) {  // laswp
+    int p = piv[i];
+    if (p != i) {
+      T t = b[i];
+      b[i] = b[p];
+      b[p] = t;
+    }
+  }
+  for (int j = 0; j < N; ++j)  // L y = b
+    for (int i = j + 1; i < N; ++i) b[i] = b[i] - s_mul(a[i][j], b[j]);
+  for (int i = N - 1; i >= 0; --i) {  // U x = y
+    T acc = b[i];
+    for (int j = i + 1; j < N; ++j) acc = acc - s_mul(a[i][j], b[j]);
+    b[i] = s_div(acc, a[i][i]);
+  }
+  for (int i = 0; i < N; ++i) X[(mat * N + i) * k + col] = b[i] * pow2(-ec[i]);
+}
+
+// Instantiations (written out: one host name per kernel, float = float32, cfloat = complex64).
+template [[host_name("small_inv_float_1")]] kernel void small_inv<float, 1>(
+    device const float *, device float *, device int *, constant long &, uint, uint, uint, uint);
+template [[host_name("small_det_float_1")]] kernel void small_det<float, 1>(
+    device const float *, device float *, device int *, device int *, constant long &, uint, uint, uint,
+    uint);
+template [[host_name("small_solve_float_1")]] kernel void small_solve<float, 1>(
+    device const float *, device const float *, device float *, device int *, constant long &,
+    constant long &, uint);
+template [[host_name("small_inv_float_2")]] kernel void small_inv<float, 2>(
+    device const float *, device float *, device int *, constant long &, uint, uint, uint, uint);
+template [[host_name("small_det_float_2")]] kernel void small_det<float, 2>(
+    device const float *, device float *, device int *, device int *, constant long &, uint, uint, uint,
+    uint);
+template [[host_name("small_solve_float_2")]] kernel void small_solve<float, 2>(
+    device const float *, device const float *, device float *, device int *, constant long &,
+    constant long &, uint);
+template [[host_name("small_inv_float_3")]] kernel void small_inv<float, 3>(
+    device const float *, device float *, device int *, constant long &, uint, uint, uint, uint);
+template [[host_name("small_det_float_3")]] kernel void small_det<float, 3>(
+    device const float *, device float *, device int *, device int *, constant long &, uint, uint, uint,
+    uint);
+template [[host_name("small_solve_float_3")]] kernel void small_solve<float, 3>(
+    device const float *, device const float *, device float *, device int *, constant long &,
+    constant long &, uint);
+template [[host_name("small_inv_float_4")]] kernel void small_inv<float, 4>(
+    device const float *, device float *, device int *, constant long &, uint, uint, uint, uint);
+template [[host_name("small_det_float_4")]] kernel void small_det<float, 4>(
+    device const float *, device float *, device int *, device int *, constant long &, uint, uint, uint,
+    uint);
+template [[host_name("small_solve_float_4")]] kernel void small_solve<float, 4>(
+    device const float *, device const float *, device float *, device int *, constant long &,
+    constant long &, uint);
+template [[host_name("small_inv_cfloat_1")]] kernel void small_inv<float2, 1>(
+    device const float2 *, device float2 *, device int *, constant long &, uint, uint, uint, uint);
+template [[host_name("small_det_cfloat_1")]] kernel void small_det<float2, 1>(
+    device const float2 *, device float2 *, device int *, device int *, constant long &, uint, uint, uint,
+    uint);
+template [[host_name("small_solve_cfloat_1")]] kernel void small_solve<float2, 1>(
+    device const float2 *, device const float2 *, device float2 *, device int *, constant long &,
+    constant long &, uint);
+template [[host_name("small_inv_cfloat_2")]] kernel void small_inv<float2, 2>(
+    device const float2 *, device float2 *, device int *, constant long &, uint, uint, uint, uint);
+template [[host_name("small_det_cfloat_2")]] kernel void small_det<float2, 2>(
+    device const float2 *, device float2 *, device int *, device int *, constant long &, uint, uint, uint,
+    uint);
+template [[host_name("small_solve_cfloat_2")]] kernel void small_solve<float2, 2>(
+    device const float2 *, device const float2 *, device float2 *, device int *, constant long &,
+    constant long &, uint);
+template [[host_name("small_inv_cfloat_3")]] kernel void small_inv<float2, 3>(
+    device const float2 *, device float2 *, device int *, constant long &, uint, uint, uint, uint);
+template [[host_name("small_det_cfloat_3")]] kernel void small_det<float2, 3>(
+    device const float2 *, device float2 *, device int *, device int *, constant long &, uint, uint, uint,
+    uint);
+template [[host_name("small_solve_cfloat_3")]] kernel void small_solve<float2, 3>(
+    device const float2 *, device const float2 *, device float2 *, device int *, constant long &,
+    constant long &, uint);
+template [[host_name("small_inv_cfloat_4")]] kernel void small_inv<float2, 4>(
+    device const float2 *, device float2 *, device int *, constant long &, uint, uint, uint, uint);
+template [[host_name("small_det_cfloat_4")]] kernel void small_det<float2, 4>(
+    device const float2 *, device float2 *, device int *, device int *, constant long &, uint, uint, uint,
+    uint);
+template [[host_name("small_solve_cfloat_4")]] kernel void small_solve<float2, 4>(
+    device const float2 *, device const float2 *, device float2 *, device int *, constant long &,
+    constant long &, uint);

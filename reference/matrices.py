@@ -508,9 +508,11 @@ def wilkinson_growth(
     LU is exact in floating point while ``2^{n−1}`` is representable. A backward-stable LU still
     has ``‖A − LU‖ = 0`` here, but solving with ``W`` loses up to ``n−1`` bits.
 
-    Complex variants scale column ``j`` by a random unit-modulus ``d_j``: the ties (all entries of
-    a column have equal ``|Re|+|Im|``, LAPACK's ``icamax`` measure) and hence the pivots and the
-    growth are unchanged, ``U_nn = 2^{n−1} d_n``. Real variants ignore the RNG.
+    Complex variants scale column ``j`` by a random ``d_j ∈ {(±1 ± i)/2}``: the ties (all entries
+    of a column have equal ``|Re|+|Im|``, LAPACK's ``icamax`` measure) and hence the pivots and
+    the growth are unchanged, ``U_nn = 2^{n−1} d_n``; and since ``|d_j|² = 1/2`` is a power of two,
+    every multiplier ``(−d_j)/d_j = −1`` and every update stays exact in complex arithmetic too
+    (a general unit-modulus ``d_j`` would round). Real variants ignore the RNG.
 
     Parameters
     ----------
@@ -530,8 +532,10 @@ def wilkinson_growth(
     b = _batch(batch)
     W = W.expand(*b, n, n).clone()
     if dt.is_complex:
-        d = _phases((*b, n), _rng(generator, seed))
-        W = W * d.unsqueeze(-2)
+        g = _rng(generator, seed)
+        re = torch.randint(0, 2, (*b, n), generator=g).to(torch.float64) - 0.5
+        im = torch.randint(0, 2, (*b, n), generator=g).to(torch.float64) - 0.5
+        W = W * torch.complex(re, im).unsqueeze(-2)
     return W.to(dt)
 
 

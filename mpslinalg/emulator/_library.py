@@ -530,9 +530,10 @@ def preprocess(source: str, filename: str = "shader.metal") -> str:
                 "-D__METAL_VERSION__=310",
                 "-D__METAL_MACOS__=1",
                 "-D__HAVE_MPSLINALG_EMULATOR__=1",
-                str(path),
+                filename,
             ],
             what="preprocessing the Metal source",
+            cwd=td,
         )
 
 

@@ -111,7 +111,7 @@ _TOKEN = re.compile(
   | (?P<string>"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*')
   | (?P<number>0[xX][0-9a-fA-F.]+(?:[pP][+-]?\d+)?[a-zA-Z_]*|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[a-zA-Z_]*)
   | (?P<ident>[A-Za-z_]\w*)
-  | (?P<punct>\[\[|\]\]|::|->|\+\+|--|<<=|>>=|<=|>=|==|!=|&&|\|\||[-+*/%&|^]=|<<|>>|\.\.\.
+  | (?P<punct>\[\[|::|->|\+\+|--|<<=|>>=|<=|>=|==|!=|&&|\|\||[-+*/%&|^]=|<<|>>|\.\.\.
               |[][(){};,.?:~!%^&*+\-/<>=\#@$\\`])
     """,
     re.VERBOSE | re.DOTALL,
@@ -274,15 +274,21 @@ class _Pass:
             if t.text == "[[":
                 j = i + 1
                 depth = 0
-                while j < len(sig) and not (sig[j].text == "]]" and depth == 0):
+                while j + 1 < len(sig) and not (
+                    depth == 0
+                    and sig[j].text == "]"
+                    and sig[j + 1].text == "]"
+                    and sig[j + 1].start == sig[j].end
+                ):
                     if sig[j].text in ("(", "["):
                         depth += 1
                     elif sig[j].text in (")", "]"):
                         depth -= 1
                     j += 1
-                if j >= len(sig):
+                if j + 1 >= len(sig):
                     raise MetalSourceError(f"{self.loc(t.start)}: unterminated [[ attribute")
                 body = src[sig[i].end : sig[j].start]
+                j += 1
                 for name, args in _split_attrs(body):
                     pending.append(Attr(name, args, t.start, sig[j].end))
                 self._blank(t.start, sig[j].end)
@@ -356,7 +362,7 @@ class _Pass:
                     and k - 2 >= a
                     and self.toks[k - 2].text == ")"
                 )
-                if is_func and "=" not in texts:
+                if is_func:
                     self._declaration(decl_start, k, ns, body=(k, end))
                     k = end + 1
                     if k < b and self.toks[k].text == ";":
@@ -608,12 +614,14 @@ class _Pass:
             nxt = toks[k + 1].text if k + 1 < n else ""
             prv = toks[k - 1].text if k > 0 else ""
             if nxt == "(":
-                # declaration `float4 (&m)[4]` / `float4 (*p)` is not a constructor call
+                # declarations `float4 (&m)[4]`, `float4 (*)[4]` are not constructor calls
                 if (
                     k + 3 < n
                     and toks[k + 2].text in ("&", "*", "&&")
-                    and toks[k + 3].kind == "ident"
-                    and (k + 4 < n and toks[k + 4].text == ")")
+                    and (
+                        toks[k + 3].text == ")"
+                        or (toks[k + 3].kind == "ident" and k + 4 < n and toks[k + 4].text == ")")
+                    )
                 ):
                     continue
                 if prv == "::" and k >= 2 and toks[k - 2].text != "metal":

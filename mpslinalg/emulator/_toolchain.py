@@ -164,10 +164,10 @@ def digest(target: str, source: str, flags: list[str]) -> str:
     return h.hexdigest()[:32]
 
 
-def run_compiler(args: list[str], *, what: str, input_text: str | None = None) -> str:
+def run_compiler(args: list[str], *, what: str, input_text: str | None = None, cwd: str | None = None) -> str:
     """Run the compiler with ``args``; returns stdout or raises ShaderCompileError."""
     cmd = find_compiler() + args
-    proc = subprocess.run(cmd, capture_output=True, text=True, input=input_text, timeout=600)
+    proc = subprocess.run(cmd, capture_output=True, text=True, input=input_text, timeout=600, cwd=cwd)
     if proc.returncode != 0:
         diag = proc.stderr.strip()
         lines = diag.splitlines()

@@ -96,6 +96,7 @@ static int cur = -1;            /* running fiber, -1 in the scheduler / plain mo
 static int nthreads;            /* threads in the current group */
 static int live;
 static unsigned bar_arrived, bar_site;
+static int restart_round; /* a barrier released the group: start the next phase from the top */
 static int simd_arrived[MAXT / SIMD];
 static unsigned simd_site[MAXT / SIMD], simd_op[MAXT / SIMD], simd_gen[MAXT / SIMD];
 static unsigned char simd_buf[2][MAXT][32] __attribute__((aligned(32)));
@@ -124,10 +125,7 @@ static void fault_msg(const char *fmt, ...) {
 static void raise_fault(int rc) __attribute__((noreturn));
 static void raise_fault(int rc) { siglongjmp(fault_jmp, rc); }
 
-static void set_current(int linear) {
-  cur_linear = linear;
-  if (linear >= 0) memcpy(cur_thread, T[linear].tpitg, sizeof cur_thread);
-}
+static inline void set_current(int linear) { cur_linear = linear; }
 
 /* ----------------------------------------------------------------------------------------- */
 /* fibers                                                                                      */
@@ -168,7 +166,8 @@ static void fiber_entry_uc(unsigned lo, unsigned hi) {
 #endif
 
 static void fiber_init(int i) {
-  char *top = stacks + (size_t)(i + 1) * (STACK + page);
+  /* stagger the stack tops so that the fibers' hot frames do not all map to the same cache sets */
+  char *top = stacks + (size_t)(i + 1) * (STACK + page) - (size_t)((i * 832) % 16384);
   F[i].state = RUNNABLE;
 #ifdef MPSLE_UCONTEXT
   getcontext(&F[i].uc);
@@ -278,14 +277,15 @@ EXPORT void mpsle_barrier(unsigned site) {
     raise_fault(RC_FAULT);
   }
   F[i].site = site;
+  F[i].state = AT_BARRIER;
   if (++bar_arrived == (unsigned)nthreads) {
-    /* last to arrive: release everybody and carry on */
+    /* last to arrive: release everybody (itself included) and yield, so that the next phase
+     * starts again from the beginning of the order (in-order really is in order) */
     bar_arrived = 0;
+    restart_round = 1;
     for (int k = 0; k < nthreads; k++)
       if (F[k].state == AT_BARRIER) F[k].state = RUNNABLE;
-    return;
   }
-  F[i].state = AT_BARRIER;
   to_scheduler(i);
   set_current(i);
 }
@@ -318,14 +318,13 @@ EXPORT const void *mpsle_collective(const void *val, unsigned size, unsigned sit
   F[i].site = site;
   *nlanes = (unsigned)n;
   *lane = (unsigned)(i - first);
+  F[i].state = AT_SIMD;
   if (++simd_arrived[s] == n) {
     simd_arrived[s] = 0;
     simd_gen[s]++;
     for (int k = first; k < first + n; k++)
       if (F[k].state == AT_SIMD) F[k].state = RUNNABLE;
-    return simd_buf[g][first];
   }
-  F[i].state = AT_SIMD;
   to_scheduler(i);
   set_current(i);
   return simd_buf[g][first];
@@ -455,6 +454,7 @@ EXPORT int mpsle_launch(const mpsle_kdesc *k, void **bufs, const uint32_t grid_i
     where[0] = cur_group[0];
     where[1] = cur_group[1];
     where[2] = cur_group[2];
+    if (cur_linear >= 0) memcpy(cur_thread, T[cur_linear].tpitg, sizeof cur_thread);
     where[3] = cur_thread[0];
     where[4] = cur_thread[1];
     where[5] = cur_thread[2];
@@ -512,7 +512,8 @@ EXPORT int mpsle_launch(const mpsle_kdesc *k, void **bufs, const uint32_t grid_i
       while (live > 0) {
         int ran = 0;
         make_order(perm_threads, n, order);
-        for (int j = 0; j < n; j++) {
+        restart_round = 0;
+        for (int j = 0; j < n && !restart_round; j++) {
           int i = perm_threads[j];
           if (F[i].state == RUNNABLE) {
             run_fiber(i);

@@ -1,0 +1,52 @@
+// reduce.metal — test kernels for the emulator: a threadgroup reduction with barriers and
+// simdgroup collectives, prefix sums, shuffles, broadcast, ballot.
+#include <metal_stdlib>
+using namespace metal;
+
+// Sum and max of each block of group_size values (group_size a multiple of 32, <= 1024):
+// simd_sum / simd_max per simdgroup, partials through threadgroup memory, barrier, then
+// simdgroup 0 reduces the partials.
+kernel void block_reduce(device const float* x [[buffer(0)]], device float* sums [[buffer(1)]],
+                         device float* maxs [[buffer(2)]], uint i [[thread_position_in_grid]],
+                         uint g [[threadgroup_position_in_grid]], uint lane [[thread_index_in_simdgroup]],
+                         uint sg [[simdgroup_index_in_threadgroup]], uint nsg [[simdgroups_per_threadgroup]]) {
+  threadgroup float part_sum[32];
+  threadgroup float part_max[32];
+  const float v = x[i];
+  const float s = simd_sum(v);
+  const float m = simd_max(v);
+  if (lane == 0) {
+    part_sum[sg] = s;
+    part_max[sg] = m;
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  if (sg == 0) {
+    float ps = lane < nsg ? part_sum[lane] : 0.0f;
+    float pm = lane < nsg ? part_max[lane] : -INFINITY;
+    ps = simd_sum(ps);
+    pm = simd_max(pm);
+    if (lane == 0) {
+      sums[g] = ps;
+      maxs[g] = pm;
+    }
+  }
+}
+
+// Per simdgroup: inclusive/exclusive prefix sums, shuffle_down by 1, broadcast of lane 5,
+// ballot of (value > 0), shuffle_xor 1, sum by a shuffle_down tree.
+kernel void simd_ops(device const float* x [[buffer(0)]], device float* out [[buffer(1)]],
+                     device ulong* ballots [[buffer(2)]], uint i [[thread_position_in_grid]],
+                     uint lane [[thread_index_in_simdgroup]]) {
+  const float v = x[i];
+  device float* o = out + i * 6;
+  o[0] = simd_prefix_inclusive_sum(v);
+  o[1] = simd_prefix_exclusive_sum(v);
+  o[2] = simd_shuffle_down(v, 1);
+  o[3] = simd_broadcast(v, 5);
+  o[4] = simd_shuffle_xor(v, 1);
+  float t = v;
+  for (ushort d = 16; d > 0; d >>= 1) t += simd_shuffle_down(t, d);
+  o[5] = simd_broadcast_first(t);
+  simd_vote vote = simd_ballot(v > 0.0f);
+  if (lane == 0) ballots[i / 32] = static_cast<ulong>(simd_vote::vote_t(vote));
+}

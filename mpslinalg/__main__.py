@@ -26,7 +26,7 @@ from ._workloads import ReferenceUnavailable, workloads
 #: Timing settings (full, quick): warm-up calls, minimum samples, seconds of samples, seconds cap.
 SETTINGS = {
     False: {"warmup": 2, "repeat": 10, "min_time": 0.1, "max_time": 10.0},
-    True: {"warmup": 1, "repeat": 5, "min_time": 0.02, "max_time": 2.0},
+    True: {"warmup": 1, "repeat": 3, "min_time": 0.01, "max_time": 1.0},
 }
 
 
@@ -114,22 +114,22 @@ def run_workload(w, device: torch.device, quick: bool, timing: bool) -> dict:
 
 def _table(rows: list[dict], device: torch.device) -> str:
     peer_names = ["torch.linalg"] + (["scipy"] if device.type == "cpu" else [])
-    headers = ["workload", "dtype", "accuracy ratio", "limit", "mpslinalg ms"]
+    headers = ["workload", "dtype", "accuracy check", "ratio", "limit", "mpslinalg ms"]
     for p in peer_names:
         headers += [f"{p} ms", f"{p}/ours"]
     out = []
     for r in rows:
         acc = r.get("accuracy", {})
         if "error" in r:
-            cells = [r["name"], r["dtype"], f"ERROR {r['error']}", "", "-"] + ["-", "-"] * len(peer_names)
-            out.append(cells)
+            out.append([r["name"], r["dtype"], f"ERROR {r['error']}", "", "", "-"]
+                       + ["-", "-"] * len(peer_names))
             continue
         if "value" in acc:
-            a = f"{acc['value']:.3g} {'ok' if acc['pass'] else 'FAIL'}"
-            lim = f"{acc['threshold']:g}"
+            verdict = "ok" if acc["pass"] else "FAIL"
+            check, a, lim = acc["ratio"], f"{acc['value']:.3g} {verdict}", f"{acc['threshold']:g}"
         else:
-            a, lim = f"n/a ({acc.get('error', '')})", ""
-        cells = [r["name"], r["dtype"], a, lim, fmt_ms(r["time"]["median_ms"]) if "time" in r else "-"]
+            check, a, lim = f"n/a ({acc.get('error', '')})", "-", ""
+        cells = [r["name"], r["dtype"], check, a, lim, fmt_ms(r["time"]["median_ms"]) if "time" in r else "-"]
         for p in peer_names:
             pr = r.get("peers", {}).get(p)
             if pr is None:
@@ -139,7 +139,7 @@ def _table(rows: list[dict], device: torch.device) -> str:
             else:
                 cells += [fmt_ms(pr["median_ms"]), f"{pr['speedup']:.2f}x"]
         out.append(cells)
-    return format_table(headers, out)
+    return format_table(headers, out, align=["l", "l", "l", "r", "r", "r"] + ["r", "r"] * len(peer_names))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -213,11 +213,11 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]],
     ----------
     headers : sequence of str
     rows : sequence of sequences
-        Cells are converted with ``str``.
+        Cells are converted with ``str``; ``|`` is escaped as ``\\|``.
     align : sequence of {"l", "r"}, optional
         Per-column alignment; default left for the first column and right for the others.
     """
-    cells = [[str(c) for c in r] for r in rows]
+    cells = [[str(c).replace("|", "\\|") for c in r] for r in rows]  # a bare | would split the cell
     ncol = len(headers)
     for r in cells:
         if len(r) != ncol:

@@ -909,6 +909,7 @@ class _Linter:
         self.match: dict[int, int] = {}
         self._line_starts: list[int] | None = None
         self.host_calls: list[_Tok] = []
+        self.namespaces: set[str] = set()
 
     # -- reporting -------------------------------------------------------------------------
     def linecol(self, pos: int) -> tuple[int, int]:
@@ -932,6 +933,14 @@ class _Linter:
             return line, col, None
         at, number, file = self.line_marks[k]
         return number + (line - at - 1), col, file
+
+    def spelling(self, toks: list) -> str:
+        """Source text of a token range (joined tokens if it came out of a macro expansion)."""
+        first, last = toks[0], toks[-1]
+        text = self.source[first.pos : last.pos + len(last.text)]
+        if text.startswith(first.text) and text.endswith(last.text) and len(text) < 200:
+            return " ".join(text.split())
+        return " ".join(t.text for t in toks)
 
     def report(self, tok: _Tok, rule: str, message: str) -> None:
         line, col, file = self.presumed(tok.pos)
@@ -1216,6 +1225,8 @@ class _Linter:
         elif text in _HOST_FUNCTIONS and nxt == "(" and prev not in (".", "->", "::"):
             self.host_calls.append(t)  # reported unless the source defines a function of that name
         elif text in _UNSUPPORTED_IDENTS:
+            if text == "sampler" and not (nxt.isidentifier() or nxt in ("&", "*", "(")):
+                return  # `sampler` is a type, not a keyword: a variable may be called so
             report(
                 t,
                 "unsupported",
@@ -1385,6 +1396,8 @@ class _Linter:
                 close = match.get(i, end)
                 kind = self.classify_brace(stmt, i)
                 if kind == "namespace":
+                    if toks[stmt].text in ("namespace", "inline"):
+                        self.namespaces.update(t.text for t in toks[stmt:i] if t.kind == "id")
                     self.scan_scope(i + 1, close, None)
                     i = stmt = close + 1
                     after_type = None
@@ -1787,9 +1800,11 @@ class _Linter:
                 continue
             if x == "(":
                 p = toks[j - 1] if j > s else None
-                if (
+                if j - 2 >= s and toks[j - 2].text == "operator" and p.kind == "op":
+                    best = j  # `operator*(`, `operator==(`, ...
+                elif (
                     p is not None
-                    and (p.kind == "id" or p.text == ">")
+                    and (p.kind == "id" or p.text in (">", ">>"))
                     and p.text
                     not in ("decltype", "noexcept", "alignas", "__attribute__", "sizeof", "throw", "requires")
                 ):
@@ -1804,7 +1819,7 @@ class _Linter:
         toks = self.toks
         j = k - 1
         targs = None
-        if j >= s and toks[j].text == ">":
+        if j >= s and toks[j].text in (">", ">>"):
             depth = 0
             m = j
             while m >= s:
@@ -1826,6 +1841,8 @@ class _Linter:
             j = m - 1
         if j >= s and toks[j].kind == "id":
             return toks[j], targs
+        if j - 1 >= s and toks[j - 1].text == "operator":
+            return toks[j - 1], targs  # operator functions are nodes named `operator`
         return None, None
 
     def template_params(self, s: int, e: int) -> list | None:
@@ -1950,6 +1967,8 @@ class _Linter:
         args = None
         if targs is not None:
             args = [toks[lo:hi] for lo, hi in self.split_commas(targs[0], targs[1], angles=True)]
+            if args and toks[targs[1]].text == ">>":  # `f<T, Op<T>>(`: give back the inner `>`
+                args[-1] = args[-1] + [_Tok(">", toks[targs[1]].pos)]
         self.insts.append((name_tok, host, args))
 
     # -- evaluation ------------------------------------------------------------------------
@@ -2075,8 +2094,17 @@ class _Linter:
         for n, f in enumerate(self.funcs):
             calls, tg = self.walk_body(f, None, collect=True)
             out = []
-            for name_tok, argc, targs in calls:
+            for name_tok, argc, targs, qual in calls:
                 cands = [g for g in by_name.get(name_tok.text, ()) if g.min_arity <= argc <= g.max_arity]
+                if qual is not None:
+                    # `X::f(...)`: only a member of struct X or a free function of namespace X (or
+                    # of the global namespace for `::f`); `T::f` with T a template parameter or an
+                    # unknown type resolves to nothing we can see.
+                    cands = [
+                        g
+                        for g in cands
+                        if g.scope == qual or (g.scope is None and (qual == "" or qual in self.namespaces))
+                    ]
                 if len(cands) != 1:
                     continue  # unresolved overload: cannot tell which function is called
                 if targs is not None and any(
@@ -2176,7 +2204,18 @@ class _Linter:
                         c = match.get(k, k)
                         parts = self.split_commas(k + 1, c, angles=False)
                         argc = 0 if (len(parts) == 1 and parts[0][0] == parts[0][1]) else len(parts)
-                        calls.append((t, argc, targs))
+                        qual = None
+                        if prev is not None and prev.text == "::":
+                            q = toks[i - 2] if i - 2 >= lo else None
+                            qual = (
+                                q.text
+                                if q is not None
+                                and q.kind == "id"
+                                and q.text not in _NOT_TYPE
+                                and q.text not in _EXPR_KEYWORDS
+                                else ""
+                            )
+                        calls.append((t, argc, targs, qual))
             i += 1
         return calls, tg
 
@@ -2197,7 +2236,7 @@ class _Linter:
                 sizes.append(v if st == _CONST else None)
             if vla is not None and collect and not indirect.startswith("("):
                 ext, names = vla
-                text = " ".join(t.text for t in ext)
+                text = self.spelling(ext)
                 self.report(
                     name_tok,
                     "vla",

@@ -261,6 +261,11 @@ VIOLATIONS = [
     ),
     (
         "vla",
+        "struct C { float re; };\ninline C operator*(C a, C b) {\n  float t[a.re > 0 ? 2 : 3];  // <-\n"
+        "  return b;\n}\n",
+    ),
+    (
+        "vla",
         "inline float f(int n) {\n  for (int i = 0; i < n; ++i) {\n    float tmp[i + 1];  // <-\n"
         "    tmp[0] = 1;\n  }\n  return 0;\n}\n",
     ),
@@ -276,6 +281,11 @@ VIOLATIONS = [
         "template <typename T> T f(T x) { return g(x) + g<T>(x); }  // <-\n"
         "template <typename T> T g(T x) { return f(x); }\n",
     ),
+    (
+        "recursion",
+        "namespace mp {\ninline int fact(int n) { return n ? n * mp::fact(n - 1) : 1; }  // <-\n}\n",
+    ),
+    ("recursion", "struct S {\n  static int g(int n) { return S::g(n); }  // <-\n};\n"),
     ("program-scope-variable", "float gscale = 2.0f;  // <-\n"),
     ("program-scope-variable", "constexpr int K = 3;  // <-\n"),
     ("program-scope-variable", "device float* gptr;  // <-\n"),
@@ -367,12 +377,41 @@ NOT_VIOLATIONS = [
     "              uint s [[simdgroup_index_in_threadgroup]]) { x[g.x] = simd_sum(x[s]); }",
     "#define KERNEL_NAME(T) k_##T\nkernel void KERNEL_NAME(f32)(device float* x [[buffer(0)]]) { x[0] = 0; }",
     "#if 1\nconstant int A = 1;\n#else\ndouble unused;\n#endif",
+    # `Op::apply` of a template parameter is not a call of Wrapper::apply (no self-recursion).
+    "template <typename Op> struct Wrapper {\n"
+    "  static float apply(float a, float b) { return Op::apply(a, b); }\n};",
+    # operator functions, a variable called `sampler`, lambdas, switch/case, do/while
+    "struct C { float re, im; };\n"
+    "inline C operator*(C a, C b) { return C{a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re}; }\n"
+    "kernel void k(device float* x [[buffer(0)]], uint t [[thread_position_in_grid]]) {\n"
+    "  float sampler = x[t];\n  auto sq = [&](float v) { return v * v; };\n"
+    "  switch (t % 3) {\n    case 0: { float a[2] = {1, 2}; x[t] = a[1]; break; }\n    default: break;\n  }\n"
+    "  int i = 0;\n  do { i++; } while (i < 3);\n"
+    "  C z = C{sampler, 0} * C{1, 0};\n  x[t] = sq(z.re);\n}",
+    # aliases, structs and atomics in threadgroup memory: exactly 32 KiB
+    "typedef float2 cfloat;\nusing cplx = float2;\nstruct alignas(8) P { float v; int i; };\n"
+    "kernel void k(device float* x [[buffer(0)]], uint t [[thread_index_in_threadgroup]]) {\n"
+    "  threadgroup cfloat a[1024];\n  threadgroup cplx b[1024];\n  threadgroup P c[2047];\n"
+    "  threadgroup atomic_uint counter;\n  threadgroup uint flag;\n"
+    "  a[t] = b[t] = float2(x[t]);\n  c[t].v = x[t];\n  flag = 0;\n"
+    "  atomic_store_explicit(&counter, 0u, memory_order_relaxed);\n}",
+    "[[kernel, max_total_threads_per_threadgroup(256)]] void k(device half4* x [[buffer(0)]]) {\n"
+    "  x[0] = half4(1.0h) + half4(0x1p-3h);\n}",
 ]
 
 
 @pytest.mark.parametrize("source", NOT_VIOLATIONS, ids=[str(i) for i in range(len(NOT_VIOLATIONS))])
 def test_valid_lookalikes_are_accepted(source):
     assert lint_source(source) == []
+
+
+def test_threadgroup_sizes_of_aliases_structs_and_atomics_are_counted():
+    # The exactly-32-KiB look-alike above (8192 + 8192 + 8 * 2047 + 4 + 4 B) with one more struct
+    # element is 8 B over: proves every declaration there was sized, none skipped as unknown.
+    (src,) = [s for s in NOT_VIOLATIONS if "threadgroup P c[2047];" in s]
+    bad = src.replace("threadgroup P c[2047];", "threadgroup P c[2048];")
+    (p,) = lint_source(bad)
+    assert p.rule == "threadgroup-memory" and "32776 bytes" in p.message
 
 
 def test_quoted_includes_checked_against_known_headers():

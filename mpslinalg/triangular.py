@@ -74,7 +74,11 @@ class Tuning:
     Attributes
     ----------
     nb : int
-        Width of the explicitly inverted diagonal blocks (``<= 32``; DESIGN §6 forbids 64).
+        Width of the explicitly inverted diagonal blocks for a non-unit diagonal (``<= 32``).
+        With the one refinement step per block, 16 keeps LAPACK's ratio below 1.3 on Gaussian
+        triangles in float32, while 32 reaches ~500 (see the module docstring).
+    nb_unit : int
+        The same for ``unitriangular=True`` (32 passes there: worst ratio ~0.35).
     leaf_blocks : int
         A sub-problem of at most this many ``nb``-blocks is solved by blocked substitution with the
         diagonal-block inverses; larger ones are split in two (recursion, one GEMM per split).
@@ -90,7 +94,8 @@ class Tuning:
         levels of batched products: ``inv([[A, 0], [C, D]]) = [[A⁻¹, 0], [-D⁻¹ C A⁻¹, D⁻¹]]``).
     """
 
-    nb: int = 32
+    nb: int = 16
+    nb_unit: int = 32
     leaf_blocks: int = 4
     trsm_leaf: int = 1024
     trsm_leaf_rows: int = 512
@@ -120,7 +125,7 @@ def _flat(t: torch.Tensor) -> torch.Tensor:
     return t.as_strided((extent,), (1,))
 
 
-def _trtri_diag_metal(A3: torch.Tensor, nb: int, upper: bool, unit: bool) -> torch.Tensor:
+def _trtri_diag_metal(A3: torch.Tensor, nb: int, upper: bool, unit: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """Run ``trtri_diag`` from ``metal/triangular.metal`` (Metal or the emulator; same call site)."""
     bsz, n, _ = A3.shape
     nblk = -(-n // nb)
@@ -130,15 +135,15 @@ def _trtri_diag_metal(A3: torch.Tensor, nb: int, upper: bool, unit: bool) -> tor
     if upper:  # an upper block is the transpose of a lower one: swap the strides, transpose after
         rs, cs = cs, rs
     D = torch.empty((bsz, nblk, nb, nb), dtype=A3.dtype, device=A3.device)
-    if D.numel() == 0:
-        return D.mT if upper else D
-    lib = load_library("triangular", A3.device)
-    flags = int(unit) | (int(conj) << 1)
-    getattr(lib, _kernel_name(A3.dtype))(
-        _flat(phys), D, n, nb, nblk, bs, rs, cs, flags,
-        threads=bsz * nblk * 32, group_size=32,
-    )
-    return D.mT if upper else D
+    Tb = torch.empty_like(D)
+    if D.numel():
+        lib = load_library("triangular", A3.device)
+        flags = int(unit) | (int(conj) << 1)
+        getattr(lib, _kernel_name(A3.dtype))(
+            _flat(phys), D, Tb, n, nb, nblk, bs, rs, cs, flags,
+            threads=bsz * nblk * 32, group_size=32,
+        )
+    return (D.mT, Tb.mT) if upper else (D, Tb)
 
 
 def _diag_blocks(A3: torch.Tensor, nb: int) -> torch.Tensor:
@@ -148,14 +153,23 @@ def _diag_blocks(A3: torch.Tensor, nb: int) -> torch.Tensor:
     return A3.as_strided((bsz, n // nb, nb, nb), (sb, nb * (sr + sc), sr, sc), A3.storage_offset())
 
 
-def _inv_blocks_trsm(blocks: torch.Tensor, upper: bool, unit: bool) -> torch.Tensor:
-    m = blocks.shape[-1]
-    eye = torch.eye(m, dtype=blocks.dtype, device=blocks.device).expand(blocks.shape)
-    return torch.linalg.solve_triangular(blocks, eye, upper=upper, unitriangular=unit)
+def _clean_lower(blocks: torch.Tensor, unit: bool) -> torch.Tensor:
+    """The lower triangle of ``blocks`` (a new tensor): zeros above, ones on a unit diagonal."""
+    Tb = blocks.tril(-1 if unit else 0)
+    if unit:
+        Tb.diagonal(dim1=-2, dim2=-1).fill_(1)
+    return Tb
+
+
+def _inv_lower_trsm(Tb: torch.Tensor) -> torch.Tensor:
+    m = Tb.shape[-1]
+    eye = torch.eye(m, dtype=Tb.dtype, device=Tb.device).expand(Tb.shape)
+    return torch.linalg.solve_triangular(Tb, eye, upper=False)
 
 
 def _inv_blocks_doubling(blocks: torch.Tensor, upper: bool, unit: bool) -> torch.Tensor:
-    """Invert lower (or upper) ``m × m`` triangles by recursive doubling, reading one triangle."""
+    """Invert lower (or upper) ``m × m`` triangles by recursive doubling, reading one triangle:
+    ``inv([[A, 0], [C, D]]) = [[A⁻¹, 0], [-D⁻¹ C A⁻¹, D⁻¹]]``, log2(m) levels of batched products."""
     if upper:
         return _inv_blocks_doubling(blocks.mT, False, unit).mT
     lead = blocks.shape[:-2]
@@ -169,8 +183,7 @@ def _inv_blocks_doubling(blocks: torch.Tensor, upper: bool, unit: bool) -> torch
         torch.reciprocal(L.diagonal(dim1=-2, dim2=-1), out=W.diagonal(dim1=-2, dim2=-1))
     s = 1
     while s < m:
-        # pairs of s-blocks along the diagonal that are complete (2s <= m - 2s p)
-        npair = m // (2 * s)
+        npair = m // (2 * s)  # complete pairs of s-blocks along the diagonal
         if npair > 0:
             sw = W.stride()
             sl = L.stride()
@@ -184,8 +197,7 @@ def _inv_blocks_doubling(blocks: torch.Tensor, upper: bool, unit: bool) -> torch
             Dinv = sub(W, sw, 1, 1)
             C = sub(L, sl, 1, 0)
             sub(W, sw, 1, 0).copy_(torch.matmul(torch.matmul(Dinv, C), Ainv).neg_())
-        # leftover rows when m is not a multiple of 2s: join the last partial block
-        tail = m - npair * 2 * s
+        tail = m - npair * 2 * s  # leftover rows: join the last partial block
         if tail > s:
             r0 = npair * 2 * s
             Ainv = W[:, r0:r0 + s, r0:r0 + s]
@@ -196,27 +208,31 @@ def _inv_blocks_doubling(blocks: torch.Tensor, upper: bool, unit: bool) -> torch
     return W.reshape(*lead, m, m)
 
 
-def _trtri_diag_torch(A3: torch.Tensor, nb: int, upper: bool, unit: bool, method: str) -> torch.Tensor:
+def _trtri_diag_torch(A3: torch.Tensor, nb: int, upper: bool, unit: bool,
+                      method: str) -> tuple[torch.Tensor, torch.Tensor]:
     """Torch-op implementation of the ``trtri_diag`` contract (identical semantics)."""
+    if upper:
+        D, Tb = _trtri_diag_torch(A3.mT, nb, False, unit, method)
+        return D.mT, Tb.mT
     bsz, n, _ = A3.shape
     nblk = -(-n // nb)
-    inv = _inv_blocks_trsm if method == "trsm" else _inv_blocks_doubling
     nfull = n // nb
     if nfull == nblk:
-        return inv(_diag_blocks(A3, nb), upper, unit)
-    D = torch.zeros((bsz, nblk, nb, nb), dtype=A3.dtype, device=A3.device)
-    if nfull:
-        D[:, :nfull] = inv(_diag_blocks(A3, nb), upper, unit)
-    r0 = nfull * nb
-    tail = n - r0
-    D[:, nfull, :tail, :tail] = inv(A3[:, r0:, r0:], upper, unit)
-    D[:, nfull, tail:, tail:] = torch.eye(nb - tail, dtype=A3.dtype, device=A3.device)
-    return D
+        Tb = _clean_lower(_diag_blocks(A3, nb), unit)
+    else:
+        Tb = torch.zeros((bsz, nblk, nb, nb), dtype=A3.dtype, device=A3.device)
+        if nfull:
+            Tb[:, :nfull] = _clean_lower(_diag_blocks(A3, nb), unit)
+        r0 = nfull * nb
+        Tb[:, nfull, : n - r0, : n - r0] = _clean_lower(A3[:, r0:, r0:], unit)
+        Tb[:, nfull].diagonal(dim1=-2, dim2=-1)[:, n - r0 :] = 1
+    D = _inv_lower_trsm(Tb) if method == "trsm" else _inv_blocks_doubling(Tb, False, unit)
+    return D, Tb
 
 
-def _trtri_diag(A3: torch.Tensor, nb: int, upper: bool, unit: bool) -> torch.Tensor:
-    """Inverses of the diagonal blocks of the logical triangles ``A3`` (see the contract above)."""
-    if A3.dtype in E.GPU_DTYPES and backend_for(A3.device) != "torch":
+def _trtri_diag(A3: torch.Tensor, nb: int, upper: bool, unit: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inverses and clean copies of the diagonal blocks of the logical triangles ``A3``."""
+    if _uses_kernel(A3):
         return _trtri_diag_metal(A3, nb, upper, unit)
     return _trtri_diag_torch(A3, nb, upper, unit, TUNING.torch_inverse)
 
@@ -226,13 +242,20 @@ def _trtri_diag(A3: torch.Tensor, nb: int, upper: bool, unit: bool) -> torch.Ten
 # --------------------------------------------------------------------------------------------------
 
 
-def _bmm_into(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
-    """``out = a @ b`` for 3-D operands whose batch may be 1 (broadcast) or ``out``'s."""
+def _mm(a: torch.Tensor, b: torch.Tensor, batch: int) -> torch.Tensor:
+    """``a @ b`` for 3-D operands whose batch may be 1 (broadcast) or ``batch``."""
+    if a.shape[0] != batch:
+        a = a.expand(batch, *a.shape[1:])
+    if b.shape[0] != batch:
+        b = b.expand(batch, *b.shape[1:])
+    return torch.bmm(a, b)
+
+
+def _addmm_into(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
+    """``out = c + a @ b`` (``c`` and ``out`` of the full batch; ``a`` may have batch 1)."""
     if a.shape[0] != out.shape[0]:
         a = a.expand(out.shape[0], *a.shape[1:])
-    if b.shape[0] != out.shape[0]:
-        b = b.expand(out.shape[0], *b.shape[1:])
-    torch.bmm(a, b, out=out)
+    torch.baddbmm(c, a, b, out=out)
 
 
 def _sub_mm(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor, batch: int) -> torch.Tensor:
@@ -258,9 +281,9 @@ def _solve_left(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, upper: bool, 
     if not use_kernel_leaves and t.trsm_leaf and n >= t.trsm_leaf:
         leaf_rows, D, nb = t.trsm_leaf_rows, None, 0
     else:
-        nb = min(t.nb, 32, n)
+        nb = min(t.nb_unit if unit else t.nb, 32, n)
         leaf_rows = nb * t.leaf_blocks
-        D = _trtri_diag(A, nb, upper, unit)  # the one batched dispatch
+        D, Tb = _trtri_diag(A, nb, upper, unit)  # the one batched dispatch
 
     def leaf(r0: int, r1: int, Bc: torch.Tensor) -> None:
         # Bc: current right-hand side of rows r0:r1
@@ -277,11 +300,16 @@ def _solve_left(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, upper: bool, 
         for j0 in order:
             j1 = min(j0 + nb, r1)
             Dj = D[:, j0 // nb, : j1 - j0, : j1 - j0]
+            Tj = Tb[:, j0 // nb, : j1 - j0, : j1 - j0]
             Rj = Bc[:, j0 - r0 : j1 - r0]
             if done is not None:
                 d0, d1 = done
                 Rj = _sub_mm(Rj, A[:, j0:j1, d0:d1], X[:, d0:d1], batch)
-            _bmm_into(Dj, Rj, X[:, j0:j1])
+            # Y = D R, then one step of refinement X = Y + D (R - T Y): multiplying by an explicit
+            # block inverse alone fails LAPACK's residual test on ill-conditioned blocks (ratios
+            # up to 1e6 on 16-wide Gaussian triangles); the step restores backward stability.
+            Y = _mm(Dj, Rj, batch)
+            _addmm_into(Y, Dj, _sub_mm(Rj, Tj, Y, batch), X[:, j0:j1])
             done = (j0, r1) if upper else (r0, j1)
 
     def rec(r0: int, r1: int, Bc: torch.Tensor) -> None:

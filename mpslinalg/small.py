@@ -640,7 +640,10 @@ def _kernel_solve(A3: torch.Tensor, B3: torch.Tensor):
 
 def _resolved3(A: torch.Tensor) -> torch.Tensor:
     """(*, n, m) -> contiguous, conj/neg-resolved (B, n, m)."""
-    return A.resolve_conj().resolve_neg().reshape(-1, A.shape[-2], A.shape[-1]).contiguous()
+    batch = 1
+    for d in A.shape[:-2]:
+        batch *= d
+    return A.resolve_conj().resolve_neg().reshape(batch, A.shape[-2], A.shape[-1]).contiguous()
 
 
 def _check_small(op: str, A: torch.Tensor) -> None:

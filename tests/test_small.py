@@ -1,0 +1,440 @@
+"""Tests of the n <= 4 family (mpslinalg.small): accuracy against LAPACK's ratios and mpmath,
+singular inputs, the Metal kernels in the emulator (all execution orders), autograd, semantics.
+
+Bounds used below (u = 2^-24 for float32/complex64, 2^-53 for float64/complex128):
+
+* Inverse ratio ``‖I − XA‖₁/(n‖A‖₁‖X‖₁u)`` (LAPACK xGET03) < 30 (LAPACK's THRESH). getri's left
+  residual satisfies |XA − I| <= c_n u |X||L||U| (Higham, ASNA 2nd ed., §14.3, method B) with
+  ‖|L||U|‖ <= 2^(n-1)‖A‖ for partial pivoting; power-of-two equilibration is exact, and the 2×2
+  adjugate/doubled-precision-det inverse has |XA − I| <= 3u|X||A|. So the ratio is O(1).
+* Forward errors: ‖X − A⁻¹‖/‖A⁻¹‖ <= c·κ·u with c = 4n·2^(n-1) (perturbation theory for the
+  backward error above: a relative backward error ε gives a forward error <= κε/(1 − κε)); for
+  det the relative condition number is <= n·κ (d det/det = tr(A⁻¹dA)), so |Δdet|/|det| <= c·n·κ·u.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import mpslinalg
+import reference.matrices as mx
+import reference.metrics as metrics
+import reference.mp as rmp
+from mpslinalg import small
+from mpslinalg._errors import LinAlgError, raise_for_info
+from mpslinalg.kernels import load_library
+
+
+
+def require_emulator() -> None:
+    """Skip (or fail under CI) when the emulator has no compiler — conftest's rule."""
+    import os
+
+    from mpslinalg import emulator
+
+    try:
+        emulator.find_compiler()
+    except Exception as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the emulator tests: {exc}")
+        pytest.skip(f"no compiler for the emulator: {exc}")
+
+PASS = metrics.PASS_RATIO
+SIZES = [1, 2, 3, 4]
+
+
+def _u(dtype):
+    return metrics.unit_roundoff(dtype)
+
+
+def _fe_const(n: int) -> float:
+    return 4.0 * n * 2.0 ** (n - 1)
+
+
+def _row_col_scaled(n, batch, dtype, seed, bits=40):
+    """D1 A0 D2 with D1, D2 diagonal powers of two 2^U(-bits, bits): exactly the badly scaled inputs
+    equilibration must neutralise."""
+    g = torch.Generator().manual_seed(seed)
+    A0 = mx.random(n, batch=(batch,), dtype=torch.complex128 if dtype.is_complex else torch.float64, seed=seed)
+    e1 = torch.randint(-bits, bits + 1, (batch, n, 1), generator=g).double()
+    e2 = torch.randint(-bits, bits + 1, (batch, 1, n), generator=g).double()
+    return (A0 * torch.exp2(e1) * torch.exp2(e2)).to(dtype)
+
+
+def _inputs(kind, n, dtype, batch=64, seed=0):
+    if kind == "random":
+        return mx.random(n, batch=(batch,), dtype=dtype, seed=seed)
+    if kind == "rowcol":
+        return _row_col_scaled(n, batch, dtype, seed)
+    if kind == "big":
+        return mx.scaled(mx.random(n, batch=(batch,), dtype=dtype, seed=seed), 1e30)
+    if kind == "tiny":
+        return mx.scaled(mx.random(n, batch=(batch,), dtype=dtype, seed=seed), 1e-30)
+    raise AssertionError(kind)
+
+
+# --------------------------------------------------------------------------------------------
+# Accuracy
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["random", "rowcol", "big", "tiny"])
+@pytest.mark.parametrize("n", SIZES)
+def test_inverse_ratio(backend, backend_device, gpu_dtype, n, kind):
+    A = _inputs(kind, n, gpu_dtype).to(backend_device)
+    X, info = small.inv_ex(A)
+    assert (info == 0).all()
+    ratio = metrics.inverse_ratio(A.cpu(), X.cpu())
+    # LAPACK xGET03 threshold (derivation in the module docstring)
+    assert ratio.max() < PASS, f"max inverse ratio {ratio.max():.3g}"
+
+
+@pytest.mark.parametrize("kind", ["random", "rowcol", "big"])
+@pytest.mark.parametrize("n", SIZES)
+def test_solve_ratio(backend, backend_device, gpu_dtype, n, kind):
+    A = _inputs(kind, n, gpu_dtype, batch=32).to(backend_device)
+    B = mx.random(n, 3, batch=(32,), dtype=gpu_dtype, seed=7).to(backend_device)
+    X, info = small.solve_ex(A, B)
+    assert (info == 0).all()
+    # LAPACK xGET02: ‖B − AX‖/(‖A‖‖X‖u) < 30 for a backward-stable solve (getrs after getrf)
+    assert metrics.solve_ratio(A.cpu(), X.cpu(), B.cpu()).max() < PASS
+    Xr, _ = small.solve_ex(A, B.mT, left=False)
+    assert metrics.solve_ratio(A.cpu(), Xr.cpu(), B.mT.cpu(), left=False).max() < PASS
+
+
+@pytest.mark.parametrize("kappa", [1e2, 1e4, 1e6])
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_forward_error_vs_mpmath(backend, backend_device, gpu_dtype, n, kappa):
+    A = mx.with_condition(n, kappa, batch=(4,), dtype=gpu_dtype, seed=int(math.log10(kappa)) + n)
+    B = mx.random(n, 1, batch=(4,), dtype=gpu_dtype, seed=3)
+    u = _u(gpu_dtype)
+    kap = rmp.cond(A, 1)  # κ of the rounded input, 1-norm
+    c = _fe_const(n)
+    Ad, Bd = A.to(backend_device), B.to(backend_device)
+
+    X, _ = small.inv_ex(Ad)
+    fe = metrics.forward_error(X.cpu(), rmp.inv(A))
+    assert (fe <= c * kap * u).all(), (fe, kap)
+
+    Y, _ = small.solve_ex(Ad, Bd)
+    fe = metrics.forward_error(Y.cpu(), rmp.solve(A, B))
+    assert (fe <= c * kap * u).all(), (fe, kap)
+
+    d = small.det(Ad).cpu()
+    dref = rmp.det(A)
+    rel = (d.to(dref.dtype) - dref).abs() / dref.abs()
+    assert (rel <= c * n * kap * u).all(), (rel, kap)
+
+    sign, logabs = small.slogdet(Ad)
+    sref, lref = rmp.slogdet(A)
+    # |Δ log|det|| <= |Δdet|/|det| and |Δ sign| <= 2|Δdet|/|det| (first order)
+    assert ((logabs.cpu().double() - lref).abs() <= c * n * kap * u).all()
+    assert ((sign.cpu().to(sref.dtype) - sref).abs() <= 2 * c * n * kap * u).all()
+
+
+@pytest.mark.parametrize("scale", [1e30, 1e-30])
+def test_slogdet_extreme_scale(backend, backend_device, gpu_dtype, scale):
+    # det of a 4×4 at 1e±30 is 1e±120: outside float32, but slogdet must be exact to c·n·κ·u
+    A = mx.scaled(mx.with_condition(4, 10.0, batch=(8,), dtype=gpu_dtype, seed=11), scale)
+    sign, logabs = small.slogdet(A.to(backend_device))
+    sref, lref = rmp.slogdet(A)
+    kap = rmp.cond(A, 1)
+    u = _u(gpu_dtype)
+    bound = _fe_const(4) * 4 * kap * u
+    assert ((logabs.cpu().double() - lref).abs() <= bound).all()
+    assert ((sign.cpu().to(sref.dtype) - sref).abs() <= 2 * bound).all()
+    # det itself over/underflows exactly as the true value does
+    d = small.det(A.to(backend_device)).cpu()
+    if scale > 1:
+        assert torch.isinf(d.abs()).all()
+    else:
+        assert (d == 0).all()
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_adjugate_alone_would_fail(n):
+    # DESIGN §6: badly row-scaled, κ ≈ 1e5 — the reason for equilibration + pivoting. Our result
+    # meets the forward-error bound where a plain cofactor inverse in float32 misses it.
+    A = mx.with_condition(n, 1e5, batch=(16,), dtype=torch.float64, seed=5)
+    D = torch.exp2(torch.arange(n, dtype=torch.float64) * 12.0)
+    A32 = (D[:, None] * A).float()
+    ref = rmp.inv(A32)
+    kap = rmp.cond(A32, 1)
+    bound = _fe_const(n) * kap * _u(torch.float32)
+    X, _ = small.inv_ex(A32)
+    assert (metrics.forward_error(X, ref) <= bound).all()
+
+
+# --------------------------------------------------------------------------------------------
+# Singular inputs and info
+# --------------------------------------------------------------------------------------------
+
+
+def _singular_cases(dtype):
+    cases = []
+    for n in SIZES:
+        for zero_col in range(n):
+            A = mx.random(n, batch=(3,), dtype=dtype, seed=20 + n + zero_col).clone()
+            A[..., :, zero_col] = 0
+            # column j stays zero through elimination (updates subtract multiples of zeros), and
+            # the earlier columns are nonsingular: the first zero pivot is exactly j + 1
+            cases.append((A, zero_col + 1))
+    A = torch.tensor([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]], dtype=dtype)
+    cases.append((A, None))
+    A = torch.tensor([[1.0, 2.0], [2.0, 4.0]], dtype=dtype)
+    cases.append((A, 2))
+    A = torch.zeros(4, 4, dtype=dtype)
+    cases.append((A, 1))
+    return cases
+
+
+def test_singular_info_det_slogdet(backend, backend_device, gpu_dtype):
+    for A, expected in _singular_cases(gpu_dtype):
+        Ad = A.to(backend_device)
+        _, info = small.inv_ex(Ad)
+        _, info_s = small.solve_ex(Ad, torch.ones(*A.shape[:-1], 1, dtype=A.dtype, device=backend_device))
+        if expected is None:
+            assert (info > 0).all() and (info_s > 0).all()
+        else:
+            assert (info == expected).all(), (A, info)
+            assert (info_s == expected).all()
+        assert (small.det(Ad) == 0).all()
+        sign, logabs = small.slogdet(Ad)
+        assert (sign == 0).all() and torch.isneginf(logabs).all()
+        with pytest.raises(LinAlgError, match="singular"):
+            raise_for_info("inv", info, "The diagonal element {info} is zero, the inversion could not "
+                           "be completed because the input matrix is singular.")
+
+
+def test_info_matches_lapack_on_exact_singular():
+    # info > 0 exactly where LAPACK (torch's CPU getrf) finds an exact zero pivot
+    for A, _ in _singular_cases(torch.float64):
+        _, _, info_ref = torch.linalg.lu_factor_ex(A)
+        _, info = small.inv_ex(A)
+        assert ((info > 0) == (info_ref > 0)).all()
+
+
+def test_nan_input_propagates(backend, backend_device):
+    A = mx.random(3, batch=(2,), seed=1).to(backend_device)
+    A[0, 1, 1] = float("nan")
+    X, _ = small.inv_ex(A)
+    assert torch.isnan(X[0]).any() and torch.isfinite(X[1]).all()
+    assert torch.isnan(small.det(A)[0]) and torch.isfinite(small.det(A)[1])
+
+
+# --------------------------------------------------------------------------------------------
+# The Metal kernels in the emulator, every execution order, against the torch program
+# --------------------------------------------------------------------------------------------
+
+ORDERS = [dict(order="inorder"), dict(order="reverse"), dict(order="shuffle", seed=1),
+          dict(order="shuffle", seed=2)]
+_TAG = {torch.float32: "float", torch.complex64: "cfloat"}
+
+
+def _close(a, b, u, factor=64.0):
+    """|a − b| <= factor·u·max|b| entrywise-normwise (the two programs differ only by rounding:
+    FMA contraction on the GPU; each is backward stable, so factor·u relative to the result's scale
+    for these well-conditioned inputs)."""
+    scale = b.abs().max().clamp_min(torch.finfo(torch.float32).tiny)
+    return ((a - b).abs().max() / scale).item() <= factor * u
+
+
+@pytest.mark.parametrize("order", ORDERS, ids=["inorder", "reverse", "shuffle1", "shuffle2"])
+@pytest.mark.parametrize("n", SIZES)
+def test_kernels_all_orders(gpu_dtype, n, order):
+    require_emulator()
+    lib = load_library("small", "cpu")
+    batch = 130  # three threadgroups of 64, the last one partial
+    A = mx.with_condition(n, 100.0, batch=(batch,), dtype=gpu_dtype, seed=n).contiguous()
+    u = _u(gpu_dtype)
+    tag = _TAG[gpu_dtype]
+    threads = -(-batch // 64) * 64
+
+    X = torch.empty_like(A)
+    info = torch.full((batch,), -7, dtype=torch.int32)
+    getattr(lib, f"small_inv_{tag}_{n}")(A, X, info, batch, threads=threads, group_size=64, **order)
+    X0, info0 = small._program_inv(A)
+    assert _close(X, X0, u) and torch.equal(info, info0)
+
+    mant = torch.empty(batch, dtype=gpu_dtype)
+    expo = torch.empty(batch, dtype=torch.int32)
+    info = torch.full((batch,), -7, dtype=torch.int32)
+    getattr(lib, f"small_det_{tag}_{n}")(A, mant, expo, info, batch, threads=threads, group_size=64, **order)
+    m0, e0, i0 = small._program_det_parts(A)
+    assert torch.equal(expo, e0) and torch.equal(info, i0) and _close(mant, m0, u)
+
+    k = 3
+    B = mx.random(n, k, batch=(batch,), dtype=gpu_dtype, seed=9).contiguous()
+    Xs = torch.empty_like(B)
+    info = torch.full((batch,), -7, dtype=torch.int32)
+    getattr(lib, f"small_solve_{tag}_{n}")(A, B, Xs, info, batch, k, threads=batch * k, group_size=64, **order)
+    Xs0, i0 = small._program_solve(A, B)
+    assert _close(Xs, Xs0, u) and torch.equal(info, i0)
+
+
+@pytest.mark.parametrize("kind", ["random", "rowcol", "big", "tiny"])
+def test_emulator_equals_torch_program(gpu_dtype, kind):
+    # "the kernel's results equal the torch path's within rounding on the full accuracy suite"
+    require_emulator()
+    u = _u(gpu_dtype)
+    for n in SIZES:
+        A = _inputs(kind, n, gpu_dtype, batch=40, seed=n)
+        with mpslinalg.use_backend("torch"):
+            X0, i0 = small.inv_ex(A)
+            s0, l0 = small.slogdet(A)
+        with mpslinalg.use_backend("emulator"):
+            X1, i1 = small.inv_ex(A)
+            s1, l1 = small.slogdet(A)
+        assert torch.equal(i0, i1)
+        # compare per matrix, relative to that matrix's inverse (scales differ by 2^±80)
+        rel = (X1 - X0).abs().amax((-2, -1)) / X0.abs().amax((-2, -1))
+        assert (rel <= 64 * u).all()
+        assert ((l1 - l0).abs() <= 64 * u * l0.abs().clamp_min(1)).all()
+        assert ((s1 - s0).abs() <= 64 * u).all()
+
+
+# --------------------------------------------------------------------------------------------
+# Autograd
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex128])
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_gradcheck(dtype, n):
+    with mpslinalg.use_backend("torch"):
+        A = mx.with_condition(n, 5.0, batch=(2,), dtype=dtype, seed=n).requires_grad_()
+        B = mx.random(n, 2, dtype=dtype, seed=4).requires_grad_()
+        fns = {
+            "inv": (lambda A: small.inv_ex(A)[0], (A,)),
+            "det": (small.det, (A,)),
+            "slogdet": ((lambda A: small.slogdet(A)) if dtype.is_complex else (lambda A: small.slogdet(A)[1]),
+                        (A,)),
+            "solve": (lambda A, B: small.solve_ex(A, B)[0], (A, B)),
+            "solve_right": (lambda A, B: small.solve_ex(A, B.mT, left=False)[0], (A, B)),
+        }
+        for name, (f, args) in fns.items():
+            assert torch.autograd.gradcheck(f, args), name
+            assert torch.autograd.gradgradcheck(f, args), name
+
+
+def test_grad_matches_torch():
+    A = mx.with_condition(4, 10.0, batch=(3,), dtype=torch.complex128, seed=2)
+    for ours, theirs in [(lambda A: small.det(A), torch.linalg.det),
+                         (lambda A: small.slogdet(A)[1], lambda A: torch.linalg.slogdet(A)[1]),
+                         (lambda A: small.slogdet(A)[0], lambda A: torch.linalg.slogdet(A)[0]),
+                         (lambda A: small.inv_ex(A)[0], torch.linalg.inv)]:
+        a1 = A.clone().requires_grad_()
+        a2 = A.clone().requires_grad_()
+        w = torch.randn_like(ours(A))
+        (ours(a1) * w).real.sum().backward()
+        (theirs(a2) * w).real.sum().backward()
+        # both in complex128: agreement to c·κ·u (κ = 10)
+        assert torch.allclose(a1.grad, a2.grad, rtol=0, atol=1e3 * 2**-53 * a2.grad.abs().max())
+
+
+def test_det_grad_singular_is_adjugate():
+    # det is a polynomial: at a singular matrix its gradient is adj(A)^T (rank n-1: nonzero)
+    A = torch.tensor([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]], dtype=torch.float64)
+    a = A.clone().requires_grad_()
+    small.det(a).backward()
+    cof = torch.tensor([[4.0, 4.0, -4.0], [-2.0, -2.0, 2.0], [0.0, 0.0, 0.0]], dtype=torch.float64)
+    assert torch.equal(a.grad, cof)
+
+
+def test_float32_emulator_gradients(gpu_dtype):
+    require_emulator()
+    n = 3
+    ref_dtype = torch.complex128 if gpu_dtype.is_complex else torch.float64
+    A64 = mx.with_condition(n, 10.0, batch=(4,), dtype=ref_dtype, seed=8)
+    A32 = A64.to(gpu_dtype)
+    kap = 10.0
+    for f in [lambda A: small.inv_ex(A)[0], small.det, lambda A: small.slogdet(A)[1]]:
+        a = A32.clone().requires_grad_()
+        with mpslinalg.use_backend("emulator"):
+            out = f(a)
+            w = torch.ones_like(out)
+            (out * w).real.sum().backward()
+        b = A32.to(ref_dtype).requires_grad_()
+        outb = f(b)
+        (outb * w.to(outb.dtype)).real.sum().backward()
+        # gradient of inv is −X^H G X^H: relative error <= c·κ²·u in float32 (two inverse factors)
+        err = (a.grad.to(ref_dtype) - b.grad).abs().max() / b.grad.abs().max()
+        assert err <= _fe_const(n) * kap**2 * _u(gpu_dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# Semantics: shapes, views, errors, compile
+# --------------------------------------------------------------------------------------------
+
+
+def test_views_broadcast_and_inputs_unchanged(backend, backend_device):
+    A = mx.random(4, batch=(2, 3), dtype=torch.complex64, seed=3).to(backend_device)
+    A_copy = A.clone()
+    X1, _ = small.inv_ex(A.conj())
+    X2, _ = small.inv_ex(A.conj().resolve_conj())
+    assert torch.equal(X1, X2)
+    At = A.transpose(-2, -1)
+    assert torch.equal(small.det(At), small.det(At.contiguous()))
+    B = mx.random(4, 2, batch=(3,), dtype=torch.complex64, seed=4).to(backend_device)
+    X, info = small.solve_ex(A, B)  # batch (2, 3) with (3,)
+    assert X.shape == (2, 3, 4, 2) and info.shape == (2, 3)
+    X_ref, _ = small.solve_ex(A, B.expand(2, 3, 4, 2).contiguous())
+    assert torch.equal(X, X_ref)
+    assert torch.equal(A, A_copy)
+
+
+def test_empty_shapes(backend, backend_device):
+    for shape in [(0, 3, 3), (2, 0, 0), (0, 0, 0)]:
+        A = torch.zeros(shape, device=backend_device)
+        X, info = small.inv_ex(A)
+        assert X.shape == shape and info.shape == shape[:1]
+        assert torch.equal(small.det(A), torch.linalg.det(A.cpu()).to(A.device))
+        s, lg = small.slogdet(A)
+        s_ref, l_ref = torch.linalg.slogdet(A.cpu())
+        assert torch.equal(s.cpu(), s_ref) and torch.equal(lg.cpu(), l_ref)
+    X, info = small.solve_ex(torch.eye(3, device=backend_device).expand(2, 3, 3),
+                             torch.zeros(2, 3, 0, device=backend_device))
+    assert X.shape == (2, 3, 0) and (info == 0).all()
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="n <= 4"):
+        small.inv_ex(torch.randn(5, 5))
+    with pytest.raises(ValueError, match="square"):
+        small.det(torch.randn(3, 4))
+    with pytest.raises(TypeError, match="float32"):
+        small.slogdet(torch.ones(3, 3, dtype=torch.int64))
+    with pytest.raises(ValueError, match="incompatible"):
+        small.solve_ex(torch.randn(3, 3), torch.randn(4, 1))
+    with pytest.raises(TypeError, match="dtype"):
+        small.solve_ex(torch.randn(3, 3), torch.randn(3, 1, dtype=torch.float64))
+
+
+def test_torch_compile_fullgraph():
+    def f(A, B):
+        X, info = small.inv_ex(A)
+        s, lg = small.slogdet(A)
+        Y, _ = small.solve_ex(A, B)
+        return X.sum() + small.det(A).sum() + lg.sum() + Y.sum() + info.sum()
+
+    A = mx.with_condition(3, 5.0, batch=(5,), seed=1)
+    B = mx.random(3, 2, batch=(5,), seed=2)
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
+    assert torch.allclose(compiled(A, B), f(A, B), rtol=1e-6)
+
+
+def test_compiled_program_matches_eager():
+    # The fused (torch.compile) program computes the same values as the eager one. n = 1 keeps the
+    # compile short on CPU; the larger programs are the same code, compiled on CUDA by default.
+    previous = small.set_compile("always")
+    try:
+        A = mx.random(1, batch=(37,), seed=3)
+        X, info = small.inv_ex(A)
+        small.set_compile("never")
+        X0, info0 = small.inv_ex(A)
+        assert torch.equal(X, X0) and torch.equal(info, info0)
+    finally:
+        small.set_compile(previous)

@@ -125,6 +125,12 @@ def _metrics():
         ) from exc
 
 
+def _lapack():
+    """``reference.lapack`` (SciPy/LAPACK references in float64)."""
+    _metrics()
+    return importlib.import_module("reference.lapack")
+
+
 def _matrices():
     """``reference.matrices`` (the shared generators of test matrices)."""
     _metrics()  # the same clear error when the oracle package is missing
@@ -190,18 +196,31 @@ def _det_ratio(A: torch.Tensor, sign: torch.Tensor, logabs: torch.Tensor) -> flo
     ``|det~ - det| / |det| <= n ||A^-1|| ||dA|| <= c n^2 kappa u`` (the trace bound is pessimistic:
     ``n`` times the 2-norm). Dividing by ``n kappa u`` leaves ``c n`` in the worst case, typically far
     below 1 for random matrices (the trace of a random product averages out). Threshold: the LAPACK
-    pass mark 30. Reference determinant from LAPACK in float64 (``torch.linalg.slogdet`` of the
-    widened input on the CPU). Works where ``det`` over/underflows: it compares ``exp`` of the
-    log-difference.
+    pass mark 30. Reference determinant: ``reference.lapack.slogdet`` (LAPACK in float64). Works
+    where ``det`` over/underflows: it compares ``exp`` of the log-difference.
+    """
+    s_ref, la_ref = _lapack().slogdet(A)
+    rel = (_wide(sign) * torch.exp(logabs.double() - la_ref) - s_ref).abs()
+    return _max(rel / (A.shape[-1] * _kappa(A) * _metrics().unit_roundoff(A.dtype)))
+
+
+def _kappa(A: torch.Tensor) -> torch.Tensor:
+    """2-norm condition numbers of a batch, from LAPACK's SVD in float64."""
+    return torch.linalg.cond(_wide(A))
+
+
+def _grad_ratio(A: torch.Tensor, G: torch.Tensor, G_ref: torch.Tensor) -> float:
+    """``max_batch ||G - G_ref||_1 / (||G_ref||_1 n kappa_2(A) u)`` for a gradient of det/slogdet.
+
+    Derivation: ``G`` is ``A^-H`` (slogdet) or ``conj(det(A) A^-T)`` (det of ``sum Re det``); a
+    backward-stable inverse has ``||dX|| / ||X|| <= c n kappa u`` and the determinant's relative
+    error adds ``c n^2 kappa u`` at worst (see :func:`_det_ratio`), so the ratio is at most ``c n``
+    in the worst case and typically far below 1. Threshold: the LAPACK pass mark 30.
     """
     m = _metrics()
-    A64 = _wide(A)
-    s_ref, la_ref = torch.linalg.slogdet(A64)
-    kappa = torch.linalg.cond(A64)
-    n = A.shape[-1]
-    rel = (_wide(sign) * torch.exp(logabs.double() - la_ref) - s_ref).abs()
-    u = m.unit_roundoff(A.dtype)
-    return _max(rel / (n * kappa * u))
+    num = m.norm1(_wide(G) - G_ref)
+    den = m.norm1(G_ref) * A.shape[-1] * _kappa(A) * m.unit_roundoff(A.dtype)
+    return _max(num / den)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -355,6 +374,40 @@ def _lu() -> list[Workload]:
             make=make_square((65536, 32), (4096, 32), (1024, 32), (128, 32), 22),
             ours=lambda x: ours("slogdet")(x["A"]), peer=lambda x: torch.linalg.slogdet(x["A"]),
             accuracy=slogdet_acc))
+    if implemented("det"):
+        def det_grad(det: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[Inputs], torch.Tensor]:
+            def run(x: Inputs) -> torch.Tensor:
+                A = x["A"].detach().requires_grad_()
+                return torch.autograd.grad(det(A).real.sum(), A)[0]
+            return run
+
+        def det_grad_acc(x: Inputs, out: Any) -> tuple[str, float, float]:
+            A = _head(x["A"])
+            ref = (_lapack().det(A)[..., None, None] * _lapack().inv(A).mT).conj()
+            return "‖G-G*‖/(‖G*‖n kappa u)", _grad_ratio(A, _head(out), ref), _pass()
+        rows.append(Workload(
+            op="det", name="det fwd+bwd complex64 4096x32x32", dtype=torch.complex64,
+            description="VMC: gradient of sum Re det over 4096 x (32x32) complex64",
+            make=make_square((4096, 32), (1024, 32), (512, 32), (64, 32), 26),
+            ours=det_grad(lambda A: ours("det")(A)), peer=det_grad(torch.linalg.det),
+            accuracy=det_grad_acc))
+    if implemented("slogdet"):
+        def slogdet_grad(fn: Callable[[torch.Tensor], Any]) -> Callable[[Inputs], torch.Tensor]:
+            def run(x: Inputs) -> torch.Tensor:
+                A = x["A"].detach().requires_grad_()
+                return torch.autograd.grad(fn(A)[1].sum(), A)[0]
+            return run
+
+        def slogdet_grad_acc(x: Inputs, out: Any) -> tuple[str, float, float]:
+            A = _head(x["A"])
+            ref = _lapack().inv(A).mH  # d log|det A| = Re tr(A^-1 dA): the gradient is A^-H
+            return "‖G-A^-H‖/(‖A^-H‖n kappa u)", _grad_ratio(A, _head(out), ref), _pass()
+        rows.append(Workload(
+            op="slogdet", name="slogdet fwd+bwd complex64 65536x32x32", dtype=torch.complex64,
+            description="VMC: gradient of sum log|det| over 4096 walkers x 16 dets (32x32) complex64",
+            make=make_square((65536, 32), (4096, 32), (1024, 32), (128, 32), 28),
+            ours=slogdet_grad(lambda A: ours("slogdet")(A)), peer=slogdet_grad(torch.linalg.slogdet),
+            accuracy=slogdet_grad_acc))
     if implemented("inv"):
         def inv_acc(x: Inputs, out: Any) -> tuple[str, float, float]:
             r = _metrics().inverse_ratio(_head(x["A"]), _head(out))

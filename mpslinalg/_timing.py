@@ -185,6 +185,9 @@ def _clock_samples(fn: Callable[[], object], count: int, number: int, dev: torch
 
 
 def _samples(fn: Callable[[], object], count: int, number: int, dev: torch.device) -> list[float]:
+    if dev.type == "cuda":
+        with torch.cuda.device(dev):  # events are recorded on the current stream of *this* GPU
+            return _event_samples(fn, count, number, dev)
     ev = _event_samples(fn, count, number, dev)
     return ev if ev is not None else _clock_samples(fn, count, number, dev)
 

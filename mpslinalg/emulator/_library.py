@@ -30,7 +30,7 @@ except ImportError:  # the lint is written in parallel; until it lands, compile 
 __all__ = ["KernelFault", "Library", "KernelFunction", "compile_shader", "MAX_THREADS_PER_GROUP"]
 
 MAX_THREADS_PER_GROUP = 1024
-TARGETS = ("cpu",)
+TARGETS = ("cpu", "cuda")
 
 
 class KernelFault(RuntimeError):
@@ -430,6 +430,14 @@ class KernelFunction:
         if any(x >= 2**32 for x in grid):
             raise ValueError(f"kernel '{name}': threads {th} too large")
 
+        if self._lib.target == "cuda":  # the cuda target's leaf (_cuda.py): enqueue on torch's stream
+            if guard:
+                raise ValueError(
+                    f"kernel '{name}': guard=True is a cpu-target check; on the cuda target run "
+                    "compute-sanitizer --tool memcheck instead"
+                )
+            runner.launch_cuda(self._index, name, args, ptrs, tuple(grid), tuple(group), keep)
+            return
         guards: dict[int, _Guarded] = {}
         try:
             if guard:
@@ -509,6 +517,10 @@ def _target(name: str):
         from ._cpu import CpuTarget
 
         return CpuTarget()
+    if name == "cuda":
+        from ._cuda import CudaTarget
+
+        return CudaTarget()
     raise ValueError(f"compile_shader: unknown target {name!r}; available targets: {', '.join(TARGETS)}")
 
 
@@ -556,8 +568,10 @@ def compile_shader(source: str, *, target: str = "cpu") -> Library:
     ----------
     source : str
         Self-contained MSL source (``#include <metal_stdlib>`` allowed; our own headers inlined).
-    target : {"cpu"}
-        Where the kernels run. ``"cpu"``: CPU tensors, threads as fibers.
+    target : {"cpu", "cuda"}
+        Where the kernels run. ``"cpu"``: CPU tensors, threads as fibers. ``"cuda"``: CUDA
+        tensors on an NVIDIA GPU, enqueued on torch's current stream (see ``_cuda.py``; built here
+        with clang + ptxas, or taken prebuilt from ``$MPSLINALG_CUBIN_DIR`` / ``.cubins/``).
 
     Returns
     -------
@@ -592,7 +606,7 @@ def compile_shader(source: str, *, target: str = "cpu") -> Library:
     if check_source is not None:
         check_source(source)
     flags = tgt.flags()
-    key = digest(tgt.name, source, flags)
+    key = tgt.key(source, flags) if hasattr(tgt, "key") else digest(tgt.name, source, flags)
     with _memo_lock:
         lib = _memo.get(key)
         if lib is not None:
@@ -602,7 +616,9 @@ def compile_shader(source: str, *, target: str = "cpu") -> Library:
         meta_path = cache_dir() / f"{key}.json"
         art = tgt.artifact(key)
         kernels = None
-        if art is not None and meta_path.exists():
+        if art is not None and hasattr(tgt, "kernels"):  # the artifact carries its own manifest
+            kernels = tgt.kernels(art)
+        elif art is not None and meta_path.exists():
             try:
                 kernels = _meta_from_json(json.loads(meta_path.read_text()))
             except (ValueError, KeyError, TypeError):

@@ -1,0 +1,769 @@
+"""The cuda target: the same ``.metal`` sources on an NVIDIA GPU (DESIGN §5b).
+
+Build (needs clang >= 17 with the NVPTX target, ``ptxas`` and libdevice, no GPU)::
+
+    pre-passed source + shim/cuda.h + generated launchers
+      --clang -x cuda --cuda-device-only -nocudainc -nocudalib (libdevice as builtin bitcode)--> PTX
+      --ptxas--> cubin (one per requested sm_XY); the PTX is kept as the fallback (driver JIT)
+
+and a manifest (JSON) next to them: the kernels as the pre-pass read them, the entry point of each
+kernel, its parameter layout (read back from the PTX) and ``sizeof`` of each referenced type.
+Artifacts are keyed by :func:`source_key` (source, shim, code generators, flags; not the compiler),
+so a folder of artifacts built on one machine (``python -m mpslinalg.emulator build --target cuda
+--out .cubins``) is used on another that has no compiler at all.
+
+Run (needs a CUDA GPU and ``libcuda``; no compiler): the module is loaded with
+``cuModuleLoadData`` (cubin for the device's architecture, else the PTX) and kernels are launched
+with ``cuLaunchKernel`` on torch's current stream, without any host synchronisation. A kernel that
+uses barriers or simdgroup collectives is launched with exact threadgroup shapes (the edge
+threadgroups of a dimension in a launch of their own), so a CUDA block is a Metal threadgroup and
+a warp is a simdgroup, and no thread outside the grid waits at a barrier; other kernels run in one
+launch whose out-of-grid threads return at once.
+
+Only the leaves differ from the cpu target: the pre-pass, binding rules, checks, lint and cache are
+shared (``_library.py``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ._cpu import _attr_expr
+from ._prepass import Kernel, PrepassResult
+from ._toolchain import SHIM_DIR, ShaderCompileError, _shim_text, cache_dir, compiler_info, run_compiler
+
+__all__ = [
+    "CudaTarget",
+    "CudaRunner",
+    "CudaToolchainError",
+    "CUDA_FLAGS",
+    "DEFAULT_ARCHS",
+    "build_artifacts",
+    "cubin_dirs",
+    "find_libdevice",
+    "find_ptxas",
+    "launcher_source",
+    "source_key",
+]
+
+DEFAULT_ARCHS = ("sm_90",)
+MANIFEST_VERSION = 1
+TG_LIMIT = 32768  # Apple GPUs: 32 KiB of threadgroup memory per threadgroup
+
+# -O3; FMA contraction off (as on the cpu target: Metal without fast math is closest to that);
+# out-of-bounds indexing of fixed-size arrays traps (the sanitizer flags must go through -Xclang,
+# or the driver drops them for the device side); no CUDA headers, no CUDA library.
+CUDA_FLAGS = [
+    "-x",
+    "cuda",
+    "--cuda-device-only",
+    "-nocudainc",
+    "-nocudalib",
+    "-std=c++17",
+    "-O3",
+    "-ffp-contract=off",
+    "-fno-math-errno",
+    "-fno-exceptions",
+    "-fno-rtti",
+    "-Xclang",
+    "-fsanitize=array-bounds",
+    "-Xclang",
+    "-fsanitize-trap=array-bounds",
+    "-Wno-unknown-cuda-version",
+    "-w",
+]
+
+
+class CudaToolchainError(RuntimeError):
+    """``ptxas`` or libdevice is missing (building), or no CUDA driver / artifact (running)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# toolchain
+# ---------------------------------------------------------------------------------------------
+def find_ptxas() -> str:
+    """``$MPSLINALG_PTXAS``, ``ptxas`` on PATH, or ``$CUDA_HOME/bin/ptxas``."""
+    env = os.environ.get("MPSLINALG_PTXAS")
+    if env:
+        return env
+    found = shutil.which("ptxas")
+    if found:
+        return found
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if root and (Path(root) / "bin" / "ptxas").is_file():
+            return str(Path(root) / "bin" / "ptxas")
+    raise CudaToolchainError(
+        "the emulator's cuda target needs ptxas (CUDA toolkit) to build cubins: install the CUDA "
+        "toolkit or set MPSLINALG_PTXAS; or build on another machine with "
+        "`python -m mpslinalg.emulator build --target cuda --out DIR` and set MPSLINALG_CUBIN_DIR=DIR"
+    )
+
+
+def find_libdevice() -> str:
+    """``$MPSLINALG_LIBDEVICE`` or ``libdevice.10.bc`` of a CUDA toolkit."""
+    env = os.environ.get("MPSLINALG_LIBDEVICE")
+    if env:
+        return env
+    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda", "/usr/lib/cuda"]
+    ptxas = shutil.which("ptxas")
+    if ptxas:
+        roots.append(str(Path(ptxas).resolve().parent.parent))
+    for root in roots:
+        if root and (Path(root) / "nvvm" / "libdevice" / "libdevice.10.bc").is_file():
+            return str(Path(root) / "nvvm" / "libdevice" / "libdevice.10.bc")
+    raise CudaToolchainError(
+        "the emulator's cuda target needs libdevice.10.bc (CUDA toolkit, nvvm/libdevice): set "
+        "MPSLINALG_LIBDEVICE or CUDA_HOME"
+    )
+
+
+def source_key(source: str, flags: list[str] | None = None) -> str:
+    """Artifact key: sha256 of the source, the shim, the code generators and the flags.
+
+    The compiler is deliberately not part of it: artifacts built on a machine with clang are used
+    by a GPU machine without one (the manifest records which compiler built them).
+    """
+    h = hashlib.sha256()
+    for part in ("cuda", _shim_text("cuda"), " ".join(CUDA_FLAGS if flags is None else flags), source):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:32]
+
+
+def cubin_dirs() -> list[Path]:
+    """Where prebuilt artifacts are looked up, in order: ``$MPSLINALG_CUBIN_DIR`` (``os.pathsep``
+    separated), the checkout's ``.cubins/``, then the compile cache's ``cuda/`` folder."""
+    dirs = [Path(p) for p in os.environ.get("MPSLINALG_CUBIN_DIR", "").split(os.pathsep) if p]
+    dirs.append(Path(__file__).resolve().parents[2] / ".cubins")
+    dirs.append(cache_dir() / "cuda")
+    return dirs
+
+
+# ---------------------------------------------------------------------------------------------
+# launchers
+# ---------------------------------------------------------------------------------------------
+def _param_kinds(k: Kernel) -> list[dict]:
+    """Kernel parameters of the generated entry point after the geometry, one per buffer index.
+
+    ``ptr``: a device address (pointer parameters, ``device T&``); ``val``: the bytes themselves
+    (``constant T&`` -> by value: the same bytes as ``setBytes``); ``unused``: a buffer index no
+    parameter names (bound, ignored).
+    """
+    bufs = {p.buffer_index: p for p in k.params if p.kind == "buffer"}
+    out = []
+    for b in range(max(bufs, default=-1) + 1):
+        p = bufs.get(b)
+        if p is None:
+            out.append({"buffer": b, "kind": "unused", "ctype": "void*"})
+        elif p.is_pointer:
+            out.append({"buffer": b, "kind": "ptr", "ctype": "void*", "position": p.position})
+        elif p.is_reference and p.address_space == "constant":
+            out.append({"buffer": b, "kind": "val", "ctype": p.base_type, "position": p.position})
+        elif p.is_reference:
+            out.append({"buffer": b, "kind": "ptr", "ctype": "void*", "position": p.position})
+        else:  # a value parameter with a buffer attribute: rejected at call time, keep it compiling
+            out.append({"buffer": b, "kind": "val", "ctype": p.base_type or "long", "position": p.position})
+    return out
+
+
+def entry_name(i: int) -> str:
+    return f"mpsle_k{i}"
+
+
+def launcher_source(kernels: list[Kernel]) -> str:
+    """CUDA C++ appended to the rewritten source: one ``__global__`` entry per kernel."""
+    out = [
+        "",
+        "// ---- generated by mpslinalg.emulator (cuda target) ----",
+        "#pragma clang force_cuda_host_device end",
+        "static __MPSLE_DEV const uint32_t __mpsle_zero3[3] = {0, 0, 0};",
+    ]
+    for i, k in enumerate(kernels):
+        kinds = _param_kinds(k)
+        params = ["mpsle_geom __g"] + [f"{d['ctype']} __b{d['buffer']}" for d in kinds]
+        args = []
+        for p in k.params:
+            if p.kind == "buffer":
+                b = p.buffer_index
+                if p.is_pointer:
+                    args.append(f"({p.type_text})__b{b}")
+                elif p.is_reference and p.address_space == "constant":
+                    args.append(f"__b{b}")
+                elif p.is_reference:
+                    ptr_t = " ".join("*" if x == "&" else x for x in p.type_text.split())
+                    args.append(f"*({ptr_t})__b{b}")
+                else:
+                    args.append(f"__b{b}")
+            elif p.kind == "thread_attr":
+                args.append(_attr_expr(p))
+            else:
+                # rejected at call time with a clear message; keep the TU compiling
+                args.append(f"*({p.type_text.replace('&', '')}*)nullptr" if p.is_reference else "{}")
+        bounds = f"__attribute__((launch_bounds({k.max_threads}))) " if k.max_threads else ""
+        out.append(f'extern "C" __MPSLE_GLOBAL {bounds}void {entry_name(i)}({", ".join(params)}) {{')
+        out.append("  mpsle_tid __tt;")
+        out.append("  const mpsle_tid *__t = &__tt;")
+        out.append("  if (!__mpsle_fill(&__tt, __g)) return;")
+        out.append(f"  {k.call}({', '.join(args)});")
+        out.append("}")
+        sizes = []
+        for p in k.params:
+            if p.kind == "buffer" and p.base_type and p.base_type != "void":
+                sizes.append(f"sizeof({p.base_type})")
+            else:
+                sizes.append("0")
+        out.append(
+            f'extern "C" __MPSLE_DEV __attribute__((used)) const unsigned long mpsle_sizes_{i}[] = '
+            f"{{{', '.join(sizes) or '0'}}};"
+        )
+    return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# PTX reading (entry parameter layout, sizes tables, shared memory)
+# ---------------------------------------------------------------------------------------------
+_ENTRY = re.compile(r"\.entry\s+(\w+)\s*\((.*?)\)", re.S)
+_PARAM = re.compile(r"\.param\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+\w+(?:\[(\d+)\])?")
+_PTX_SIZES = {
+    "u8": 1,
+    "s8": 1,
+    "b8": 1,
+    "u16": 2,
+    "s16": 2,
+    "b16": 2,
+    "f16": 2,
+    "u32": 4,
+    "s32": 4,
+    "b32": 4,
+    "f32": 4,
+    "u64": 8,
+    "s64": 8,
+    "b64": 8,
+    "f64": 8,
+}
+_SIZES = re.compile(r"\.b8\s+mpsle_sizes_(\d+)\[(\d+)\]\s*=\s*\{([^}]*)\}")
+_SIZES_U64 = re.compile(r"\.u64\s+mpsle_sizes_(\d+)\[(\d+)\]\s*=\s*\{([^}]*)\}")
+
+
+def read_ptx(ptx: str) -> tuple[dict[str, list[dict]], dict[int, list[int]]]:
+    """(entry -> [{"size", "align"} per parameter], kernel index -> sizeof table)."""
+    entries: dict[str, list[dict]] = {}
+    for m in _ENTRY.finditer(ptx):
+        plist = []
+        for pm in _PARAM.finditer(m.group(2)):
+            elem = _PTX_SIZES.get(pm.group(2))
+            if elem is None:
+                raise ShaderCompileError(
+                    f"unexpected PTX parameter type .{pm.group(2)} in entry {m.group(1)}"
+                )
+            count = int(pm.group(3)) if pm.group(3) else 1
+            plist.append({"size": elem * count, "align": int(pm.group(1)) if pm.group(1) else elem})
+        entries[m.group(1)] = plist
+    tables: dict[int, list[int]] = {}
+    for m in _SIZES.finditer(ptx):
+        raw = bytes(int(x) for x in m.group(3).replace(" ", "").split(",") if x)
+        raw = raw.ljust(int(m.group(2)), b"\0")
+        tables[int(m.group(1))] = [int.from_bytes(raw[j : j + 8], "little") for j in range(0, len(raw), 8)]
+    for m in _SIZES_U64.finditer(ptx):
+        vals = [int(x) for x in m.group(3).replace(" ", "").split(",") if x]
+        tables[int(m.group(1))] = vals + [0] * (int(m.group(2)) - len(vals))
+    return entries, tables
+
+
+# ---------------------------------------------------------------------------------------------
+# build
+# ---------------------------------------------------------------------------------------------
+def _archs() -> list[str]:
+    env = os.environ.get("MPSLINALG_CUDA_ARCHS", "").strip()
+    archs = [a.strip() for a in env.split(",") if a.strip()] if env else list(DEFAULT_ARCHS)
+    for a in archs:
+        if not re.fullmatch(r"sm_\d+a?", a):
+            raise ValueError(f"MPSLINALG_CUDA_ARCHS: {a!r} is not an architecture like sm_90")
+    return archs
+
+
+def build_artifacts(
+    pre: PrepassResult, key: str, out_dir: Path, *, archs: list[str] | None = None, name: str = ""
+) -> Path:
+    """Compile the pre-passed source to PTX and cubins in ``out_dir``; returns the manifest path."""
+    archs = list(archs or _archs())
+    ptxas = find_ptxas()
+    libdevice = find_libdevice()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    code = pre.source + launcher_source(pre.kernels)
+    ptx_arch = min(archs, key=lambda a: int(re.sub(r"\D", "", a)))
+    timings: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="mpsle-cuda-") as td:
+        cu = Path(td) / "kernels.cu"
+        cu.write_text(code)
+        ptx_path = Path(td) / "kernels.ptx"
+        t0 = time.perf_counter()
+        run_compiler(
+            [
+                *CUDA_FLAGS,
+                f"--cuda-gpu-arch={ptx_arch}",
+                "-Xclang",
+                "-mlink-builtin-bitcode",
+                "-Xclang",
+                libdevice,
+                "-I",
+                str(SHIM_DIR),
+                "-include",
+                "cuda.h",
+                "-S",
+                str(cu),
+                "-o",
+                str(ptx_path),
+            ],
+            what="compiling the Metal source for the emulator's cuda target (clang -> PTX)",
+        )
+        timings["clang_s"] = time.perf_counter() - t0
+        ptx = ptx_path.read_text()
+        cubins = {}
+        for arch in archs:
+            cubin = Path(td) / f"kernels.{arch}.cubin"
+            t0 = time.perf_counter()
+            proc = _run([ptxas, f"-arch={arch}", "-O3", str(ptx_path), "-o", str(cubin)])
+            if proc.returncode != 0:
+                raise ShaderCompileError(f"ptxas -arch={arch} failed:\n{proc.stderr.strip()}")
+            timings[f"ptxas_{arch}_s"] = time.perf_counter() - t0
+            cubins[arch] = cubin
+        entries, tables = read_ptx(ptx)
+        kernels = []
+        for i, k in enumerate(pre.kernels):
+            ent = entry_name(i)
+            if ent not in entries:
+                raise ShaderCompileError(f"entry point {ent} of kernel {k.name!r} missing from the PTX")
+            kinds = _param_kinds(k)
+            layout = entries[ent]
+            if len(layout) != len(kinds) + 1:
+                raise ShaderCompileError(
+                    f"entry {ent}: {len(layout)} PTX parameters, expected {len(kinds) + 1}"
+                )
+            for d, lay in zip(kinds, layout[1:]):
+                d["size"] = lay["size"]
+                d["align"] = lay["align"]
+            kernels.append(
+                {
+                    "meta": k.to_dict(),
+                    "entry": ent,
+                    "params": kinds,
+                    "geom_size": layout[0]["size"],
+                    "sizes": tables.get(i, [0] * len(k.params)),
+                }
+            )
+        manifest = {
+            "version": MANIFEST_VERSION,
+            "key": key,
+            "name": name,
+            "archs": archs,
+            "ptx_arch": ptx_arch,
+            "compiler": compiler_info(),
+            "ptxas": _ptxas_version(ptxas),
+            "timings": timings,
+            "kernels": kernels,
+        }
+        # write artifacts first, the manifest last (atomically): a manifest means a complete set
+        suffix = f".{os.getpid()}.{threading.get_ident()}.tmp"
+        for arch, cubin in cubins.items():
+            dst = out_dir / f"{key}.{arch}.cubin"
+            tmp = dst.with_name(dst.name + suffix)
+            shutil.copyfile(cubin, tmp)
+            os.replace(tmp, dst)
+        dst = out_dir / f"{key}.ptx"
+        tmp = dst.with_name(dst.name + suffix)
+        tmp.write_text(ptx)
+        os.replace(tmp, dst)
+        man = out_dir / f"{key}.json"
+        tmp = man.with_name(man.name + suffix)
+        tmp.write_text(json.dumps(manifest, indent=1))
+        os.replace(tmp, man)
+    return man
+
+
+def _run(cmd: list[str]):
+    import subprocess
+
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+
+
+def _ptxas_version(ptxas: str) -> str | None:
+    try:
+        out = _run([ptxas, "--version"]).stdout
+    except OSError:
+        return None
+    m = re.search(r"release [\d.]+, V[\d.]+", out)
+    return m.group(0) if m else None
+
+
+class CudaTarget:
+    """Builds and loads kernel libraries for CUDA tensors."""
+
+    name = "cuda"
+
+    @staticmethod
+    def flags() -> list[str]:
+        return list(CUDA_FLAGS)
+
+    @staticmethod
+    def key(source: str, flags: list[str]) -> str:
+        return source_key(source, flags)
+
+    def build(self, pre: PrepassResult, key: str) -> Path:
+        return build_artifacts(pre, key, cache_dir() / "cuda")
+
+    def artifact(self, key: str) -> Path | None:
+        dirs = cubin_dirs()
+        for d in dirs:
+            p = d / f"{key}.json"
+            if p.is_file():
+                return p
+        if compiler_info() is None:  # a GPU machine without clang: say what to do
+            raise CudaToolchainError(
+                f"no prebuilt cuda artifact for this source (key {key}) in "
+                f"{', '.join(str(d) for d in dirs)} and no clang to build one here: run "
+                "`python -m mpslinalg.emulator build --target cuda --out .cubins` on a machine with "
+                "clang >= 17 and ptxas (same checkout), then carry .cubins/ here or set MPSLINALG_CUBIN_DIR"
+            )
+        return None
+
+    @staticmethod
+    def kernels(artifact: Path) -> list[Kernel] | None:
+        """The kernels recorded in a manifest (no compiler needed)."""
+        from ._library import _meta_from_json
+
+        try:
+            man = json.loads(Path(artifact).read_text())
+            if man.get("version") != MANIFEST_VERSION:
+                return None
+            return _meta_from_json({"kernels": [k["meta"] for k in man["kernels"]]})
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def load(self, artifact: Path) -> CudaRunner:
+        return CudaRunner(artifact)
+
+
+# ---------------------------------------------------------------------------------------------
+# driver API (ctypes)
+# ---------------------------------------------------------------------------------------------
+class _Driver:
+    CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 0
+    CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1
+    CU_FUNC_ATTRIBUTE_NUM_REGS = 4
+    CU_DEVICE_ATTRIBUTE_CC_MAJOR = 75
+    CU_DEVICE_ATTRIBUTE_CC_MINOR = 76
+
+    def __init__(self) -> None:
+        lib = None
+        for name in ("libcuda.so.1", "libcuda.so"):
+            try:
+                lib = ctypes.CDLL(name)
+                break
+            except OSError:
+                continue
+        if lib is None:
+            raise CudaToolchainError("the emulator's cuda target needs the CUDA driver (libcuda.so.1)")
+        self.lib = lib
+        P, I, U = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint
+        sig = {
+            "cuInit": [U],
+            "cuDeviceGet": [ctypes.POINTER(I), I],
+            "cuDeviceGetAttribute": [ctypes.POINTER(I), I, I],
+            "cuCtxGetCurrent": [ctypes.POINTER(P)],
+            "cuCtxSetCurrent": [P],
+            "cuDevicePrimaryCtxRetain": [ctypes.POINTER(P), I],
+            "cuModuleLoadData": [ctypes.POINTER(P), P],
+            "cuModuleGetFunction": [ctypes.POINTER(P), P, ctypes.c_char_p],
+            "cuFuncGetAttribute": [ctypes.POINTER(I), I, P],
+            "cuLaunchKernel": [P, U, U, U, U, U, U, U, P, ctypes.POINTER(P), ctypes.POINTER(P)],
+            "cuGetErrorString": [I, ctypes.POINTER(ctypes.c_char_p)],
+        }
+        for fname, args in sig.items():
+            f = getattr(lib, fname)
+            f.argtypes = args
+            f.restype = I
+        self.check(lib.cuInit(0), "cuInit")
+
+    def check(self, rc: int, what: str) -> None:
+        if rc != 0:
+            s = ctypes.c_char_p()
+            self.lib.cuGetErrorString(rc, ctypes.byref(s))
+            msg = s.value.decode() if s.value else "unknown error"
+            raise RuntimeError(f"CUDA driver: {what} failed with error {rc} ({msg})")
+
+
+_driver: _Driver | None = None
+_driver_lock = threading.Lock()
+
+
+def driver() -> _Driver:
+    global _driver
+    with _driver_lock:
+        if _driver is None:
+            _driver = _Driver()
+        return _driver
+
+
+class _Module:
+    """One loaded module on one device: function handles and their attributes."""
+
+    def __init__(self, drv: _Driver, image: bytes, entries: list[str]):
+        self.handle = ctypes.c_void_p()
+        drv.check(drv.lib.cuModuleLoadData(ctypes.byref(self.handle), image), "cuModuleLoadData")
+        self.funcs = []
+        self.max_threads = []
+        self.shared = []
+        self.regs = []
+        for e in entries:
+            f = ctypes.c_void_p()
+            drv.check(
+                drv.lib.cuModuleGetFunction(ctypes.byref(f), self.handle, e.encode()),
+                f"cuModuleGetFunction({e})",
+            )
+            self.funcs.append(f)
+            vals = []
+            for attr in (
+                _Driver.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+                _Driver.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+                _Driver.CU_FUNC_ATTRIBUTE_NUM_REGS,
+            ):
+                v = ctypes.c_int()
+                drv.check(drv.lib.cuFuncGetAttribute(ctypes.byref(v), attr, f), "cuFuncGetAttribute")
+                vals.append(v.value)
+            self.max_threads.append(vals[0])
+            self.shared.append(vals[1])
+            self.regs.append(vals[2])
+
+
+class _Geom(ctypes.Structure):
+    _fields_ = [
+        ("grid", ctypes.c_uint32 * 3),
+        ("req", ctypes.c_uint32 * 3),
+        ("goff", ctypes.c_uint32 * 3),
+        ("exact", ctypes.c_uint32),
+    ]
+
+
+def launch_plan(grid: tuple[int, int, int], group: tuple[int, int, int], exact: bool) -> list[tuple]:
+    """CUDA launches ``(blocks, threads, group offset)`` that cover the Metal dispatch.
+
+    ``exact``: every block is one threadgroup with its actual size, so the (at most 2 per
+    dimension) classes of full and edge threadgroups are launched separately (<= 8 launches).
+    Otherwise one launch of full-size blocks; threads outside the grid return at once.
+    """
+    if not exact:
+        blocks = tuple((g + t - 1) // t for g, t in zip(grid, group))
+        return [(blocks, tuple(group), (0, 0, 0))]
+    per_dim = []
+    for g, t in zip(grid, group):
+        full, rest = divmod(g, t)
+        opts = []
+        if full:
+            opts.append((full, t, 0))
+        if rest:
+            opts.append((1, rest, full))
+        per_dim.append(opts)
+    plan = []
+    for x in per_dim[0]:
+        for y in per_dim[1]:
+            for z in per_dim[2]:
+                plan.append(((x[0], y[0], z[0]), (x[1], y[1], z[1]), (x[2], y[2], z[2])))
+    return plan
+
+
+class CudaRunner:
+    """Launches the kernels of one manifest on CUDA tensors (the module is loaded per device on
+    first use, so a library can be compiled and inspected on a machine without a GPU)."""
+
+    def __init__(self, manifest_path: Path):
+        self.path = Path(manifest_path)
+        self.manifest = json.loads(self.path.read_text())
+        self.kernels = self.manifest["kernels"]
+        self._modules: dict[int, _Module] = {}
+        self._lock = threading.Lock()
+
+    # -- what the shared binding layer asks ------------------------------------------------------
+    def param_size(self, k: int, p: int) -> int:
+        sizes = self.kernels[k]["sizes"]
+        return int(sizes[p]) if p < len(sizes) else 0
+
+    def param_kinds(self, k: int) -> list[dict]:
+        return self.kernels[k]["params"]
+
+    # -- loading -------------------------------------------------------------------------------
+    def image_for(self, major: int, minor: int) -> tuple[bytes, str]:
+        """(module image, what it is): the cubin built for ``sm_{major}{minor}``, else the PTX."""
+        key = self.manifest["key"]
+        arch = f"sm_{major}{minor}"
+        if arch in self.manifest["archs"]:
+            p = self.path.with_name(f"{key}.{arch}.cubin")
+            if p.is_file():
+                return p.read_bytes(), f"cubin {arch}"
+        ptx_arch = int(re.sub(r"\D", "", self.manifest["ptx_arch"]))
+        if major * 10 + minor < ptx_arch:
+            raise CudaToolchainError(
+                f"no cubin for {arch} and the PTX targets {self.manifest['ptx_arch']}: rebuild with "
+                f"MPSLINALG_CUDA_ARCHS={arch}"
+            )
+        return self.path.with_name(f"{key}.ptx").read_bytes() + b"\0", "ptx"
+
+    def module(self, device_index: int) -> _Module:
+        mod = self._modules.get(device_index)
+        if mod is not None:
+            return mod
+        with self._lock:
+            mod = self._modules.get(device_index)
+            if mod is None:
+                import torch
+
+                drv = driver()
+                torch.cuda.init()
+                with torch.cuda.device(device_index):
+                    torch.cuda.current_stream()  # makes torch's (primary) context current
+                    ctx = ctypes.c_void_p()
+                    drv.check(drv.lib.cuCtxGetCurrent(ctypes.byref(ctx)), "cuCtxGetCurrent")
+                    if not ctx.value:
+                        drv.check(
+                            drv.lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), device_index),
+                            "cuDevicePrimaryCtxRetain",
+                        )
+                        drv.check(drv.lib.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+                    major, minor = torch.cuda.get_device_capability(device_index)
+                    image, _what = self.image_for(major, minor)
+                    buf = ctypes.create_string_buffer(image, len(image))
+                    mod = _Module(drv, buf, [k["entry"] for k in self.kernels])
+                self._modules[device_index] = mod
+        return mod
+
+    # -- launching -----------------------------------------------------------------------------
+    def launch_cuda(
+        self,
+        k: int,
+        name: str,
+        args: tuple,
+        ptrs: list[int],
+        grid: tuple[int, int, int],
+        group: tuple[int, int, int],
+        host_buffers: list[Any] = (),
+    ) -> None:
+        """Enqueue kernel ``k`` on torch's current stream (no host synchronisation).
+
+        ``ptrs[i]`` is the device address of tensor argument ``i`` or the host address of the bytes
+        of a Python scalar / list argument (as the shared binding layer prepared them).
+        """
+        import torch
+
+        kinds = self.kernels[k]["params"]
+        dev = None
+        for a in args:
+            if isinstance(a, torch.Tensor):
+                if dev is None:
+                    dev = a.device
+                elif a.device != dev:
+                    raise ValueError(
+                        f"kernel '{name}': tensors on {dev} and {a.device}; pass tensors of one device"
+                    )
+        if dev is None:
+            dev = torch.device("cuda", torch.cuda.current_device())
+        index = dev.index if dev.index is not None else torch.cuda.current_device()
+        keep: list[Any] = []
+        values: list[ctypes.c_void_p] = []
+        host_sizes = {
+            ctypes.addressof(b): ctypes.sizeof(b) for b in host_buffers if isinstance(b, ctypes.Array)
+        }
+        for i, (a, d) in enumerate(zip(args, kinds)):
+            is_tensor = isinstance(a, torch.Tensor)
+            if d["kind"] == "val":
+                if is_tensor:
+                    raise TypeError(
+                        f"kernel '{name}': argument {i} is a tensor but parameter [[buffer({i})]] is a "
+                        "'constant T&', which the cuda target passes by value: pass a Python scalar "
+                        "(or declare the parameter as a 'constant T*' pointer)"
+                    )
+                values.append(ctypes.c_void_p(ptrs[i]))  # host bytes, copied by cuLaunchKernel
+            elif d["kind"] == "ptr":
+                if is_tensor:
+                    cell = ctypes.c_uint64(ptrs[i])
+                else:  # a Python scalar or list bound to a pointer: stage it in device memory
+                    staged = _stage(ptrs[i], host_sizes.get(ptrs[i], 0), index)
+                    keep.append(staged)
+                    cell = ctypes.c_uint64(staged.data_ptr())
+                keep.append(cell)
+                values.append(ctypes.cast(ctypes.byref(cell), ctypes.c_void_p))
+            else:
+                cell = ctypes.c_uint64(0)
+                keep.append(cell)
+                values.append(ctypes.cast(ctypes.byref(cell), ctypes.c_void_p))
+        kern = self.kernels[k]
+        exact = bool(kern["meta"]["uses_sync"])
+        mod = self.module(index)
+        nthreads = group[0] * group[1] * group[2]
+        if nthreads > mod.max_threads[k]:
+            raise ValueError(
+                f"kernel '{name}': threadgroup of {nthreads} threads exceeds this kernel's limit of "
+                f"{mod.max_threads[k]} on this GPU ({mod.regs[k]} registers per thread); pass a smaller "
+                "group_size"
+            )
+        if mod.shared[k] > TG_LIMIT:
+            raise ValueError(
+                f"kernel '{name}': {mod.shared[k]} bytes of threadgroup memory exceed the 32 KiB of "
+                "Apple GPUs"
+            )
+        stream = ctypes.c_void_p(torch.cuda.current_stream(index).cuda_stream)
+        drv = driver()
+        geom = _Geom()
+        for d in range(3):
+            geom.grid[d] = grid[d]
+            geom.req[d] = group[d]
+        geom.exact = int(exact)
+        params = (ctypes.c_void_p * (len(values) + 1))(
+            ctypes.cast(ctypes.byref(geom), ctypes.c_void_p), *values
+        )
+        with torch.cuda.device(index):
+            for blocks, threads, goff in launch_plan(grid, group, exact):
+                if 0 in blocks or 0 in threads:
+                    continue
+                geom.goff[0], geom.goff[1], geom.goff[2] = goff
+                if blocks[1] > 65535 or blocks[2] > 65535:
+                    raise ValueError(
+                        f"kernel '{name}': {blocks} threadgroups exceed CUDA's grid limits (y, z <= 65535)"
+                    )
+                drv.check(
+                    drv.lib.cuLaunchKernel(
+                        mod.funcs[k],
+                        blocks[0],
+                        blocks[1],
+                        blocks[2],
+                        threads[0],
+                        threads[1],
+                        threads[2],
+                        0,
+                        stream,
+                        params,
+                        None,
+                    ),
+                    f"cuLaunchKernel({name})",
+                )
+        del keep
+
+
+def _stage(host_ptr: int, size: int, index: int):
+    """Copy the bytes of a Python scalar/list argument to the device (pinned, non-blocking: the
+    pinned block is recycled by torch only after the copy has run)."""
+    import torch
+
+    host = torch.empty(max(size, 1), dtype=torch.uint8, pin_memory=True)
+    if size:
+        ctypes.memmove(host.data_ptr(), host_ptr, size)
+    return host.to(torch.device("cuda", index), non_blocking=True)

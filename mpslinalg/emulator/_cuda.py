@@ -79,6 +79,7 @@ CUDA_FLAGS = [
     "-fsanitize=array-bounds",
     "-Xclang",
     "-fsanitize-trap=array-bounds",
+    "-gline-tables-only",  # .loc -> compute-sanitizer reports point at .metal lines
     "-Wno-unknown-cuda-version",
     "-w",
 ]
@@ -333,7 +334,7 @@ def build_artifacts(
         for arch in archs:
             cubin = Path(td) / f"kernels.{arch}.cubin"
             t0 = time.perf_counter()
-            proc = _run([ptxas, f"-arch={arch}", "-O3", str(ptx_path), "-o", str(cubin)])
+            proc = _run([ptxas, f"-arch={arch}", "-O3", "-lineinfo", str(ptx_path), "-o", str(cubin)])
             if proc.returncode != 0:
                 raise ShaderCompileError(f"ptxas -arch={arch} failed:\n{proc.stderr.strip()}")
             timings[f"ptxas_{arch}_s"] = time.perf_counter() - t0

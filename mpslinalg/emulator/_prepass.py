@@ -732,10 +732,9 @@ class _Pass:
 
 
 def _unquote(s: str) -> str:
-    s = s.strip()
-    if len(s) >= 2 and s[0] == s[-1] == '"':
-        return s[1:-1]
-    return s
+    """host_name("a" "b") -> 'ab' (adjacent literals concatenate, as after macro expansion)."""
+    parts = re.findall(r'"((?:\\.|[^"\\])*)"', s)
+    return "".join(parts) if parts else s.strip()
 
 
 def _split_attrs(body: str) -> list[tuple[str, str]]:

@@ -622,7 +622,7 @@ def _qualified_tokens(toks: list, i: int) -> tuple[str, int]:
 # Constant expressions
 # ---------------------------------------------------------------------------------------------
 
-_CONST, _RUNTIME, _UNKNOWN = "const", "runtime", "unknown"
+_CONST, _RUNTIME, _UNKNOWN, _LAZY = "const", "runtime", "unknown", "lazy"
 _INT_CASTS = {
     "int",
     "uint",
@@ -889,7 +889,9 @@ _INTERESTING = frozenset(
     | _VECTOR_TYPES
     | {"vec"}
 )
-_LONG_DOUBLE_RE = re.compile(r"[0-9.][0-9a-fA-FxX]*[lL]\b")
+_LONG_SUFFIX_RE = re.compile(r"[0-9.][lL]\b")  # cheap pre-filter for the one below
+# a decimal floating literal with an L suffix (long double), e.g. 1.0L, .5l, 1e3L
+_LONG_DOUBLE_RE = re.compile(r"(?<![\w.])(?:\d+\.\d*|\.\d+|\d+(?=[eE]))(?:[eE][+-]?\d+)?[lL]\b")
 
 
 class _Linter:
@@ -910,6 +912,7 @@ class _Linter:
         self._line_starts: list[int] | None = None
         self.host_calls: list[_Tok] = []
         self.namespaces: set[str] = set()
+        self.generic_tg: dict[int, list] = {}
 
     # -- reporting -------------------------------------------------------------------------
     def linecol(self, pos: int) -> tuple[int, int]:
@@ -956,7 +959,7 @@ class _Linter:
             for i, t in enumerate(m.body):
                 if t.text in _INTERESTING:
                     self.check_token(m.body, i, in_macro=True)
-        if _LONG_DOUBLE_RE.search(self.source):
+        if _LONG_SUFFIX_RE.search(self.source) and _LONG_DOUBLE_RE.search(self.source):
             for t in raw:
                 self.check_number(t)
             for m in self.macros_ever:
@@ -1990,10 +1993,9 @@ class _Linter:
         j = 0
         while j < n:
             t = toks[j]
-            if t.kind == "id":
-                if t.text in ("sizeof", "alignof", "static_cast") or (
-                    j + 1 < n and toks[j + 1].text == "(" and self.is_type_name(t.text)
-                ):
+            c = t.text[0]
+            if c.isalpha() or c == "_":
+                if t.text in ("sizeof", "alignof", "static_cast"):
                     # skip the parenthesised type / template argument
                     depth = 0
                     j += 1
@@ -2093,6 +2095,7 @@ class _Linter:
         index = {id(f): n for n, f in enumerate(self.funcs)}
         for n, f in enumerate(self.funcs):
             calls, tg = self.walk_body(f, None, collect=True)
+            self.generic_tg[id(f)] = tg
             out = []
             for name_tok, argc, targs, qual in calls:
                 cands = [g for g in by_name.get(name_tok.text, ()) if g.min_arity <= argc <= g.max_arity]
@@ -2137,6 +2140,12 @@ class _Linter:
             for sc in reversed(scopes):
                 v = sc.get(name)
                 if v is not None:
+                    if v[0] == _LAZY:  # a local constant, evaluated when first needed
+                        sc[name] = (_UNKNOWN, None)  # guards `const int n = n;`
+                        v = self.evaluate(v[1], lookup)
+                        if v[0] == _RUNTIME:
+                            v = (_RUNTIME, None)
+                        sc[name] = v
                     return v
             if bindings is not None and name in bindings:
                 b = bindings[name]
@@ -2254,9 +2263,7 @@ class _Linter:
                         size *= s
                 tg.append((name_tok, size))
             if is_const and not extents and not indirect and init is not None:
-                value = self.evaluate(init[1], lookup)
-                if value[0] == _RUNTIME:
-                    value = (_RUNTIME, None)
+                value = (_LAZY, init[1])
             elif is_const:
                 value = (_UNKNOWN, None)
             else:
@@ -2310,12 +2317,14 @@ class _Linter:
             if not ok:
                 continue
             checked.add(id(f))
-            _calls, tg = self.walk_body(f, bindings, collect=False)
+            tg = self.generic_tg.get(id(f), [])
+            if any(size is None for _t, size in tg):
+                # sizes depend on template arguments: walk the body again with them bound
+                _calls, tg = self.walk_body(f, bindings, collect=False)
             self.check_threadgroup(f, tg, host, name_tok)
         for f in self.funcs:
             if f.is_kernel and f.tparams and id(f) not in checked:
-                _calls, tg = self.walk_body(f, None, collect=False)
-                self.check_threadgroup(f, tg, None, f.tok)
+                self.check_threadgroup(f, self.generic_tg.get(id(f), []), None, f.tok)
 
     def check_recursion(self, edges: dict) -> None:
         """Report each cycle (strongly connected component) of the call graph once."""

@@ -93,22 +93,23 @@ def test_double_precision(dtype, variant):
     assert float(_solve_ratio(T, B, upper, left, unit, "cpu").max()) < PASS
 
 
-def test_large_recursive_and_trsm_leaves():
-    # n >= TUNING.trsm_leaf takes the recursive path with trsm leaves; also force the
-    # diagonal-inverse leaves at the same size (recursion over 32-blocks).
-    n = 1100  # Gaussian triangles this large overflow float32 (κ ~ 2^n): prescribed κ instead
+def test_recursive_and_trsm_leaves():
+    # n = 300 with nb = 16 and 64-row leaves: three levels of GEMM recursion over the
+    # diagonal-inverse leaves; with the trsm-leaf threshold lowered to 128: recursion over
+    # torch.linalg.solve_triangular leaves (the torch backend's large-n path).
+    n = 300
     T = matrices.triangular(n, False, False, "well", kappa=1e4, dtype=torch.float32, seed=9)
-    for upper in (False, True):
-        Tu = T.mT.contiguous() if upper else T
-        x = _rhs(n, 4, True, (), torch.float32, 10)
-        B = _product(Tu, x, upper, True, False)
-        assert float(_solve_ratio(Tu, B, upper, True, False, "cpu")) < PASS
-        old = tri.TUNING.trsm_leaf
-        tri.TUNING.trsm_leaf = 0
-        try:
-            assert float(_solve_ratio(Tu, B, upper, True, False, "cpu")) < PASS
-        finally:
-            tri.TUNING.trsm_leaf = old
+    old = (tri.TUNING.trsm_leaf, tri.TUNING.trsm_leaf_rows)
+    try:
+        for leaf in (0, 128):
+            tri.TUNING.trsm_leaf, tri.TUNING.trsm_leaf_rows = leaf, 64
+            for upper, left in itertools.product([False, True], repeat=2):
+                Tu = T.mT.contiguous() if upper else T
+                x = _rhs(n, 4, left, (), torch.float32, 10)
+                B = _product(Tu, x, upper, left, False)
+                assert float(_solve_ratio(Tu, B, upper, left, False, "cpu")) < PASS
+    finally:
+        tri.TUNING.trsm_leaf, tri.TUNING.trsm_leaf_rows = old
 
 
 @pytest.mark.parametrize("method", ["trsm", "doubling"])

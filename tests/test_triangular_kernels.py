@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from conftest import require_emulator
+
 from mpslinalg import triangular as tri
 from mpslinalg.kernels import load_library
 from reference import matrices, metrics

@@ -125,7 +125,8 @@ def _flat(t: torch.Tensor) -> torch.Tensor:
     return t.as_strided((extent,), (1,))
 
 
-def _trtri_diag_metal(A3: torch.Tensor, nb: int, upper: bool, unit: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _trtri_diag_metal(A3: torch.Tensor, nb: int, upper: bool,
+                      unit: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """Run ``trtri_diag`` from ``metal/triangular.metal`` (Metal or the emulator; same call site)."""
     bsz, n, _ = A3.shape
     nblk = -(-n // nb)

@@ -220,6 +220,25 @@ def test_qr_ratios():
     assert abs(float(orth) / ((2 * d + d * d) / (4 * U64)) - 1) < 1e-12
 
 
+def _householder4_complex():
+    v = torch.tensor([[1], [1j], [1], [-1j]], dtype=torch.complex128)
+    return torch.eye(4, dtype=torch.complex128) - 0.5 * (v @ v.mH)  # entries ±1/2, ±i/2: unitary
+
+
+def test_qr_and_svd_ratios_complex_use_the_conjugate_transpose():
+    Q = _householder4_complex()
+    assert torch.equal(Q.mH @ Q, torch.eye(4, dtype=torch.complex128))
+    assert not torch.equal(Q.mT @ Q, torch.eye(4, dtype=torch.complex128))  # Qᵀ would be wrong
+    R = _int_matrix((4, 4), 33, cplx=True).triu()
+    A = Q @ R  # exact: Gaussian-integer multiples of 1/2
+    recon, orth = M.qr_ratios(A.to(torch.complex64), Q.to(torch.complex64), R.to(torch.complex64))
+    assert float(recon) == 0.0 and float(orth) == 0.0
+    S = torch.tensor([3.0, 2.0, 1.0, 0.5], dtype=torch.float64)
+    A = (Q * S.to(Q.dtype)) @ Q.mH
+    r = M.svd_ratios(A, Q, S, Q.mH)
+    assert float(r.recon) == float(r.u_orth) == float(r.v_orth) == 0.0
+
+
 def test_svd_ratios():
     Ufull = _householder4()
     Vfull = torch.eye(3, dtype=torch.float64)[[2, 0, 1]]

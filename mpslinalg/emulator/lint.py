@@ -490,6 +490,7 @@ _UNSUPPORTED_IDENTS = {
     "vertex",
     "fragment",
     "imageblock",
+    "threadgroup_imageblock",
     "visible_function_table",
     "intersection_function_table",
     "acceleration_structure",
@@ -970,8 +971,9 @@ class _Linter:
         self.match = self.match_brackets(self.toks)
         self.scan_scope(0, len(self.toks), None)
         self.analyze_functions()
+        defined_macros = {m.name for m in self.macros_ever}
         for t in self.host_calls:
-            if t.text not in self.by_name:
+            if t.text not in self.by_name and t.text not in defined_macros:
                 self.report(
                     t,
                     "host-function",
@@ -1422,7 +1424,10 @@ class _Linter:
                     members: list = []
                     self.scan_struct_members(i + 1, close, name, members)
                     if name:
-                        self.types[name] = None if self.is_template_head(stmt, i) else self.layout(members)
+                        is_union = any(t.text == "union" for t in toks[stmt:i])
+                        self.types[name] = (
+                            None if self.is_template_head(stmt, i) else self.layout(members, is_union)
+                        )
                     i = close + 1
                     after_type = i
                     continue
@@ -1458,9 +1463,10 @@ class _Linter:
             i += 1
 
     def scan_struct_members(self, i: int, end: int, name: str | None, members: list) -> None:
+        outer = self._members  # nested struct definitions
         self._members = members
         self.scan_scope(i, end, name or "<anonymous>")
-        self._members = None
+        self._members = outer
 
     def strip_template_head(self, s: int, e: int) -> int:
         toks = self.toks
@@ -1523,14 +1529,19 @@ class _Linter:
                 return None
         return None
 
-    def layout(self, members: list) -> tuple[int, int] | None:
+    @staticmethod
+    def layout(members: list, is_union: bool = False) -> tuple[int, int] | None:
+        """(size, alignment) of a struct (or union) from its members' layouts; None if unknown."""
         size = 0
         align = 1
         for m in members:
             if m is None:
                 return None
             msize, malign = m
-            size = (size + malign - 1) // malign * malign + msize
+            if is_union:
+                size = max(size, msize)
+            else:
+                size = (size + malign - 1) // malign * malign + msize
             align = max(align, malign)
         size = (size + align - 1) // align * align
         return (size, align) if members else (1, 1)

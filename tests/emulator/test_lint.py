@@ -242,6 +242,10 @@ VIOLATIONS = [
         "struct B {};\nstruct D : B {};\n"
         "inline void f(thread B* b) {\n  dynamic_cast<thread D*>(b);  // <-\n}\n",
     ),
+    (
+        "host-function",
+        '#define assert(x) ((void)0)\ninline void f(int n) { assert(n > 0); printf(""); }  // <-\n',
+    ),
     ("goto", "inline float f(float x) {\n  if (x < 0) goto done;  // <-\n  x = 1;\ndone:\n  return x;\n}\n"),
     ("thread-local", "thread_local int counter = 0;  // <-\n"),
     (
@@ -264,6 +268,7 @@ VIOLATIONS = [
         "struct C { float re; };\ninline C operator*(C a, C b) {\n  float t[a.re > 0 ? 2 : 3];  // <-\n"
         "  return b;\n}\n",
     ),
+    ("vla", "inline float f(long n) {\n  float t[int(n) + 1];  // <-\n  return t[0];\n}\n"),
     (
         "vla",
         "inline float f(int n) {\n  for (int i = 0; i < n; ++i) {\n    float tmp[i + 1];  // <-\n"
@@ -412,6 +417,25 @@ def test_threadgroup_sizes_of_aliases_structs_and_atomics_are_counted():
     bad = src.replace("threadgroup P c[2047];", "threadgroup P c[2048];")
     (p,) = lint_source(bad)
     assert p.rule == "threadgroup-memory" and "32776 bytes" in p.message
+
+
+def test_struct_and_union_layouts_follow_metal_alignment():
+    # Outer = float4 v[2] (32 B, align 16) + int (4 B) -> 36 B rounded up to 48 B (align 16);
+    # 682 * 48 = 32736 B fits, 683 * 48 = 32784 B does not. A union is as large as its largest
+    # member: U = 16 B, 2048 * 16 = 32768 B fits exactly.
+    src = (
+        "union U { float4 a; int b; };\n"
+        "struct Outer { struct Inner { float x; }; float4 v[2]; int k; };\n"
+        "kernel void k(device float* x [[buffer(0)]], uint t [[thread_index_in_threadgroup]]) {\n"
+        "  threadgroup U u[2048];\n  threadgroup Outer o[N_OUTER];\n"
+        "  x[t] = u[t].a.x + o[t].v[0].x;\n}\n"
+    )
+    assert found("#define N_OUTER 1\n" + src.replace("2048", "2045")) == []
+    assert found("#define N_OUTER 682\n" + src.replace("2048", "0 + 2")) == []
+    (p,) = lint_source("#define N_OUTER 683\n" + src.replace("2048", "0 + 2"))
+    assert p.rule == "threadgroup-memory" and "`o` 32784 B" in p.message
+    (p,) = lint_source("#define N_OUTER 1\n" + src.replace("2048", "2049"))
+    assert "`u` 32784 B" in p.message
 
 
 def test_quoted_includes_checked_against_known_headers():

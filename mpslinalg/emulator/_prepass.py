@@ -557,7 +557,8 @@ class _Pass:
                     e += 1
                 decl = self.toks[k:e]
                 texts = [x.text for x in decl]
-                if any(x in ("=", "*", "&", "(", ")", "&&") for x in texts):
+                head = texts[: texts.index("[")] if "[" in texts else texts  # dims may hold '*'
+                if any(x in ("=", "*", "&", "(", ")", "&&") for x in head) or "=" in texts:
                     k = e
                     continue
                 # declarator: NAME [dims]...

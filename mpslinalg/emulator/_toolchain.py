@@ -147,8 +147,11 @@ def cache_dir() -> Path:
 def _shim_text(target: str) -> str:
     parts = []
     # the shim, the runtime and the code generators (pre-pass, launchers) all shape the binary
+    # (another target's leaves -- files named after it -- do not invalidate this target's cache)
+    others = ("cuda", "cpu")
     files = [p for p in sorted(SHIM_DIR.rglob("*")) if p.is_file()]
-    files += sorted(p for p in SHIM_DIR.parent.glob("_*.py"))
+    files += sorted(p for p in SHIM_DIR.parent.glob("_*.py") if p.name != "_bench.py")
+    files = [p for p in files if not any(o in p.name for o in others if o not in target)]
     for p in files:
         parts.append(f"--- {p.name}\n{p.read_text()}")
     return f"target={target}\n" + "\n".join(parts)

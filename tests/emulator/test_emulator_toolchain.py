@@ -101,6 +101,7 @@ def test_c_style_vector_casts_rejected(expr):
 def test_prepass_rewrites():
     src = """kernel void k(device float* o [[buffer(0)]], uint i [[thread_position_in_grid]]) {
       threadgroup float2 tile[4][8];
+      threadgroup int flat[4 * 8];
       float4 (&m)[4] = other;
       float2 z = float2(1.0h, o[i]);
       int2 q = static_cast<int2>(z);
@@ -112,6 +113,7 @@ def test_prepass_rewrites():
     assert "float4 (&m)[4]" in text  # a declaration, left alone
     assert "__mpsle_cvt<int2>(z)" in text
     assert "mpsle_tg_slot(0, sizeof(float2[4][8])" in text.replace(" [", "[")
+    assert "mpsle_tg_slot(1, sizeof(int[4*8])" in text.replace(" [", "[")  # '*' inside the extent
     assert text.count("\n") == src.count("\n")  # line numbers preserved
     assert "static void k" in text and "[[" not in text
     (k,) = out.kernels

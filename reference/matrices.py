@@ -638,6 +638,7 @@ def triangular(
     key_dim: int = 128,
     key_correlation: float = 0.0,
     gated: bool = True,
+    sign: float = 1.0,
     fill: float | None = None,
     batch: Batch = (),
     dtype: torch.dtype = torch.float32,
@@ -655,14 +656,18 @@ def triangular(
         ``κ₂ = kappa`` exactly in float64 (lower: ``Rᴴ``). Unit: ``I + N`` with ``N`` strictly
         triangular Gaussian scaled to ``‖N‖_F = 1/2``, so ``κ₂ <= (1 + 1/2)/(1 − 1/2) = 3``.
     ``kind="deltanet"``
-        Gated DeltaNet's chunked UT-transform matrix (Yang et al. 2024; the torch path of
-        Qwen3-Next): unit lower ``L = I + tril(−β_i ⟨k_i, k_j⟩ e^{g_i − g_j}, −1)`` with keys
-        ``k_i ∈ R^{key_dim}`` (complex: ``C^{key_dim}``, ``⟨k_i,k_j⟩ = k_jᴴ k_i``) of unit 2-norm,
-        ``β_i = sigmoid(N(0,1)) ∈ (0, 1)``, and cumulative log-decay ``g_i = Σ_{t<=i} log α_t``,
+        The unit lower triangle that Gated DeltaNet's chunked UT transform inverts (Yang et al.
+        2024; the torch path of Qwen3-Next / FLA's ``chunk_gated_delta_rule`` reference):
+        ``L = I + tril(sign·β_i ⟨k_i, k_j⟩ e^{g_i − g_j}, −1)``. There ``attn = −(β K Kᵀ ⊙ Γ)``
+        (strictly lower) and the row loop computes ``T = (I − attn)⁻¹``, i.e. the matrix inverted
+        is ``sign = +1`` (the default). ``sign = −1`` gives ``I + attn`` itself. Keys
+        ``k_i ∈ R^{key_dim}`` (complex: ``C^{key_dim}``, ``⟨k_i,k_j⟩ = k_jᴴ k_i``) have unit 2-norm,
+        ``β_i = sigmoid(N(0,1)) ∈ (0, 1)``, cumulative log-decay ``g_i = Σ_{t<=i} log α_t`` with
         ``α_t = sigmoid(N(3, 1))`` (≈ 0.95) when ``gated``, else ``g = 0``. ``key_correlation``
-        ``ρ ∈ [0, 1)`` mixes a shared direction into the keys (``k_i ∝ √ρ·c + √(1−ρ)·z_i``); as
-        ``ρ, β → 1`` and ``g → 0`` ``L`` tends to ``I − strict-lower ones``, whose inverse has
-        entries ``2^{i−j−1}``: ``κ`` up to ``~2^n``. ``unit`` must be True (the diagonal is 1).
+        ``ρ ∈ [0, 1)`` mixes a shared direction into the keys (``k_i ∝ √ρ·c + √(1−ρ)·z_i``). As
+        ``ρ, β → 1`` and ``g → 0``, ``sign = +1`` tends to ``I + strict-lower ones`` (inverse
+        bidiagonal, benign) while ``sign = −1`` tends to ``I − strict-lower ones``, whose inverse
+        has entries ``2^{i−j−1}``: ``κ`` up to ``~2^n``. ``unit`` must be True (the diagonal is 1).
 
     Parameters
     ----------
@@ -675,8 +680,8 @@ def triangular(
     kind : {"gaussian", "well", "deltanet"}
     kappa : float
         Condition number for ``kind="well"``, non-unit.
-    key_dim, key_correlation, gated :
-        DeltaNet parameters (Qwen3-Next: ``key_dim = 128``).
+    key_dim, key_correlation, gated, sign :
+        DeltaNet parameters (Qwen3-Next: ``key_dim = 128``; ``sign`` ±1, see above).
     fill : float, optional
         Value for the entries a triangular solver must not read: the other triangle, and the
         diagonal when ``unit``. Default: zeros off the triangle and ones on a unit diagonal. Use
@@ -719,7 +724,9 @@ def triangular(
         keys = math.sqrt(key_correlation) * c + math.sqrt(1.0 - key_correlation) * z
         keys = keys / torch.linalg.vector_norm(keys, dim=-1, keepdim=True).clamp_min(1e-300)
         beta = torch.sigmoid(torch.randn((*b, n, 1), dtype=torch.float64, generator=g))
-        S = -beta * (keys @ keys.mH)
+        if sign not in (1.0, -1.0):
+            raise ValueError(f"sign must be +1 or -1, got {sign}")
+        S = sign * beta * (keys @ keys.mH)
         if gated:
             log_alpha = torch.nn.functional.logsigmoid(
                 3.0 + torch.randn((*b, n), dtype=torch.float64, generator=g)

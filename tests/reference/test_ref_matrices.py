@@ -216,10 +216,27 @@ def test_deltanet_triangle(dtype):
     assert float(L.tril(-1).abs().max()) < 1.0
     # default keys (d = 128, random) are nearly orthogonal: a well-conditioned chunk
     assert float(R.cond(L).max()) < 10
-    # correlated keys without gating approach I − strict-lower ones, whose inverse has entries
-    # 2^{i−j−1}: condition numbers grow exponentially with n
+    # the convention: FLA's reference loop (chunk_gated_delta_rule, torch path) starts from
+    # attn = −(β K Kᵀ ⊙ Γ) strictly lower and turns it into T = (I − attn)⁻¹ row by row; the
+    # generated L (sign=+1) is I − attn, so the loop applied to attn = −(L − I) must give L⁻¹
+    Ld = G.triangular(16, unit=True, kind="deltanet", key_correlation=0.9, dtype=torch.float64, seed=13)
+    attn = -(Ld - torch.eye(16, dtype=torch.float64))
+    for i in range(1, 16):
+        row = attn[i, :i].clone()
+        attn[i, :i] = row + (row.unsqueeze(-1) * attn[:i, :i]).sum(-2)
+    T = attn + torch.eye(16, dtype=torch.float64)
+    assert float(M.inverse_ratio(Ld, T, u=U64)) < M.PASS_RATIO
+    # sign=−1 with correlated keys and no gating approaches I − strict-lower ones, whose inverse
+    # has entries 2^{i−j−1}: condition numbers grow exponentially with n
     Lc = G.triangular(
-        n, unit=True, kind="deltanet", key_correlation=0.99, gated=False, dtype=torch.float64, seed=12
+        n,
+        unit=True,
+        kind="deltanet",
+        key_correlation=0.99,
+        gated=False,
+        sign=-1.0,
+        dtype=torch.float64,
+        seed=12,
     )
     assert float(R.cond(Lc)) > 1e6
     with pytest.raises(ValueError, match="unit"):

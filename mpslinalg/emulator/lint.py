@@ -17,8 +17,8 @@ Rules (``LintProblem.rule``):
 ``double``               the ``double`` type (incl. ``long double``) or an ``L``-suffixed
                          floating literal: Metal has no float64
 ``std-namespace``        ``std::`` or ``using namespace std``: there is no C++ standard library
-``include``              an ``#include`` other than ``<metal_stdlib>`` (and the other Metal
-                         standard headers) or a quoted include of one of our own ``metal/*.h``
+``include``              an ``#include`` other than ``<metal_stdlib>`` or a quoted include of
+                         one of our own ``metal/*.h`` (the loader inlines those)
 ``host-function``        calls of ``printf``, ``malloc``, ``free``, ``memcpy``, ``assert``, ...
 ``dynamic-memory``       ``new`` / ``delete`` expressions
 ``exceptions``           ``throw`` / ``try`` / ``catch``
@@ -38,6 +38,9 @@ Rules (``LintProblem.rule``):
                          textures, samplers, ``simdgroup_matrix``, ``[[stage_in]]``,
                          ``vertex`` / ``fragment`` functions, ``[[threadgroup(n)]]`` buffers
 ======================== ===================================================================
+
+Positions honour ``#line N "file"`` markers (the loader inlines headers with them), so a problem
+in an inlined header is reported as ``header.h:line:col``.  Results are cached per source text.
 
 Run ``python -m mpslinalg.emulator.lint FILE...`` to lint files from the command line.
 """

@@ -34,7 +34,9 @@ __all__ = [
     "PASS_RATIO",
     "SVDRatios",
     "forward_error",
+    "growth_factor",
     "inverse_ratio",
+    "lstsq_ratio",
     "lu_factor_ratio",
     "lu_ratio",
     "norm1",
@@ -479,6 +481,74 @@ def svd_ratios(
         bad, torch.tensor(float("inf"), dtype=torch.float64), torch.tensor(0.0, dtype=torch.float64)
     )
     return SVDRatios(recon, u_orth, v_orth, order)
+
+
+def lstsq_ratio(A: torch.Tensor, X: torch.Tensor, B: torch.Tensor, *, u: float | None = None) -> torch.Tensor:
+    """Scaled residual of the normal equations of a least-squares solution (cf. LAPACK ``xQRT17``).
+
+    ``‖Aᴴ R‖₁ / (max(m, n, k) · ‖A‖₁ · (‖R‖₁ + ‖B‖₁ + ‖A‖₁‖X‖₁) · u)`` with ``R = B − A X``.
+    Derivation of the scaling: a backward-stable solver returns the exact least-squares solution
+    of ``(A + E, B + F)`` with ``‖E‖ <= εu‖A‖``, ``‖F‖ <= εu‖B‖``; then ``(A + E)ᴴ(B + F − (A + E)X) = 0``
+    gives ``‖Aᴴ R‖ <= ε u ‖A‖ (‖R‖ + ‖B‖ + ‖A‖‖X‖)`` to first order, so the ratio is O(1) whatever
+    the size of the residual (``xQRT17`` divides by ``‖B‖`` or ``‖R‖`` depending on the test
+    problem instead). Valid for full column rank ``A``; for rank-deficient ``A`` also check the
+    minimum-norm property (e.g. against ``reference.lapack.lstsq``).
+
+    Parameters
+    ----------
+    A : torch.Tensor
+        ``(..., m, n)``.
+    X : torch.Tensor
+        ``(..., n, k)`` or ``(..., n)`` (vector rule of ``torch.linalg.lstsq``).
+    B : torch.Tensor
+        ``(..., m, k)`` or ``(..., m)``.
+    u : float, optional
+        Unit roundoff; default that of ``X.dtype``.
+
+    Returns
+    -------
+    torch.Tensor
+        float64, the broadcast batch shape.
+    """
+    _check_tensor("A", A)
+    _check_tensor("X", X, 1)
+    _check_tensor("B", B, 1)
+    uu = _u_of(u, X)
+    if B.ndim == A.ndim - 1:  # torch.linalg.lstsq: B (..., m) is a (batch of) vector(s)
+        X, B = X.unsqueeze(-1), B.unsqueeze(-1)
+    A64, X64 = _pair(A, X)
+    A64, B64 = _pair(A64, B)
+    X64 = X64.to(A64.dtype)
+    m, n, k = A64.shape[-2], A64.shape[-1], B64.shape[-1]
+    R = B64 - A64 @ X64
+    an = _amax(_colnorms1(A64), -1)
+    num = _amax(_colnorms1(A64.mH @ R), -1)
+    scale = _amax(_colnorms1(R), -1) + _amax(_colnorms1(B64), -1) + an * _amax(_colnorms1(X64), -1)
+    return _ratio(num, max(m, n, k, 1) * an * scale * uu)
+
+
+def growth_factor(A: torch.Tensor, U: torch.Tensor) -> torch.Tensor:
+    """Element growth of an LU factorization, ``max|U_ij| / max|A_ij|`` (float64, batched).
+
+    Partial pivoting bounds it by ``2^{n−1}`` (attained by
+    :func:`reference.matrices.wilkinson_growth`); for random matrices it is ``O(n^{2/3})``
+    (Trefethen & Schreiber). The backward error of GEPP is proportional to it.
+
+    Parameters
+    ----------
+    A : torch.Tensor
+        ``(..., m, n)``.
+    U : torch.Tensor
+        The computed upper factor (or the packed ``LU``: only its upper triangle is read).
+
+    Returns
+    -------
+    torch.Tensor
+        float64, the broadcast batch shape; 0/0 = 0.
+    """
+    _check_tensor("A", A)
+    _check_tensor("U", U)
+    return _ratio(_amax(_wide(U).triu().abs(), (-2, -1)), _amax(_wide(A).abs(), (-2, -1)))
 
 
 def forward_error(

@@ -285,3 +285,37 @@ def test_bad_input_messages():
         M.inverse_ratio(torch.ones(3), torch.ones(3))
     with pytest.raises(TypeError, match="floating or complex"):
         M.lu_ratio(torch.eye(2, dtype=torch.int64), torch.eye(2), torch.eye(2), torch.eye(2))
+
+
+def test_lstsq_ratio_exact_and_perturbed():
+    Q = _householder4()
+    Rr = torch.tensor([[2.0, 1.0], [0.0, 4.0]], dtype=torch.float64)
+    A = Q[:, :2] @ Rr  # 4 x 2, exact
+    X = torch.tensor([[1.0], [-2.0]], dtype=torch.float64)
+    B = A @ X + Q[:, 2:] @ torch.tensor([[3.0], [1.0]], dtype=torch.float64)  # residual ⟂ range(A)
+    assert float(M.lstsq_ratio(A, X, B)) == 0.0  # the exact LS solution: Aᴴ(B − AX) = 0 exactly
+    # X' = X + Δe_0: Aᴴ R' = −Δ (AᴴA)[:, 0]; ratio = that 1-norm over the documented scale
+    Xp = X.clone()
+    Xp[0, 0] += 0.25
+    R = B - A @ Xp
+    num = 0.25 * (A.mT @ A)[:, 0].abs().sum()
+    an = A.abs().sum(0).max()
+    scale = R.abs().sum() + B.abs().sum() + an * Xp.abs().sum()
+    expect = num / (4 * an * scale * U64)
+    assert abs(float(M.lstsq_ratio(A, Xp, B)) / float(expect) - 1) < 1e-12
+    # vector form, and torch's own float32 lstsq passes
+    G_ = torch.Generator().manual_seed(3)
+    Af = torch.randn(3, 20, 5, generator=G_)
+    bf = torch.randn(3, 20, generator=G_)
+    x = torch.linalg.lstsq(Af, bf.unsqueeze(-1)).solution.squeeze(-1)
+    r = M.lstsq_ratio(Af, x, bf)
+    assert r.shape == (3,) and float(r.max()) < M.PASS_RATIO
+
+
+def test_growth_factor():
+    n = 10
+    W = torch.eye(n) - torch.ones(n, n).tril(-1)
+    W[:, -1] = 1
+    LU, _ = torch.linalg.lu_factor(W)
+    assert float(M.growth_factor(W, LU)) == 2.0 ** (n - 1)  # Wilkinson: only the triangle read
+    assert float(M.growth_factor(torch.zeros(2, 2), torch.zeros(2, 2))) == 0.0

@@ -22,10 +22,7 @@ import torch
 from ._prepass import VECTOR_TYPES, Kernel, Param, PrepassResult, prepass
 from ._toolchain import SHIM_DIR, ShaderCompileError, digest, run_compiler
 
-try:
-    from .lint import check_source
-except ImportError:  # the lint is written in parallel; until it lands, compile without it
-    check_source = None
+from .lint import check_source
 
 __all__ = ["KernelFault", "Library", "KernelFunction", "compile_shader", "MAX_THREADS_PER_GROUP"]
 

@@ -85,6 +85,30 @@ CUDA_FLAGS = [
 ]
 
 
+# MPSLINALG_CUDA_LAUNCH_LOG=path: count launches per kernel and write them as JSON at exit (used by
+# scripts/gpu_check.sh to say which kernels ran under compute-sanitizer)
+_LAUNCHES: dict[str, int] = {}
+
+
+def _write_launch_log() -> None:
+    path = os.environ.get("MPSLINALG_CUDA_LAUNCH_LOG")
+    if path and _LAUNCHES:
+        try:
+            old = json.loads(Path(path).read_text())
+        except (OSError, ValueError):
+            old = {}
+        for k, v in _LAUNCHES.items():
+            old[k] = old.get(k, 0) + v
+        Path(path).write_text(json.dumps(old, indent=1, sort_keys=True))
+
+
+_LOG_LAUNCHES = bool(os.environ.get("MPSLINALG_CUDA_LAUNCH_LOG"))
+if _LOG_LAUNCHES:
+    import atexit
+
+    atexit.register(_write_launch_log)
+
+
 class CudaToolchainError(RuntimeError):
     """``ptxas`` or libdevice is missing (building), or no CUDA driver / artifact (running)."""
 
@@ -177,8 +201,10 @@ def _param_kinds(k: Kernel) -> list[dict]:
     return out
 
 
-def entry_name(i: int) -> str:
-    return f"mpsle_k{i}"
+def entry_name(i: int, name: str = "") -> str:
+    """``mpsle_k<i>_<host name>``: unique in the module, and readable in sanitizer/profiler reports."""
+    tail = re.sub(r"\W", "_", name)[:120]
+    return f"mpsle_k{i}_{tail}" if tail else f"mpsle_k{i}"
 
 
 def launcher_source(kernels: list[Kernel]) -> str:
@@ -211,7 +237,7 @@ def launcher_source(kernels: list[Kernel]) -> str:
                 # rejected at call time with a clear message; keep the TU compiling
                 args.append(f"*({p.type_text.replace('&', '')}*)nullptr" if p.is_reference else "{}")
         bounds = f"__attribute__((launch_bounds({k.max_threads}))) " if k.max_threads else ""
-        out.append(f'extern "C" __MPSLE_GLOBAL {bounds}void {entry_name(i)}({", ".join(params)}) {{')
+        out.append(f'extern "C" __MPSLE_GLOBAL {bounds}void {entry_name(i, k.name)}({", ".join(params)}) {{')
         out.append("  mpsle_tid __tt;")
         out.append("  const mpsle_tid *__t = &__tt;")
         out.append("  if (!__mpsle_fill(&__tt, __g)) return;")
@@ -342,7 +368,7 @@ def build_artifacts(
         entries, tables = read_ptx(ptx)
         kernels = []
         for i, k in enumerate(pre.kernels):
-            ent = entry_name(i)
+            ent = entry_name(i, k.name)
             if ent not in entries:
                 raise ShaderCompileError(f"entry point {ent} of kernel {k.name!r} missing from the PTX")
             kinds = _param_kinds(k)
@@ -708,6 +734,8 @@ class CudaRunner:
                 values.append(ctypes.cast(ctypes.byref(cell), ctypes.c_void_p))
         kern = self.kernels[k]
         exact = bool(kern["meta"]["uses_sync"])
+        if _LOG_LAUNCHES:
+            _LAUNCHES[name] = _LAUNCHES.get(name, 0) + 1
         mod = self.module(index)
         nthreads = group[0] * group[1] * group[2]
         if nthreads > mod.max_threads[k]:

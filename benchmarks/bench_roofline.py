@@ -1,0 +1,220 @@
+"""Roofline of every Metal kernel, run on an NVIDIA GPU by the emulator's cuda target (issue 7).
+
+    python -m mpslinalg.emulator build --target cuda --out .cubins      # where clang is (once)
+    python benchmarks/bench_roofline.py --device cuda --out results/    # on the H200
+
+Each row is one ``.metal`` kernel called exactly as its family calls it (the same Python call
+site, the same grid and threadgroup size), on CUDA tensors through
+``mpslinalg.emulator.compile_shader(..., target="cuda")``. ``bytes_moved`` is what the kernel must
+read and write at least; ``flops`` the real floating-point operations where the kernel is
+compute-heavy. The harness divides them by the copy bandwidth and the float32 GEMM rate *measured
+in the same run* (``roofline`` column): that fraction is the figure that transfers to an Apple
+GPU (DESIGN §10), the absolute times are NVIDIA's. Issue 7's target: the n <= 4 kernels reach
+>= 80% of copy bandwidth at batch 1e7.
+
+Peers (``torch.linalg`` on the same inputs, same run) are listed where one computes the same thing.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # the repository root
+
+import torch  # noqa: E402
+
+from benchmarks.harness import Case, cli  # noqa: E402
+from mpslinalg.kernels import load_library  # noqa: E402
+
+
+def _randn(shape, dtype, device, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, dtype=dtype, generator=g).to(device)
+
+
+def _small_cases(device, quick):
+    out = []
+    batch = 10**5 if quick else 10**7
+    lib = load_library("small", device)
+    group = 64  # mpslinalg.small._GROUP: the host launches groups of this size
+    threads = -(-batch // group) * group
+    for dtype, tag in ((torch.float32, "float"), (torch.complex64, "cfloat")):
+        for n in (1, 2, 3, 4):
+            A = _randn((batch, n, n), dtype, device, n)
+            X = torch.empty_like(A)
+            info = torch.empty(batch, dtype=torch.int32, device=device)
+            k_inv = getattr(lib, f"small_inv_{tag}_{n}")
+            peer = {"torch.linalg.inv": (lambda A=A: torch.linalg.inv_ex(A))} if n >= 3 else {}
+            out.append(
+                Case(
+                    name=f"small_inv_{tag}_{n} batch {batch:.0e}",
+                    workload="camera poses / homographies",
+                    device=device,
+                    dtype=dtype,
+                    shape=tuple(A.shape),
+                    ours=lambda k=k_inv, A=A, X=X, info=info: k(
+                        A, X, info, batch, threads=threads, group_size=group
+                    ),
+                    peer=peer,
+                    bytes_moved=A.nbytes + X.nbytes + info.nbytes,
+                    ours_name="Metal kernel",
+                )
+            )
+            mant = torch.empty(batch, dtype=dtype, device=device)
+            expo = torch.empty(batch, dtype=torch.int32, device=device)
+            k_det = getattr(lib, f"small_det_{tag}_{n}")
+            out.append(
+                Case(
+                    name=f"small_det_{tag}_{n} batch {batch:.0e}",
+                    workload="homography orientation / scale",
+                    device=device,
+                    dtype=dtype,
+                    shape=tuple(A.shape),
+                    ours=lambda k=k_det, A=A, m=mant, e=expo, info=info: k(
+                        A, m, e, info, batch, threads=threads, group_size=group
+                    ),
+                    peer={"torch.linalg.det": (lambda A=A: torch.linalg.det(A))} if n == 4 else {},
+                    bytes_moved=A.nbytes + mant.nbytes + expo.nbytes + info.nbytes,
+                    ours_name="Metal kernel",
+                )
+            )
+            B = _randn((batch, n, 1), dtype, device, 10 + n)
+            XB = torch.empty_like(B)
+            k_sol = getattr(lib, f"small_solve_{tag}_{n}")
+            out.append(
+                Case(
+                    name=f"small_solve_{tag}_{n} batch {batch:.0e}, 1 RHS",
+                    workload="RANSAC / pose refinement",
+                    device=device,
+                    dtype=dtype,
+                    shape=tuple(A.shape),
+                    ours=lambda k=k_sol, A=A, B=B, X=XB, info=info: k(
+                        A, B, X, info, batch, 1, threads=batch, group_size=group
+                    ),
+                    peer={"torch.linalg.solve": (lambda A=A, B=B: torch.linalg.solve_ex(A, B))}
+                    if n == 4
+                    else {},
+                    bytes_moved=A.nbytes + B.nbytes + XB.nbytes + info.nbytes,
+                    ours_name="Metal kernel",
+                )
+            )
+            del A
+    return out
+
+
+def _triangular_cases(device, quick):
+    from mpslinalg import triangular
+
+    out = []
+    bsz = 1024 if quick else 16384
+    n = 64
+    for dtype in (torch.float32, torch.complex64):
+        for nb in (16, 32):
+            A = _randn((bsz, n, n), dtype, device, nb) + 4 * torch.eye(n, dtype=dtype, device=device)
+            nblk = n // nb
+            blk = bsz * nblk * nb * nb * A.element_size()
+            out.append(
+                Case(
+                    name=f"trtri_diag {dtype} {bsz}x{n}x{n} nb={nb}",
+                    workload="DeltaNet chunk triangles",
+                    device=device,
+                    dtype=dtype,
+                    shape=tuple(A.shape),
+                    ours=lambda A=A, nb=nb: triangular._trtri_diag_metal(A, nb, False, True),
+                    peer={
+                        "torch.linalg.inv (blocks)": (
+                            lambda A=A, nb=nb: torch.linalg.inv_ex(triangular._diag_blocks(A, nb).tril())
+                        )
+                    },
+                    bytes_moved=3 * blk,  # read the diagonal blocks, write D and the inverse blocks
+                    flops=bsz * nblk * (nb**3 / 3) * (8 if dtype.is_complex else 2) / 2,
+                    ours_name="Metal kernel",
+                )
+            )
+    return out
+
+
+def _lu_cases(device, quick):
+    from mpslinalg.lu import _MetalKernels
+
+    out = []
+    shapes = [
+        (torch.complex64, 4096 if quick else 65536, 32, "VMC slogdet 4096 walkers x 16 dets"),
+        (torch.float32, 2048, 9, "RANSAC DLT 2048 x 9x9"),
+        (torch.float32, 4096 if quick else 65536, 32, "batched 32x32 LU"),
+    ]
+    for dtype, batch, n, workload in shapes:
+        A = _randn((batch, n, n), dtype, device, n)
+        piv = torch.empty(batch, n, dtype=torch.int32, device=device)
+        info = torch.empty(batch, dtype=torch.int32, device=device)
+        kern = _MetalKernels(torch.device(device), dtype)
+        cplx = dtype.is_complex
+        out.append(
+            Case(
+                name=f"lu_small {dtype} {batch}x{n}x{n}",
+                workload=workload,
+                device=device,
+                dtype=dtype,
+                shape=tuple(A.shape),
+                ours=lambda k=kern, A=A, piv=piv, info=info: k.small(A, piv, info),  # in place (same work)
+                peer={"torch.linalg.lu_factor_ex": (lambda A=A: torch.linalg.lu_factor_ex(A))},
+                bytes_moved=2 * A.nbytes + piv.nbytes + info.nbytes,
+                flops=batch * (2 / 3) * n**3 * (4 if cplx else 1),
+                ours_name="Metal kernel",
+            )
+        )
+    # panel and row interchanges of the blocked LU: 64 matrices of 1024 x 1024, panel width 32
+    for dtype in (torch.float32, torch.complex64):
+        B, M, w = (8 if quick else 64), 1024, 32
+        A = _randn((B, M, M), dtype, device, 99)
+        piv = torch.empty(B, M, dtype=torch.int32, device=device)
+        info = torch.zeros(B, dtype=torch.int32, device=device)
+        kern = _MetalKernels(torch.device(device), dtype)
+        es = A.element_size()
+        out.append(
+            Case(
+                name=f"lu_panel {dtype} {B}x{M}x{M} width {w}",
+                workload="blocked LU panel",
+                device=device,
+                dtype=dtype,
+                shape=tuple(A.shape),
+                ours=lambda k=kern, A=A, piv=piv, info=info: k.panel(A, piv, info, 0, w),
+                bytes_moved=2 * B * M * w * es,
+                flops=B * (M * w * w - w**3 / 3) * (4 if dtype.is_complex else 1),
+                ours_name="Metal kernel",
+            )
+        )
+        # pivots of a panel: row i swaps with a distinct row below the panel (worst case: 2w rows)
+        pv = (w + torch.arange(w, device=device) * ((M - w) // w)).int() + 1  # 1-based
+        piv2 = torch.zeros(B, M, dtype=torch.int32, device=device)
+        piv2[:, :w] = pv
+        out.append(
+            Case(
+                name=f"lu_laswp {dtype} {B}x{M}x{M} {w} swaps",
+                workload="blocked LU row interchanges",
+                device=device,
+                dtype=dtype,
+                shape=tuple(A.shape),
+                ours=lambda k=kern, A=A, piv=piv2: k.swap(A, piv, 0, w, w, M - w),
+                bytes_moved=2 * B * (2 * w) * (M - w) * es,
+                ours_name="Metal kernel",
+            )
+        )
+    return out
+
+
+def cases(device: torch.device, quick: bool) -> list[Case]:
+    if torch.device(device).type != "cuda":
+        raise SystemExit("bench_roofline measures the Metal kernels on an NVIDIA GPU: pass --device cuda")
+    out = []
+    for make in (_small_cases, _triangular_cases, _lu_cases):
+        try:
+            out += make(device, quick)
+        except Exception as exc:  # noqa: BLE001 - a family whose kernels do not build yet
+            print(f"[bench_roofline] {make.__name__}: {type(exc).__name__}: {exc}", file=sys.stderr)
+    return out
+
+
+if __name__ == "__main__":
+    raise SystemExit(cli(cases, family="roofline"))

@@ -304,3 +304,90 @@ def test_planted_missing_barrier_found_by_reverse_and_shuffle(emu):
     assert wrong(("reverse", 0)) > 0
     assert wrong(("shuffle", 1)) > 0
     assert wrong(("shuffle", 2)) > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# more of the surface: half/bfloat/integer/bool vectors, vector collectives, structs, namespaces
+# ---------------------------------------------------------------------------------------------
+def test_vector_types(shader):
+    x = torch.tensor([[0.3, -1.7, 2.5, 0.9], [1.0, 2.0, 3.0, 4.0], [-0.6, 0.2, -3.3, 1.6]])
+    n = x.shape[0]
+    out = shader.tensor(torch.zeros(n * 20))
+    shader.run(shader.lib("surface2").vectors, out, shader.tensor(x), threads=n, group_size=n)
+    o = out.cpu().view(n, 20)
+    v = x
+    iv = torch.trunc(v * 4)
+    expect = torch.stack(
+        [
+            (v[:, 0].half() * 2).float(),  # doubling a half is exact
+            (v[:, 1].half() * 2).float(),
+            iv[:, 0],
+            iv[:, 3],
+            iv[:, 1].abs(),  # & 0xFF of small values
+            (torch.where(v > 0, 1.0, -1.0) * torch.tensor([1.0, 2, 4, 8])).sum(1),
+            iv[:, 0],  # (x << 1) >> 1 for small x
+            iv[:, 3].abs(),
+            v[:, 0].clamp(-1, 1),
+            v[:, 3].clamp(-1, 1),
+            v[:, 1],  # as_type round trip
+            torch.tensor([0.5, 1.5, 2.5, 3.5])[torch.arange(n) % 4],
+            (v > 0).all(1).float(),
+            (v <= 0).any(1).float(),
+            v[:, 0].bfloat16().float(),  # round to nearest even, as torch
+            torch.full((n,), 0.0),  # placeholder: checked with a bound below
+            torch.full((n,), 65504.0),
+            v[:, 2].half().float() * 0.5,  # halving a half is exact (no underflow here)
+            v[:, 0],  # fmax(x, NaN) = x
+            torch.full((n,), -7.0),
+        ],
+        1,
+    )
+    cols = [c for c in range(20) if c != 15]
+    assert torch.equal(o[:, cols], expect[:, cols])
+    # length(v.xy * v.xy) = sqrt(x^4 + y^4): squares, squares, one sum and a sqrt, each rounded:
+    # relative error <= 4u to first order
+    ref = (v[:, 0].double() ** 4 + v[:, 1].double() ** 4).sqrt()
+    assert ((o[:, 15].double() - ref).abs() <= 4 * U32 * ref).all()
+
+
+def test_vector_collectives(shader, order):
+    g = torch.Generator().manual_seed(8)
+    x = torch.randn(64, 2, generator=g)
+    out = shader.tensor(torch.zeros(64 * 2, 2))
+    shader.run(
+        shader.lib("surface2").vector_collectives,
+        out,
+        shader.tensor(x),
+        threads=64,
+        group_size=64,
+        order=order[0],
+        seed=order[1],
+    )
+    o = out.cpu().view(64, 2, 2)
+    xs = x.view(2, 32, 2).double()
+    sums = xs.sum(1, keepdim=True).expand(-1, 32, -1).reshape(64, 2)
+    # recursive summation of 32 terms per component: |error| <= 31 u sum|x|
+    bound = 31 * U32 * xs.abs().sum(1, keepdim=True).expand(-1, 32, -1).reshape(64, 2)
+    assert ((o[:, 0].double() - sums).abs() <= bound).all()
+    rev = x.view(2, 32, 2).flip(1).reshape(64, 2)
+    assert torch.equal(o[:, 1, 0], rev[:, 0] + 30)  # simd_max of lane*(+-1) = 30 (lane 30, even)
+    assert torch.equal(o[:, 1, 1], rev[:, 1])
+
+
+def test_struct_parameter_and_namespace(shader):
+    import struct
+
+    lib = shader.lib("surface2")
+    params = torch.frombuffer(bytearray(struct.pack("<qfI", 5, 0.5, 3)), dtype=torch.uint8).clone()
+    out = shader.tensor(torch.full((8,), -1.0))
+    shader.run(lib.with_struct, out, shader.tensor(params), threads=8, group_size=8)
+    assert out.cpu().tolist() == [3.0, 3.5, 4.0, 4.5, 5.0, -1.0, -1.0, -1.0]
+    o = shader.tensor(torch.zeros(4, dtype=torch.int32))
+    shader.run(lib.in_namespace, o)
+    assert o.cpu().tolist() == [0, 3, 6, 9]
+
+
+def test_struct_parameter_too_small(emu):
+    lib = emu.lib("surface2")
+    with pytest.raises(ValueError, match=r"kernel 'with_struct': argument 1 holds 8 bytes but .* reads 16"):
+        lib.with_struct(torch.zeros(8), torch.zeros(8, dtype=torch.uint8), threads=8)

@@ -562,3 +562,22 @@ done:
   cur = -1;
   return rc;
 }
+
+/* ----------------------------------------------------------------------------------------- */
+/* float -> bfloat conversion (round to nearest even), which clang lowers to a libcall that     */
+/* libgcc does not provide                                                                     */
+/* ----------------------------------------------------------------------------------------- */
+HIDDEN __bf16 __truncsfbf2(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  uint16_t h;
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) {
+    h = (uint16_t)((u >> 16) | 0x0040u); /* quiet NaN, sign kept */
+  } else {
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    h = (uint16_t)(u >> 16);
+  }
+  __bf16 r;
+  memcpy(&r, &h, 2);
+  return r;
+}

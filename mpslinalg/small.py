@@ -565,9 +565,72 @@ def _want_compile(batch: int, device: torch.device) -> bool:
     return mode == "always" or batch >= _compile_min_batch
 
 
+# ---------------------------------------------------------------------------------------------
+# CPU leaf: the same equilibration around LAPACK (getrf's pivots and info rule are ours), used on
+# the CPU when the program is not compiled — the eager program is ~hundreds of small torch ops.
+# ---------------------------------------------------------------------------------------------
+
+#: Force the elementwise program on every device (tests of the program itself set this).
+_force_program = False
+
+
+def _abs1_t(A: torch.Tensor) -> torch.Tensor:
+    return A.real.abs() + A.imag.abs() if A.is_complex() else A.abs()
+
+
+def _leaf_equilibrate(A: torch.Tensor):
+    """Vectorised ``A_s = R A C`` on (B, n, n); returns ``(A_s, er, ec)`` (int32 exponents (B, n))."""
+    rdt = _real_dtype(A.dtype)
+    er = _exponent(_abs1_t(A).amax(-1))
+    A1 = A * _pow2(-er, rdt).unsqueeze(-1)
+    ec = _exponent(_abs1_t(A1).amax(-2))
+    return A1 * _pow2(-ec, rdt).unsqueeze(-2), er, ec
+
+
+def _leaf_inv(A: torch.Tensor):
+    rdt = _real_dtype(A.dtype)
+    As, er, ec = _leaf_equilibrate(A)
+    LU, piv, info = torch.linalg.lu_factor_ex(As)
+    eye = torch.eye(A.shape[-1], dtype=A.dtype, device=A.device).expand_as(A)
+    # X = (A_s^{-H})^H from getrs with the adjoint: its *left* residual ‖I − XA‖ is small
+    Xs = torch.linalg.lu_solve(LU, piv, eye, adjoint=True).mH
+    X = Xs * _pow2(-ec, rdt).unsqueeze(-1) * _pow2(-er, rdt).unsqueeze(-2)
+    return X.contiguous(), info
+
+
+def _leaf_det_parts(A: torch.Tensor):
+    rdt = _real_dtype(A.dtype)
+    n = A.shape[-1]
+    As, er, ec = _leaf_equilibrate(A)
+    LU, piv, info = torch.linalg.lu_factor_ex(As)
+    d = LU.diagonal(dim1=-2, dim2=-1)
+    g = _exponent(_abs1_t(d))
+    f = d * _pow2(-g, rdt)
+    mant = f.prod(-1)
+    swaps = (piv != torch.arange(1, n + 1, dtype=piv.dtype, device=piv.device)).sum(-1)
+    mant = torch.where(swaps % 2 == 1, -mant, mant)
+    expo = (er.sum(-1) + ec.sum(-1) + g.sum(-1)).to(torch.int32)
+    return mant, expo, info
+
+
+def _leaf_solve(A: torch.Tensor, B: torch.Tensor):
+    rdt = _real_dtype(A.dtype)
+    As, er, ec = _leaf_equilibrate(A)
+    LU, piv, info = torch.linalg.lu_factor_ex(As)
+    Y = torch.linalg.lu_solve(LU, piv, B * _pow2(-er, rdt).unsqueeze(-1))
+    return (Y * _pow2(-ec, rdt).unsqueeze(-1)).contiguous(), info
+
+
+_LEAVES: dict[str, Callable] = {"inv": _leaf_inv, "det": _leaf_det_parts, "solve": _leaf_solve}
+
+
 def _run_program(name: str, *args: torch.Tensor):
     batch = args[0].shape[0]
-    if _want_compile(batch, args[0].device):
+    device = args[0].device
+    want = _want_compile(batch, device)
+    if device.type == "cpu" and not want and not _force_program and not torch.compiler.is_compiling():
+        return _LEAVES[name](*args)
+    if want:
         key = f"{name}:{args[0].device.type}"
         fn = _compiled.get(key)
         if fn is None and key not in _compile_failed:

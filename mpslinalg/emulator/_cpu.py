@@ -209,6 +209,10 @@ class CpuRunner:
         self._size.restype = ctypes.c_ulong
         self._size.argtypes = [ctypes.c_int, ctypes.c_int]
 
+        self._err = ctypes.create_string_buffer(1024)
+        self._where = (ctypes.c_uint32 * 7)()
+        self._addr = ctypes.c_void_p(0)
+
     def param_size(self, k: int, p: int) -> int:
         return int(self._size(k, p))
 
@@ -224,9 +228,8 @@ class CpuRunner:
         bufs = (ctypes.c_void_p * max(1, len(ptrs)))(*ptrs)
         g = (ctypes.c_uint32 * 3)(*grid)
         t = (ctypes.c_uint32 * 3)(*group)
-        err = ctypes.create_string_buffer(1024)
-        where = (ctypes.c_uint32 * 7)()
-        addr = ctypes.c_void_p(0)
+        err, where, addr = self._err, self._where, self._addr  # launches are serialized by a lock
+        addr.value = 0
         rc = self._run(
             k, bufs, g, t, ORDERS[order], seed & 0xFFFFFFFFFFFFFFFF, err, 1024, where, ctypes.byref(addr)
         )

@@ -7,6 +7,7 @@ binding rules live here; a target (``_cpu.CpuTarget``) only builds, loads and la
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 import math
 import mmap
@@ -21,7 +22,6 @@ import torch
 
 from ._prepass import VECTOR_TYPES, Kernel, Param, PrepassResult, prepass
 from ._toolchain import SHIM_DIR, ShaderCompileError, digest, run_compiler
-
 from .lint import check_source
 
 __all__ = ["KernelFault", "Library", "KernelFunction", "compile_shader", "MAX_THREADS_PER_GROUP"]
@@ -88,6 +88,7 @@ _SAME_WIDTH = {
 }
 
 
+@functools.lru_cache(maxsize=4096)
 def _elem_of(base: str) -> str | None:
     """Scalar element name of an MSL type ('float4' -> 'float'), None when unknown (structs)."""
     b = base.replace(" ", "")
@@ -333,9 +334,6 @@ class KernelFunction:
                             f"kernel '{name}': argument {i}: {_describe(p)} is not in the device or "
                             "constant address space"
                         )
-                    dtype_elem = {v: k for k, vs in _ELEM_DTYPES.items() for v in vs[:1]}.get(a.dtype)
-                    if a.dtype == torch.complex64:
-                        dtype_elem = "float"
                     want = _elem_of(p.base_type)
                     if want is not None and a.dtype not in _ELEM_DTYPES[want]:
                         raise TypeError(
@@ -343,7 +341,6 @@ class KernelFunction:
                             f"{_describe(p)} expects {want} elements "
                             f"({', '.join(str(d) for d in _ELEM_DTYPES[want])})"
                         )
-                    del dtype_elem
                     if p.is_reference:
                         need = runner.param_size(self._index, p.position)
                         if avail < need:

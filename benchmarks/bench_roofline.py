@@ -29,8 +29,8 @@ from mpslinalg.kernels import load_library  # noqa: E402
 
 
 def _randn(shape, dtype, device, seed):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, dtype=dtype, generator=g).to(device)
+    g = torch.Generator(device=device).manual_seed(seed)
+    return torch.randn(*shape, dtype=dtype, generator=g, device=device)
 
 
 def _small_cases(device, quick):
@@ -179,7 +179,7 @@ def _lu_cases(device, quick):
                 device=device,
                 dtype=dtype,
                 shape=tuple(A.shape),
-                ours=lambda k=kern, A=A, piv=piv, info=info: k.panel(A, piv, info, 0, w),
+                ours=lambda k=kern, A=A, piv=piv, info=info, w=w: k.panel(A, piv, info, 0, w),
                 bytes_moved=2 * B * M * w * es,
                 flops=B * (M * w * w - w**3 / 3) * (4 if dtype.is_complex else 1),
                 ours_name="Metal kernel",
@@ -196,7 +196,7 @@ def _lu_cases(device, quick):
                 device=device,
                 dtype=dtype,
                 shape=tuple(A.shape),
-                ours=lambda k=kern, A=A, piv=piv2: k.swap(A, piv, 0, w, w, M - w),
+                ours=lambda k=kern, A=A, piv=piv2, w=w, M=M: k.swap(A, piv, 0, w, w, M - w),
                 bytes_moved=2 * B * (2 * w) * (M - w) * es,
                 ours_name="Metal kernel",
             )

@@ -184,6 +184,8 @@ def _param_kinds(k: Kernel) -> list[dict]:
     (``constant T&`` -> by value: the same bytes as ``setBytes``); ``unused``: a buffer index no
     parameter names (bound, ignored).
     """
+    from ._library import _elem_of
+
     bufs = {p.buffer_index: p for p in k.params if p.kind == "buffer"}
     out = []
     for b in range(max(bufs, default=-1) + 1):
@@ -192,9 +194,9 @@ def _param_kinds(k: Kernel) -> list[dict]:
             out.append({"buffer": b, "kind": "unused", "ctype": "void*"})
         elif p.is_pointer:
             out.append({"buffer": b, "kind": "ptr", "ctype": "void*", "position": p.position})
-        elif p.is_reference and p.address_space == "constant":
+        elif p.is_reference and p.address_space == "constant" and _elem_of(p.base_type) is not None:
             out.append({"buffer": b, "kind": "val", "ctype": p.base_type, "position": p.position})
-        elif p.is_reference:
+        elif p.is_reference:  # device T&, or a constant struct (may be bound to a tensor)
             out.append({"buffer": b, "kind": "ptr", "ctype": "void*", "position": p.position})
         else:  # a value parameter with a buffer attribute: rejected at call time, keep it compiling
             out.append({"buffer": b, "kind": "val", "ctype": p.base_type or "long", "position": p.position})
@@ -219,12 +221,13 @@ def launcher_source(kernels: list[Kernel]) -> str:
         kinds = _param_kinds(k)
         params = ["mpsle_geom __g"] + [f"{d['ctype']} __b{d['buffer']}" for d in kinds]
         args = []
+        by_buffer = {d["buffer"]: d for d in kinds}
         for p in k.params:
             if p.kind == "buffer":
                 b = p.buffer_index
                 if p.is_pointer:
                     args.append(f"({p.type_text})__b{b}")
-                elif p.is_reference and p.address_space == "constant":
+                elif p.is_reference and by_buffer[b]["kind"] == "val":
                     args.append(f"__b{b}")
                 elif p.is_reference:
                     ptr_t = " ".join("*" if x == "&" else x for x in p.type_text.split())
@@ -670,6 +673,7 @@ class CudaRunner:
                     image, _what = self.image_for(major, minor)
                     buf = ctypes.create_string_buffer(image, len(image))
                     mod = _Module(drv, buf, [k["entry"] for k in self.kernels])
+                    mod.ctx = ctx
                 self._modules[device_index] = mod
         return mod
 
@@ -751,6 +755,10 @@ class CudaRunner:
             )
         stream = ctypes.c_void_p(torch.cuda.current_stream(index).cuda_stream)
         drv = driver()
+        cur = ctypes.c_void_p()
+        drv.lib.cuCtxGetCurrent(ctypes.byref(cur))
+        if cur.value != mod.ctx.value:  # another device's (or no) context is current on this thread
+            drv.check(drv.lib.cuCtxSetCurrent(mod.ctx), "cuCtxSetCurrent")
         geom = _Geom()
         for d in range(3):
             geom.grid[d] = grid[d]
@@ -759,31 +767,30 @@ class CudaRunner:
         params = (ctypes.c_void_p * (len(values) + 1))(
             ctypes.cast(ctypes.byref(geom), ctypes.c_void_p), *values
         )
-        with torch.cuda.device(index):
-            for blocks, threads, goff in launch_plan(grid, group, exact):
-                if 0 in blocks or 0 in threads:
-                    continue
-                geom.goff[0], geom.goff[1], geom.goff[2] = goff
-                if blocks[1] > 65535 or blocks[2] > 65535:
-                    raise ValueError(
-                        f"kernel '{name}': {blocks} threadgroups exceed CUDA's grid limits (y, z <= 65535)"
-                    )
-                drv.check(
-                    drv.lib.cuLaunchKernel(
-                        mod.funcs[k],
-                        blocks[0],
-                        blocks[1],
-                        blocks[2],
-                        threads[0],
-                        threads[1],
-                        threads[2],
-                        0,
-                        stream,
-                        params,
-                        None,
-                    ),
-                    f"cuLaunchKernel({name})",
+        for blocks, threads, goff in launch_plan(grid, group, exact):
+            if 0 in blocks or 0 in threads:
+                continue
+            geom.goff[0], geom.goff[1], geom.goff[2] = goff
+            if blocks[1] > 65535 or blocks[2] > 65535:
+                raise ValueError(
+                    f"kernel '{name}': {blocks} threadgroups exceed CUDA's grid limits (y, z <= 65535)"
                 )
+            drv.check(
+                drv.lib.cuLaunchKernel(
+                    mod.funcs[k],
+                    blocks[0],
+                    blocks[1],
+                    blocks[2],
+                    threads[0],
+                    threads[1],
+                    threads[2],
+                    0,
+                    stream,
+                    params,
+                    None,
+                ),
+                f"cuLaunchKernel({name})",
+            )
         del keep
 
 

@@ -8,6 +8,7 @@ which also runs the ``family_*`` tests under ``compute-sanitizer --tool racechec
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -31,12 +32,6 @@ def _lib(name: str):
     return emulator.compile_shader((KERNELS / f"{name}.metal").read_text(), target="cuda")
 
 
-def _cpu_lib(name: str):
-    from mpslinalg import emulator
-
-    return emulator.compile_shader((KERNELS / f"{name}.metal").read_text())
-
-
 @pytest.fixture(autouse=True)
 def _needs_cuda():
     if not torch.cuda.is_available():
@@ -44,21 +39,39 @@ def _needs_cuda():
 
 
 # ---------------------------------------------------------------------------------------------
-# dispatch fidelity: every thread-position attribute equals the cpu target's, edges included
+# dispatch fidelity: every thread-position attribute as Metal's dispatchThreads defines it
 # ---------------------------------------------------------------------------------------------
+def _expected_ids(threads, group) -> torch.Tensor:
+    """The 24 values grid_ids writes per thread, from Metal's definitions (edge groups smaller)."""
+    grid = (list(threads) + [1, 1])[:3]
+    req = (list(group) + [1, 1])[:3]
+    ngroups = [-(-g // t) for g, t in zip(grid, req)]
+    out = torch.empty(grid[2], grid[1], grid[0], 24, dtype=torch.int64)
+    for z in range(grid[2]):
+        for y in range(grid[1]):
+            for x in range(grid[0]):
+                p = (x, y, z)
+                tg = [p[d] // req[d] for d in range(3)]
+                tpitg = [p[d] % req[d] for d in range(3)]
+                act = [min(req[d], grid[d] - tg[d] * req[d]) for d in range(3)]
+                tiitg = tpitg[0] + act[0] * (tpitg[1] + act[1] * tpitg[2])
+                out[z, y, x] = torch.tensor(
+                    [*p, *tpitg, *tg, *act, *req, *ngroups, *grid, tiitg, tiitg % 32, tiitg // 32]
+                )
+    return out.reshape(-1, 24)
+
+
 @pytest.mark.parametrize(
     "threads,group", [([70], [32]), ([37, 5], [8, 4]), ([9, 7, 5], [4, 2, 3]), ([1000], [256])]
 )
-def test_grid_attributes_match_cpu_target(threads, group):
+def test_grid_attributes(threads, group):
     n = 1
     for t in threads:
         n *= t
-    out_g = torch.full((n * 24,), 0xFFFF, dtype=torch.int32, device="cuda")
-    _lib("basics").grid_ids(out_g, threads=threads, group_size=group)
-    out_c = torch.full((n * 24,), 0xFFFF, dtype=torch.int32)
-    _cpu_lib("basics").grid_ids(out_c, threads=threads, group_size=group)
-    # integers: the GPU must reproduce the cpu target's dispatchThreads model exactly
-    assert torch.equal(out_g.cpu(), out_c)
+    out = torch.full((n * 24,), 0xFFFF, dtype=torch.int32, device="cuda")
+    _lib("basics").grid_ids(out, threads=threads, group_size=group)
+    # integers: the GPU must reproduce Metal's dispatchThreads model exactly
+    assert torch.equal(out.cpu().view(n, 24).long(), _expected_ids(threads, group))
 
 
 def test_barrier_kernel_with_edge_group_launched_exactly():
@@ -194,8 +207,9 @@ def _racecheck(kernel: str) -> subprocess.CompletedProcess:
 def test_racecheck_finds_planted_missing_barrier():
     p = _racecheck("lu16_missing_barrier")
     report = p.stdout + p.stderr
-    assert "RACECHECK SUMMARY" in report, report[-3000:]
-    assert "0 hazards" not in report, report[-3000:]
+    m = re.search(r"RACECHECK SUMMARY: (\d+) hazards", report)
+    assert m is not None, report[-3000:]
+    assert int(m.group(1)) > 0, report[-3000:]
     assert "lu_small.metal" in report, report[-3000:]  # attributed to the .metal source
 
 
@@ -226,9 +240,6 @@ def test_family_small_inv(dtype, n):
     X = _emulated(LA.inv, A.cuda()).cpu()
     # LAPACK xGET03 ratio ||I - XA|| / (n ||A|| ||X|| u) < 30
     assert metrics.inverse_ratio(A, X).max().item() < PASS
-    # the GPU runs the same kernel as the cpu target: same operations, same rounding
-    Xc = _emulated(LA.inv, A)
-    assert metrics.inverse_ratio(A, Xc).max().item() < PASS
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.complex64])

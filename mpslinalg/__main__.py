@@ -15,6 +15,7 @@ import argparse
 import json
 import sys
 import traceback
+import warnings
 from collections.abc import Sequence
 
 import torch
@@ -70,6 +71,8 @@ def run_workload(w, device: torch.device, quick: bool, timing: bool) -> dict:
     try:
         inputs = w.make(device, w.dtype, quick)
         row["shapes"] = _shapes(inputs)
+        first = next(iter(inputs.values()))
+        row["shape"] = "x".join(map(str, first.shape))
         out = w.ours(inputs)
         synchronize(device)
     except Exception as exc:  # noqa: BLE001 - one broken op must not hide the others
@@ -98,13 +101,17 @@ def run_workload(w, device: torch.device, quick: bool, timing: bool) -> dict:
     row["peers"] = {}
     for pname, pfn in peers.items():
         try:  # a peer may lack the op on this device (e.g. complex inv on mps): report, don't fail
-            pfn(inputs)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                pfn(inputs)
             synchronize(device)
         except Exception as exc:  # noqa: BLE001
             row["peers"][pname] = {"error": _err(exc)}
             continue
         fns[pname] = (lambda f: lambda: f(inputs))(pfn)
-    times = time_interleaved(fns, device=device, **SETTINGS[quick])
+    with warnings.catch_warnings():  # e.g. SciPy's LinAlgWarning per ill-conditioned slice: not timed
+        warnings.simplefilter("ignore")
+        times = time_interleaved(fns, device=device, **SETTINGS[quick])
     row["time"] = times["mpslinalg"].to_dict()
     for pname, t in times.items():
         if pname != "mpslinalg":
@@ -114,14 +121,14 @@ def run_workload(w, device: torch.device, quick: bool, timing: bool) -> dict:
 
 def _table(rows: list[dict], device: torch.device) -> str:
     peer_names = ["torch.linalg"] + (["scipy"] if device.type == "cpu" else [])
-    headers = ["workload", "dtype", "accuracy check", "ratio", "limit", "mpslinalg ms"]
+    headers = ["workload", "dtype", "shape", "accuracy check", "ratio", "limit", "mpslinalg ms"]
     for p in peer_names:
         headers += [f"{p} ms", f"{p}/ours"]
     out = []
     for r in rows:
         acc = r.get("accuracy", {})
         if "error" in r:
-            out.append([r["name"], r["dtype"], f"ERROR {r['error']}", "", "", "-"]
+            out.append([r["name"], r["dtype"], r.get("shape", ""), f"ERROR {r['error']}", "", "", "-"]
                        + ["-", "-"] * len(peer_names))
             continue
         if "value" in acc:
@@ -129,7 +136,8 @@ def _table(rows: list[dict], device: torch.device) -> str:
             check, a, lim = acc["ratio"], f"{acc['value']:.3g} {verdict}", f"{acc['threshold']:g}"
         else:
             check, a, lim = f"n/a ({acc.get('error', '')})", "-", ""
-        cells = [r["name"], r["dtype"], check, a, lim, fmt_ms(r["time"]["median_ms"]) if "time" in r else "-"]
+        ours_ms = fmt_ms(r["time"]["median_ms"]) if "time" in r else "-"
+        cells = [r["name"], r["dtype"], r.get("shape", ""), check, a, lim, ours_ms]
         for p in peer_names:
             pr = r.get("peers", {}).get(p)
             if pr is None:
@@ -139,7 +147,8 @@ def _table(rows: list[dict], device: torch.device) -> str:
             else:
                 cells += [fmt_ms(pr["median_ms"]), f"{pr['speedup']:.2f}x"]
         out.append(cells)
-    return format_table(headers, out, align=["l", "l", "l", "r", "r", "r"] + ["r", "r"] * len(peer_names))
+    align = ["l", "l", "l", "l", "r", "r", "r"] + ["r", "r"] * len(peer_names)
+    return format_table(headers, out, align=align)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -36,6 +36,8 @@ _CPU_MIN_SAMPLE = 1e-4
 _MAX_NUMBER = 10_000
 #: Samples per callable per round on GPUs: back-to-back, so all but the first show the steady state.
 _GPU_BURST = 4
+#: Samples every callable gets even when ``max_time`` is exhausted (a median needs a few).
+MIN_SAMPLES = 3
 #: Upper bound on rounds, whatever ``min_time`` asks (a sample count beyond this adds nothing).
 _MAX_ROUNDS = 1000
 
@@ -196,7 +198,10 @@ def _calibrate(fn: Callable[[], object], dev: torch.device) -> int:
     """Calls per sample: 1 on GPUs (events resolve ~1 µs), enough for >= 0.1 ms on the CPU."""
     if dev.type != "cpu":
         return 1
-    t = min(_clock_samples(fn, 3, 1, dev))
+    t = _clock_samples(fn, 1, 1, dev)[0]
+    if t >= _CPU_MIN_SAMPLE:  # a slow call: no more calibration calls
+        return 1
+    t = min(t, *_clock_samples(fn, 2, 1, dev))
     if t >= _CPU_MIN_SAMPLE:
         return 1
     return int(min(_MAX_NUMBER, math.ceil(_CPU_MIN_SAMPLE / max(t, 1e-9))))
@@ -237,7 +242,9 @@ def time_callable(
         Keep sampling until the samples cover at least this many seconds (fast ops get more
         samples), ...
     max_time : float
-        ... but stop adding samples beyond ``repeat`` once this many seconds were spent.
+        ... and stop once this many seconds were spent in all (warm-up included), even below
+        ``repeat`` samples, as soon as :data:`MIN_SAMPLES` samples (or ``repeat``, if fewer) exist.
+        Bounds the cost of slow calls.
 
     Returns
     -------
@@ -269,7 +276,8 @@ def time_interleaved(
 
     The order within a round rotates every round, so no callable always runs first (cold) or last.
     Sampling stops when every callable has ``repeat`` samples and ``min_time`` seconds of samples,
-    or, once ``repeat`` samples exist, when ``max_time`` seconds in total have elapsed. On GPUs a
+    or when ``max_time`` seconds in total have elapsed and every callable has at least
+    ``min(repeat, MIN_SAMPLES)`` samples. On GPUs a
     round takes a short burst of back-to-back samples of each callable (synchronised before and
     after the burst, not between its samples).
 
@@ -290,25 +298,28 @@ def time_interleaved(
         raise ValueError("fns: expected at least one callable")
     dev = resolve_device(device)
     names = list(fns)
+    t_start = time.perf_counter()
     for _ in range(int(warmup)):
         for name in names:
             fns[name]()
     synchronize(dev)
     numbers = {name: _calibrate(fns[name], dev) for name in names}
     samples: dict[str, list[float]] = {name: [] for name in names}
-    t_start = time.perf_counter()
     burst = 1 if dev.type == "cpu" else _GPU_BURST
     rounds = max(1, math.ceil(int(repeat) / burst))
+    floor = min(int(repeat), MIN_SAMPLES)
     rnd = 0
     while True:
         k = rnd % len(names)
         for name in names[k:] + names[:k]:
             samples[name].extend(_samples(fns[name], burst, numbers[name], dev))
         rnd += 1
+        fewest = min(len(s) for s in samples.values())
+        if time.perf_counter() - t_start >= max_time and fewest >= floor:
+            break
         if rnd < rounds:
             continue
         covered = min(sum(s) * numbers[n] for n, s in samples.items())
-        elapsed = time.perf_counter() - t_start
-        if covered >= min_time or elapsed >= max_time or rnd >= _MAX_ROUNDS:
+        if covered >= min_time or rnd >= _MAX_ROUNDS:
             break
     return {name: Timing.from_samples(samples[name], numbers[name]) for name in names}

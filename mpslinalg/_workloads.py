@@ -63,9 +63,10 @@ class Workload:
     op : str
         Public name in ``mpslinalg`` (and ``torch.linalg``), e.g. ``"solve_triangular"``.
     name : str
-        Short row label, unique in the registry, e.g. ``"solve_triangular deltanet"``.
+        Short row label, unique in the registry, without sizes (they differ per device and
+        ``quick``; the report shows the actual shapes), e.g. ``"solve_triangular deltanet"``.
     description : str
-        The user workload it represents, with shapes for the GPU size.
+        The user workload it represents, with the shapes of the GPU size.
     make : callable
         ``make(device, dtype, quick) -> dict[str, Tensor]``.
     ours, peer : callable
@@ -270,7 +271,7 @@ def _triangular() -> list[Workload]:
             peer=lambda x: torch.linalg.solve_triangular(x["A"], x["B"], upper=False, unitriangular=True),
             scipy=sp(True), accuracy=acc(False, True)),
         Workload(
-            op="solve_triangular", name="solve_triangular 64x64",
+            op="solve_triangular", name="solve_triangular batched 64x64",
             description="4096 x (64x64) lower, 64 RHS",
             make=make_batched,
             ours=lambda x: ours("solve_triangular")(x["A"], x["B"], upper=False),
@@ -310,20 +311,20 @@ def _lu() -> list[Workload]:
 
     if implemented("lu_factor"):
         rows.append(Workload(
-            op="lu_factor", name="lu_factor complex64 n=4096", dtype=torch.complex64,
+            op="lu_factor", name="lu_factor complex64 large", dtype=torch.complex64,
             description="scientific: complex64 LU of one 4096x4096 matrix",
             make=make_square((0, 4096), (0, 512), (0, 1024), (0, 128), 10),
             ours=lambda x: ours("lu_factor")(x["A"]), peer=lambda x: torch.linalg.lu_factor(x["A"]),
             scipy=lambda x: sl().lu_factor(x["A"].numpy(), check_finite=False), accuracy=lu_acc))
         rows.append(Workload(
-            op="lu_factor", name="lu_factor complex64 4096x32x32", dtype=torch.complex64,
+            op="lu_factor", name="lu_factor complex64 batched 32x32", dtype=torch.complex64,
             description="VMC Slater matrices: 4096 x (32x32) complex64",
             make=make_square((4096, 32), (1024, 32), (512, 32), (64, 32), 12),
             ours=lambda x: ours("lu_factor")(x["A"]), peer=lambda x: torch.linalg.lu_factor(x["A"]),
             accuracy=lu_acc))
     if implemented("lu"):
         rows.append(Workload(
-            op="lu", name="lu float32 n=2048",
+            op="lu", name="lu float32 large",
             description="P, L, U of one 2048x2048 float32 matrix",
             make=make_square((0, 2048), (0, 256), (0, 512), (0, 96), 14),
             ours=lambda x: ours("lu")(x["A"]), peer=lambda x: torch.linalg.lu(x["A"]),
@@ -336,7 +337,7 @@ def _lu() -> list[Workload]:
             x["LU"], x["pivots"] = torch.linalg.lu_factor(x["A"])
             return x
         rows.append(Workload(
-            op="lu_solve", name="lu_solve complex64 n=2048", dtype=torch.complex64,
+            op="lu_solve", name="lu_solve complex64 large", dtype=torch.complex64,
             description="complex64 2048x2048 factors, 256 RHS",
             make=make_lu_solve,
             ours=lambda x: ours("lu_solve")(x["LU"], x["pivots"], x["B"]),
@@ -346,7 +347,7 @@ def _lu() -> list[Workload]:
             accuracy=solve_acc))
     if implemented("solve"):
         rows.append(Workload(
-            op="solve", name="solve RANSAC 2048x9x9",
+            op="solve", name="solve RANSAC 9x9",
             description="RANSAC DLT: 2048 x (9x9) float32, 1 RHS",
             make=make_square((2048, 9), (2048, 9), (256, 9), (256, 9), 18, rhs=1),
             ours=lambda x: ours("solve")(x["A"], x["B"]), peer=lambda x: torch.linalg.solve(x["A"], x["B"]),
@@ -357,7 +358,7 @@ def _lu() -> list[Workload]:
             d = _head_vec(out, out.dim())
             return "relerr(det)/(n kappa u)", _det_ratio(_head(x["A"]), d.sgn(), d.abs().log()), _pass()
         rows.append(Workload(
-            op="det", name="det complex64 4096x32x32", dtype=torch.complex64,
+            op="det", name="det complex64 batched 32x32", dtype=torch.complex64,
             description="VMC: det of 4096 x (32x32) complex64",
             make=make_square((4096, 32), (1024, 32), (512, 32), (64, 32), 20),
             ours=lambda x: ours("det")(x["A"]), peer=lambda x: torch.linalg.det(x["A"]),
@@ -369,7 +370,7 @@ def _lu() -> list[Workload]:
             return ("relerr(det)/(n kappa u)",
                     _det_ratio(_head(x["A"]), _head_vec(sign, bd), _head_vec(la, bd)), _pass())
         rows.append(Workload(
-            op="slogdet", name="slogdet complex64 65536x32x32", dtype=torch.complex64,
+            op="slogdet", name="slogdet complex64 VMC 32x32", dtype=torch.complex64,
             description="VMC: 4096 walkers x 16 dets, (32x32) complex64",
             make=make_square((65536, 32), (4096, 32), (1024, 32), (128, 32), 22),
             ours=lambda x: ours("slogdet")(x["A"]), peer=lambda x: torch.linalg.slogdet(x["A"]),
@@ -386,7 +387,7 @@ def _lu() -> list[Workload]:
             ref = (_lapack().det(A)[..., None, None] * _lapack().inv(A).mT).conj()
             return "‖G-G*‖/(‖G*‖n kappa u)", _grad_ratio(A, _head(out), ref), _pass()
         rows.append(Workload(
-            op="det", name="det fwd+bwd complex64 4096x32x32", dtype=torch.complex64,
+            op="det", name="det fwd+bwd complex64 32x32", dtype=torch.complex64,
             description="VMC: gradient of sum Re det over 4096 x (32x32) complex64",
             make=make_square((4096, 32), (1024, 32), (512, 32), (64, 32), 26),
             ours=det_grad(lambda A: ours("det")(A)), peer=det_grad(torch.linalg.det),
@@ -403,7 +404,7 @@ def _lu() -> list[Workload]:
             ref = _lapack().inv(A).mH  # d log|det A| = Re tr(A^-1 dA): the gradient is A^-H
             return "‖G-A^-H‖/(‖A^-H‖n kappa u)", _grad_ratio(A, _head(out), ref), _pass()
         rows.append(Workload(
-            op="slogdet", name="slogdet fwd+bwd complex64 65536x32x32", dtype=torch.complex64,
+            op="slogdet", name="slogdet fwd+bwd complex64 VMC", dtype=torch.complex64,
             description="VMC: gradient of sum log|det| over 4096 walkers x 16 dets (32x32) complex64",
             make=make_square((65536, 32), (4096, 32), (1024, 32), (128, 32), 28),
             ours=slogdet_grad(lambda A: ours("slogdet")(A)), peer=slogdet_grad(torch.linalg.slogdet),
@@ -413,7 +414,7 @@ def _lu() -> list[Workload]:
             r = _metrics().inverse_ratio(_head(x["A"]), _head(out))
             return "‖I-XA‖/(n‖A‖‖X‖u)", _max(r), _pass()
         rows.append(Workload(
-            op="inv", name="inv complex64 n=1024", dtype=torch.complex64,
+            op="inv", name="inv complex64 large", dtype=torch.complex64,
             description="complex64 inverse of one 1024x1024 matrix (missing on MPS in torch 2.15)",
             make=make_square((0, 1024), (0, 256), (0, 256), (0, 64), 24),
             ours=lambda x: ours("inv")(x["A"]), peer=lambda x: torch.linalg.inv(x["A"]),
@@ -437,7 +438,7 @@ def _small() -> list[Workload]:
         return "‖I-XA‖/(n‖A‖‖X‖u)", _max(r), _pass()
 
     return [Workload(
-        op="inv", name="inv 4x4 batch 1e6",
+        op="inv", name="inv 4x4 batched",
         description="camera poses: inverse of 1e6 x (4x4) float32",
         make=make, ours=lambda x: ours("inv")(x["A"]), peer=lambda x: torch.linalg.inv(x["A"]),
         scipy=lambda x: _scipy_linalg().inv(x["A"].numpy(), check_finite=False), accuracy=acc)]
@@ -457,7 +458,7 @@ def _qr() -> list[Workload]:
         return "max(‖A-QR‖/(m‖A‖u), ‖I-QhQ‖/(m u))", max(_max(res), _max(orth)), _pass()
 
     return [Workload(
-        op="qr", name="qr float32 n=4096", description="scientific: QR of one 4096x4096 float32",
+        op="qr", name="qr float32 large", description="scientific: QR of one 4096x4096 float32",
         make=make, ours=lambda x: ours("qr")(x["A"]), peer=lambda x: torch.linalg.qr(x["A"]),
         scipy=lambda x: _scipy_linalg().qr(x["A"].numpy(), check_finite=False), accuracy=acc)]
 
@@ -480,7 +481,7 @@ def _svd() -> list[Workload]:
             return "max(‖A-USVh‖/(m‖A‖u), ‖I-UhU‖/(m u), ‖I-VhV‖/(n u))", worst, _pass()
 
         rows.append(Workload(
-            op="svd", name="svd float32 4096x32x32", description="batched SVD: 4096 x (32x32) float32",
+            op="svd", name="svd float32 batched 32x32", description="batched SVD: 4096 x (32x32) float32",
             make=make, ours=lambda x: ours("svd")(x["A"], full_matrices=False),
             peer=lambda x: torch.linalg.svd(x["A"], full_matrices=False),
             scipy=lambda x: sl().svd(x["A"].numpy(), full_matrices=False, check_finite=False),
@@ -502,7 +503,7 @@ def _svd() -> list[Workload]:
             return "max abs(ds)/(n u s1)", _max((s - ref).abs().amax(-1) / (n * u * ref[..., 0])), _pass()
 
         rows.append(Workload(
-            op="svdvals", name="svdvals float32 n=2048",
+            op="svdvals", name="svdvals float32 large",
             description="scientific: singular values of one 2048x2048 float32",
             make=make_vals, ours=lambda x: ours("svdvals")(x["A"]),
             peer=lambda x: torch.linalg.svdvals(x["A"]),
@@ -526,7 +527,7 @@ def _svd() -> list[Workload]:
             return "‖I-XA‖/(n‖A‖‖X‖u)", _max(num / den), _pass()
 
         rows.append(Workload(
-            op="pinv", name="pinv float32 4096x512", description="pseudo-inverse of a 4096x512 float32",
+            op="pinv", name="pinv float32 tall", description="pseudo-inverse of a 4096x512 float32",
             make=make_tall, ours=lambda x: ours("pinv")(x["A"]), peer=lambda x: torch.linalg.pinv(x["A"]),
             scipy=lambda x: sl().pinv(x["A"].numpy(), check_finite=False), accuracy=acc_pinv))
 
@@ -544,7 +545,7 @@ def _svd() -> list[Workload]:
             return "‖A^H(B-AX)‖/(m‖A‖(‖A‖‖X‖+‖B‖)u)", _max(num / den), _pass()
 
         rows.append(Workload(
-            op="lstsq", name="lstsq float32 4096x512", description="least squares 4096x512, 16 RHS",
+            op="lstsq", name="lstsq float32 tall", description="least squares 4096x512, 16 RHS",
             make=make_tall, ours=lambda x: ours("lstsq")(x["A"], x["B"]),
             peer=lambda x: torch.linalg.lstsq(x["A"], x["B"]),
             scipy=lambda x: sl().lstsq(x["A"].numpy(), x["B"].numpy(), check_finite=False),

@@ -17,7 +17,15 @@ What it cannot tell you: Apple GPU rounding (``fast::`` math, FMA contraction, t
 compiler accepts newer MSL features, and performance.
 """
 
-from ._library import KernelFault, KernelFunction, Library, ShaderCompileError, compile_shader, preprocess
+from ._library import (
+    KernelFault,
+    KernelFunction,
+    KernelRace,
+    Library,
+    ShaderCompileError,
+    compile_shader,
+    preprocess,
+)
 from ._prepass import MetalSourceError
 from ._toolchain import CompilerNotFoundError, cache_dir, compiler_info, find_compiler
 
@@ -25,6 +33,7 @@ __all__ = [
     "CompilerNotFoundError",
     "KernelFault",
     "KernelFunction",
+    "KernelRace",
     "Library",
     "MetalSourceError",
     "ShaderCompileError",

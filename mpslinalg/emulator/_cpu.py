@@ -115,11 +115,16 @@ def launcher_source(kernels: list[Kernel]) -> str:
 _runtime_lock = threading.Lock()
 
 
-def _runtime_object() -> Path:
+TSAN_FLAGS = ["-fsanitize=thread", "-g", "-DMPSLE_TSAN=1"]
+
+
+def _runtime_object(tsan: bool = False) -> Path:
     src = SHIM_DIR / "cpu_runtime.c"
     flags = list(RUNTIME_FLAGS)
     if os.environ.get("MPSLINALG_EMULATOR_UCONTEXT"):
         flags.append("-DMPSLE_UCONTEXT=1")
+    if tsan:  # the runtime itself stays uninstrumented; it only calls TSan's fiber/sync API
+        flags.append("-DMPSLE_TSAN=1")
     key = digest("cpu-runtime", src.read_text(), flags)
     obj = cache_dir() / f"cpu_runtime-{key}.o"
     with _runtime_lock:
@@ -137,16 +142,20 @@ class CpuTarget:
 
     name = "cpu"
 
-    @staticmethod
-    def flags() -> list[str]:
+    def __init__(self, tsan: bool = False):
+        self.tsan = tsan  # ThreadSanitizer variant: only loadable with the TSan runtime preloaded
+
+    def flags(self) -> list[str]:
         f = list(CXX_FLAGS)
         if os.environ.get("MPSLINALG_EMULATOR_UCONTEXT"):
             f.append("-DMPSLE_UCONTEXT=1")
+        if self.tsan:
+            f += TSAN_FLAGS
         return f
 
     def build(self, pre: PrepassResult, key: str) -> Path:
         out = cache_dir() / f"{key}.so"
-        rt = _runtime_object()
+        rt = _runtime_object(self.tsan)
         code = pre.source + launcher_source(pre.kernels)
         with tempfile.TemporaryDirectory(prefix="mpsle-") as td:
             cpp = Path(td) / "kernels.cpp"

@@ -24,7 +24,14 @@ from ._prepass import VECTOR_TYPES, Kernel, Param, PrepassResult, prepass
 from ._toolchain import SHIM_DIR, ShaderCompileError, digest, run_compiler
 from .lint import check_source
 
-__all__ = ["KernelFault", "Library", "KernelFunction", "compile_shader", "MAX_THREADS_PER_GROUP"]
+__all__ = [
+    "KernelFault",
+    "KernelRace",
+    "Library",
+    "KernelFunction",
+    "compile_shader",
+    "MAX_THREADS_PER_GROUP",
+]
 
 MAX_THREADS_PER_GROUP = 1024
 TARGETS = ("cpu", "cuda")
@@ -229,6 +236,33 @@ class KernelFunction:
                 f"{want} data{hint}"
             )
 
+    def _run_tsan(self, args, ptrs, tensors, scalar_sizes, grid, group, order, seed) -> None:
+        """``tsan=True``: the launch in a ThreadSanitizer subprocess (see ``_tsan.py``)."""
+        from ._tsan import run_tsan
+
+        name = self.name
+        if self._lib.target != "cpu" or self._lib.source is None:
+            raise ValueError(f"kernel '{name}': tsan=True is a cpu-target mode")
+        spans = sorted((t.data_ptr(), t.data_ptr() + avail, i) for i, t, avail in tensors if avail)
+        for (_a0, a1, i0), (b0, _b1, i1) in zip(spans, spans[1:]):
+            if b0 < a1:
+                raise ValueError(
+                    f"kernel '{name}': tsan=True copies each argument; arguments {i0} and {i1} share memory"
+                )
+        sizes = {i: avail for i, _t, avail in tensors}
+        buffers = [(ptrs[i], sizes.get(i, scalar_sizes.get(i, 0)), i in sizes) for i in range(len(args))]
+        rc, msg, races, _raw = run_tsan(self._lib.source, name, buffers, grid, group, order, seed)
+        if rc != 0:
+            raise KernelFault(f"kernel '{name}' failed under ThreadSanitizer: {msg}", kernel=name)
+        if races:
+            lines = "\n  ".join(str(r) for r in races)
+            raise KernelRace(
+                f"kernel '{name}': ThreadSanitizer found {len(races)} data race(s) not ordered by any "
+                f"barrier:\n  {lines}",
+                kernel=name,
+                races=races,
+            )
+
     def __call__(
         self,
         *args: Any,
@@ -238,6 +272,7 @@ class KernelFunction:
         order: str = "inorder",
         seed: int = 0,
         guard: bool = False,
+        tsan: bool = False,
     ) -> None:
         """Run the kernel on CPU tensors (torch's ``compile_shader`` call shape).
 
@@ -263,13 +298,17 @@ class KernelFunction:
         guard : bool
             Emulator only: run each buffer on a copy that ends at a protected page, so an access
             past the end raises :class:`KernelFault`.
+        tsan : bool
+            Emulator only: run the launch under ThreadSanitizer in a subprocess (every GPU thread a
+            TSan fiber, barriers as synchronisation); raises :class:`KernelRace` listing the
+            ``.metal`` lines of unordered conflicting accesses. About a second per call.
 
         Raises
         ------
         TypeError, ValueError
             Binding errors (argument count, dtype vs pointer type, Python int for a float, ...).
         KernelFault
-            A fault inside the kernel.
+            A fault inside the kernel (:class:`KernelRace` for races found with ``tsan=True``).
         """
         name = self.name
         if order not in ("inorder", "reverse", "shuffle"):
@@ -304,6 +343,7 @@ class KernelFunction:
             raise TypeError(f"kernel '{name}': Unexpected caster arg type {type(arg_casts).__name__}")
 
         ptrs: list[int] = []
+        scalar_sizes: dict[int, int] = {}
         keep: list[Any] = []
         tensors: list[tuple[int, torch.Tensor, int]] = []
         first_numel = None
@@ -394,6 +434,7 @@ class KernelFunction:
             buf = ctypes.create_string_buffer(data, len(data))
             keep.append(buf)
             ptrs.append(ctypes.addressof(buf))
+            scalar_sizes[i] = len(data)
 
         th = _dims(threads, "threads", name)
         gs = _dims(group_size, "group_size", name)
@@ -431,6 +472,9 @@ class KernelFunction:
                     "compute-sanitizer --tool memcheck instead"
                 )
             runner.launch_cuda(self._index, name, args, ptrs, tuple(grid), tuple(group), keep)
+            return
+        if tsan:
+            self._run_tsan(args, ptrs, tensors, scalar_sizes, grid, group, order, seed)
             return
         guards: dict[int, _Guarded] = {}
         try:
@@ -474,6 +518,14 @@ class KernelFunction:
         raise ValueError(f"kernel '{name}': {msg}")
 
 
+class KernelRace(KernelFault):
+    """``tsan=True`` found data races; ``.races`` lists them (file:line of both accesses)."""
+
+    def __init__(self, message: str, *, kernel: str = "", races: list | None = None):
+        super().__init__(message, kernel=kernel)
+        self.races = list(races or [])
+
+
 class Library:
     """A compiled Metal source: one attribute per kernel (``dir(lib)`` lists them)."""
 
@@ -483,6 +535,7 @@ class Library:
         self.target = target
         self.device_type = "cpu" if target == "cpu" else target
         self.key = key
+        self.source: str | None = None  # set by compile_shader (the TSan mode rebuilds from it)
 
     def __getattr__(self, name: str) -> KernelFunction:
         kernels = self.__dict__.get("_kernels", {})
@@ -625,6 +678,7 @@ def compile_shader(source: str, *, target: str = "cpu") -> Library:
             tmp.write_text(json.dumps({"kernels": [k.to_dict() for k in kernels]}))
             os.replace(tmp, meta_path)
         lib = Library(kernels, tgt.load(art), tgt.name, key)
+        lib.source = source
         _memo[key] = lib
         return lib
 

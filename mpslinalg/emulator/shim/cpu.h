@@ -147,7 +147,7 @@ inline bool simd_all(bool p, MPSLE_SITE_ARGS) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// atomics (functional, not ordered: fibers are never preempted)
+// atomics (functional; memory order is not emulated)
 // ---------------------------------------------------------------------------------------------
 enum memory_order { memory_order_relaxed, memory_order_acquire, memory_order_release, memory_order_acq_rel, memory_order_seq_cst };
 template <class T> struct atomic {
@@ -160,20 +160,30 @@ typedef atomic<bool> atomic_bool;
 typedef atomic<ulong> atomic_ulong;
 typedef atomic<long> atomic_long;
 
+// Implemented with relaxed __atomic builtins (so that the ThreadSanitizer mode sees atomics, not
+// races); read-modify-writes as compare-exchange loops, which work for int, uint and float alike.
 #define MPSLE_AT_VAL decltype(+obj->__v)
-template <class P> inline auto atomic_load_explicit(P obj, memory_order) -> MPSLE_AT_VAL { return obj->__v; }
-template <class P, class V> inline void atomic_store_explicit(P obj, V v, memory_order) { obj->__v = v; }
-template <class P, class V> inline auto atomic_exchange_explicit(P obj, V v, memory_order) -> MPSLE_AT_VAL {
-  MPSLE_AT_VAL old = obj->__v;
-  obj->__v = v;
-  return old;
+#define MPSLE_AT_PTR(obj) ((MPSLE_AT_VAL *)&(obj)->__v)
+template <class P> inline auto atomic_load_explicit(P obj, memory_order) -> MPSLE_AT_VAL {
+  MPSLE_AT_VAL r;
+  __atomic_load(MPSLE_AT_PTR(obj), &r, __ATOMIC_RELAXED);
+  return r;
 }
-#define MPSLE_AT_RMW(name, expr)                                                          \
-  template <class P, class V> inline auto name(P obj, V v, memory_order) -> MPSLE_AT_VAL { \
-    MPSLE_AT_VAL old = obj->__v;                                                          \
-    obj->__v = (expr);                                                                    \
-    return old;                                                                           \
+template <class P, class V> inline void atomic_store_explicit(P obj, V v, memory_order) {
+  MPSLE_AT_VAL x = (MPSLE_AT_VAL)v;
+  __atomic_store(MPSLE_AT_PTR(obj), &x, __ATOMIC_RELAXED);
+}
+#define MPSLE_AT_RMW(name, expr)                                                                  \
+  template <class P, class V> inline auto name(P obj, V v, memory_order) -> MPSLE_AT_VAL {         \
+    MPSLE_AT_VAL old, nv;                                                                         \
+    __atomic_load(MPSLE_AT_PTR(obj), &old, __ATOMIC_RELAXED);                                     \
+    do {                                                                                          \
+      nv = (MPSLE_AT_VAL)(expr);                                                                  \
+    } while (!__atomic_compare_exchange(MPSLE_AT_PTR(obj), &old, &nv, true, __ATOMIC_RELAXED,     \
+                                        __ATOMIC_RELAXED));                                       \
+    return old;                                                                                   \
   }
+MPSLE_AT_RMW(atomic_exchange_explicit, v)
 MPSLE_AT_RMW(atomic_fetch_add_explicit, old + v)
 MPSLE_AT_RMW(atomic_fetch_sub_explicit, old - v)
 MPSLE_AT_RMW(atomic_fetch_and_explicit, old & v)
@@ -184,13 +194,13 @@ MPSLE_AT_RMW(atomic_fetch_max_explicit, old < (MPSLE_AT_VAL)v ? (MPSLE_AT_VAL)v 
 #undef MPSLE_AT_RMW
 template <class P, class E, class V>
 inline bool atomic_compare_exchange_weak_explicit(P obj, E expected, V desired, memory_order, memory_order) {
-  if (obj->__v == *expected) {
-    obj->__v = desired;
-    return true;
-  }
-  *expected = obj->__v;
-  return false;
+  MPSLE_AT_VAL exp = *expected, des = (MPSLE_AT_VAL)desired;
+  const bool ok =
+      __atomic_compare_exchange(MPSLE_AT_PTR(obj), &exp, &des, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+  if (!ok) *expected = exp;
+  return ok;
 }
+#undef MPSLE_AT_PTR
 #undef MPSLE_AT_VAL
 
 }  // namespace metal

@@ -34,6 +34,28 @@
 
 #include "cpu_abi.h"
 
+/* ThreadSanitizer mode (-DMPSLE_TSAN, kernel TU built with -fsanitize=thread, run in a subprocess
+ * with the TSan runtime preloaded): every GPU thread is a TSan fiber (aliased modulo TSAN_FIBERS:
+ * TSan's shadow memory loses races beyond a few hundred concurrent threads), fiber switches carry
+ * no synchronisation, and barriers / simdgroup collectives are release+acquire on a sync object
+ * per generation, so TSan reports exactly the accesses that no barrier orders. */
+#ifdef MPSLE_TSAN
+#include <stdlib.h>
+void *__tsan_get_current_fiber(void);
+void *__tsan_create_fiber(unsigned flags);
+void __tsan_switch_to_fiber(void *fiber, unsigned flags);
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+enum { TSAN_FIBERS = 200 };
+static void *tsan_sched, *tsan_fib[TSAN_FIBERS];
+static char tsan_bar_sync[2], tsan_simd_sync[32][2], tsan_group_sync, tsan_end_sync;
+#define TSAN(x) x
+#define TSAN_ON 1
+#else
+#define TSAN(x)
+#define TSAN_ON 0
+#endif
+
 #define HIDDEN __attribute__((visibility("hidden")))
 #define EXPORT __attribute__((visibility("default")))
 
@@ -101,6 +123,8 @@ static int simd_arrived[MAXT / SIMD];
 static unsigned simd_site[MAXT / SIMD], simd_op[MAXT / SIMD], simd_gen[MAXT / SIMD];
 static unsigned char simd_buf[2][MAXT][32] __attribute__((aligned(32)));
 static unsigned char tg_arena[TG_BYTES + 64] __attribute__((aligned(64)));
+static unsigned char *tg_mem = tg_arena; /* TSan mode: a fresh allocation per group */
+static unsigned bar_gen;
 static long tg_off[MAXSLOTS];
 static size_t tg_used;
 static uint32_t cur_group[3], cur_thread[3];
@@ -142,6 +166,7 @@ static int ensure_stacks(void) {
 }
 
 static inline void to_scheduler(int i) {
+  TSAN(__tsan_switch_to_fiber(tsan_sched, 1));
 #ifdef MPSLE_UCONTEXT
   swapcontext(&F[i].uc, &sched_uc);
 #else
@@ -152,7 +177,9 @@ static inline void to_scheduler(int i) {
 static void fiber_main(void *arg) {
   int i = (int)(intptr_t)arg;
   for (;;) {
+    TSAN(__tsan_acquire(&tsan_group_sync));
     cur_fn(cur_bufs, &T[i]);
+    TSAN(__tsan_release(&tsan_end_sync));
     F[i].state = DONE;
     live--;
     to_scheduler(i);
@@ -193,6 +220,7 @@ static void fiber_init(int i) {
 static inline void run_fiber(int i) {
   cur = i;
   set_current(i);
+  TSAN(__tsan_switch_to_fiber(tsan_fib[i % TSAN_FIBERS], 1));
 #ifdef MPSLE_UCONTEXT
   swapcontext(&sched_uc, &F[i].uc);
 #else
@@ -256,9 +284,9 @@ EXPORT void *mpsle_tg_slot(int slot, unsigned long size, unsigned long align) {
     }
     tg_off[slot] = (long)off;
     tg_used = off + size;
-    memset(tg_arena + off, 0xFF, size);
+    memset(tg_mem + off, 0xFF, size);
   }
-  return tg_arena + tg_off[slot];
+  return tg_mem + tg_off[slot];
 }
 
 EXPORT void mpsle_barrier(unsigned site) {
@@ -278,16 +306,21 @@ EXPORT void mpsle_barrier(unsigned site) {
   }
   F[i].site = site;
   F[i].state = AT_BARRIER;
+  const unsigned gen = bar_gen;
+  TSAN(__tsan_release(&tsan_bar_sync[gen & 1]));
+  (void)gen;
   if (++bar_arrived == (unsigned)nthreads) {
     /* last to arrive: release everybody (itself included) and yield, so that the next phase
      * starts again from the beginning of the order (in-order really is in order) */
     bar_arrived = 0;
+    bar_gen++;
     restart_round = 1;
     for (int k = 0; k < nthreads; k++)
       if (F[k].state == AT_BARRIER) F[k].state = RUNNABLE;
   }
   to_scheduler(i);
   set_current(i);
+  TSAN(__tsan_acquire(&tsan_bar_sync[gen & 1]));
 }
 
 EXPORT const void *mpsle_collective(const void *val, unsigned size, unsigned site, unsigned op,
@@ -318,6 +351,7 @@ EXPORT const void *mpsle_collective(const void *val, unsigned size, unsigned sit
   F[i].site = site;
   *nlanes = (unsigned)n;
   *lane = (unsigned)(i - first);
+  TSAN(__tsan_release(&tsan_simd_sync[s][g]));
   F[i].state = AT_SIMD;
   if (++simd_arrived[s] == n) {
     simd_arrived[s] = 0;
@@ -327,6 +361,7 @@ EXPORT const void *mpsle_collective(const void *val, unsigned size, unsigned sit
   }
   to_scheduler(i);
   set_current(i);
+  TSAN(__tsan_acquire(&tsan_simd_sync[s][g]));
   return simd_buf[g][first];
 }
 
@@ -406,7 +441,8 @@ EXPORT int mpsle_launch(const mpsle_kdesc *k, void **bufs, const uint32_t grid_i
     snprintf(err, (size_t)errlen, "threadgroup size %u x %u x %u exceeds %d threads", req[0], req[1], req[2], MAXT);
     return RC_USAGE;
   }
-  if (k->uses_sync && ensure_stacks() != 0) {
+  const int use_fibers = k->uses_sync || TSAN_ON; /* TSan: every GPU thread its own fiber */
+  if (use_fibers && ensure_stacks() != 0) {
     snprintf(err, (size_t)errlen, "could not allocate fiber stacks");
     return RC_USAGE;
   }
@@ -416,6 +452,11 @@ EXPORT int mpsle_launch(const mpsle_kdesc *k, void **bufs, const uint32_t grid_i
   for (int s = 0; s < MAXSLOTS; s++) tg_off[s] = -1;
   tg_used = 0;
   memset(tg_arena, 0xFF, sizeof tg_arena);
+#ifdef MPSLE_TSAN
+  tsan_sched = __tsan_get_current_fiber();
+  for (int f = 0; f < TSAN_FIBERS; f++)
+    if (!tsan_fib[f]) tsan_fib[f] = __tsan_create_fiber(0);
+#endif
 
   /* signal handlers on an alternate stack (the faulting stack may be a fiber's guard page) */
   static char altstack[64 * 1024];
@@ -437,6 +478,7 @@ EXPORT int mpsle_launch(const mpsle_kdesc *k, void **bufs, const uint32_t grid_i
   int jr = sigsetjmp(fault_jmp, 1);
   if (jr != 0) {
     in_kernel = 0;
+    TSAN(__tsan_switch_to_fiber(tsan_sched, 1));
     if (jr >= 100) {
       int sig = jr - 100;
       const char *what = sig == SIGILL   ? "trap (out-of-bounds index into a fixed-size array, or __builtin_trap)"
@@ -489,13 +531,20 @@ EXPORT int mpsle_launch(const mpsle_kdesc *k, void **bufs, const uint32_t grid_i
         act[d] = rem < req[d] ? rem : req[d];
       }
       int n = (int)(act[0] * act[1] * act[2]);
-      if (tg_used) memset(tg_arena, 0xFF, tg_used); /* poison threadgroup memory */
+#ifdef MPSLE_TSAN
+      if (tg_mem != tg_arena) free(tg_mem);
+      tg_mem = malloc(TG_BYTES + 64); /* fresh shadow memory: no false races across groups */
+      memset(tg_mem, 0xFF, TG_BYTES);
+      __tsan_release(&tsan_group_sync);
+#else
+      if (tg_used) memset(tg_mem, 0xFF, tg_used); /* poison threadgroup memory */
+#endif
       nthreads = n;
       for (int lz = 0, i = 0; lz < (int)act[2]; lz++)
         for (int ly = 0; ly < (int)act[1]; ly++)
           for (int lx = 0; lx < (int)act[0]; lx++, i++)
             fill_tid(&T[i], grid, req, act, ngroups, gid, (uint32_t)lx, (uint32_t)ly, (uint32_t)lz);
-      if (!k->uses_sync) {
+      if (!use_fibers) {
         make_order(perm_threads, n, order);
         for (int j = 0; j < n; j++) {
           int i = perm_threads[j];
@@ -556,7 +605,12 @@ EXPORT int mpsle_launch(const mpsle_kdesc *k, void **bufs, const uint32_t grid_i
     }
   }
   in_kernel = 0;
+  TSAN(__tsan_acquire(&tsan_end_sync));
 done:
+#ifdef MPSLE_TSAN
+  if (tg_mem != tg_arena) free(tg_mem);
+  tg_mem = tg_arena;
+#endif
   for (int s = 0; s < 4; s++) sigaction(SIGS[s], &old_sa[s], NULL);
   sigaltstack(&old_ss, NULL);
   cur = -1;

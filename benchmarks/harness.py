@@ -191,8 +191,12 @@ def _sync_free(fn: Callable[[], Any], device: torch.device) -> bool | str:
         synchronize(device)
 
 
-def run_case(case: Case, *, settings: dict, gemm: dict | None = None) -> dict:
-    """Time one case (see the module docstring); returns its JSON record."""
+def run_case(case: Case, *, settings: dict, gemm: dict | None = None,
+             peaks: tuple[float | None, float | None] | None = None) -> dict:
+    """Time one case (see the module docstring); returns its JSON record.
+
+    ``peaks`` = (bytes/s, FLOP/s) overrides the nominal peaks looked up from the device name.
+    """
     dev = resolve_device(case.device)
     rec: dict = {"name": case.name, "workload": case.workload, "device": str(dev),
                  "dtype": str(case.dtype).replace("torch.", ""), "shape": _shape_str(case.shape),
@@ -227,7 +231,7 @@ def run_case(case: Case, *, settings: dict, gemm: dict | None = None) -> dict:
         rec["peers"][pname] = {**t.to_dict(), "ratio": t.median / ours_t.median}
 
     bounds = []  # seconds the case needs at the attainable rates measured in this run
-    nominal = nominal_peaks(device_name(dev))
+    nominal = peaks if peaks is not None else nominal_peaks(device_name(dev))
     roof: dict = {}
     if case.bytes_moved:
         copy_t = times["copy"]
@@ -235,14 +239,14 @@ def run_case(case: Case, *, settings: dict, gemm: dict | None = None) -> dict:
         roof["copy_GBps"] = case.bytes_moved / copy_t.median / 1e9
         roof["achieved_GBps"] = case.bytes_moved / ours_t.median / 1e9
         bounds.append(copy_t.median)
-        if nominal:
+        if nominal and nominal[0]:
             roof["fraction_of_nominal_bandwidth"] = case.bytes_moved / ours_t.median / nominal[0]
     if case.flops:
         roof["achieved_GFLOPs"] = case.flops / ours_t.median / 1e9
         if gemm:
             roof["gemm_GFLOPs"] = gemm["flops_per_s"] / 1e9
             bounds.append(case.flops / gemm["flops_per_s"])
-        if nominal:
+        if nominal and nominal[1]:
             roof["fraction_of_nominal_fp32"] = case.flops / ours_t.median / nominal[1]
     if bounds:
         roof["fraction"] = max(bounds) / ours_t.median
@@ -291,6 +295,7 @@ def run_cases(
     max_time: float = 20.0,
     quick: bool = False,
     family: str = "",
+    peaks: tuple[float | None, float | None] | None = None,
     stream=None,
 ) -> dict:
     """Time ``cases`` (ours and peers interleaved), print the markdown table, write JSON/markdown.
@@ -306,6 +311,9 @@ def run_cases(
         Recorded in the JSON (and sizes the GEMM reference).
     family : str
         Recorded in the JSON.
+    peaks : (float or None, float or None), optional
+        Nominal (bytes/s, float32 FLOP/s) to report fractions against, instead of the
+        :data:`KNOWN_PEAKS` entry for the device name (None: no such fraction).
     stream : file, optional
         Where the table is printed (default stdout).
 
@@ -324,14 +332,14 @@ def run_cases(
         print(f"[{i}/{len(cases)}] {case.name} on {dev}", file=sys.stderr, flush=True)
         if case.flops and str(dev) not in gemm:
             gemm[str(dev)] = _gemm_rate(dev, quick, settings)
-        records.append(run_case(case, settings=settings, gemm=gemm.get(str(dev))))
+        records.append(run_case(case, settings=settings, gemm=gemm.get(str(dev)), peaks=peaks))
     devices = sorted({r["device"] for r in records})
     result = {
         "family": family,
         "quick": quick,
         "environment": environment(),
         "device_names": {d: device_name(d) for d in devices},
-        "nominal_peaks": {d: nominal_peaks(device_name(d)) for d in devices},
+        "nominal_peaks": {d: peaks or nominal_peaks(device_name(d)) for d in devices},
         "settings": settings,
         "references": {"gemm_float32": gemm},
         "cases": records,
@@ -365,7 +373,8 @@ def cli(
     """The command line every ``bench_<family>.py`` shares.
 
     ``python benchmarks/bench_<family>.py [--device auto|cpu|cuda|mps] [--out DIR] [--quick]
-    [--only TEXT] [--repeat N] [--warmup N] [--min-time S]`` writes ``DIR/<family>_<device>.json``
+    [--only TEXT] [--repeat N] [--warmup N] [--min-time S] [--peak-bandwidth B/S]
+    [--peak-flops FLOP/S]`` writes ``DIR/<family>_<device>.json``
     and ``.md`` (``_quick`` appended in quick mode).
 
     Parameters
@@ -390,7 +399,14 @@ def cli(
     p.add_argument("--repeat", type=int, default=None)
     p.add_argument("--warmup", type=int, default=None)
     p.add_argument("--min-time", type=float, default=None)
+    p.add_argument("--peak-bandwidth", type=float, default=None, metavar="BYTES_PER_S",
+                   help="nominal memory bandwidth to report fractions against (default: by device name)")
+    p.add_argument("--peak-flops", type=float, default=None, metavar="FLOP_PER_S",
+                   help="nominal float32 FLOP rate (default: by device name)")
     args = p.parse_args(argv)
+    peaks = None
+    if args.peak_bandwidth is not None or args.peak_flops is not None:
+        peaks = (args.peak_bandwidth, args.peak_flops)  # None where not given
     try:
         dev = resolve_device(best_device() if args.device == "auto" else args.device)
     except (RuntimeError, ValueError) as exc:
@@ -404,6 +420,6 @@ def cli(
     stem = f"{family}_{dev.type}" + ("_quick" if args.quick else "")
     out = Path(args.out)
     result = run_cases(cases, out_json=out / f"{stem}.json", out_md=out / f"{stem}.md", warmup=warmup,
-                       repeat=repeat, min_time=min_time, quick=args.quick, family=family)
+                       repeat=repeat, min_time=min_time, quick=args.quick, family=family, peaks=peaks)
     print(f"\nwrote {out / (stem + '.json')} and {out / (stem + '.md')}", file=sys.stderr)
     return 0 if result["ok"] else 1

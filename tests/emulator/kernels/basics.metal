@@ -48,7 +48,7 @@ kernel void surface(device float* out [[buffer(0)]], device const float* x [[buf
   o[15] = numeric_limits<float>::max();
   o[16] = isinf(INFINITY) && isnan(NAN) ? 1.0f : 0.0f;
   o[17] = M_PI_F;
-  o[18] = metal::precise::sqrt(2.0f) * fast::sqrt(2.0f);              // 2 (rounded)
+  o[18] = metal::precise::sqrt(2.0f) * sqrt(2.0f) + fast::fabs(-0.0f); // sqrt(2)^2 rounded
   float4 w = select(float4(0.0f), float4(1.0f), q > float4(0.5f));    // vector select on a mask
   o[19] = w.x + w.y + w.z + w.w;
   o[20] = dot(float3(1.0f, 2.0f, 3.0f), float3(v, v, v));             // 6v

@@ -28,3 +28,14 @@ inline float2 cdiv(float2 a, float2 b) {
 
 // 1 / b (Smith's algorithm).
 inline float2 crecip(float2 b) { return cdiv(float2(1.0f, 0.0f), b); }
+
+// |a| (the true modulus) without overflow or underflow of the squares: LAPACK's ABS on complex.
+inline float cmodulus(float2 a) {
+  float x = fabs(a.x), y = fabs(a.y);
+  float m = max(x, y);
+  if (m == 0.0f || isinf(m)) {
+    return m;
+  }
+  float s = min(x, y) / m;
+  return m * sqrt(1.0f + s * s);
+}

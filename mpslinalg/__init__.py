@@ -7,6 +7,7 @@ run on the CPU through :mod:`mpslinalg.emulator` (``use_backend("emulator")``).
 from __future__ import annotations
 
 from .kernels import BackendUnavailableError, use_backend
+from .lu import det, inv, inv_ex, lu, lu_factor, lu_factor_ex, lu_solve, slogdet, solve, solve_ex
 from .triangular import solve_triangular
 
 __version__ = "0.1.0"
@@ -16,4 +17,14 @@ __all__ = [
     "BackendUnavailableError",
     "use_backend",
     "solve_triangular",
+    "lu_factor",
+    "lu_factor_ex",
+    "lu",
+    "lu_solve",
+    "solve",
+    "solve_ex",
+    "det",
+    "slogdet",
+    "inv",
+    "inv_ex",
 ]

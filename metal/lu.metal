@@ -1,0 +1,283 @@
+// lu.metal — kernels of the LU family (mpslinalg/lu.py), float32 and complex64 (float2).
+//
+// Three kernels; everything else in the LU algorithm (TRSM, GEMM updates) is matrix products
+// issued from Python (DESIGN §6):
+//
+//   lu_panel_{f32,c64}   factor the m x w panel A[o:M, o:o+w] of every matrix in the batch in place
+//                        (one threadgroup per matrix, in device memory, any M);
+//   lu_small_{f32,c64}   factor whole matrices with M, N <= 32 in threadgroup memory
+//                        (one threadgroup per matrix; RANSAC 9x9, VMC 32x32);
+//   lu_laswp_{f32,c64}   apply the row interchanges piv[k1:k2] to the columns [c0, c0 + nc) of
+//                        every matrix, forward or reverse (one thread per column, no barriers).
+//
+// LAPACK semantics, exactly (getf2 / getrf2):
+//   * the pivot of column j is the FIRST row of largest |Re| + |Im| (icamax) among rows j..M-1;
+//   * pivots are 1-based absolute row indices, int32;
+//   * a zero pivot column is not scaled (no division by zero, no NaN from it); info (zero-initialised
+//     by the caller) becomes the 1-based index of the first zero pivot; elimination continues;
+//   * below the diagonal: multiply by 1/pivot when |pivot| >= the smallest normal float, else
+//     divide by the pivot (LAPACK's sfmin rule).
+//
+// Layout: A is a contiguous [batch, M, N] row-major buffer (the Python side passes resolved,
+// contiguous tensors: Metal ignores strides and conjugate bits); piv is [batch, K] int32 with
+// K = min(M, N) (lu_laswp: K = number of pivots per matrix); info is [batch] int32.
+// Sizes arrive as 8-byte longs (torch.mps.compile_shader binds a Python int as long).
+#include <metal_stdlib>
+#include "complex.h"
+using namespace metal;
+
+// Smallest normal float32 (LAPACK's slamch('S') for float32).
+constant float LU_SFMIN = 1.17549435e-38f;
+// Threads per threadgroup of lu_panel: a power of two, at most this (the reduction arrays' size).
+constant uint LU_PANEL_MAX_THREADS = 256;
+// Largest matrix order of lu_small, and the padded row stride of its threadgroup tile.
+constant int LU_SMALL_MAX = 32;
+constant int LU_SMALL_LD = 33;
+
+// ---- element helpers, overloaded for float (real) and float2 (complex) ------------------------
+
+inline float lu_abs1(float a) { return fabs(a); }
+inline float lu_abs1(float2 a) { return cabs1(a); }
+inline float lu_abs(float a) { return fabs(a); }
+inline float lu_abs(float2 a) { return cmodulus(a); }
+inline float lu_mul(float a, float b) { return a * b; }
+inline float2 lu_mul(float2 a, float2 b) { return cmul(a, b); }
+inline float lu_div(float a, float b) { return a / b; }
+inline float2 lu_div(float2 a, float2 b) { return cdiv(a, b); }
+inline float lu_recip(float a) { return 1.0f / a; }
+inline float2 lu_recip(float2 a) { return crecip(a); }
+inline bool lu_is_zero(float a) { return a == 0.0f; }
+inline bool lu_is_zero(float2 a) { return a.x == 0.0f && a.y == 0.0f; }
+
+// ---- lu_panel ------------------------------------------------------------------------------------
+//
+// Right-looking unblocked LU (LAPACK getf2) of the panel rows [o, M) x columns [o, o + w) of each
+// matrix. Row swaps touch only the panel's columns; the caller applies the pivots to the other
+// columns with lu_laswp. Grid: threads = batch * G, group_size = G (a power of two <= 256); the
+// threadgroup index is the batch index. The pivot search is a strided scan (strict '>', so each
+// thread keeps its first maximum) followed by a tree reduction that prefers the smaller row on
+// ties: the result is LAPACK's icamax.
+template <typename T>
+kernel void lu_panel(device T* A [[buffer(0)]],
+                     device int* piv [[buffer(1)]],
+                     device int* info [[buffer(2)]],
+                     constant long& M [[buffer(3)]],
+                     constant long& N [[buffer(4)]],
+                     constant long& K [[buffer(5)]],
+                     constant long& o [[buffer(6)]],
+                     constant long& w [[buffer(7)]],
+                     uint tid [[thread_index_in_threadgroup]],
+                     uint ntg [[threads_per_threadgroup]],
+                     uint b [[threadgroup_position_in_grid]]) {
+  threadgroup float red_v[LU_PANEL_MAX_THREADS];
+  threadgroup int red_i[LU_PANEL_MAX_THREADS];
+  device T* a = A + (long)b * M * N;
+  const long kl = min(M - o, w);
+  const long cend = o + w;
+  for (long j = 0; j < kl; ++j) {
+    const long col = o + j;
+    // 1. pivot search over rows col..M-1 (sentinel row M: nothing found, e.g. all NaN)
+    float best = -1.0f;
+    int bi = (int)M;
+    for (long r = col + (long)tid; r < M; r += (long)ntg) {
+      const float v = lu_abs1(a[r * N + col]);
+      if (v > best) {
+        best = v;
+        bi = (int)r;
+      }
+    }
+    red_v[tid] = best;
+    red_i[tid] = bi;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    for (uint s = ntg / 2; s > 0; s >>= 1) {
+      if (tid < s) {
+        const float v2 = red_v[tid + s];
+        const int i2 = red_i[tid + s];
+        if (v2 > red_v[tid] || (v2 == red_v[tid] && i2 < red_i[tid])) {
+          red_v[tid] = v2;
+          red_i[tid] = i2;
+        }
+      }
+      threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
+    const long p = (red_i[0] >= (int)M) ? col : (long)red_i[0];
+    const T pivot = a[p * N + col];
+    // everyone has read red_*[0] and the pivot before anything is overwritten
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
+    if (tid == 0) {
+      piv[(long)b * K + col] = (int)(p + 1);
+    }
+    if (!lu_is_zero(pivot)) {  // uniform over the threadgroup: every thread read the same pivot
+      // 2. swap rows col and p inside the panel
+      if (p != col) {
+        for (long c = o + (long)tid; c < cend; c += (long)ntg) {
+          const T t = a[col * N + c];
+          a[col * N + c] = a[p * N + c];
+          a[p * N + c] = t;
+        }
+      }
+      threadgroup_barrier(mem_flags::mem_device);
+      // 3. scale the column below the diagonal (LAPACK's sfmin rule)
+      const bool use_recip = lu_abs(pivot) >= LU_SFMIN;
+      const T rp = lu_recip(pivot);
+      for (long r = col + 1 + (long)tid; r < M; r += (long)ntg) {
+        a[r * N + col] = use_recip ? lu_mul(a[r * N + col], rp) : lu_div(a[r * N + col], pivot);
+      }
+    } else if (tid == 0 && info[b] == 0) {
+      info[b] = (int)(col + 1);
+    }
+    threadgroup_barrier(mem_flags::mem_device);
+    // 4. rank-1 update of the trailing panel rows col+1..M-1, columns col+1..cend-1
+    const long nr = M - col - 1;
+    const long nc = cend - col - 1;
+    for (long t = (long)tid; t < nr * nc; t += (long)ntg) {
+      const long r = col + 1 + t / nc;
+      const long c = col + 1 + t % nc;
+      a[r * N + c] -= lu_mul(a[r * N + col], a[col * N + c]);
+    }
+    threadgroup_barrier(mem_flags::mem_device);
+  }
+}
+
+// ---- lu_small ------------------------------------------------------------------------------------
+//
+// Whole-matrix LU of M x N matrices with M, N <= 32, in threadgroup memory (8.4 KiB for complex64).
+// Grid: threads = batch * G, group_size = G (any G >= 1; 32 = one simdgroup is the intended size).
+// Thread 0 does the pivot search with LAPACK's own scan (start at the diagonal, strict '>'), so the
+// pivot is icamax's even for NaN input; the swap, scaling and update are spread over the group.
+// Whole rows are swapped (LAPACK getf2), so no lu_laswp is needed afterwards.
+template <typename T>
+kernel void lu_small(device T* A [[buffer(0)]],
+                     device int* piv [[buffer(1)]],
+                     device int* info [[buffer(2)]],
+                     constant long& M [[buffer(3)]],
+                     constant long& N [[buffer(4)]],
+                     uint tid [[thread_index_in_threadgroup]],
+                     uint ntg [[threads_per_threadgroup]],
+                     uint b [[threadgroup_position_in_grid]]) {
+  threadgroup T s[LU_SMALL_MAX * LU_SMALL_LD];
+  threadgroup int sp[1];
+  const int m = (int)M;
+  const int n = (int)N;
+  const int k = min(m, n);
+  const int nt = (int)ntg;
+  const int t0 = (int)tid;
+  device T* a = A + (long)b * M * N;
+  for (int t = t0; t < m * n; t += nt) {
+    s[(t / n) * LU_SMALL_LD + t % n] = a[t];
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  for (int j = 0; j < k; ++j) {
+    if (t0 == 0) {
+      int p = j;
+      float best = lu_abs1(s[j * LU_SMALL_LD + j]);
+      for (int r = j + 1; r < m; ++r) {
+        const float v = lu_abs1(s[r * LU_SMALL_LD + j]);
+        if (v > best) {
+          best = v;
+          p = r;
+        }
+      }
+      sp[0] = p;
+      piv[(long)b * k + j] = p + 1;
+      if (lu_is_zero(s[p * LU_SMALL_LD + j]) && info[b] == 0) {
+        info[b] = j + 1;
+      }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const int p = sp[0];
+    const T pivot = s[p * LU_SMALL_LD + j];
+    threadgroup_barrier(mem_flags::mem_threadgroup);  // all have read the pivot before the swap
+    if (!lu_is_zero(pivot)) {
+      if (p != j) {
+        for (int c = t0; c < n; c += nt) {
+          const T t = s[j * LU_SMALL_LD + c];
+          s[j * LU_SMALL_LD + c] = s[p * LU_SMALL_LD + c];
+          s[p * LU_SMALL_LD + c] = t;
+        }
+      }
+      threadgroup_barrier(mem_flags::mem_threadgroup);
+      const bool use_recip = lu_abs(pivot) >= LU_SFMIN;
+      const T rp = lu_recip(pivot);
+      for (int r = j + 1 + t0; r < m; r += nt) {
+        const T x = s[r * LU_SMALL_LD + j];
+        s[r * LU_SMALL_LD + j] = use_recip ? lu_mul(x, rp) : lu_div(x, pivot);
+      }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const int nr = m - j - 1;
+    const int nc = n - j - 1;
+    for (int t = t0; t < nr * nc; t += nt) {
+      const int r = j + 1 + t / nc;
+      const int c = j + 1 + t % nc;
+      s[r * LU_SMALL_LD + c] -= lu_mul(s[r * LU_SMALL_LD + j], s[j * LU_SMALL_LD + c]);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+  }
+  for (int t = t0; t < m * n; t += nt) {
+    a[t] = s[(t / n) * LU_SMALL_LD + t % n];
+  }
+}
+
+// ---- lu_laswp ------------------------------------------------------------------------------------
+//
+// LAPACK laswp: for i = k1 .. k2-1 (reverse: k2-1 down to k1) swap rows i and piv[i] - 1 of the
+// columns [c0, c0 + nc) of each matrix. One thread per (matrix, column): the swaps of one column
+// are sequential in that thread, so no barriers are needed. Grid: threads = batch * nc (any
+// group size). Pivots outside [0, M) are ignored (never an out-of-bounds access).
+template <typename T>
+kernel void lu_laswp(device T* A [[buffer(0)]],
+                     device const int* piv [[buffer(1)]],
+                     constant long& M [[buffer(2)]],
+                     constant long& N [[buffer(3)]],
+                     constant long& K [[buffer(4)]],
+                     constant long& k1 [[buffer(5)]],
+                     constant long& k2 [[buffer(6)]],
+                     constant long& c0 [[buffer(7)]],
+                     constant long& nc [[buffer(8)]],
+                     constant long& reverse [[buffer(9)]],
+                     constant long& batch [[buffer(10)]],
+                     uint gid [[thread_position_in_grid]]) {
+  const long b = (long)gid / nc;
+  const long c = c0 + (long)gid % nc;
+  if (b >= batch) {
+    return;
+  }
+  device T* a = A + b * M * N;
+  device const int* pb = piv + b * K;
+  for (long step = 0; step < k2 - k1; ++step) {
+    const long i = reverse != 0 ? k2 - 1 - step : k1 + step;
+    const long q = (long)pb[i] - 1;
+    if (q != i && q >= 0 && q < M) {
+      const T t = a[i * N + c];
+      a[i * N + c] = a[q * N + c];
+      a[q * N + c] = t;
+    }
+  }
+}
+
+// ---- instantiations --------------------------------------------------------------------------------
+// Explicit instantiations repeat the parameter attributes (Metal binds by them).
+
+#define LU_INSTANTIATE(T, PANEL, SMALL, LASWP)                                                                    \
+  template [[host_name(PANEL)]] kernel void lu_panel<T>(                                \
+      device T* A [[buffer(0)]], device int* piv [[buffer(1)]], device int* info [[buffer(2)]],   \
+      constant long& M [[buffer(3)]], constant long& N [[buffer(4)]],                              \
+      constant long& K [[buffer(5)]], constant long& o [[buffer(6)]],                              \
+      constant long& w [[buffer(7)]], uint tid [[thread_index_in_threadgroup]],                    \
+      uint ntg [[threads_per_threadgroup]], uint b [[threadgroup_position_in_grid]]);             \
+  template [[host_name(SMALL)]] kernel void lu_small<T>(                                \
+      device T* A [[buffer(0)]], device int* piv [[buffer(1)]], device int* info [[buffer(2)]],   \
+      constant long& M [[buffer(3)]], constant long& N [[buffer(4)]],                              \
+      uint tid [[thread_index_in_threadgroup]], uint ntg [[threads_per_threadgroup]],              \
+      uint b [[threadgroup_position_in_grid]]);                                                    \
+  template [[host_name(LASWP)]] kernel void lu_laswp<T>(                                \
+      device T* A [[buffer(0)]], device const int* piv [[buffer(1)]],                              \
+      constant long& M [[buffer(2)]], constant long& N [[buffer(3)]],                              \
+      constant long& K [[buffer(4)]], constant long& k1 [[buffer(5)]],                             \
+      constant long& k2 [[buffer(6)]], constant long& c0 [[buffer(7)]],                            \
+      constant long& nc [[buffer(8)]], constant long& reverse [[buffer(9)]],                       \
+      constant long& batch [[buffer(10)]], uint gid [[thread_position_in_grid]]);
+
+LU_INSTANTIATE(float, "lu_panel_f32", "lu_small_f32", "lu_laswp_f32")
+LU_INSTANTIATE(float2, "lu_panel_c64", "lu_small_c64", "lu_laswp_c64")

@@ -1,0 +1,1098 @@
+"""The LU family: ``lu_factor(_ex)``, ``lu``, ``lu_solve``, ``solve(_ex)``, ``det``, ``slogdet``,
+``inv(_ex)`` with ``torch.linalg``'s signatures and semantics (DESIGN §6, §7).
+
+The whole story lives here: input checks, the device-agnostic recursive algorithm, its three
+kernel contracts (implemented in ``metal/lu.metal`` for the ``metal``/``emulator`` backends and
+with torch ops for the ``torch`` backend), the custom ops with fake implementations and autograd,
+and the public wrappers.
+
+Algorithm (LAPACK ``getrf2``, Toledo's recursive LU)
+----------------------------------------------------
+``_getrf`` factors a batch ``[B, M, N]`` in place into a copy of the input:
+
+* small matrices (``M, N <= 32`` on the kernel backends) are one **whole-matrix kernel** dispatch
+  for the whole batch (``lu_small``); on the ``torch`` backend matrices up to
+  :attr:`Tuning.direct_max` are one call of the device's LAPACK-like leaf;
+* larger ones recurse on column halves ``[A11; A21] | [A12; A22]``: factor the left half, apply
+  its row interchanges to the right half (**one dispatch per block**, ``lu_laswp`` or one gather),
+  ``A12 <- L11^{-1} A12`` (``mpslinalg.triangular.trsm``), ``A22 <- A22 - A21 A12`` (one GEMM),
+  factor ``A22``, apply its interchanges to ``A21``. Nearly all flops are in the GEMMs; the leaf
+  is a **fused panel kernel** (``lu_panel``, ``nb`` columns, pivot search, swap, scaling and rank-1
+  updates in one dispatch).
+
+Pivots (1-based int32), ``info`` and everything else stay on the device: no ``_ex`` path
+synchronises with the host.
+
+Kernel contracts (identical on every backend)
+---------------------------------------------
+``panel(LU, piv, info, o, w)``
+    LAPACK ``getf2`` of rows ``[o, M)`` x columns ``[o, o+w)`` of every matrix of the contiguous
+    ``[B, M, N]`` buffer ``LU``, in place. Pivot of column ``j`` = first row of largest
+    ``|Re|+|Im|`` (``icamax``), written 1-based and absolute to ``piv[:, j]``; rows are swapped only
+    inside the panel's columns; a zero pivot column is not scaled and sets ``info`` (if still 0) to
+    ``j + 1``; scaling multiplies by ``1/pivot`` when ``|pivot| >= sfmin``, else divides.
+``small(LU, piv, info)``
+    the same for the whole matrix (whole rows swapped).
+``swap(X, piv, k1, k2, c0, nc, reverse)``
+    LAPACK ``laswp``: apply the interchanges ``piv[:, k1:k2]`` (1-based absolute rows) to columns
+    ``[c0, c0+nc)`` of the contiguous ``[B, M, N]`` buffer ``X``, in order or in reverse order.
+
+The ``torch`` backend implements ``panel``/``small`` with the device's own LAPACK-like leaf
+(``torch.linalg.lu_factor_ex``: LAPACK ``getrf`` on CPU, cuSOLVER/MAGMA on CUDA — the same pivot
+rule and ``info``), and ``swap`` with a sync-free permutation gather (:func:`_swaps_to_perm`).
+
+Autograd follows PyTorch's formulas (``FunctionsManual.cpp``), conjugate-Wirtinger; every backward
+calls our own differentiable ops, so double backward works. ``det``'s gradient at an exactly
+singular matrix is the adjugate (computed from an SVD; ``torch.linalg.svd`` for now, until the
+project's own SVD exists), not the zero matrix ``torch.linalg.det`` returns.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from . import _errors as E
+from .kernels import backend_for, load_library
+
+__all__ = [
+    "TUNING",
+    "det",
+    "inv",
+    "inv_ex",
+    "lu",
+    "lu_factor",
+    "lu_factor_ex",
+    "lu_solve",
+    "slogdet",
+    "solve",
+    "solve_ex",
+]
+
+_RT = torch.return_types
+
+
+# --------------------------------------------------------------------------------------------------
+# Tuning
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Tuning:
+    """Block sizes and strategies of the recursive LU (``benchmarks/bench_lu.py --tune`` measures).
+
+    Attributes
+    ----------
+    panel_nb : int
+        Width of the ``lu_panel`` leaf on the kernel backends (``metal``, ``emulator``).
+    small_max : int
+        Largest ``M`` and ``N`` handled by the whole-matrix ``lu_small`` kernel (at most 32).
+    panel_threads : int
+        Threads per threadgroup of ``lu_panel`` (a power of two, at most 256).
+    direct_max : dict
+        ``torch`` backend, per device type: matrices with ``max(M, N)`` up to this are factored by
+        one call of the device's leaf (``torch.linalg.lu_factor_ex``); larger ones recurse.
+    leaf_nb : dict
+        ``torch`` backend, per device type: panel width of the recursion's leaves.
+    gemm : dict
+        Complex GEMM strategy per device type: ``"native"`` (``torch.matmul`` on complex),
+        ``"4m"`` (four real products) or ``"embed"`` (one real product of the 2x2 real block
+        embedding). Real dtypes always use ``torch.matmul``.
+    """
+
+    panel_nb: int = 32
+    small_max: int = 32
+    panel_threads: int = 256
+    direct_max: dict = field(default_factory=lambda: {"cpu": 512, "cuda": 256, "mps": 0})
+    leaf_nb: dict = field(default_factory=lambda: {"cpu": 128, "cuda": 128, "mps": 32})
+    gemm: dict = field(default_factory=lambda: {"cpu": "native", "cuda": "native", "mps": "4m"})
+
+
+#: The tuning in use (module-level, mutable: benchmarks and tests adjust it).
+TUNING = Tuning()
+
+
+# --------------------------------------------------------------------------------------------------
+# Small helpers
+# --------------------------------------------------------------------------------------------------
+
+
+def _trsm(A: torch.Tensor, B: torch.Tensor, *, upper: bool, left: bool, unitriangular: bool) -> torch.Tensor:
+    """Internal triangular solve of the triangular family (no checks, not differentiable)."""
+    try:
+        from .triangular import trsm
+    except ImportError:  # pragma: no cover - the triangular family ships with the package
+        return torch.linalg.solve_triangular(A, B, upper=upper, left=left, unitriangular=unitriangular)
+    return trsm(A, B, upper=upper, left=left, unitriangular=unitriangular)
+
+
+def _solve_tri(A: torch.Tensor, B: torch.Tensor, *, upper: bool, left: bool = True,
+               unitriangular: bool = False) -> torch.Tensor:
+    """Differentiable triangular solve used inside backward formulas (our public op)."""
+    try:
+        from .triangular import solve_triangular
+    except ImportError:  # pragma: no cover
+        return torch.linalg.solve_triangular(A, B, upper=upper, left=left, unitriangular=unitriangular)
+    return solve_triangular(A, B, upper=upper, left=left, unitriangular=unitriangular)
+
+
+def _gemm_sub(C: torch.Tensor, A: torch.Tensor, B: torch.Tensor, mode: str) -> None:
+    """``C -= A @ B`` in place (``C`` a view of a contiguous buffer, batched ``[b, m, n]``).
+
+    Complex products are done as real GEMMs when ``mode`` asks for it (Apple's matrix units are
+    float-only): ``"4m"``: ``Cr -= ArBr - AiBi``, ``Ci -= ArBi + AiBr``; ``"embed"``:
+    ``[Cr | Ci] -= [Ar | Ai] @ [[Br, Bi], [-Bi, Br]]`` (one real product of twice the size).
+    """
+    if not C.is_complex() or mode == "native":
+        C.sub_(torch.matmul(A, B))
+        return
+    Cr = torch.view_as_real(C)
+    Ar, Ai, Br, Bi = A.real, A.imag, B.real, B.imag
+    if mode == "4m":
+        Cr[..., 0].sub_(torch.matmul(Ar, Br) - torch.matmul(Ai, Bi))
+        Cr[..., 1].sub_(torch.matmul(Ar, Bi) + torch.matmul(Ai, Br))
+        return
+    if mode == "embed":
+        n = B.shape[-1]
+        left = torch.cat([Ar, Ai], dim=-1)
+        right = torch.cat([torch.cat([Br, Bi], dim=-1), torch.cat([-Bi, Br], dim=-1)], dim=-2)
+        prod = torch.matmul(left, right)
+        Cr[..., 0].sub_(prod[..., :n])
+        Cr[..., 1].sub_(prod[..., n:])
+        return
+    raise ValueError(f"unknown complex GEMM mode {mode!r}; expected 'native', '4m' or 'embed'")
+
+
+def _swaps_to_perm(p: torch.Tensor, m: int, chunk: int = 256) -> torch.Tensor:
+    """Permutation of LAPACK interchanges, without a host loop over the pivots' values.
+
+    ``p`` is ``[B, k]`` (int64, 0-based): step ``i`` swaps rows ``i`` and ``p[:, i] >= i`` of an
+    ``m``-row matrix, for ``i = 0 .. k-1`` in order. Returns ``perm [B, m]`` (int64) with
+    ``new[r] = old[perm[r]]``. Each chunk of ``w`` steps costs ``O(w^2)`` vectorised comparisons and
+    ``log2(w)`` pointer-jumping gathers (the content of position ``i`` before step ``i`` follows a
+    chain of earlier steps that targeted ``i``); chunks are composed by a gather.
+    """
+    Bsz, k = p.shape
+    dev = p.device
+    perm = torch.arange(m, device=dev).expand(Bsz, m).clone()
+    for off in range(0, k, chunk):
+        w = min(chunk, k - off)
+        q = p[:, off:off + w]
+        idx = torch.arange(w, device=dev)
+        earlier = idx[None, :] < idx[:, None]  # [i, k]: k < i
+        ranks = (idx + 1).to(torch.int32)
+        # src(i) = last step k < i whose target p_k is position off+i (else i itself: a root)
+        hit = (q[:, None, :] == (off + idx)[None, :, None]) & earlier
+        last = (hit * ranks).amax(-1).long() - 1
+        ptr = torch.where(last >= 0, last, idx)
+        for _ in range(max(1, math.ceil(math.log2(max(w, 2))))):
+            ptr = ptr.gather(-1, ptr)
+        c = off + ptr  # original row sitting at position off+i just before step i
+        # position off+i finally holds what sat at p_i before step i
+        same = q[:, :, None] == q[:, None, :]  # [j, j']: p_j == p_j'
+        prev = ((same & earlier) * ranks).amax(-1).long() - 1
+        top = torch.where(prev >= 0, c.gather(-1, prev.clamp(min=0)), q)
+        # a target row p_j beyond the chunk finally holds c(last j' with p_j' == p_j)
+        lastall = (same * ranks).amax(-1).long() - 1
+        step = torch.arange(m, device=dev).expand(Bsz, m).clone()
+        step.scatter_(-1, q, c.gather(-1, lastall))
+        step[:, off:off + w] = top
+        perm = perm.gather(-1, step)
+    return perm
+
+
+def _perm_from_pivots(piv: torch.Tensor, m: int) -> torch.Tensor:
+    """``perm [..., m]`` (int64) of 1-based LAPACK pivots ``piv [..., k]``: ``(PᵀA)[r] = A[perm[r]]``."""
+    batch = piv.shape[:-1]
+    flat = piv.reshape(-1, piv.shape[-1]).long() - 1
+    return _swaps_to_perm(flat, m).reshape(*batch, m)
+
+
+def _eye(n: int, like: torch.Tensor) -> torch.Tensor:
+    return torch.eye(n, dtype=like.dtype, device=like.device)
+
+
+# --------------------------------------------------------------------------------------------------
+# Kernels: one Python call site for metal and the emulator; torch ops for the torch backend
+# --------------------------------------------------------------------------------------------------
+
+
+class _TorchKernels:
+    """The kernel contracts with torch ops (CPU/CUDA; any dtype)."""
+
+    name = "torch"
+
+    def small(self, LU: torch.Tensor, piv: torch.Tensor, info: torch.Tensor) -> None:
+        lu, p, inf = torch.linalg.lu_factor_ex(LU)
+        LU.copy_(lu)
+        piv.copy_(p)
+        info.copy_(inf)
+
+    def panel(self, LU: torch.Tensor, piv: torch.Tensor, info: torch.Tensor, o: int, w: int) -> None:
+        sub = LU[:, o:, o:o + w]
+        lu, p, inf = torch.linalg.lu_factor_ex(sub)
+        sub.copy_(lu)
+        piv[:, o:o + p.shape[-1]].copy_(p + o)
+        info.copy_(torch.where((info == 0) & (inf > 0), inf + o, info))
+
+    def swap(self, X: torch.Tensor, piv: torch.Tensor, k1: int, k2: int, c0: int, nc: int,
+             reverse: bool = False) -> None:
+        if k2 <= k1 or nc <= 0:
+            return
+        sub = X[:, k1:, c0:c0 + nc]
+        perm = _swaps_to_perm(piv[:, k1:k2].long() - 1 - k1, sub.shape[-2])
+        if reverse:
+            perm = torch.argsort(perm, dim=-1)
+        sub.copy_(sub.gather(-2, perm[:, :, None].expand(-1, -1, nc)))
+
+
+class _MetalKernels:
+    """The kernel contracts with ``metal/lu.metal`` (``metal`` on mps, ``emulator`` on CPU/CUDA)."""
+
+    name = "metal"
+
+    def __init__(self, device: torch.device, dtype: torch.dtype) -> None:
+        self.lib = load_library("lu", device)
+        self.sfx = "c64" if dtype == torch.complex64 else "f32"
+
+    def small(self, LU: torch.Tensor, piv: torch.Tensor, info: torch.Tensor) -> None:
+        B, M, N = LU.shape
+        getattr(self.lib, f"lu_small_{self.sfx}")(LU, piv, info, M, N, threads=B * 32, group_size=32)
+
+    def panel(self, LU: torch.Tensor, piv: torch.Tensor, info: torch.Tensor, o: int, w: int) -> None:
+        B, M, N = LU.shape
+        K = piv.shape[-1]
+        g = TUNING.panel_threads
+        getattr(self.lib, f"lu_panel_{self.sfx}")(LU, piv, info, M, N, K, o, w,
+                                                  threads=B * g, group_size=g)
+
+    def swap(self, X: torch.Tensor, piv: torch.Tensor, k1: int, k2: int, c0: int, nc: int,
+             reverse: bool = False) -> None:
+        if k2 <= k1 or nc <= 0:
+            return
+        B, M, N = X.shape
+        K = piv.shape[-1]
+        total = B * nc
+        getattr(self.lib, f"lu_laswp_{self.sfx}")(X, piv, M, N, K, k1, k2, c0, nc, int(reverse), B,
+                                                  threads=total, group_size=min(64, total))
+
+
+_TORCH_KERNELS = _TorchKernels()
+
+
+def _kernels(x: torch.Tensor):
+    if x.dtype in E.GPU_DTYPES and backend_for(x.device) != "torch":
+        return _MetalKernels(x.device, x.dtype)
+    return _TORCH_KERNELS
+
+
+# --------------------------------------------------------------------------------------------------
+# The algorithm
+# --------------------------------------------------------------------------------------------------
+
+
+def _split(k: int, nb: int) -> int:
+    return max(nb, (k // 2) // nb * nb)
+
+
+def _getrf_rec(LU, piv, info, o: int, w: int, nb: int, kern, gemm: str) -> None:
+    """Recursive LU of rows ``[o, M)`` x columns ``[o, o+w)`` (``getrf2``), in place."""
+    M = LU.shape[-2]
+    R = M - o
+    if R <= 0 or w <= 0:
+        return
+    kl = min(R, w)
+    if w <= nb or kl <= nb:
+        kern.panel(LU, piv, info, o, w)
+        return
+    n1 = _split(kl, nb)
+    n2 = w - n1
+    _getrf_rec(LU, piv, info, o, n1, nb, kern, gemm)
+    kern.swap(LU, piv, o, o + n1, o + n1, n2)
+    A11 = LU[:, o:o + n1, o:o + n1]
+    A12 = LU[:, o:o + n1, o + n1:o + w]
+    A12.copy_(_trsm(A11, A12, upper=False, left=True, unitriangular=True))
+    if R > n1:
+        A21 = LU[:, o + n1:, o:o + n1]
+        A22 = LU[:, o + n1:, o + n1:o + w]
+        _gemm_sub(A22, A21, A12, gemm)
+        _getrf_rec(LU, piv, info, o + n1, n2, nb, kern, gemm)
+        kern.swap(LU, piv, o + n1, o + n1 + min(R - n1, n2), o, n1)
+
+
+def _getrf(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """LU with partial pivoting of ``A [..., M, N]``: ``(LU, pivots int32 [..., K], info int32 [...])``."""
+    batch = A.shape[:-2]
+    M, N = A.shape[-2], A.shape[-1]
+    K = min(M, N)
+    LU = E.resolved(A).reshape(-1, M, N).clone()
+    B = LU.shape[0]
+    piv = torch.zeros(B, K, dtype=torch.int32, device=A.device)
+    info = torch.zeros(B, dtype=torch.int32, device=A.device)
+    if B > 0 and K > 0:
+        kern = _kernels(LU)
+        dev = A.device.type
+        if kern.name == "torch":
+            if max(M, N) <= TUNING.direct_max.get(dev, 256):
+                kern.small(LU, piv, info)
+            else:
+                _getrf_rec(LU, piv, info, 0, N, TUNING.leaf_nb.get(dev, 128), kern,
+                           TUNING.gemm.get(dev, "native"))
+        elif M <= TUNING.small_max and N <= TUNING.small_max:
+            kern.small(LU, piv, info)
+        else:
+            _getrf_rec(LU, piv, info, 0, N, TUNING.panel_nb, kern, TUNING.gemm.get(dev, "4m"))
+    return LU.reshape(*batch, M, N), piv.reshape(*batch, K), info.reshape(batch)
+
+
+def _getrs(LU: torch.Tensor, piv: torch.Tensor, B: torch.Tensor, trans: str) -> torch.Tensor:
+    """Solve ``op(A) X = B`` from ``A = P L U``; ``LU [b, n, n]``, ``piv [b, n]``, ``B [b, n, k]``
+    (same leading batch), ``trans`` in ``N`` (``A``), ``T`` (``Aᵀ``), ``C`` (``Aᴴ``)."""
+    kern = _kernels(B)
+    if kern.name == "torch":
+        if trans == "T":
+            # LAPACK's getrs 'T' is not exposed; Aᵀ X = B  <=>  Aᴴ conj(X) = conj(B)
+            return torch.linalg.lu_solve(LU, piv, B.conj(), adjoint=True).conj()
+        return torch.linalg.lu_solve(LU, piv, B, adjoint=trans == "C")
+    n = LU.shape[-1]
+    X = E.resolved(B).clone()
+    pivc = piv.contiguous()
+    if trans == "N":
+        kern.swap(X, pivc, 0, n, 0, X.shape[-1])
+        X = _trsm(LU, X, upper=False, left=True, unitriangular=True)
+        return _trsm(LU, X, upper=True, left=True, unitriangular=False)
+    op = (lambda t: t.mT) if trans == "T" else (lambda t: t.mH)
+    X = _trsm(op(LU), X, upper=False, left=True, unitriangular=False)
+    X = _trsm(op(LU), X, upper=True, left=True, unitriangular=True).contiguous()
+    kern.swap(X, pivc, 0, n, 0, X.shape[-1], reverse=True)
+    return X
+
+
+def _lu_solve_impl(LU: torch.Tensor, piv: torch.Tensor, B: torch.Tensor, left: bool,
+                   adjoint: bool) -> torch.Tensor:
+    """``X`` with ``op(A) X = B`` (``left``) or ``X op(A) = B``; ``B`` already 2-D per batch."""
+    if not left:
+        # X A = B <=> Aᵀ Xᵀ = Bᵀ;  X Aᴴ = B <=> A Xᴴ = Bᴴ
+        if adjoint:
+            return _lu_solve_impl(LU, piv, B.mH, True, False).mH
+        return _lu_solve_left(LU, piv, B.mT, "T").mT
+    return _lu_solve_left(LU, piv, B, "C" if adjoint else "N")
+
+
+def _lu_solve_left(LU: torch.Tensor, piv: torch.Tensor, B: torch.Tensor, trans: str) -> torch.Tensor:
+    n = LU.shape[-1]
+    k = B.shape[-1]
+    batch = torch.broadcast_shapes(LU.shape[:-2], B.shape[:-2])
+    if n == 0 or k == 0 or math.prod(batch) == 0:
+        return B.new_zeros((*batch, n, k))
+    LU3 = E.resolved(LU.expand(*batch, n, n)).reshape(-1, n, n)
+    P3 = piv.expand(*batch, n).reshape(-1, n).contiguous()
+    B3 = E.resolved(B.expand(*batch, n, k)).reshape(-1, n, k)
+    X = _getrs(LU3, P3, B3, trans)
+    return X.reshape(*batch, n, k)
+
+
+def _det_parts(LU: torch.Tensor, piv: torch.Tensor):
+    """``(diag(U), permutation sign)`` of a factorisation."""
+    n = LU.shape[-1]
+    d = LU.diagonal(dim1=-2, dim2=-1)
+    ar = torch.arange(1, n + 1, device=piv.device, dtype=piv.dtype)
+    odd = ((piv != ar).sum(-1) % 2).to(d.real.dtype if d.is_complex() else d.dtype)
+    return d, 1 - 2 * odd
+
+
+def _det_impl(A: torch.Tensor) -> torch.Tensor:
+    LU, piv, _ = _getrf(A)
+    d, sign = _det_parts(LU, piv)
+    return d.prod(-1) * sign
+
+
+def _slogdet_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    LU, piv, _ = _getrf(A)
+    d, sign = _det_parts(LU, piv)
+    absd = d.abs()
+    logabs = absd.log().sum(-1)
+    safe = torch.where(absd == 0, torch.ones_like(absd), absd)
+    phase = torch.where(absd == 0, torch.zeros_like(d), d / safe)
+    s = phase.prod(-1) * sign
+    return s, logabs
+
+
+def _inv_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    LU, piv, info = _getrf(A)
+    n = A.shape[-1]
+    eye = _eye(n, A).expand_as(A)
+    return _lu_solve_left(LU, piv, eye, "N"), info
+
+
+def _solve_impl(A: torch.Tensor, B: torch.Tensor, left: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    LU, piv, info = _getrf(A)
+    return _lu_solve_impl(LU, piv, B, left, False), info
+
+
+# --------------------------------------------------------------------------------------------------
+# Custom ops: fake implementations and autograd (PyTorch's formulas, FunctionsManual.cpp)
+# --------------------------------------------------------------------------------------------------
+
+
+@torch.library.custom_op("mpslinalg::lu_factor_ex", mutates_args=())
+def _lu_factor_ex_op(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    LU, piv, info = _getrf(A)
+    return LU, piv, info
+
+
+@_lu_factor_ex_op.register_fake
+def _(A):
+    K = min(A.shape[-2], A.shape[-1])
+    return (A.new_empty(A.shape), A.new_empty((*A.shape[:-2], K), dtype=torch.int32),
+            A.new_empty(A.shape[:-2], dtype=torch.int32))
+
+
+def _apply_P(piv: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+    """``P @ X`` for ``A = P L U`` (``(PᵀX)[r] = X[perm[r]]``, so ``P X`` scatters rows back)."""
+    m = X.shape[-2]
+    perm = _perm_from_pivots(piv, m)
+    inv = torch.argsort(perm, dim=-1)
+    batch = torch.broadcast_shapes(inv.shape[:-1], X.shape[:-2])
+    idx = inv.expand(*batch, m)[..., None].expand(*batch, m, X.shape[-1])
+    return X.expand(*batch, *X.shape[-2:]).gather(-2, idx)
+
+
+def _unpack(LU: torch.Tensor):
+    m, n = LU.shape[-2], LU.shape[-1]
+    k = min(m, n)
+    L = LU[..., :, :k].tril(-1) + torch.eye(m, k, dtype=LU.dtype, device=LU.device)
+    U = LU[..., :k, :].triu()
+    return L, U
+
+
+def _lu_factor_setup(ctx, inputs, output):
+    LU, piv, _ = output
+    ctx.save_for_backward(LU, piv)
+
+
+def _lu_factor_backward(ctx, gLU, gpiv, ginfo):
+    # linalg_lu_backward (square / wide / tall) with L_grad = gLU[..., :, :k], U_grad = gLU[..., :k, :]
+    LU, piv = ctx.saved_tensors
+    if gLU is None:
+        return None
+    m, n = LU.shape[-2], LU.shape[-1]
+    k = min(m, n)
+    L, U = _unpack(LU)
+    gL = gLU[..., :, :k]
+    gU = gLU[..., :k, :]
+    if m == n:
+        gA = (L.mH @ gL).tril(-1) + (gU @ U.mH).triu()
+        gA = _solve_tri(U.mH, gA, upper=False, left=False)
+        gA = _solve_tri(L.mH, gA, upper=True, left=True, unitriangular=True)
+    elif m < n:
+        U1, gU1, gU2 = U[..., :, :k], gU[..., :, :k], gU[..., :, k:]
+        gA = (L.mH @ gL) - gU.triu() @ U.mH
+        gA = _solve_tri(U1.mH, gA.tril(-1), upper=False, left=False)
+        gA = torch.cat([gA + gU1.triu(), gU2], dim=-1)
+        gA = _solve_tri(L.mH, gA, upper=True, left=True, unitriangular=True)
+    else:
+        L1, gL1, gL2 = L[..., :k, :], gL[..., :k, :], gL[..., k:, :]
+        gA = gU @ U.mH - L.mH @ gL.tril(-1)
+        gA = _solve_tri(L1.mH, gA.triu(), upper=True, left=True, unitriangular=True)
+        gA = torch.cat([gA + gL1.tril(-1), gL2], dim=-2)
+        gA = _solve_tri(U.mH, gA, upper=False, left=False)
+    return _apply_P(piv, gA)
+
+
+_lu_factor_ex_op.register_autograd(_lu_factor_backward, setup_context=_lu_factor_setup)
+
+
+@torch.library.custom_op("mpslinalg::lu_solve", mutates_args=())
+def _lu_solve_op(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, left: bool,
+                 adjoint: bool) -> torch.Tensor:
+    return _lu_solve_impl(LU, pivots, B, left, adjoint)
+
+
+@_lu_solve_op.register_fake
+def _(LU, pivots, B, left, adjoint):
+    batch = torch.broadcast_shapes(LU.shape[:-2], B.shape[:-2])
+    return B.new_empty((*batch, *B.shape[-2:]))
+
+
+def _lu_solve_setup(ctx, inputs, output):
+    LU, piv, B, left, adjoint = inputs
+    ctx.flags = (left, adjoint)
+    ctx.shapes = (LU.shape, B.shape)
+    ctx.save_for_backward(LU, piv, output)
+
+
+def _lu_solve_backward(ctx, gX):
+    LU, piv, X = ctx.saved_tensors
+    left, adjoint = ctx.flags
+    lu_shape, b_shape = ctx.shapes
+    gLU = gB = None
+    if ctx.needs_input_grad[2]:
+        gB = _lu_solve_op(LU, piv, gX, left, not adjoint).sum_to_size(b_shape)
+    if ctx.needs_input_grad[0]:
+        L, U = _unpack(LU)
+        if left != adjoint:
+            # gR = U^{-H} op(-gX) op(X)^H ; gL = (L^{-H} gR U^H).tril(-1)
+            rhs = -((gX if left else gX.mH) @ (X.mH if left else X))
+            gR = _solve_tri(U.mH, rhs, upper=False, left=True)
+            gL = _solve_tri(L.mH, gR @ U.mH, upper=True, left=True, unitriangular=True).tril(-1)
+            gLU = gL + gR.triu()
+        else:
+            # gR = -P^T op(X) op(gX)^H P ; gR = gR L^{-H} ; gU = (L^H gR U^{-H}).triu()
+            inner = (X if left else X.mH) @ (gX.mH if left else gX)
+            PtI = _apply_Pt(piv, inner)
+            gR = -_apply_Pt(piv, PtI.mH).mH  # (-Pᵀ inner P)
+            gR = _solve_tri(L.mH, gR, upper=True, left=False, unitriangular=True)
+            gU = _solve_tri(U.mH, L.mH @ gR, upper=False, left=False).triu()
+            gLU = gR.tril(-1) + gU
+        gLU = gLU.sum_to_size(lu_shape)
+    return gLU, None, gB, None, None
+
+
+def _apply_Pt(piv: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+    """``Pᵀ @ X``: rows ``X[perm[r]]``."""
+    m = X.shape[-2]
+    perm = _perm_from_pivots(piv, m)
+    batch = torch.broadcast_shapes(perm.shape[:-1], X.shape[:-2])
+    idx = perm.expand(*batch, m)[..., None].expand(*batch, m, X.shape[-1])
+    return X.expand(*batch, *X.shape[-2:]).gather(-2, idx)
+
+
+_lu_solve_op.register_autograd(_lu_solve_backward, setup_context=_lu_solve_setup)
+
+
+@torch.library.custom_op("mpslinalg::solve_ex", mutates_args=())
+def _solve_ex_op(A: torch.Tensor, B: torch.Tensor, left: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    return _solve_impl(A, B, left)
+
+
+@_solve_ex_op.register_fake
+def _(A, B, left):
+    batch = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+    return B.new_empty((*batch, *B.shape[-2:])), A.new_empty(A.shape[:-2], dtype=torch.int32)
+
+
+def _solve_setup(ctx, inputs, output):
+    A, B, left = inputs
+    ctx.left = left
+    ctx.shapes = (A.shape, B.shape)
+    ctx.save_for_backward(A, output[0])
+
+
+def _solve_backward(ctx, gX, ginfo):
+    # linalg_solve_backward: gB = A^{-H} gX (left) / gX A^{-H} (right); gA = -gB Xᴴ / -Xᴴ gB
+    A, X = ctx.saved_tensors
+    a_shape, b_shape = ctx.shapes
+    gA = gB = None
+    gBf = _solve_ex_op(A.mH, gX, ctx.left)[0]
+    if ctx.needs_input_grad[1]:
+        gB = gBf.sum_to_size(b_shape)
+    if ctx.needs_input_grad[0]:
+        gA = (-(gBf @ X.mH) if ctx.left else -(X.mH @ gBf)).sum_to_size(a_shape)
+    return gA, gB, None
+
+
+_solve_ex_op.register_autograd(_solve_backward, setup_context=_solve_setup)
+
+
+@torch.library.custom_op("mpslinalg::inv_ex", mutates_args=())
+def _inv_ex_op(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return _inv_impl(A)
+
+
+@_inv_ex_op.register_fake
+def _(A):
+    return A.new_empty(A.shape), A.new_empty(A.shape[:-2], dtype=torch.int32)
+
+
+def _inv_setup(ctx, inputs, output):
+    ctx.save_for_backward(output[0])
+
+
+def _inv_backward(ctx, gX, ginfo):
+    (Ainv,) = ctx.saved_tensors
+    AinvH = Ainv.mH
+    return -(AinvH @ gX @ AinvH)
+
+
+_inv_ex_op.register_autograd(_inv_backward, setup_context=_inv_setup)
+
+
+@torch.library.custom_op("mpslinalg::det", mutates_args=())
+def _det_op(A: torch.Tensor) -> torch.Tensor:
+    return _det_impl(A)
+
+
+@_det_op.register_fake
+def _(A):
+    return A.new_empty(A.shape[:-2])
+
+
+def _det_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0], output)
+
+
+def _exclusive_prod(S: torch.Tensor) -> torch.Tensor:
+    """``out[..., i] = prod_{j != i} S[..., j]`` without division (exact for zeros)."""
+    ones = torch.ones_like(S[..., :1])
+    pre = torch.cumprod(torch.cat([ones, S[..., :-1]], dim=-1), dim=-1)
+    suf = torch.cumprod(torch.cat([ones, S.flip(-1)[..., :-1]], dim=-1), dim=-1).flip(-1)
+    return pre * suf
+
+
+def _any(mask: torch.Tensor) -> bool:
+    """``mask.any()`` on the host; ``True`` while tracing (compile takes both branches, masked)."""
+    if torch.compiler.is_compiling():
+        return True
+    try:
+        return bool(mask.any())
+    except Exception:  # data-dependent value under fake/functional tracing
+        return True
+
+
+def _det_backward(ctx, g):
+    # linalg_det_backward: gA = g * adj(A)ᴴ. Invertible: adj(A)ᴴ = conj(det) A^{-H}.
+    # Exactly singular (det == 0): adj(A) from the SVD A = U S Vᴴ,
+    #   adj(A)ᴴ = conj(det U det Vᴴ) U diag(prod_{j != i} s_j) Vᴴ  (Higham, "What is the adjugate").
+    A, d = ctx.saved_tensors
+    n = A.shape[-1]
+    sing = d == 0
+    eye = _eye(n, A)
+    A_safe = torch.where(sing[..., None, None], eye, A)
+    Ainv = inv_ex(A_safe)[0]
+    gA = (g * d.conj())[..., None, None] * Ainv.mH
+    if _any(sing):
+        A_sing = torch.where(sing[..., None, None], A, eye)
+        U, S, Vh = torch.linalg.svd(A_sing)
+        alpha = (torch.linalg.det(U) * torch.linalg.det(Vh)).conj() * g
+        D = alpha[..., None] * _exclusive_prod(S).to(A.dtype)
+        gS = (U * D[..., None, :]) @ Vh
+        gA = torch.where(sing[..., None, None], gS, gA)
+    return gA
+
+
+_det_op.register_autograd(_det_backward, setup_context=_det_setup)
+
+
+@torch.library.custom_op("mpslinalg::slogdet", mutates_args=())
+def _slogdet_op(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return _slogdet_impl(A)
+
+
+@_slogdet_op.register_fake
+def _(A):
+    real = A.real.dtype if A.is_complex() else A.dtype
+    return A.new_empty(A.shape[:-2]), A.new_empty(A.shape[:-2], dtype=real)
+
+
+def _slogdet_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0], output[0])
+
+
+def _slogdet_backward(ctx, gsign, glogabs):
+    # slogdet_backward: g = g_logabs - i Im(conj(g_sign) sign) (complex), gA = g A^{-H}.
+    A, sign = ctx.saved_tensors
+    if glogabs is None:
+        glogabs = torch.zeros(sign.shape, dtype=A.real.dtype if A.is_complex() else A.dtype,
+                              device=A.device)
+    g = glogabs
+    if A.is_complex():
+        g = g.to(A.dtype)
+        if gsign is not None:
+            g = g - 1j * (gsign.conj() * sign).imag
+    Ainv = inv_ex(A)[0]
+    return g[..., None, None] * Ainv.mH
+
+
+_slogdet_op.register_autograd(_slogdet_backward, setup_context=_slogdet_setup)
+
+
+# --------------------------------------------------------------------------------------------------
+# Routing of n <= 4 to the small family
+# --------------------------------------------------------------------------------------------------
+
+
+def _small():
+    try:
+        from . import small
+    except ImportError:  # pragma: no cover - the small family ships with the package
+        return None
+    return small
+
+
+def _use_small(A: torch.Tensor) -> bool:
+    return 0 < A.shape[-1] <= 4 and _small() is not None
+
+
+# --------------------------------------------------------------------------------------------------
+# Public API
+# --------------------------------------------------------------------------------------------------
+
+
+def _check_pivot(op: str, pivot: bool) -> None:
+    if not pivot:
+        raise E.ShapeError(
+            f"{op}: pivot=False (LU without pivoting) is not supported by mpslinalg; partial "
+            "pivoting is what makes LU stable. Use pivot=True (the default)."
+        )
+
+
+def lu_factor_ex(A: torch.Tensor, *, pivot: bool = True, check_errors: bool = False):
+    r"""LU factorisation with partial pivoting, without host synchronisation (``torch.linalg.lu_factor_ex``).
+
+    Parameters
+    ----------
+    A : Tensor, shape ``(*, m, n)``
+        Batches of (possibly rectangular) matrices; float32/complex64 on every device,
+        float64/complex128 on CPU/CUDA. Never modified.
+    pivot : bool, optional
+        Must be ``True`` (partial pivoting).
+    check_errors : bool, optional
+        Raise :class:`torch.linalg.LinAlgError` if some ``info > 0`` (synchronises).
+
+    Returns
+    -------
+    LU : Tensor, shape ``(*, m, n)``
+        ``L`` (unit lower, diagonal not stored) and ``U`` packed, ``A = P L U``.
+    pivots : Tensor, shape ``(*, min(m, n))``, int32
+        LAPACK's 1-based row interchanges (first row of largest ``|Re| + |Im|``).
+    info : Tensor, shape ``(*)``, int32
+        0, or the 1-based index of the first exactly-zero pivot (the factorisation continued).
+
+    Examples
+    --------
+    >>> import torch, mpslinalg as LA
+    >>> A = torch.randn(3, 4, 4, dtype=torch.complex64)
+    >>> LU, piv, info = LA.lu_factor_ex(A)
+    """
+    op = "linalg.lu_factor_ex"
+    E.check_matrix(op, "A", A)
+    _check_pivot(op, pivot)
+    LU, piv, info = _lu_factor_ex_op(A)
+    if check_errors:
+        E.raise_for_info(op, info, "U[{info},{info}] is zero (1-based), the matrix is singular.")
+    return _RT.linalg_lu_factor_ex((LU, piv, info))
+
+
+def lu_factor(A: torch.Tensor, *, pivot: bool = True):
+    r"""LU factorisation with partial pivoting (``torch.linalg.lu_factor``).
+
+    Like :func:`lu_factor_ex` but raises :class:`torch.linalg.LinAlgError` naming the batch element
+    and the zero pivot when a matrix is singular (this synchronises with the device).
+
+    Returns
+    -------
+    LU : Tensor, shape ``(*, m, n)``
+    pivots : Tensor, shape ``(*, min(m, n))``, int32
+
+    Examples
+    --------
+    >>> import torch, mpslinalg as LA
+    >>> LU, piv = LA.lu_factor(torch.randn(5, 5))
+    """
+    op = "linalg.lu_factor"
+    E.check_matrix(op, "A", A)
+    _check_pivot(op, pivot)
+    LU, piv, info = _lu_factor_ex_op(A)
+    E.raise_for_info(op, info, "U[{info},{info}] is zero (1-based pivot {info}), the matrix is singular "
+                     "and using it in lu_solve would divide by zero. Use lu_factor_ex or lu to factor it "
+                     "anyway.")
+    return _RT.linalg_lu_factor((LU, piv))
+
+
+def lu(A: torch.Tensor, *, pivot: bool = True):
+    r"""LU decomposition ``A = P L U`` (``torch.linalg.lu``).
+
+    Parameters
+    ----------
+    A : Tensor, shape ``(*, m, n)``
+
+    Returns
+    -------
+    P : Tensor, shape ``(*, m, m)``
+        Permutation matrix (same dtype as ``A``).
+    L : Tensor, shape ``(*, m, k)``
+        Unit lower triangular, ``k = min(m, n)``.
+    U : Tensor, shape ``(*, k, n)``
+        Upper triangular.
+
+    Never raises on singular input. Differentiable with respect to ``A`` (through ``L`` and ``U``).
+
+    Examples
+    --------
+    >>> import torch, mpslinalg as LA
+    >>> A = torch.randn(4, 3)
+    >>> P, L, U = LA.lu(A)
+    >>> torch.allclose(P @ L @ U, A, atol=1e-5)
+    True
+    """
+    op = "linalg.lu"
+    E.check_matrix(op, "A", A)
+    _check_pivot(op, pivot)
+    LU, piv, _ = _lu_factor_ex_op(A)
+    m = A.shape[-2]
+    L, U = _unpack(LU)
+    perm = _perm_from_pivots(piv, m)
+    P = torch.zeros((*A.shape[:-2], m, m), dtype=A.dtype, device=A.device)
+    P.scatter_(-2, perm[..., None, :], 1)
+    return _RT.linalg_lu((P, L, U))
+
+
+def lu_solve(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, *, left: bool = True,
+             adjoint: bool = False) -> torch.Tensor:
+    r"""Solve ``A X = B`` from the LU factorisation of ``A`` (``torch.linalg.lu_solve``).
+
+    Parameters
+    ----------
+    LU : Tensor, shape ``(*, n, n)``
+        From :func:`lu_factor`.
+    pivots : Tensor, shape ``(*, n)``, int32
+        From :func:`lu_factor`.
+    B : Tensor, shape ``(*, n, k)`` (``left``) or ``(*, k, n)``
+        Right-hand sides; batch dimensions broadcast with ``LU``'s.
+    left : bool, optional
+        Solve ``A X = B`` (default) or ``X A = B``.
+    adjoint : bool, optional
+        Use ``Aᴴ`` instead of ``A``.
+
+    Returns
+    -------
+    X : Tensor
+        Differentiable with respect to ``LU`` and ``B``.
+
+    Examples
+    --------
+    >>> import torch, mpslinalg as LA
+    >>> A, B = torch.randn(4, 4), torch.randn(4, 2)
+    >>> LU, piv = LA.lu_factor(A)
+    >>> X = LA.lu_solve(LU, piv, B)
+    """
+    op = "linalg.lu_solve"
+    E.check_matrix(op, "LU", LU, square=True)
+    E.check_tensor(op, "pivots", pivots)
+    E.check_matrix(op, "B", B)
+    E.check_same(op, ("LU", "B"), LU, B)
+    if pivots.dtype != torch.int32:
+        raise E.DTypeError(f"{op}: expected pivots to be int32 (as lu_factor returns), got {pivots.dtype}")
+    if pivots.device != LU.device:
+        raise E.DeviceError(f"{op}: pivots is on {pivots.device} but LU is on {LU.device}")
+    if pivots.shape != LU.shape[:-1]:
+        raise E.ShapeError(f"{op}: expected pivots of shape {tuple(LU.shape[:-1])} for LU of shape "
+                           f"{tuple(LU.shape)}, got {tuple(pivots.shape)}")
+    E.check_rhs(op, LU, B, left=left, a_name="LU")
+    E.broadcast_batch(op, ("LU", "B"), LU, B)
+    return _lu_solve_op(LU, pivots, B, left, adjoint)
+
+
+def _vector_case(A: torch.Tensor, B: torch.Tensor) -> bool:
+    return B.ndim == 1 or (B.ndim == A.ndim - 1 and B.shape == A.shape[:-1])
+
+
+def solve_ex(A: torch.Tensor, B: torch.Tensor, *, left: bool = True, check_errors: bool = False):
+    r"""Solve ``A X = B`` (or ``X A = B``) without host synchronisation (``torch.linalg.solve_ex``).
+
+    Parameters
+    ----------
+    A : Tensor, shape ``(*, n, n)``
+    B : Tensor, shape ``(*, n)``, ``(*, n, k)`` (or ``(*, k, n)`` if not ``left``)
+        A batch of vectors when ``B.ndim == 1`` or ``B.shape == A.shape[:-1]`` (torch's rule).
+    left : bool, optional
+    check_errors : bool, optional
+        Raise :class:`torch.linalg.LinAlgError` for singular ``A`` (synchronises).
+
+    Returns
+    -------
+    result : Tensor
+    info : Tensor, int32, shape of ``A``'s batch
+        LAPACK's ``info`` of the factorisation of ``A`` (0 = success).
+
+    Examples
+    --------
+    >>> import torch, mpslinalg as LA
+    >>> X, info = LA.solve_ex(torch.randn(2, 3, 3), torch.randn(2, 3))
+    """
+    op = "linalg.solve_ex"
+    X, info = _solve_checked(op, A, B, left)
+    if check_errors:
+        E.raise_for_info(op, info, "The solver failed because the input matrix is singular.")
+    return _RT.linalg_solve_ex((X, info))
+
+
+def _solve_checked(op: str, A: torch.Tensor, B: torch.Tensor, left: bool):
+    E.check_matrix(op, "A", A, square=True)
+    E.check_tensor(op, "B", B)
+    if B.ndim < 1:
+        raise E.ShapeError(f"{op}: B must have at least 1 dimension, got shape {tuple(B.shape)}")
+    E.check_dtype(op, "B", B)
+    E.check_same(op, ("A", "B"), A, B)
+    vec = _vector_case(A, B)
+    B2 = B.unsqueeze(-1) if vec else B
+    E.check_rhs(op, A, B2, left=left)
+    E.broadcast_batch(op, ("A", "B"), A, B2)
+    if _use_small(A):
+        X, info = _small().solve_ex(A, B2, left=left)
+    else:
+        X, info = _solve_ex_op(A, B2, left)
+    return (X.squeeze(-1) if vec else X), info
+
+
+def solve(A: torch.Tensor, B: torch.Tensor, *, left: bool = True) -> torch.Tensor:
+    r"""Solve ``A X = B`` (or ``X A = B``) by LU with partial pivoting (``torch.linalg.solve``).
+
+    Parameters
+    ----------
+    A : Tensor, shape ``(*, n, n)``
+    B : Tensor, shape ``(*, n)`` or ``(*, n, k)`` (``(*, k, n)`` if not ``left``)
+
+    Returns
+    -------
+    X : Tensor
+        Differentiable with respect to ``A`` and ``B``.
+
+    Raises
+    ------
+    torch.linalg.LinAlgError
+        When some ``A`` is singular (names the batch element; synchronises).
+
+    Examples
+    --------
+    >>> import torch, mpslinalg as LA
+    >>> A = torch.randn(3, 3, dtype=torch.complex64)
+    >>> X = LA.solve(A, torch.randn(3, 2, dtype=torch.complex64))
+    """
+    op = "linalg.solve"
+    X, info = _solve_checked(op, A, B, left)
+    E.raise_for_info(op, info, "The solver failed because the input matrix is singular "
+                     "(U[{info},{info}] is zero).")
+    return X
+
+
+def inv_ex(A: torch.Tensor, *, check_errors: bool = False):
+    r"""Inverse of square matrices without host synchronisation (``torch.linalg.inv_ex``).
+
+    Complex64 included (a gap of ``torch.linalg.inv`` on mps).
+
+    Parameters
+    ----------
+    A : Tensor, shape ``(*, n, n)``
+    check_errors : bool, optional
+
+    Returns
+    -------
+    inverse : Tensor, shape ``(*, n, n)``
+    info : Tensor, int32, shape ``(*)``
+        0, or the 1-based index of the first zero pivot (then ``inverse`` holds inf/NaN).
+
+    Examples
+    --------
+    >>> import torch, mpslinalg as LA
+    >>> Ainv, info = LA.inv_ex(torch.randn(8, 5, 5))
+    """
+    op = "linalg.inv_ex"
+    E.check_matrix(op, "A", A, square=True)
+    if _use_small(A):
+        X, info = _small().inv_ex(A)
+    else:
+        X, info = _inv_ex_op(A)
+    if check_errors:
+        E.raise_for_info(op, info, "The diagonal element {info} is zero, the inversion could not be "
+                         "completed because the input matrix is singular.")
+    return _RT.linalg_inv_ex((X, info))
+
+
+def inv(A: torch.Tensor) -> torch.Tensor:
+    r"""Inverse of square matrices (``torch.linalg.inv``), float32 and complex64 on every device.
+
+    Parameters
+    ----------
+    A : Tensor, shape ``(*, n, n)``
+
+    Returns
+    -------
+    Tensor, shape ``(*, n, n)``
+
+    Raises
+    ------
+    torch.linalg.LinAlgError
+        When some ``A`` is singular (names the batch element and the zero pivot; synchronises).
+
+    Examples
+    --------
+    >>> import torch, mpslinalg as LA
+    >>> A = torch.randn(6, 6, dtype=torch.complex64)
+    >>> err = (LA.inv(A) @ A - torch.eye(6)).abs().max()
+    """
+    op = "linalg.inv"
+    E.check_matrix(op, "A", A, square=True)
+    if _use_small(A):
+        X, info = _small().inv_ex(A)
+    else:
+        X, info = _inv_ex_op(A)
+    E.raise_for_info(op, info, "The diagonal element {info} is zero, the inversion could not be "
+                     "completed because the input matrix is singular.")
+    return X
+
+
+def det(A: torch.Tensor) -> torch.Tensor:
+    r"""Determinant of square matrices (``torch.linalg.det``).
+
+    Differentiable, twice; at an exactly singular matrix the gradient is the true derivative, the
+    conjugate-transposed adjugate (``torch.linalg.det`` returns zeros there).
+
+    Parameters
+    ----------
+    A : Tensor, shape ``(*, n, n)``
+
+    Returns
+    -------
+    Tensor, shape ``(*)``
+
+    Examples
+    --------
+    >>> import torch, mpslinalg as LA
+    >>> LA.det(torch.eye(3))
+    tensor(1.)
+    """
+    op = "linalg.det"
+    E.check_matrix(op, "A", A, square=True)
+    if A.shape[-1] == 0:
+        return torch.ones(A.shape[:-2], dtype=A.dtype, device=A.device)
+    if _use_small(A):
+        return _small().det(A)
+    return _det_op(A)
+
+
+def slogdet(A: torch.Tensor):
+    r"""Sign (phase) and log of the absolute value of the determinant (``torch.linalg.slogdet``).
+
+    ``logabsdet`` is finite for matrices whose determinant over- or underflows the dtype.
+
+    Parameters
+    ----------
+    A : Tensor, shape ``(*, n, n)``
+
+    Returns
+    -------
+    sign : Tensor, shape ``(*)``
+        ``±1`` (real) or a unit complex number; 0 for singular matrices.
+    logabsdet : Tensor, shape ``(*)``, real
+        ``-inf`` for singular matrices.
+
+    Examples
+    --------
+    >>> import torch, mpslinalg as LA
+    >>> sign, logabsdet = LA.slogdet(1e-20 * torch.eye(50))
+    """
+    op = "linalg.slogdet"
+    E.check_matrix(op, "A", A, square=True)
+    if A.shape[-1] == 0:
+        real = A.real.dtype if A.is_complex() else A.dtype
+        return _RT.linalg_slogdet((torch.ones(A.shape[:-2], dtype=A.dtype, device=A.device),
+                                   torch.zeros(A.shape[:-2], dtype=real, device=A.device)))
+    if _use_small(A):
+        s, la = _small().slogdet(A)
+    else:
+        s, la = _slogdet_op(A)
+    return _RT.linalg_slogdet((s, la))

@@ -44,6 +44,7 @@ __all__ = [
     "relative_error",
     "solve_ratio",
     "svd_ratios",
+    "triangle",
     "triangular_residual_ratio",
     "unit_roundoff",
 ]
@@ -196,11 +197,12 @@ def solve_ratio(
     Parameters
     ----------
     A : torch.Tensor
-        ``(..., n, n)``.
+        ``(..., m, n)`` (square for ``solve``; rectangular allowed, e.g. a consistent
+        underdetermined system).
     X : torch.Tensor
         Computed solution, ``(..., n, k)`` or ``(..., n)`` (``torch.linalg.solve``'s vector rule).
     B : torch.Tensor
-        Right-hand side, same shape as ``X``.
+        Right-hand side, ``(..., m, k)`` or ``(..., m)``.
     left : bool
         ``True`` for ``A X = B``, ``False`` for ``X A = B``.
     u : float, optional
@@ -223,9 +225,14 @@ def solve_ratio(
     uu = _u_of(u, X)
     if _as_matrix_rhs(A, B):
         X, B = X.unsqueeze(-1), B.unsqueeze(-1)
-    if X.shape[-2:] != B.shape[-2:]:
+    if left:
+        ok = X.shape[-2] == A.shape[-1] and B.shape[-2] == A.shape[-2] and X.shape[-1] == B.shape[-1]
+    else:
+        ok = X.shape[-1] == A.shape[-2] and B.shape[-1] == A.shape[-1] and X.shape[-2] == B.shape[-2]
+    if not ok:
         raise ValueError(
-            f"X and B must have the same matrix shape, got {tuple(X.shape)} and {tuple(B.shape)}"
+            f"solve_ratio: shapes A {tuple(A.shape)}, X {tuple(X.shape)}, B {tuple(B.shape)} do not "
+            f"form {'A X = B' if left else 'X A = B'}"
         )
     A64, X64 = _pair(A, X)
     A64, B64 = _pair(A64, B)

@@ -246,3 +246,25 @@ def test_broadcasting_and_errors():
     A0 = A.clone()
     R.lu_factor(A), R.svd(A), R.qr(A), R.pinv(A), R.det(A)
     assert torch.equal(A, A0)
+
+
+def test_pinv_hermitian_and_underdetermined_lstsq():
+    # Hermitian input: the eigh path and the SVD path compute the same pseudo-inverse (both
+    # backward stable in float64, κ = 20: agreement within 2·c·n·u64·κ, c = 10)
+    n = 6
+    Q = G.haar(n, dtype=torch.complex128, seed=15)
+    lam = torch.tensor([3.0, -2.0, 1.0, 0.5, -0.25, 0.15], dtype=torch.float64)
+    H = (Q * lam.to(Q.dtype)) @ Q.mH
+    H = (H + H.mH) / 2
+    P1, P2 = R.pinv(H, hermitian=True), R.pinv(H)
+    assert float(M.forward_error(P1, P2)) < 2 * 10 * n * U64 * 20
+    # underdetermined (m < n): the minimum-norm solution lies in the row space of A and solves
+    # A X = B (consistent system): backward error in float64 units below the pass mark
+    A = G.with_condition(7, 10.0, m=4, dtype=torch.float64, seed=16)
+    B = G.random(4, 2, dtype=torch.float64, seed=17)
+    X = R.lstsq(A, B).solution
+    assert X.shape == (7, 2)
+    assert float(M.solve_ratio(A, X, B, u=U64)) < M.PASS_RATIO  # A X = B, column-wise xGET02 form
+    # row space: X = Aᴴ Y for some Y, i.e. (I − A⁺A) X = 0 up to c·n·u64·κ
+    Pnull = torch.eye(7, dtype=torch.float64) - R.pinv(A) @ A
+    assert float((Pnull @ X).abs().max() / X.abs().max()) < 10 * 7 * U64 * 10

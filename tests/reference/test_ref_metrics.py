@@ -319,3 +319,42 @@ def test_growth_factor():
     LU, _ = torch.linalg.lu_factor(W)
     assert float(M.growth_factor(W, LU)) == 2.0 ** (n - 1)  # Wilkinson: only the triangle read
     assert float(M.growth_factor(torch.zeros(2, 2), torch.zeros(2, 2))) == 0.0
+
+
+def test_ratio_is_at_most_one_for_the_correctly_rounded_answer():
+    # Calibration of "~1": X = fl32(X*) with X* the exact solution (B = A X* formed exactly in
+    # float64 from integer data). Then ‖b_j − A x_j‖₁ = ‖A(x*_j − x_j)‖₁ <= ‖A‖₁ u ‖x*_j‖₁ and
+    # ‖x_j‖₁ >= (1 − u)‖x*_j‖₁, so the ratio is <= 1/(1 − u) (+ the float64 residual's own
+    # rounding, ~n·u64/u32 ≈ 1e-8): the pass mark 30 leaves a factor 30 for the algorithm.
+    g = torch.Generator().manual_seed(5)
+    A = torch.randint(-50, 51, (4, 8, 8), generator=g).double()
+    Xs = torch.randn(4, 8, 3, generator=g, dtype=torch.float64)
+    B = A @ Xs
+    X = Xs.float()  # one rounding per entry
+    r = M.solve_ratio(A, X, B)
+    assert float(r.max()) <= 1 / (1 - U32) + 1e-7
+    assert float(r.max()) > 0.01  # and it is not vacuously tiny: rounding errors are visible
+
+
+def test_ratios_are_scale_invariant_and_batch_consistent():
+    hyp = pytest.importorskip("hypothesis")
+    st = pytest.importorskip("hypothesis.strategies")
+
+    @hyp.given(k=st.integers(-60, 60), seed=st.integers(0, 2**16), n=st.integers(1, 6))
+    def check(k, seed, n):
+        # scaling A and B by 2^k (exact) leaves every ratio unchanged: the norms scale together
+        g = torch.Generator().manual_seed(seed)
+        A = torch.randn(2, n, n, generator=g)
+        B = torch.randn(2, n, 2, generator=g)
+        X = torch.linalg.solve(A, B)
+        r1 = M.solve_ratio(A, X, B)
+        r2 = M.solve_ratio(A * 2.0**k, X, B * 2.0**k)
+        assert torch.allclose(r1, r2, rtol=1e-12, atol=0)
+        LU, piv = torch.linalg.lu_factor(A)
+        q1 = M.lu_factor_ratio(A, LU, piv)
+        q2 = M.lu_factor_ratio(A * 2.0**k, LU * torch.where(torch.ones(n, n).triu().bool(), 2.0**k, 1.0), piv)
+        assert torch.allclose(q1, q2, rtol=1e-12, atol=0)
+        # a batch gives the same numbers as its elements one by one
+        assert torch.equal(r1, torch.stack([M.solve_ratio(A[i], X[i], B[i]) for i in range(2)]))
+
+    check()

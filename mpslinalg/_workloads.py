@@ -437,11 +437,32 @@ def _small() -> list[Workload]:
         r = _metrics().inverse_ratio(_head(x["A"]), _head(out))
         return "‖I-XA‖/(n‖A‖‖X‖u)", _max(r), _pass()
 
-    return [Workload(
+    rows = [Workload(
         op="inv", name="inv 4x4 batched",
         description="camera poses: inverse of 1e6 x (4x4) float32",
         make=make, ours=lambda x: ours("inv")(x["A"]), peer=lambda x: torch.linalg.inv(x["A"]),
         scipy=lambda x: _scipy_linalg().inv(x["A"].numpy(), check_finite=False), accuracy=acc)]
+
+    def make3(device: torch.device, dtype: torch.dtype, quick: bool) -> Inputs:
+        b = _size(device, quick, gpu=10**6, cpu=10**5, quick_gpu=10**5, quick_cpu=10**4)
+        return {"A": _randn((b, 3, 3), dtype, device, 31)}
+
+    rows.append(Workload(
+        op="inv", name="inv 3x3 complex64 batched", dtype=torch.complex64,
+        description="complex 3x3 inverses, 1e6 x (3x3) complex64 (no complex inv on MPS in torch)",
+        make=make3, ours=lambda x: ours("inv")(x["A"]), peer=lambda x: torch.linalg.inv(x["A"]),
+        accuracy=acc))
+    if implemented("slogdet"):
+        def slogdet_acc(x: Inputs, out: Any) -> tuple[str, float, float]:
+            A = _head(x["A"])
+            return ("|det-det_ref|/(|det_ref| n kappa u)",
+                    _det_ratio(A, _head_vec(out[0], 1), _head_vec(out[1], 1)), _pass())
+        rows.append(Workload(
+            op="slogdet", name="slogdet 3x3 batched",
+            description="homographies: sign and log|det| of 1e6 x (3x3) float32",
+            make=make3, ours=lambda x: ours("slogdet")(x["A"]), peer=lambda x: torch.linalg.slogdet(x["A"]),
+            accuracy=slogdet_acc))
+    return rows
 
 
 def _qr() -> list[Workload]:

@@ -424,12 +424,12 @@ def _inv_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     LU, piv, info = _getrf(A)
     n = A.shape[-1]
     eye = _eye(n, A).expand_as(A)
-    return _lu_solve_left(LU, piv, eye, "N"), info
+    return _lu_solve_left(LU, piv, eye, "N").contiguous(), info
 
 
 def _solve_impl(A: torch.Tensor, B: torch.Tensor, left: bool) -> tuple[torch.Tensor, torch.Tensor]:
     LU, piv, info = _getrf(A)
-    return _lu_solve_impl(LU, piv, B, left, False), info
+    return _lu_solve_impl(LU, piv, B, left, False).contiguous(), info
 
 
 # --------------------------------------------------------------------------------------------------
@@ -508,7 +508,7 @@ _lu_factor_ex_op.register_autograd(_lu_factor_backward, setup_context=_lu_factor
 @torch.library.custom_op("mpslinalg::lu_solve", mutates_args=())
 def _lu_solve_op(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, left: bool,
                  adjoint: bool) -> torch.Tensor:
-    return _lu_solve_impl(LU, pivots, B, left, adjoint)
+    return _lu_solve_impl(LU, pivots, B, left, adjoint).contiguous()
 
 
 @_lu_solve_op.register_fake

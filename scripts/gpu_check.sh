@@ -3,7 +3,7 @@
 #
 # Two steps (the GPU machine has no clang):
 #   here, with clang + ptxas:  python -m mpslinalg.emulator build --target cuda --out .cubins
-#   on the GPU (carry .cubins): bash scripts/gpu_check.sh [--bench] [--quick-bench]
+#   on the GPU (carry .cubins): bash scripts/gpu_check.sh [--bench] [--quick-bench] [--bench-args="--repeat 5"]
 #
 # 1. every kernel test on the GPU: the emulator's kernel suite re-run on the cuda target
 #    (tests/emulator/test_cuda_suite.py), dispatch/stream/fault/family tests
@@ -33,6 +33,7 @@ for a in "$@"; do
   case "$a" in
     --bench) BENCH=1 ;;
     --quick-bench) BENCH=1; BENCH_ARGS+=(--quick) ;;
+    --bench-args=*) BENCH=1; read -r -a more <<<"${a#--bench-args=}"; BENCH_ARGS+=("${more[@]}") ;;
     *) echo "unknown option $a" >&2; exit 2 ;;
   esac
 done
@@ -97,7 +98,7 @@ if [ $BENCH -eq 1 ]; then
   t0=$(date +%s)
   $PY benchmarks/bench_roofline.py --device cuda --out "$LOG" "${BENCH_ARGS[@]}" >"$LOG/bench_roofline.log" 2>&1
   rc=$?
-  note "bench_roofline: rc=$rc [$(($(date +%s) - t0)) s] (table: $LOG/roofline_cuda*.md)"
+  note "bench_roofline: rc=$rc [$(($(date +%s) - t0)) s] (tables: $LOG/roofline_cuda*.md, $LOG/roofline_kernels_cuda*.md)"
   [ $rc -ne 0 ] && fail=1
 fi
 

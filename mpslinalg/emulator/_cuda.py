@@ -310,6 +310,35 @@ def read_ptx(ptx: str) -> tuple[dict[str, list[dict]], dict[int, list[int]]]:
     return entries, tables
 
 
+_PTXAS_FN = re.compile(r"Compiling entry function '(\w+)'")
+_PTXAS_NUM = {
+    "stack_bytes": re.compile(r"(\d+) bytes stack frame"),
+    "spill_store_bytes": re.compile(r"(\d+) bytes spill stores"),
+    "spill_load_bytes": re.compile(r"(\d+) bytes spill loads"),
+    "registers": re.compile(r"Used (\d+) registers"),
+    "shared_bytes": re.compile(r"(\d+) bytes smem"),
+}
+
+
+def read_ptxas_info(text: str) -> dict[str, dict[str, int]]:
+    """Per entry: registers, stack frame (thread-local arrays that could not live in registers),
+    spills and static shared memory, from ``ptxas -v`` (what limits a kernel's roofline)."""
+    out: dict[str, dict[str, int]] = {}
+    cur = None
+    for line in text.splitlines():
+        m = _PTXAS_FN.search(line)
+        if m:
+            cur = out.setdefault(m.group(1), {})
+            continue
+        if cur is None:
+            continue
+        for key, rx in _PTXAS_NUM.items():
+            mm = rx.search(line)
+            if mm:
+                cur[key] = int(mm.group(1))
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # build
 # ---------------------------------------------------------------------------------------------
@@ -360,12 +389,14 @@ def build_artifacts(
         timings["clang_s"] = time.perf_counter() - t0
         ptx = ptx_path.read_text()
         cubins = {}
+        resources: dict[str, dict[str, dict]] = {}
         for arch in archs:
             cubin = Path(td) / f"kernels.{arch}.cubin"
             t0 = time.perf_counter()
-            proc = _run([ptxas, f"-arch={arch}", "-O3", "-lineinfo", str(ptx_path), "-o", str(cubin)])
+            proc = _run([ptxas, f"-arch={arch}", "-O3", "-lineinfo", "-v", str(ptx_path), "-o", str(cubin)])
             if proc.returncode != 0:
                 raise ShaderCompileError(f"ptxas -arch={arch} failed:\n{proc.stderr.strip()}")
+            resources[arch] = read_ptxas_info(proc.stdout + proc.stderr)
             timings[f"ptxas_{arch}_s"] = time.perf_counter() - t0
             cubins[arch] = cubin
         entries, tables = read_ptx(ptx)
@@ -385,6 +416,7 @@ def build_artifacts(
                 d["align"] = lay["align"]
             kernels.append(
                 {
+                    "resources": {a: r.get(ent, {}) for a, r in resources.items()},
                     "meta": k.to_dict(),
                     "entry": ent,
                     "params": kinds,

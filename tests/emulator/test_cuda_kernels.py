@@ -243,17 +243,35 @@ def test_family_small_inv(dtype, n):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.complex64])
-@pytest.mark.parametrize("n", [2, 4, 9, 32])
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 9, 32, 96])  # n > 32: the blocked LU (panel + laswp)
 def test_family_solve(dtype, n):
     import mpslinalg as LA
     from reference import metrics
 
     g = torch.Generator().manual_seed(10 + n)
-    A = torch.randn(256, n, n, generator=g, dtype=dtype)
-    B = torch.randn(256, n, 3, generator=g, dtype=dtype)
+    batch = 256 if n <= 32 else 4
+    A = torch.randn(batch, n, n, generator=g, dtype=dtype)
+    B = torch.randn(batch, n, 3, generator=g, dtype=dtype)
     X = _emulated(LA.solve, A.cuda(), B.cuda()).cpu()
     # LAPACK xGET02 ratio ||B - AX|| / (||A|| ||X|| u) < 30 (backward stability)
     assert metrics.solve_ratio(A, X, B).max().item() < PASS
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64])
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_family_small_det(dtype, n):
+    import mpslinalg as LA
+
+    g = torch.Generator().manual_seed(20 + n)
+    A = torch.randn(1000, n, n, generator=g, dtype=dtype)
+    d = _emulated(LA.det, A.cuda()).cpu().to(torch.complex128 if dtype.is_complex else torch.float64)
+    A64 = A.to(torch.complex128 if dtype.is_complex else torch.float64)
+    ref = torch.linalg.det(A64)
+    kappa = torch.linalg.cond(A64, 1)
+    # LU with partial pivoting: |det~ - det| / |det| <= c n kappa u (first order, Higham 14.6 with
+    # the factor of the computed U's diagonal product); c = 30 as LAPACK's pass mark
+    err = (d - ref).abs() / ref.abs()
+    assert (err <= PASS * n * kappa * U32).all()
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.complex64])

@@ -476,7 +476,12 @@ def solve_triangular(
 
         cols = _converge(fn, dps, dps + 10 + _log10_cond64(at), math.inf)
         outs.append(np.array([[_to_float(x, cplx) for x in c] for c in cols], dtype=dt).T)
-    X = torch.from_numpy(np.stack(outs)).reshape(*batch, *Bt.shape[-2:])
+    X = (
+        torch.from_numpy(np.stack(outs))
+        if outs
+        else torch.empty(0, *b.shape[1:], dtype=torch.from_numpy(b).dtype)
+    )
+    X = X.reshape(*batch, *Bt.shape[-2:])
     return (X if left else X.mT).contiguous()
 
 

@@ -99,10 +99,6 @@ def _is_vector_rhs(A: torch.Tensor, B: torch.Tensor) -> bool:
     return B.ndim == 1 or (B.ndim == A.ndim - 1 and B.shape == A.shape[:-1])
 
 
-def _pref(dtype: np.dtype) -> str:
-    return "z" if np.iscomplexobj(np.empty(0, dtype)) else "d"
-
-
 def _finite(a: np.ndarray) -> bool:
     return bool(np.isfinite(a).all())
 
@@ -113,12 +109,6 @@ def _singular(fn: str, idx: tuple[int, ...], info: int) -> torch.linalg.LinAlgEr
         f"reference.lapack.{fn}: {where}the matrix is singular: U[{info - 1},{info - 1}] is exactly zero "
         f"(LAPACK info = {info})"
     )
-
-
-def _getrf64(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    f = _lapack.zgetrf if np.iscomplexobj(a) else _lapack.dgetrf
-    lu_, piv, info = f(a)
-    return lu_, piv, int(info)
 
 
 # ----------------------------------------------------------------------------------------------

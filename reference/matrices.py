@@ -77,10 +77,6 @@ def _dtype(dtype: torch.dtype) -> torch.dtype:
     return dtype
 
 
-def _wide(dtype: torch.dtype) -> torch.dtype:
-    return torch.complex128 if dtype.is_complex else torch.float64
-
-
 def _size(name: str, v: int) -> int:
     if not isinstance(v, int) or isinstance(v, bool) or v < 0:
         raise ValueError(f"{name} must be a non-negative int, got {v!r}")

@@ -178,10 +178,6 @@ def _lowest_bit(x: float) -> int:
     return (p & -p).bit_length() - 1 - (q.bit_length() - 1)
 
 
-def _digits_to_prec(d: float) -> int:
-    return int(math.ceil(d * 3.3219280948873626)) + 8
-
-
 def _agree(prev: Sequence[Sequence[Any]], cur: Sequence[Sequence[Any]], dps: int) -> bool:
     """Each block (column) of prev agrees with cur to dps digits, normwise (max norm)."""
     tol = mp.mpf(10) ** (-dps)

@@ -206,7 +206,7 @@ def _swaps_to_perm(p: torch.Tensor, m: int, chunk: int = 256) -> torch.Tensor:
 def _perm_from_pivots(piv: torch.Tensor, m: int) -> torch.Tensor:
     """``perm [..., m]`` (int64) of 1-based LAPACK pivots ``piv [..., k]``: ``(PᵀA)[r] = A[perm[r]]``."""
     batch = piv.shape[:-1]
-    flat = piv.reshape(-1, piv.shape[-1]).long() - 1
+    flat = piv.reshape(math.prod(batch), piv.shape[-1]).long() - 1
     return _swaps_to_perm(flat, m).reshape(*batch, m)
 
 
@@ -327,7 +327,7 @@ def _getrf(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     batch = A.shape[:-2]
     M, N = A.shape[-2], A.shape[-1]
     K = min(M, N)
-    LU = E.resolved(A).reshape(-1, M, N).clone()
+    LU = E.resolved(A).reshape(math.prod(batch), M, N).clone()
     B = LU.shape[0]
     piv = torch.zeros(B, K, dtype=torch.int32, device=A.device)
     info = torch.zeros(B, dtype=torch.int32, device=A.device)

@@ -154,6 +154,9 @@ def _table(rows: list[dict], device: torch.device) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the report; returns the exit status."""
     args = _parser().parse_args(argv)
+    for stream in (sys.stdout, sys.stderr):  # norm signs in ratio names on a non-UTF-8 console
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")
     try:
         device = resolve_device(best_device() if args.device == "auto" else args.device)
     except (RuntimeError, ValueError) as exc:

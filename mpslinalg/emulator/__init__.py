@@ -8,9 +8,10 @@ library, and launched through ``ctypes``: threadgroups one after another, the th
 as fibers when the kernel uses barriers or simdgroup collectives.
 
 Emulator-only call keywords: ``order="inorder" | "reverse" | "shuffle"`` (with ``seed=``) to
-expose missing barriers, and ``guard=True`` to put every buffer's end at a protected page.
-Faults inside a kernel raise :class:`KernelFault`; binding mistakes raise ``TypeError`` /
-``ValueError`` naming the kernel and the argument.
+expose missing barriers, ``guard=True`` to put every buffer's end at a protected page, and
+``tsan=True`` to run the launch under ThreadSanitizer (races reported at the ``.metal`` line as
+:class:`KernelRace`). Faults inside a kernel raise :class:`KernelFault`; binding mistakes raise
+``TypeError`` / ``ValueError`` naming the kernel and the argument. See ``docs/emulator.md``.
 
 What it cannot tell you: Apple GPU rounding (``fast::`` math, FMA contraction, tree-order
 ``simd_sum``), memory ordering and atomics semantics under real concurrency, whether Apple's

@@ -197,6 +197,8 @@ class KernelFunction:
             )
         values = list(value) if isinstance(value, (list, tuple)) else [value]
         is_float = isinstance(values[0], float)
+        if not is_float and any(not -(2**63) <= int(v) < 2**63 for v in values):
+            raise OverflowError("Python ints are passed as 64-bit longs; the value is out of range")
         if cast is None:
             fmt, elem = ("f", "float") if is_float else ("q", "long")
         else:
@@ -205,8 +207,8 @@ class KernelFunction:
             data = torch.tensor([float(v) for v in values], dtype=torch.bfloat16).view(torch.int16).tolist()
             return struct.pack(f"<{len(values)}h", *data), elem
         conv = [float(v) for v in values] if fmt in ("f", "e") else [int(v) for v in values]
-        if fmt not in ("f", "e"):
-            # C++ static_cast to a narrower integer wraps around
+        if fmt not in ("f", "e") and cast is not None:
+            # torch reads the int as int64, then static_casts it to the narrower type (wraps)
             bits = struct.calcsize(fmt) * 8
             conv = [
                 ((x + (1 << (bits - 1))) % (1 << bits)) - (1 << (bits - 1))
@@ -417,7 +419,12 @@ class KernelFunction:
                 raise TypeError(
                     f"kernel '{name}': argument {i}: Unsupported argument type {type(a).__name__}"
                 )
-            data, elem = self._scalar_bytes(i, a, casts.get(i, default_cast))
+            try:
+                data, elem = self._scalar_bytes(i, a, casts.get(i, default_cast))
+            except (struct.error, OverflowError) as exc:
+                raise ValueError(
+                    f"kernel '{name}': argument {i} does not fit its binding type: {exc}"
+                ) from None
             if p is not None:
                 if p.is_pointer is False and p.is_reference is False:
                     raise TypeError(f"kernel '{name}': argument {i}: {_describe(p)} is a value parameter")

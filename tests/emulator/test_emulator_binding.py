@@ -112,6 +112,8 @@ def test_bad_arguments(lib):
         lib.fill(torch.zeros(3), "1.0")
     with pytest.raises(ValueError, match="Empty list"):
         lib.weighted(torch.zeros(3), [], [1.0])
+    with pytest.raises(ValueError, match="kernel 'iota_long': argument 1 does not fit"):
+        lib.iota_long(torch.zeros(3, dtype=torch.int64), 2**64)
     with pytest.raises(ValueError, match="unsupported cast instruction 'fp8'"):
         lib.fill(torch.zeros(3), 1.0, arg_casts="fp8")
 

@@ -31,6 +31,17 @@ VID = [f"{'U' if u else 'L'}{'left' if lf else 'right'}{'-unit' if un else ''}" 
 PASS = metrics.PASS_RATIO
 
 
+@pytest.fixture(autouse=True)
+def blocked_torch_path():
+    # On the CPU the torch backend defaults to LAPACK trsm leaves (TUNING.trsm_leaf_cpu); these
+    # tests are about the blocked algorithm that CUDA and Metal run, so force it here.
+    # test_cpu_default_path checks the CPU default.
+    old = tri.TUNING.trsm_leaf_cpu
+    tri.TUNING.trsm_leaf_cpu = 0
+    yield
+    tri.TUNING.trsm_leaf_cpu = old
+
+
 def _rhs(n, k, left, batch, dtype, seed):
     g = torch.Generator().manual_seed(seed)
     shape = (*batch, n, k) if left else (*batch, k, n)
@@ -99,17 +110,34 @@ def test_recursive_and_trsm_leaves():
     # torch.linalg.solve_triangular leaves (the torch backend's large-n path).
     n = 300
     T = matrices.triangular(n, False, False, "well", kappa=1e4, dtype=torch.float32, seed=9)
-    old = (tri.TUNING.trsm_leaf, tri.TUNING.trsm_leaf_rows)
+    old = (tri.TUNING.trsm_leaf_cpu, tri.TUNING.trsm_leaf_rows)
     try:
         for leaf in (0, 128):
-            tri.TUNING.trsm_leaf, tri.TUNING.trsm_leaf_rows = leaf, 64
+            tri.TUNING.trsm_leaf_cpu, tri.TUNING.trsm_leaf_rows = leaf, 64
             for upper, left in itertools.product([False, True], repeat=2):
                 Tu = T.mT.contiguous() if upper else T
                 x = _rhs(n, 4, left, (), torch.float32, 10)
                 B = _product(Tu, x, upper, left, False)
                 assert float(_solve_ratio(Tu, B, upper, left, False, "cpu")) < PASS
     finally:
-        tri.TUNING.trsm_leaf, tri.TUNING.trsm_leaf_rows = old
+        tri.TUNING.trsm_leaf_cpu, tri.TUNING.trsm_leaf_rows = old
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=VID)
+def test_cpu_default_path(variant):
+    # the CPU default: trsm leaves (whole solve below trsm_leaf_rows, GEMM recursion above)
+    upper, left, unit = variant
+    tri.TUNING.trsm_leaf_cpu = 1
+    for n in (70, 600):
+        if n < 100:
+            T = matrices.triangular(n, upper, unit, "gaussian", batch=(2,), dtype=torch.complex64, seed=26,
+                                    fill=float("nan"))
+        else:  # I + N, ‖N‖_F = 1/2 (κ <= 3; Gaussian triangles this large overflow float32)
+            T = matrices.triangular(n, upper, True, "well", batch=(2,), dtype=torch.complex64, seed=26,
+                                    fill=float("nan") if unit else None)
+        x = _rhs(n, 3, left, (2,), torch.complex64, 27)
+        B = _product(T, x, upper, left, unit)
+        assert float(_solve_ratio(T, B, upper, left, unit, "cpu").max()) < PASS
 
 
 @pytest.mark.parametrize("method", ["trsm", "doubling"])

@@ -1,0 +1,176 @@
+"""Benchmark: ``mpslinalg.solve_triangular`` against ``torch.linalg.solve_triangular`` (issue 4).
+
+Workloads (the issue's performance targets are for the H200):
+
+==========================================  ===============================================
+case                                        target on the H200
+==========================================  ===============================================
+float32 4096 x 64x64 lower, 64 RHS          <= 0.25 ms (torch.linalg 0.545 ms, bmm 0.10 ms)
+DeltaNet [1,32,16,64,64] unit lower, 128    >= 2x torch.linalg (0.163 ms)
+float32 8192 x 8192, 1024 RHS               >= 1.0x torch.linalg (3.78 ms)
+complex64 4096 x 4096, 256 RHS              >= 1.0x torch.linalg (1.91 ms)
+==========================================  ===============================================
+
+A batched matmul of the same shape is timed beside the 64x64 cases as the reference point.
+
+    python benchmarks/bench_triangular.py --device cuda --out results/           # the H200 run
+    python benchmarks/bench_triangular.py --device cuda --out results/ --tune    # + tuning sweep
+    python benchmarks/bench_triangular.py --device cpu --quick --out results/
+
+On CUDA the script first runs every case under ``torch.cuda.set_sync_debug_mode("error")`` and
+prints ``host-sync check: PASS``/``FAIL`` per case (our op must never synchronise with the host).
+``--tune`` adds rows for the alternatives of :data:`mpslinalg.triangular.TUNING` (diagonal-block
+inverse by batched trsm or by doubling products, nb 16/32, leaf sizes, trsm leaves for large n), each
+timed against the default in the same run (ratio > 1: the default is faster).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # the repository root
+
+import torch  # noqa: E402
+
+import mpslinalg  # noqa: E402
+from benchmarks.harness import Case, cli  # noqa: E402
+from mpslinalg import triangular as tri  # noqa: E402
+
+TUNE = "--tune" in sys.argv
+if TUNE:
+    sys.argv.remove("--tune")
+
+
+@contextlib.contextmanager
+def tuning(**kw):
+    """Temporarily change :data:`mpslinalg.triangular.TUNING`."""
+    old = {k: getattr(tri.TUNING, k) for k in kw}
+    for k, v in kw.items():
+        setattr(tri.TUNING, k, v)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            setattr(tri.TUNING, k, v)
+
+
+def _tri(n, batch, dtype, device, unit=False, seed=0):
+    """Well-conditioned lower triangles: unit diagonal + N(0,1)/sqrt(n) below, or that + 2I."""
+    g = torch.Generator().manual_seed(seed)
+    real = torch.randn((*batch, n, n), generator=g) / n**0.5
+    A = torch.complex(real, torch.randn((*batch, n, n), generator=g) / n**0.5) if dtype.is_complex else real
+    A = A.tril(-1) + (1 if unit else 2) * torch.eye(n)
+    return A.to(dtype).to(device)
+
+
+def _rhs(shape, dtype, device, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape, generator=g)
+    if dtype.is_complex:
+        x = torch.complex(x, torch.randn(shape, generator=g))
+    return x.to(dtype).to(device)
+
+
+def _case(name, workload, A, B, *, unit, extra_peers=None, flops_mult=1.0):
+    n, k = A.shape[-1], B.shape[-1]
+    batch = B.shape[:-2].numel()
+    flops = flops_mult * batch * n * n * k  # n^2 k real flops for a real trsm (x4 complex)
+    peers = {"torch.linalg": lambda: torch.linalg.solve_triangular(A, B, upper=False, unitriangular=unit)}
+    peers.update(extra_peers or {})
+    return Case(name=name, workload=workload, device=A.device, dtype=A.dtype,
+                shape=f"{tuple(A.shape)} rhs {k}",
+                ours=lambda: mpslinalg.solve_triangular(A, B, upper=False, unitriangular=unit),
+                peer=peers, flops=flops,
+                bytes_moved=(A.nbytes // 2 if A.shape[:-2].numel() > 1 else 0) + 2 * B.nbytes or None)
+
+
+def _variant_case(base: Case, A, B, unit, label, **kw):
+    def ours():
+        with tuning(**kw):
+            return mpslinalg.solve_triangular(A, B, upper=False, unitriangular=unit)
+
+    return Case(name=f"{base.name} [tune: {label}]", workload="tuning sweep (peer = default TUNING)",
+                device=base.device, dtype=base.dtype, shape=base.shape, ours=ours,
+                peer={"default": base.ours}, sync_check=False)
+
+
+def cases(device: torch.device, quick: bool) -> list[Case]:
+    gpu = device.type != "cpu"
+    out: list[tuple[Case, torch.Tensor, torch.Tensor, bool]] = []
+
+    # 1. batched 64x64, 64 RHS
+    b = (4096 if not quick else 512) if gpu else (512 if not quick else 64)
+    A = _tri(64, (b,), torch.float32, device)
+    B = _rhs((b, 64, 64), torch.float32, device)
+    M = _rhs((b, 64, 64), torch.float32, device, 2)
+    out.append((_case(f"float32 {b}x64x64 lower, 64 RHS", "batched small solves", A, B, unit=False,
+                      extra_peers={"bmm (same shape)": lambda M=M, B=B: torch.bmm(M, B)}), A, B, False))
+
+    # 2. DeltaNet [1, 32, T/64, 64, 64] unit lower, 128 RHS
+    chunks = (16 if not quick else 4) if gpu else (4 if not quick else 1)
+    heads = 32 if (gpu or not quick) else 8
+    A = _tri(64, (1, heads, chunks), torch.float32, device, unit=True)
+    B = _rhs((1, heads, chunks, 64, 128), torch.float32, device)
+    M = _rhs((1, heads, chunks, 64, 64), torch.float32, device, 2)
+    out.append((_case(f"DeltaNet [1,{heads},{chunks},64,64] unit lower, 128 RHS",
+                      "Gated DeltaNet chunked UT transform (Qwen3-Next torch path)", A, B, unit=True,
+                      extra_peers={"matmul (same shape)": lambda M=M, B=B: torch.matmul(M, B)}), A, B, True))
+
+    # 3. one large float32 system
+    n, k = ((8192, 1024) if not quick else (2048, 256)) if gpu else ((2048, 256) if not quick else (512, 64))
+    A = _tri(n, (), torch.float32, device)
+    B = _rhs((n, k), torch.float32, device)
+    out.append((_case(f"float32 {n}x{n}, {k} RHS", "scientific: large triangular solve", A, B, unit=False),
+                A, B, False))
+
+    # 4. one large complex64 system
+    n, k = ((4096, 256) if not quick else (1024, 64)) if gpu else ((1024, 128) if not quick else (256, 32))
+    A = _tri(n, (), torch.complex64, device)
+    B = _rhs((n, k), torch.complex64, device)
+    out.append((_case(f"complex64 {n}x{n}, {k} RHS", "scientific: complex triangular solve", A, B,
+                      unit=False, flops_mult=4.0), A, B, False))
+
+    if device.type == "cuda":
+        print("host-sync check (torch.cuda.set_sync_debug_mode('error') around our op):")
+        for case, *_ in out:
+            torch.cuda.synchronize()
+            torch.cuda.set_sync_debug_mode("error")
+            try:
+                case.ours()
+                verdict = "PASS"
+            except RuntimeError as exc:
+                verdict = f"FAIL ({str(exc).splitlines()[0][:120]})"
+            finally:
+                torch.cuda.set_sync_debug_mode(0)
+                torch.cuda.synchronize()
+            print(f"  {case.name}: {verdict}")
+
+    result = [c for c, *_ in out]
+    if TUNE:
+        for case, A, B, unit in out:
+            n = A.shape[-1]
+            if n <= 64:
+                result += [
+                    _variant_case(case, A, B, unit, "blocked path on cpu", trsm_leaf_cpu=0),
+                    _variant_case(case, A, B, unit, "inverse=doubling", torch_inverse="doubling"),
+                    _variant_case(case, A, B, unit, "nb=32 non-unit", nb=32),
+                    _variant_case(case, A, B, unit, "nb=16 unit", nb_unit=16),
+                    _variant_case(case, A, B, unit, "nb=16 unit, doubling", nb_unit=16,
+                                  torch_inverse="doubling"),
+                ]
+            else:
+                result += [
+                    _variant_case(case, A, B, unit, "no trsm leaves (inverse leaves)", trsm_leaf=0,
+                                  trsm_leaf_cpu=0),
+                    _variant_case(case, A, B, unit, "trsm leaves of 256", trsm_leaf_rows=256),
+                    _variant_case(case, A, B, unit, "trsm leaves of 1024", trsm_leaf_rows=1024),
+                    _variant_case(case, A, B, unit, "inverse leaves of 8 blocks", trsm_leaf=0,
+                                  trsm_leaf_cpu=0, leaf_blocks=8),
+                ]
+    return result
+
+
+if __name__ == "__main__":
+    raise SystemExit(cli(cases, family="triangular"))

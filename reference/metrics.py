@@ -40,6 +40,7 @@ __all__ = [
     "lu_factor_ratio",
     "lu_ratio",
     "norm1",
+    "orthogonality_ratio",
     "qr_ratios",
     "relative_error",
     "solve_ratio",
@@ -424,6 +425,31 @@ def qr_ratios(
     G = _eye_like(Q64, k) - Q64.mH @ Q64
     orth = _ratio(_amax(_colnorms1(G), -1), torch.tensor(m * uu, dtype=torch.float64))
     return recon, orth
+
+
+def orthogonality_ratio(Q: torch.Tensor, *, u: float | None = None) -> torch.Tensor:
+    """Orthonormality of the columns of ``Q``, LAPACK ``xORT01``: ``‖I − QᴴQ‖₁ / (m u)``.
+
+    For a ``Q`` with more columns than rows, pass ``Q.mH`` (rows orthonormal).
+
+    Parameters
+    ----------
+    Q : torch.Tensor
+        ``(..., m, k)``, ``k <= m``.
+    u : float, optional
+        Unit roundoff; default that of ``Q.dtype``.
+
+    Returns
+    -------
+    torch.Tensor
+        float64, the batch shape.
+    """
+    _check_tensor("Q", Q)
+    uu = _u_of(u, Q)
+    Q64 = _wide(Q)
+    m, k = Q64.shape[-2], Q64.shape[-1]
+    G = _eye_like(Q64, k) - Q64.mH @ Q64
+    return _ratio(_amax(_colnorms1(G), -1), torch.tensor(max(m, 1) * uu, dtype=torch.float64))
 
 
 class SVDRatios(NamedTuple):

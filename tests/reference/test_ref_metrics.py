@@ -358,3 +358,13 @@ def test_ratios_are_scale_invariant_and_batch_consistent():
         assert torch.equal(r1, torch.stack([M.solve_ratio(A[i], X[i], B[i]) for i in range(2)]))
 
     check()
+
+
+def test_orthogonality_ratio():
+    Q = _householder4_complex()
+    assert float(M.orthogonality_ratio(Q[:, :3])) == 0.0
+    # (1 + d) Q: ‖I − Q'ᴴQ'‖₁ = 2d + d², divided by m u
+    d = 2.0**-12
+    r = M.orthogonality_ratio(((1 + d) * Q).to(torch.complex64))
+    assert abs(float(r) / ((2 * d + d * d) / (4 * U32)) - 1) < 1e-12
+    assert M.orthogonality_ratio(torch.stack([Q, Q])).shape == (2,)

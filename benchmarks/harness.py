@@ -58,7 +58,7 @@ from typing import Any
 
 import torch
 
-from mpslinalg._report import best_device, device_name, environment, fmt_ms, format_table
+from mpslinalg._report import best_device, device_name, environment, fmt_ms, format_table, short_error
 from mpslinalg._timing import Timing, resolve_device, synchronize, time_interleaved
 
 __all__ = ["KNOWN_PEAKS", "Case", "cli", "nominal_peaks", "run_cases"]
@@ -149,11 +149,6 @@ class Case:
         return dict(self.peer)
 
 
-def _err(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300]
-
-
 def _shape_str(shape: tuple | str) -> str:
     if isinstance(shape, str):
         return shape
@@ -185,7 +180,7 @@ def _sync_free(fn: Callable[[], Any], device: torch.device) -> bool | str:
     except RuntimeError as exc:
         if "synchroniz" in str(exc).lower():
             return False
-        return _err(exc)
+        return short_error(exc)
     finally:
         torch.cuda.set_sync_debug_mode(prev)
         synchronize(device)
@@ -205,7 +200,7 @@ def run_case(case: Case, *, settings: dict, gemm: dict | None = None,
         case.ours()
         synchronize(dev)
     except Exception as exc:  # noqa: BLE001 - report and go on with the other cases
-        rec["error"] = _err(exc)
+        rec["error"] = short_error(exc)
         rec["traceback"] = traceback.format_exc()
         return rec
     fns: dict[str, Callable[[], Any]] = {case.ours_name: case.ours}
@@ -217,7 +212,7 @@ def run_case(case: Case, *, settings: dict, gemm: dict | None = None,
             synchronize(dev)
             fns[pname] = pfn
         except Exception as exc:  # noqa: BLE001 - a peer lacking the op is a finding, not a failure
-            rec["peers"][pname] = {"error": _err(exc)}
+            rec["peers"][pname] = {"error": short_error(exc)}
     if dev.type == "cuda" and case.sync_check:
         rec["host_sync_free"] = _sync_free(case.ours, dev)
     if case.bytes_moved:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ._report import Progress, best_device, environment, fmt_ms, format_environment, format_table
+from ._report import Progress, best_device, environment, fmt_ms, format_environment, format_table, short_error
 from ._timing import resolve_device, synchronize, time_interleaved
 from ._workloads import ReferenceUnavailable, workloads
 
@@ -59,11 +59,6 @@ def _shapes(inputs: dict) -> str:
                      for k, v in inputs.items() if isinstance(v, torch.Tensor) and k != "pivots")
 
 
-def _err(exc: BaseException) -> str:
-    msg = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {msg[0] if msg else ''}"[:300]
-
-
 def run_workload(w, device: torch.device, quick: bool, timing: bool) -> dict:
     """Run one workload: make inputs, check accuracy of ours, time ours and the peers together."""
     row: dict = {"name": w.name, "op": w.op, "description": w.description,
@@ -76,7 +71,7 @@ def run_workload(w, device: torch.device, quick: bool, timing: bool) -> dict:
         out = w.ours(inputs)
         synchronize(device)
     except Exception as exc:  # noqa: BLE001 - one broken op must not hide the others
-        row["error"] = _err(exc)
+        row["error"] = short_error(exc)
         row["traceback"] = traceback.format_exc()
         row["ok"] = False
         return row
@@ -87,7 +82,7 @@ def run_workload(w, device: torch.device, quick: bool, timing: bool) -> dict:
     except ReferenceUnavailable as exc:  # cannot judge: say so, do not fail the op for it
         row["accuracy"] = {"error": str(exc), "unavailable": True}
     except Exception as exc:  # noqa: BLE001
-        row["accuracy"] = {"error": _err(exc)}
+        row["accuracy"] = {"error": short_error(exc)}
     del out
     acc = row["accuracy"]
     row["ok"] = bool(acc.get("pass", False) or acc.get("unavailable", False))
@@ -106,7 +101,7 @@ def run_workload(w, device: torch.device, quick: bool, timing: bool) -> dict:
                 pfn(inputs)
             synchronize(device)
         except Exception as exc:  # noqa: BLE001
-            row["peers"][pname] = {"error": _err(exc)}
+            row["peers"][pname] = {"error": short_error(exc)}
             continue
         fns[pname] = (lambda f: lambda: f(inputs))(pfn)
     with warnings.catch_warnings():  # e.g. SciPy's LinAlgWarning per ill-conditioned slice: not timed

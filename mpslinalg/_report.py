@@ -17,7 +17,7 @@ from typing import TextIO
 
 import torch
 
-__all__ = ["Progress", "available_devices", "best_device", "environment", "format_table"]
+__all__ = ["Progress", "available_devices", "best_device", "environment", "format_table", "short_error"]
 
 
 def _version(module: str) -> str | None:
@@ -233,6 +233,12 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]],
     sep = "|" + "|".join(("-" * (w + 1) + ":") if a == "r" else ("-" * (w + 2))
                          for w, a in zip(widths, align)) + "|"
     return "\n".join([line(headers), sep, *(line(r) for r in cells)])
+
+
+def short_error(exc: BaseException) -> str:
+    """``"TypeName: first line of the message"`` (at most 300 characters) for a report cell."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300]
 
 
 def fmt_ms(ms: float | None) -> str:

@@ -13,11 +13,16 @@ GPU (DESIGN §10), the absolute times are NVIDIA's. Issue 7's target: the n <= 4
 >= 80% of copy bandwidth at batch 1e7.
 
 Peers (``torch.linalg`` on the same inputs, same run) are listed where one computes the same thing.
+Every kernel row comes twice (``ROOFLINE_ROWS=both``, the default; ``eager`` or ``graph`` for one):
+eager, as a caller sees it (host launch overhead included), and ``[graph x10]``, the replay of a
+CUDA graph of 10 launches, which is the kernel's own GPU time. ``roofline_kernels_cuda.md`` puts
+each graph row's fraction beside ``ptxas``' registers, stack frame, spills and shared memory.
 """
 
 from __future__ import annotations
 
 import copy
+import os
 import pathlib
 import sys
 
@@ -241,9 +246,11 @@ def cases(device: torch.device, quick: bool) -> list[Case]:
         except Exception as exc:  # noqa: BLE001 - a family whose kernels do not build yet
             print(f"[bench_roofline] {make.__name__}: {type(exc).__name__}: {exc}", file=sys.stderr)
             continue
+        rows = os.environ.get("ROOFLINE_ROWS", "both")  # both | eager | graph
         for c in made:
-            out.append(c)  # eager: what a caller sees, with the peers
-            if not quick:
+            if rows != "graph":
+                out.append(c)  # eager: what a caller sees, with the peers
+            if not quick and rows != "eager":
                 g = copy.copy(c)
                 try:
                     out.append(_graphed(g))

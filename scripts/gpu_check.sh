@@ -4,6 +4,7 @@
 # Two steps (the GPU machine has no clang):
 #   here, with clang + ptxas:  python -m mpslinalg.emulator build --target cuda --out .cubins
 #   on the GPU (carry .cubins): bash scripts/gpu_check.sh [--bench] [--quick-bench] [--bench-args="--repeat 5"]
+#   (ROOFLINE_ROWS=graph|eager|both picks the benchmark rows, see benchmarks/bench_roofline.py)
 #
 # 1. every kernel test on the GPU: the emulator's kernel suite re-run on the cuda target
 #    (tests/emulator/test_cuda_suite.py), dispatch/stream/fault/family tests

@@ -126,6 +126,9 @@ class Case:
         Real floating-point operations (count a complex multiply-add as 8).
     sync_check : bool
         On CUDA, check that ``ours`` never synchronises with the host.
+    count_launches : bool
+        On CUDA, count the GPU kernels (and memcpy/memset operations) one call of ``ours``
+        launches, with ``torch.profiler`` (DESIGN §10: launches per call).
     ours_name : str
         Column label for ours.
     """
@@ -140,6 +143,7 @@ class Case:
     bytes_moved: int | None = None
     flops: float | None = None
     sync_check: bool = True
+    count_launches: bool = True
     ours_name: str = "mpslinalg"
 
     def peers(self) -> dict[str, Callable[[], Any]]:
@@ -186,6 +190,32 @@ def _sync_free(fn: Callable[[], Any], device: torch.device) -> bool | str:
         synchronize(device)
 
 
+def _launches(fn: Callable[[], Any], device: torch.device) -> dict | str:
+    """GPU operations one call of ``fn`` enqueues: ``{"kernels", "memcpy", "memset"}``.
+
+    Counted from the CUDA activity ``torch.profiler`` records (kernels launched through the driver
+    API, such as the emulator's cuda target, included); the error text if profiling fails.
+    """
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    try:
+        synchronize(device)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            fn()
+            synchronize(device)
+        counts = {"kernels": 0, "memcpy": 0, "memset": 0}
+        for ev in prof.events():
+            if ev.device_type != DeviceType.CUDA:
+                continue
+            name = ev.name.lower()
+            kind = next((k for k in ("memcpy", "memset") if name.startswith(k)), "kernels")
+            counts[kind] += 1
+        return counts
+    except Exception as exc:  # noqa: BLE001 - a profiler problem must not sink the benchmark
+        return short_error(exc)
+
+
 def run_case(case: Case, *, settings: dict, gemm: dict | None = None,
              peaks: tuple[float | None, float | None] | None = None) -> dict:
     """Time one case (see the module docstring); returns its JSON record.
@@ -215,6 +245,8 @@ def run_case(case: Case, *, settings: dict, gemm: dict | None = None,
             rec["peers"][pname] = {"error": short_error(exc)}
     if dev.type == "cuda" and case.sync_check:
         rec["host_sync_free"] = _sync_free(case.ours, dev)
+    if dev.type == "cuda" and case.count_launches:
+        rec["launches"] = _launches(case.ours, dev)
     if case.bytes_moved:
         fns["copy"] = _copy_fn(int(case.bytes_moved), dev)
     times: dict[str, Timing] = time_interleaved(fns, device=dev, **settings)

@@ -223,3 +223,8 @@ def test_cuda_sync_check_tells_sync_free_from_syncing():
                     ours=lambda: (x * 2).sum().item())]
     res = h.run_cases(cases, warmup=1, repeat=4, min_time=0.0, stream=io.StringIO())
     assert [c["host_sync_free"] for c in res["cases"]] == [True, False]
+    # x * 2 is one elementwise kernel; (x * 2).sum().item() adds a reduction kernel and a
+    # device-to-host copy.
+    free, syncs = res["cases"]
+    assert free["launches"] == {"kernels": 1, "memcpy": 0, "memset": 0}
+    assert syncs["launches"]["kernels"] == 2 and syncs["launches"]["memcpy"] == 1

@@ -147,6 +147,23 @@ def cases(device: torch.device, quick: bool) -> list[Case]:
                 torch.cuda.synchronize()
             print(f"  {case.name}: {verdict}")
 
+    # accuracy of what is being timed: LAPACK's xTRT02 ratio (pass < 30) on the first 64
+    # matrices of the batch and the first 16 right-hand sides (the ratio is a max over columns,
+    # so a subset gives exact per-column values), computed in float64 on the CPU.
+    try:
+        from reference import metrics
+    except ImportError:  # pragma: no cover - the bench extra has no reference package
+        metrics = None
+    if metrics is not None:
+        print("accuracy (LAPACK residual ratio, pass < 30):")
+        for case, A, B, unit in out:
+            X = case.ours()
+            a = A.reshape(-1, *A.shape[-2:])[:64].cpu()
+            b = B.reshape(-1, *B.shape[-2:])[:64, :, :16].cpu()
+            x = X.reshape(-1, *X.shape[-2:])[:64, :, :16].cpu()
+            r = float(metrics.triangular_residual_ratio(a, x, b, False, True, unit).max())
+            print(f"  {case.name}: {r:.3g} {'PASS' if r < 30 else 'FAIL'}")
+
     result = [c for c, *_ in out]
     if TUNE:
         for case, A, B, unit in out:

@@ -304,3 +304,27 @@ def test_lapack_reference_agrees_on_tiny_example():
     B = torch.tensor([[2.0], [9.0]])
     X = mpslinalg.solve_triangular(A, B, upper=False)
     assert torch.equal(X.double(), lapack.solve_triangular(A, B, upper=False))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64, torch.float64], ids=str)
+def test_cuda_torch_path(dtype):
+    # The torch backend on CUDA (cuBLAS GEMMs on views, batched trsm for the diagonal blocks,
+    # trsm leaves above TUNING.trsm_leaf): same bounds as on the CPU, and no host sync.
+    dev = torch.device("cuda")
+    for (upper, left, unit), n in itertools.product(VARIANTS, (64, 70, 1100)):
+        batch = (3,) if n < 1000 else ()
+        kind = "gaussian" if n < 1000 else "well"
+        T = matrices.triangular(n, upper, True if kind == "well" else unit, kind, batch=batch, dtype=dtype,
+                                seed=28, fill=float("nan") if (unit or kind == "gaussian") else None)
+        x = _rhs(n, 9, left, batch, dtype, 29)
+        B = _product(T, x, upper, left, unit)
+        Td, Bd = T.to(dev), B.to(dev)
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            X = mpslinalg.solve_triangular(Td, Bd, upper=upper, left=left, unitriangular=unit)
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+        ratio = metrics.triangular_residual_ratio(T, X.cpu(), B, upper, left, unit)
+        assert float(ratio.max()) < PASS, (upper, left, unit, n)

@@ -6,9 +6,10 @@ GPU thread is a TSan fiber, fiber switches carry no synchronisation, and each ba
 collective is a release + acquire on a sync object of its generation; so TSan reports exactly the
 pairs of accesses (at least one a write) that no barrier orders -- the races that ``reverse`` /
 ``shuffle`` orders find only by luck. Threadgroup memory is a fresh allocation per group (no false
-races between groups). Limits: GPU threads are aliased onto 200 TSan fibers (``i % 200``: races
-between aliased threads are not seen; TSan loses races beyond a few hundred concurrent threads);
-a fault inside the kernel is reported as a failed run, not located; about 1 s extra per call.
+races between groups). Limits: GPU threads are aliased onto 200 TSan fibers (TSan loses races beyond
+a few hundred concurrent threads); a group of more than 200 threads gets a second pass with another
+aliasing, so that every pair of threads is distinct in one of the passes; a fault inside the
+kernel is reported as a failed run, not located; about 1 s extra per call (and pass).
 
 Buffers are copied into the subprocess and back (results land in the caller's tensors).
 """
@@ -28,7 +29,9 @@ from pathlib import Path
 
 from ._toolchain import cache_dir, compiler_info, digest, find_compiler
 
-__all__ = ["Race", "run_tsan"]
+__all__ = ["Race", "run_tsan", "tsan_available"]
+
+TSAN_FIBERS = 200  # as in shim/cpu_runtime.c
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,8 @@ t = (ctypes.c_uint32 * 3)(*spec["group"])
 err = ctypes.create_string_buffer(1024)
 where = (ctypes.c_uint32 * 7)()
 addr = ctypes.c_void_p(0)
+if spec["alias_div"]:
+    lib.mpsle_tsan_set_alias(spec["alias_div"])
 rc = run(spec["kernel"], ptrs, g, t, spec["order"], ctypes.c_uint64(spec["seed"]), err, 1024, where,
          ctypes.byref(addr))
 for b, spec_b in zip(bufs, spec["buffers"]):
@@ -145,14 +150,33 @@ def run_tsan(
 
     so, kernels = build_tsan_library(source)
     index = [k.name for k in kernels].index(kernel_name)
+    n = group[0] * group[1] * group[2]
+    # more threads per group than TSan fibers: a second pass with another aliasing (see the runtime)
+    passes = [0] if n <= TSAN_FIBERS else [0, -(-n // TSAN_FIBERS)]
+    races: list[Race] = []
+    raw = ""
+    rc, msg = 0, ""
+    for k, alias_div in enumerate(passes):
+        rc, msg, found, text = _one_pass(
+            so, index, buffers, grid, group, ORDERS[order], seed, alias_div, copy_back=(k == 0)
+        )
+        raw += text
+        races += [r for r in found if r not in races]
+        if rc != 0:
+            break
+    return rc, msg, races, raw
+
+
+def _one_pass(so, index, buffers, grid, group, order, seed, alias_div, copy_back):
     with tempfile.TemporaryDirectory(prefix="mpsle-tsan-", dir=cache_dir()) as td:
         spec = {
             "so": str(so),
             "kernel": index,
             "grid": list(grid),
             "group": list(group),
-            "order": ORDERS[order],
+            "order": order,
             "seed": seed & 0xFFFFFFFFFFFFFFFF,
+            "alias_div": alias_div,
             "buffers": [],
         }
         for i, (ptr, n, _) in enumerate(buffers):
@@ -195,10 +219,11 @@ def run_tsan(
                 [],
                 proc.stderr,
             )
-        for (ptr, n, back), b in zip(buffers, spec["buffers"]):
-            if back and n:
-                data = Path(b["file"]).read_bytes()
-                ctypes.memmove(ptr, data, n)
+        if copy_back:
+            for (ptr, n, back), b in zip(buffers, spec["buffers"]):
+                if back and n:
+                    data = Path(b["file"]).read_bytes()
+                    ctypes.memmove(ptr, data, n)
         return result["rc"], result["err"], parse_reports(proc.stderr), proc.stderr
 
 

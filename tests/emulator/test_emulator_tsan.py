@@ -77,3 +77,14 @@ def test_atomics_are_not_races(tsan):
     total = torch.zeros(1, dtype=torch.int32)
     tsan.lib("basics").histogram(v, hist, total, group_size=128, tsan=True)
     assert torch.equal(hist, torch.bincount(v, minlength=10).int()) and total.item() == 300
+
+
+def test_second_aliasing_pass_for_large_groups(tsan):
+    from mpslinalg.emulator import KernelRace
+
+    with pytest.raises(KernelRace) as ei:
+        tsan.lib("reduce").aliased_race(torch.zeros(256), threads=256, group_size=256, tsan=True)
+    write = _line_of("reduce.metal", "s[tid] = float(tid);")
+    read = _line_of("reduce.metal", "x[tid] = tid < 56 ? s[tid + 200] : s[tid];")
+    pairs = [{int(x.split(":")[1]) for x in (r.first, r.second)} for r in ei.value.races]
+    assert {write, read} in pairs

@@ -48,6 +48,12 @@ void __tsan_acquire(void *addr);
 void __tsan_release(void *addr);
 enum { TSAN_FIBERS = 200 };
 static void *tsan_sched, *tsan_fib[TSAN_FIBERS];
+/* GPU thread -> TSan fiber: i % TSAN_FIBERS (tsan_alias_div == 0) or i / tsan_alias_div. For a
+ * group of n <= TSAN_FIBERS^2 threads, a second pass with div = ceil(n / TSAN_FIBERS) separates
+ * every pair of threads the first pass aliased (they differ by a multiple of TSAN_FIBERS >= div). */
+static int tsan_alias_div;
+__attribute__((visibility("default"))) void mpsle_tsan_set_alias(int div) { tsan_alias_div = div; }
+static inline int tsan_fiber_of(int i) { return tsan_alias_div ? (i / tsan_alias_div) % TSAN_FIBERS : i % TSAN_FIBERS; }
 static char tsan_bar_sync[2], tsan_simd_sync[32][2], tsan_group_sync, tsan_end_sync;
 #define TSAN(x) x
 #define TSAN_ON 1
@@ -220,7 +226,7 @@ static void fiber_init(int i) {
 static inline void run_fiber(int i) {
   cur = i;
   set_current(i);
-  TSAN(__tsan_switch_to_fiber(tsan_fib[i % TSAN_FIBERS], 1));
+  TSAN(__tsan_switch_to_fiber(tsan_fib[tsan_fiber_of(i)], 1));
 #ifdef MPSLE_UCONTEXT
   swapcontext(&sched_uc, &F[i].uc);
 #else
@@ -283,8 +289,8 @@ EXPORT void *mpsle_tg_slot(int slot, unsigned long size, unsigned long align) {
       raise_fault(RC_TGMEM);
     }
     tg_off[slot] = (long)off;
-    tg_used = off + size;
-    memset(tg_mem + off, 0xFF, size);
+    tg_used = off + size; /* (already poisoned: the whole arena at launch start, tg_used bytes at
+                             every group start) */
   }
   return tg_mem + tg_off[slot];
 }

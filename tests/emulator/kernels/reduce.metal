@@ -50,3 +50,13 @@ kernel void simd_ops(device const float* x [[buffer(0)]], device float* out [[bu
   simd_vote vote = simd_ballot(v > 0.0f);
   if (lane == 0) ballots[i / 32] = static_cast<ulong>(simd_vote::vote_t(vote));
 }
+
+// A race only between threads t and t + 200 (groups of 256): thread t < 56 reads the slot that
+// thread t + 200 writes, with no barrier in between. (Used to check the ThreadSanitizer mode's
+// second aliasing pass: in the first pass, t and t + 200 share one TSan fiber.)
+kernel void aliased_race(device float* x [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
+  threadgroup float s[256];
+  s[tid] = float(tid);
+  x[tid] = tid < 56 ? s[tid + 200] : s[tid];
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+}

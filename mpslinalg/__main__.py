@@ -64,6 +64,12 @@ def run_workload(w, device: torch.device, quick: bool, timing: bool) -> dict:
     row: dict = {"name": w.name, "op": w.op, "description": w.description,
                  "dtype": str(w.dtype).replace("torch.", ""), "device": str(device)}
     try:
+        from .kernels import backend_for
+
+        row["backend"] = backend_for(device)
+    except Exception as exc:  # noqa: BLE001 - e.g. a backend requested that cannot serve the device
+        row["backend"] = f"unavailable: {short_error(exc)}"
+    try:
         inputs = w.make(device, w.dtype, quick)
         row["shapes"] = _shapes(inputs)
         first = next(iter(inputs.values()))

@@ -20,6 +20,7 @@ import torch
 import mpslinalg
 from mpslinalg import _workloads
 from mpslinalg.__main__ import main, run_workload
+from mpslinalg.kernels import backend_for
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -107,6 +108,7 @@ def test_main_times_ours_against_peers_in_one_run(stand_ins, one_thread, tmp_pat
     assert rep["device"] == "cpu" and rep["quick"] is True and rep["ok"] is True
     (row,) = rep["rows"]
     assert row["op"] == "solve" and row["accuracy"]["pass"]
+    assert row["backend"] == backend_for("cpu")  # "torch" unless MPSLINALG_BACKEND says otherwise
     assert row["time"]["median_ms"] > 0 and row["time"]["n"] >= rep["settings"]["repeat"]
     # The stand-in *is* torch.linalg.solve: same work, so the ratio is ~1 (2 cores, noisy: within 3x).
     tl = row["peers"]["torch.linalg"]

@@ -57,6 +57,7 @@ def _graphed(case: Case) -> Case:
     case.flops = case.flops * REPS if case.flops else None
     case.peer = {}
     case.graph = g  # keep the graph (and its memory pool) alive
+    case.eager = fn  # and the eager callable: its default arguments own the tensors the graph uses
     return case
 
 

@@ -218,9 +218,16 @@ class CpuRunner:
         self._size.restype = ctypes.c_ulong
         self._size.argtypes = [ctypes.c_int, ctypes.c_int]
 
+        self._tg = self.lib.mpsle_last_tg_bytes
+        self._tg.restype = ctypes.c_ulong
+        self._tg.argtypes = []
         self._err = ctypes.create_string_buffer(1024)
         self._where = (ctypes.c_uint32 * 7)()
         self._addr = ctypes.c_void_p(0)
+
+    def last_threadgroup_bytes(self) -> int:
+        """Threadgroup memory declared by the most recent launch."""
+        return int(self._tg())
 
     def param_size(self, k: int, p: int) -> int:
         return int(self._size(k, p))

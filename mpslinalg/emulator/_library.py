@@ -184,6 +184,24 @@ class KernelFunction:
         self._nargs = max(self._buffers, default=-1) + 1
         self._bad = [p for p in kernel.params if p.kind in ("threadgroup", "other")]
         self.max_threads = min(MAX_THREADS_PER_GROUP, kernel.max_threads or MAX_THREADS_PER_GROUP)
+        self._tg_bytes = 0
+
+    # the read-only properties of torch's kernel objects
+    @property
+    def max_threads_per_threadgroup(self) -> int:
+        """1024, or the kernel's ``[[max_total_threads_per_threadgroup(n)]]``."""
+        return self.max_threads
+
+    @property
+    def thread_execution_width(self) -> int:
+        """The simdgroup width: 32."""
+        return 32
+
+    @property
+    def static_thread_group_memory_length(self) -> int:
+        """Bytes of kernel-scope threadgroup memory. The emulator learns the size when the kernel
+        runs (declarations may depend on template arguments), so this is 0 before the first call."""
+        return self._tg_bytes
 
     def __repr__(self) -> str:
         return f"<emulated Metal kernel {self.name!r} ({self._lib.target}) from {self.kernel.line}>"
@@ -505,6 +523,8 @@ class KernelFunction:
                 rc, msg, where, addr = runner.launch(
                     self._index, ptrs, tuple(grid), tuple(group), order, seed
                 )
+                if rc == 0:
+                    self._tg_bytes = runner.last_threadgroup_bytes()
             if guard:
                 for i, t, _avail in tensors:
                     guards[i].copy_back(t.data_ptr())

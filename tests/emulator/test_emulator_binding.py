@@ -161,3 +161,19 @@ def test_barriers_at_different_sites(lib):
         KernelFault, match=r"different threadgroup_barrier calls \(line \d+ col \d+ and line \d+"
     ):
         lib.split_barriers(torch.zeros(4), threads=4, group_size=4)
+
+
+def test_kernel_properties(emu):
+    k = emu.lib("lu_small").lu16
+    assert k.max_threads_per_threadgroup == 1024 and k.thread_execution_width == 32
+    A = torch.randn(1, 16, 16)
+    k(
+        A,
+        torch.zeros(1, 16, dtype=torch.int32),
+        torch.zeros(1, dtype=torch.int32),
+        16,
+        threads=[16, 16],
+        group_size=[16, 16],
+    )
+    # float a[16][16] (1024 bytes) + uint piv_s (4 bytes)
+    assert k.static_thread_group_memory_length == 16 * 16 * 4 + 4

@@ -170,7 +170,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ops = implemented_ops()
     print(f"\nops implemented: {', '.join(ops) if ops else 'none yet'}")
 
-    rows_def = [w for w in workloads() if not args.only or any(s in w.name for s in args.only)]
+    try:
+        registered = workloads()
+    except Exception as exc:  # noqa: BLE001 - a family's row function is broken: say which, fail
+        print(f"\nthe workload registry (mpslinalg/_workloads.py) raised {short_error(exc)}", file=sys.stderr)
+        traceback.print_exc()
+        return 1
+    rows_def = [w for w in registered if not args.only or any(s in w.name for s in args.only)]
     report: dict = {"environment": env, "device": str(device), "quick": bool(args.quick),
                     "settings": SETTINGS[bool(args.quick)], "implemented_ops": ops, "rows": []}
     if not rows_def:

@@ -70,6 +70,7 @@ def one_thread():
 def test_registry_rows_are_complete(stand_ins):
     stand_ins()
     rows = _workloads.workloads()
+    assert [w.name for w in _workloads.WORKLOADS] == [w.name for w in rows]
     # One row per op at least, every family represented, names unique (workloads() checks).
     assert {w.op for w in rows} == set(OPS)
     for w in rows:
@@ -132,6 +133,20 @@ def test_a_failing_op_makes_the_exit_status_1(stand_ins, monkeypatch, tmp_path):
     assert main(["--quick", "--device", "cpu", "--only", "RANSAC", "--json", str(out)]) == 1
     (row,) = json.loads(out.read_text())["rows"]
     assert row["error"] == "RuntimeError: boom" and row["ok"] is False
+
+
+def test_a_broken_registry_is_reported_not_crashed_on(stand_ins, monkeypatch, capsys):
+    stand_ins()
+    def broken_family():
+        raise KeyError("typo in a row")
+
+    monkeypatch.setattr(_workloads, "_FAMILIES", [*_workloads._FAMILIES, broken_family])
+    assert main(["--quick", "--device", "cpu", "--no-timing"]) == 1
+    assert "KeyError: 'typo in a row'" in capsys.readouterr().err
+    dup = [_workloads._triangular, _workloads._triangular]
+    monkeypatch.setattr(_workloads, "_FAMILIES", dup)
+    with pytest.raises(RuntimeError, match="duplicate workload names"):  # a registry error too
+        _workloads.workloads()
 
 
 def test_no_ops_reports_environment_and_exits_0(monkeypatch, tmp_path, capsys):

@@ -394,3 +394,26 @@ def test_struct_parameter_too_small(emu):
     lib = emu.lib("surface2")
     with pytest.raises(ValueError, match=r"kernel 'with_struct': argument 1 holds 8 bytes but .* reads 16"):
         lib.with_struct(torch.zeros(8), torch.zeros(8, dtype=torch.uint8), threads=8)
+
+
+def test_more_simd_operations(shader, order):
+    out = shader.tensor(torch.zeros(64 * 12, dtype=torch.int32))
+    shader.run(shader.lib("reduce").simd_more, out, threads=64, group_size=64, order=order[0], seed=order[1])
+    o = out.cpu().view(2, 32, 12)
+    lane = torch.arange(32)
+    v = lane + 1
+    xor = 0
+    for k in range(1, 33):
+        xor ^= k
+    for s in range(2):
+        assert (o[s, :, 0] == 0x100).all()
+        assert (o[s, :, 1] == (1 << 31) - 1).all()
+        assert (o[s, :, 2] == xor).all()
+        assert (o[s, :, 3] == -8).all()
+        assert (o[s, :, 4] == 24).all()
+        assert torch.equal(o[s, :, 5], 2 ** torch.clamp(lane + 1, max=5).int())
+        assert (o[s, :, 6] == 1).all() and (o[s, :, 7] == 0).all()
+        assert torch.equal(o[s, :, 8], torch.where(lane >= 2, v - 2, v).int())
+        assert torch.equal(o[s, :, 9], ((lane + 3) % 32 + 1).int())
+        assert torch.equal(o[s, :, 10], ((lane - 1) % 32 + 1).int())
+        assert torch.equal(o[s, :, 11], (lane == 0).int())

@@ -116,6 +116,9 @@ template <class T> inline T simd_broadcast_first(T x, MPSLE_SITE_ARGS) {
   return __mpsle_lane<T>(b, 0);
 }
 
+// every lane of a simdgroup is active in the emulator (collectives must be uniform per simdgroup)
+inline bool simd_is_first() { return mpsle_current_lane() == 0; }
+
 struct simd_vote {
   typedef unsigned long vote_t;
   vote_t v;

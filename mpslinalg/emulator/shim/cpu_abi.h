@@ -44,6 +44,7 @@ void mpsle_barrier(unsigned site);
 const void *mpsle_collective(const void *val, unsigned size, unsigned site, unsigned op, unsigned *nlanes,
                              unsigned *lane);
 void mpsle_kernel_fault(const char *msg);
+unsigned mpsle_current_lane(void);
 int mpsle_launch(const mpsle_kdesc *k, void **bufs, const uint32_t grid[3], const uint32_t req[3], int order,
                  uint64_t seed, char *err, int errlen, uint32_t *where, void **addr);
 

@@ -374,6 +374,8 @@ EXPORT const void *mpsle_collective(const void *val, unsigned size, unsigned sit
 /* threadgroup memory the last launch declared (torch's static_thread_group_memory_length) */
 EXPORT unsigned long mpsle_last_tg_bytes(void) { return (unsigned long)tg_used; }
 
+EXPORT unsigned mpsle_current_lane(void) { return cur_linear >= 0 ? T[cur_linear].tiisg : 0u; }
+
 EXPORT void mpsle_kernel_fault(const char *msg) {
   fault_msg("%s", msg);
   raise_fault(RC_FAULT);

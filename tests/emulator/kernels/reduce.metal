@@ -60,3 +60,22 @@ kernel void aliased_race(device float* x [[buffer(0)]], uint tid [[thread_index_
   x[tid] = tid < 56 ? s[tid + 200] : s[tid];
   threadgroup_barrier(mem_flags::mem_threadgroup);
 }
+
+// The remaining simdgroup operations on integer lanes, one simdgroup per 32 threads.
+kernel void simd_more(device int* out [[buffer(0)]], uint i [[thread_position_in_grid]],
+                      uint lane [[thread_index_in_simdgroup]]) {
+  const int v = int(lane) + 1;
+  device int* o = out + i * 12;
+  o[0] = simd_and(v | 0x100);                       // 0x100 (bit 8 in all, low bits differ)
+  o[1] = simd_or(1 << (lane % 31));                 // bits 0..30
+  o[2] = simd_xor(v);                               // 1 ^ 2 ^ ... ^ 32
+  o[3] = simd_min(v * (lane == 7 ? -1 : 1));        // -8
+  o[4] = simd_product(lane < 4 ? v : 1);            // 1 * 2 * 3 * 4
+  o[5] = simd_prefix_inclusive_product(lane < 5 ? 2 : 1);
+  o[6] = simd_any(lane == 5) ? 1 : 0;
+  o[7] = simd_all(lane < 31) ? 1 : 0;               // lane 31 says no
+  o[8] = simd_shuffle_up(v, 2);                     // lanes 0, 1 keep their own value
+  o[9] = simd_shuffle_rotate_down(v, 3);
+  o[10] = simd_shuffle_rotate_up(v, 1);
+  o[11] = simd_is_first() ? 1 : 0;
+}

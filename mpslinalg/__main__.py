@@ -22,7 +22,7 @@ import torch
 
 from ._report import Progress, best_device, environment, fmt_ms, format_environment, format_table, short_error
 from ._timing import resolve_device, synchronize, time_interleaved
-from ._workloads import ReferenceUnavailable, workloads
+from ._workloads import ReferenceUnavailable, Workload, workloads
 
 #: Timing settings (full, quick): warm-up calls, minimum samples, seconds of samples, seconds cap.
 SETTINGS = {
@@ -59,7 +59,7 @@ def _shapes(inputs: dict) -> str:
                      for k, v in inputs.items() if isinstance(v, torch.Tensor) and k != "pivots")
 
 
-def run_workload(w, device: torch.device, quick: bool, timing: bool) -> dict:
+def run_workload(w: Workload, device: torch.device, quick: bool, timing: bool) -> dict:
     """Run one workload: make inputs, check accuracy of ours, time ours and the peers together."""
     row: dict = {"name": w.name, "op": w.op, "description": w.description,
                  "dtype": str(w.dtype).replace("torch.", ""), "device": str(device)}
@@ -110,9 +110,15 @@ def run_workload(w, device: torch.device, quick: bool, timing: bool) -> dict:
             row["peers"][pname] = {"error": short_error(exc)}
             continue
         fns[pname] = (lambda f: lambda: f(inputs))(pfn)
-    with warnings.catch_warnings():  # e.g. SciPy's LinAlgWarning per ill-conditioned slice: not timed
-        warnings.simplefilter("ignore")
-        times = time_interleaved(fns, device=device, **SETTINGS[quick])
+    try:
+        with warnings.catch_warnings():  # e.g. SciPy's LinAlgWarning per ill-conditioned slice
+            warnings.simplefilter("ignore")
+            times = time_interleaved(fns, device=device, **SETTINGS[quick])
+    except Exception as exc:  # noqa: BLE001 - e.g. ours fails on a repeated call: a failure, reported
+        row["error"] = f"while timing: {short_error(exc)}"
+        row["traceback"] = traceback.format_exc()
+        row["ok"] = False
+        return row
     row["time"] = times["mpslinalg"].to_dict()
     for pname, t in times.items():
         if pname != "mpslinalg":

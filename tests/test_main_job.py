@@ -134,6 +134,19 @@ def test_a_failing_op_makes_the_exit_status_1(stand_ins, monkeypatch, tmp_path):
     (row,) = json.loads(out.read_text())["rows"]
     assert row["error"] == "RuntimeError: boom" and row["ok"] is False
 
+    calls = []
+
+    def works_once(A, B):  # right the first time (accuracy passes), then raises while timed
+        calls.append(1)
+        if len(calls) > 1:
+            raise RuntimeError("second call")
+        return torch.linalg.solve(A, B)
+
+    monkeypatch.setattr(mpslinalg, "solve", works_once)
+    assert main(["--quick", "--device", "cpu", "--only", "RANSAC", "--json", str(out)]) == 1
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["accuracy"]["pass"] and row["error"] == "while timing: RuntimeError: second call"
+
 
 def test_a_broken_registry_is_reported_not_crashed_on(stand_ins, monkeypatch, capsys):
     stand_ins()

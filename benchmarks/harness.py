@@ -249,7 +249,12 @@ def run_case(case: Case, *, settings: dict, gemm: dict | None = None,
         rec["launches"] = _launches(case.ours, dev)
     if case.bytes_moved:
         fns["copy"] = _copy_fn(int(case.bytes_moved), dev)
-    times: dict[str, Timing] = time_interleaved(fns, device=dev, **settings)
+    try:
+        times: dict[str, Timing] = time_interleaved(fns, device=dev, **settings)
+    except Exception as exc:  # noqa: BLE001 - e.g. ours or a peer fails on a repeated call
+        rec["error"] = f"while timing: {short_error(exc)}"
+        rec["traceback"] = traceback.format_exc()
+        return rec
     ours_t = times[case.ours_name]
     rec["ours"] = ours_t.to_dict()
     for pname, t in times.items():

@@ -270,3 +270,20 @@ def test_pinv_hermitian_and_underdetermined_lstsq():
     # row space: X = Aᴴ Y for some Y, i.e. (I − A⁺A) X = 0 up to c·n·u64·κ
     Pnull = torch.eye(7, dtype=torch.float64) - R.pinv(A) @ A
     assert float((Pnull @ X).abs().max() / X.abs().max()) < 10 * 7 * U64 * 10
+
+
+def test_pinv_lstsq_default_cutoff_is_torchs():
+    # torch: rtol = finfo(A.dtype).eps · max(m, n) (eps, not u). A float64 matrix with
+    # σ = (1, …, 1, 1e-15) and max(m, n) = 6: eps·6 = 1.33e-15 > 1e-15 > u·6 = 6.7e-16, so the
+    # smallest σ is dropped under torch's rule and would be kept under a u-based one.
+    n = 6
+    Q1, Q2 = G.haar(n, dtype=torch.float64, seed=21), G.haar(n, dtype=torch.float64, seed=22)
+    S = torch.tensor([1.0] * (n - 1) + [1e-15], dtype=torch.float64)
+    A = (Q1 * S) @ Q2.mT
+    s = R.svdvals(A)
+    # the float64 construction moves σ₆ by O(n·u64) (Weyl; Q's orthogonality and one rounding per
+    # entry), so check the precondition itself: σ₆ lies between u·6 and the cut eps·6
+    assert 6.7e-16 < float(s[-1]) < 1.33e-15
+    assert int(torch.linalg.matrix_rank(R.pinv(A), rtol=1e-12)) == n - 1
+    assert int(R.lstsq(A, torch.ones(n, 1, dtype=torch.float64)).rank) == n - 1
+    assert int(torch.linalg.matrix_rank(torch.linalg.pinv(A), rtol=1e-12)) == n - 1  # torch agrees

@@ -190,15 +190,17 @@ def _agree(prev: Sequence[Sequence[Any]], cur: Sequence[Sequence[Any]], dps: int
 
 
 def _converge(
-    fn: Callable[[int], list[list[Any]]], dps: int, start: float, singular_digits: float
+    fn: Callable[[int], list[list[Any]]], dps: int, start: float, singular_digits: float, n: int = 1
 ) -> list[list[Any]]:
     """Run fn at increasing working precision (digits) until two runs agree to dps digits.
 
     fn(w) is evaluated inside mp.workdps(w) and returns a list of blocks (lists of mp numbers),
-    or raises _Singular. Raises _Singular when the precision exceeds dps + singular_digits + 20
-    without agreement (the input is then exactly singular, see exact_singularity_digits)."""
+    or raises _Singular. Raises _Singular when the precision exceeds
+    dps + singular_digits + log10(3n³·2^(n−1)) + 20 without agreement: a non-singular input has
+    κ <= 10**singular_digits (exact_singularity_digits) and GEPP's error is at most
+    3n³ρ·κ·10**-w with growth ρ <= 2^(n−1), so it would have converged."""
     w = max(20, int(math.ceil(start)))  # >= 20 digits: exact conversion of float64 input
-    wmax = dps + singular_digits + 20
+    wmax = dps + singular_digits + math.log10(3 * n**3) + (n - 1) * math.log10(2) + 20
     prev = None
     while True:
         with mp.workdps(w):
@@ -296,7 +298,7 @@ def _solve_np(a: np.ndarray, b: np.ndarray, dps: int) -> np.ndarray:
         cols = [list(c) for c in zip(*_rows(b))]
         return _lu_solve_cols(lu, swaps, cols)
 
-    cols = _converge(fn, dps, dps + 10 + _log10_cond64(a), exact_singularity_digits(a))
+    cols = _converge(fn, dps, dps + 10 + _log10_cond64(a), exact_singularity_digits(a), n)
     out = np.array(
         [[_to_float(x, cplx) for x in c] for c in cols], dtype=np.complex128 if cplx else np.float64
     )
@@ -495,7 +497,7 @@ def _det_mp(a: np.ndarray, dps: int) -> Any:
         return [[d]]
 
     try:
-        return _converge(fn, dps, dps + 10 + _log10_cond64(a), exact_singularity_digits(a))[0][0]
+        return _converge(fn, dps, dps + 10 + _log10_cond64(a), exact_singularity_digits(a), n)[0][0]
     except _Singular:
         return mp.zero
 

@@ -146,6 +146,16 @@ def test_ptx_holds_what_the_shim_promises(built):
     assert "vote.sync.ballot" in reduce
 
 
+def test_ptxas_resources_recorded(built):
+    """ptxas -v's report per kernel: what limits a kernel's roofline (registers, stack, shared)."""
+    man, _ = built["lu_small"]
+    r = _kernel(man, "lu16")["resources"]["sm_90"]
+    assert r["registers"] > 0
+    assert r["shared_bytes"] >= 16 * 16 * 4 + 4  # the 16x16 float tile and the pivot index
+    assert r["spill_store_bytes"] == 0 and r["spill_load_bytes"] == 0
+    assert all("sm_90" in k["resources"] for m, _ in (built["basics"], built["reduce"]) for k in m["kernels"])
+
+
 def test_compile_times_recorded(built):
     for name in ("basics", "lu_small"):
         man, _ = built[name]

@@ -274,6 +274,12 @@ template <class T> inline T simd_broadcast_first(T x) {
   return __mpsle_shfl(__mpsle_simd_mask(__mpsle_simd_lanes()), x, 0);
 }
 
+// the first *active* thread of the simdgroup (lowest lane of the active mask)
+inline bool simd_is_first() {
+  const unsigned m = __nvvm_activemask();
+  return __mpsle_lane_id() == (unsigned)__builtin_ctz(m);
+}
+
 struct simd_vote {
   typedef unsigned long vote_t;
   vote_t v;

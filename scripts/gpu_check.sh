@@ -8,7 +8,7 @@
 #
 # 1. every kernel test on the GPU: the emulator's kernel suite re-run on the cuda target
 #    (tests/emulator/test_cuda_suite.py), dispatch/stream/fault/family tests
-#    (tests/emulator/test_cuda_kernels.py), the build-side tests, and any other test marked `cuda`;
+#    (tests/emulator/test_cuda_kernels.py) and the build-side tests (which skip without clang);
 # 2. compute-sanitizer --tool racecheck and --tool synccheck over the emulator suite and each
 #    family's kernel tests (only our kernels are instrumented: --kernel-name kns=mpsle_k; the
 #    kernels launched are listed per tool in <tool>_launches.json), failing on any hazard; the

@@ -118,3 +118,103 @@ kernel void trtri_diag(device const T* A [[buffer(0)]],
 
 TRI_INSTANTIATE("trtri_diag_float", float)
 TRI_INSTANTIATE("trtri_diag_complex64", float2)
+
+
+// ---------------------------------------------------------------------------------------------
+// trsm_small: the whole solve L X = B for n <= 64 in one dispatch (the batched fast path: DeltaNet
+// chunks, 4096 x 64x64 systems). Forward substitution, i.e. LAPACK's trsm algorithm: backward
+// stable whatever the conditioning, and it reads A, B once and writes X once (bandwidth bound).
+//
+// Contract (identical to the blocked torch-op path for these sizes):
+//   Logical lower-triangular L (n x n), right-hand sides B and output X (n x k) are addressed by
+//   element offsets and signed strides:  L[i][j] = A[a_off + m*a_bs + i*a_rs + j*a_cs] (i >= j),
+//   B[i][c] = B[b_off + m*b_bs + i*b_rs + c*b_cs], X likewise with x_*. So transposes (right
+//   solves), reversals (upper = J lower J, negative strides) and broadcast batches (stride 0) are
+//   index maps, not copies. flags: bit 0 unit diagonal (never read), bit 1 conj(A), bit 2 conj(B).
+//   Only i >= j (i > j when unit) entries of L are read. A zero pivot gives inf/nan (as trsm).
+// Dispatch: one 32-thread threadgroup per (matrix m, tile of 32 right-hand sides);
+//   threads = nmat * ntile * 32, group_size = 32, ntile = ceil(k / 32). Thread c of the tile owns
+//   column c: its x lives in a thread array, L in threadgroup memory packed by rows
+//   (i(i+1)/2 + j: 2080 entries, 16.3 KiB for complex64).
+// ---------------------------------------------------------------------------------------------
+#define TRI_SMALL_N 64
+#define TRI_PACKED 2080  // TRI_SMALL_N (TRI_SMALL_N + 1) / 2
+
+template <typename T>
+kernel void trsm_small(device const T* A [[buffer(0)]],
+                       device const T* B [[buffer(1)]],
+                       device T* X [[buffer(2)]],
+                       constant long& n [[buffer(3)]],
+                       constant long& k [[buffer(4)]],
+                       constant long& ntile [[buffer(5)]],
+                       constant long& a_off [[buffer(6)]],
+                       constant long& a_bs [[buffer(7)]],
+                       constant long& a_rs [[buffer(8)]],
+                       constant long& a_cs [[buffer(9)]],
+                       constant long& b_off [[buffer(10)]],
+                       constant long& b_bs [[buffer(11)]],
+                       constant long& b_rs [[buffer(12)]],
+                       constant long& b_cs [[buffer(13)]],
+                       constant long& x_off [[buffer(14)]],
+                       constant long& x_bs [[buffer(15)]],
+                       constant long& x_rs [[buffer(16)]],
+                       constant long& x_cs [[buffer(17)]],
+                       constant long& flags [[buffer(18)]],
+                       uint group [[threadgroup_position_in_grid]],
+                       uint tid [[thread_position_in_threadgroup]]) {
+  threadgroup T Lp[TRI_PACKED];  // packed lower triangle of L
+
+  const bool unit = (flags & 1) != 0;
+  const bool conj_a = (flags & 2) != 0;
+  const bool conj_b = (flags & 4) != 0;
+  const long m = long(group) / ntile;
+  const long c = (long(group) % ntile) * 32 + long(tid);
+  device const T* Am = A + a_off + m * a_bs;
+
+  // Stage the triangle: consecutive threads read consecutive j (coalesced for row-major A).
+  for (long i = 0; i < n; ++i) {
+    for (long j = long(tid); j <= i; j += 32) {
+      if (j < i || !unit) {
+        T v = Am[i * a_rs + j * a_cs];
+        Lp[i * (i + 1) / 2 + j] = conj_a ? tri_conj(v) : v;
+      }
+    }
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  if (c >= k) {
+    return;
+  }
+
+  device const T* Bc = B + b_off + m * b_bs + c * b_cs;
+  device T* Xc = X + x_off + m * x_bs + c * x_cs;
+  T x[TRI_SMALL_N];
+  for (long i = 0; i < n; ++i) {
+    T s = Bc[i * b_rs];
+    if (conj_b) {
+      s = tri_conj(s);
+    }
+    threadgroup const T* Li = Lp + i * (i + 1) / 2;
+    for (long j = 0; j < i; ++j) {
+      s -= tri_mul(Li[j], x[j]);
+    }
+    x[i] = unit ? s : tri_div(s, Li[i]);
+    Xc[i * x_rs] = x[i];
+  }
+}
+
+#define TRI_SMALL_INSTANTIATE(NAME, T)                                                     \
+  template [[host_name(NAME)]] kernel void trsm_small<T>(                                  \
+      device const T* A [[buffer(0)]], device const T* B [[buffer(1)]],                    \
+      device T* X [[buffer(2)]], constant long& n [[buffer(3)]],                           \
+      constant long& k [[buffer(4)]], constant long& ntile [[buffer(5)]],                  \
+      constant long& a_off [[buffer(6)]], constant long& a_bs [[buffer(7)]],               \
+      constant long& a_rs [[buffer(8)]], constant long& a_cs [[buffer(9)]],                \
+      constant long& b_off [[buffer(10)]], constant long& b_bs [[buffer(11)]],             \
+      constant long& b_rs [[buffer(12)]], constant long& b_cs [[buffer(13)]],              \
+      constant long& x_off [[buffer(14)]], constant long& x_bs [[buffer(15)]],             \
+      constant long& x_rs [[buffer(16)]], constant long& x_cs [[buffer(17)]],              \
+      constant long& flags [[buffer(18)]], uint group [[threadgroup_position_in_grid]],   \
+      uint tid [[thread_position_in_threadgroup]]);
+
+TRI_SMALL_INSTANTIATE("trsm_small_float", float)
+TRI_SMALL_INSTANTIATE("trsm_small_complex64", float2)

@@ -110,6 +110,9 @@ class Tuning:
         leaves at every size (1) and GEMM recursion above ``trsm_leaf_rows``.
     trsm_leaf_rows : int
         Leaf size in rows for the ``trsm`` leaves.
+    small_n : int
+        ``metal``/``emulator`` backends: systems with ``n`` at most this (``<= 64``) are solved by
+        the fused ``trsm_small`` kernel (substitution in one dispatch; 0 disables it).
     torch_inverse : str
         How the ``torch`` backend inverts the diagonal blocks: ``"trsm"`` (one batched
         ``torch.linalg.solve_triangular`` against the identity) or ``"doubling"`` (log2(nb)
@@ -123,6 +126,7 @@ class Tuning:
     trsm_leaf_cpu: int = 1
     trsm_leaf_rows: int = 512
     torch_inverse: str = "trsm"
+    small_n: int = 64
 
 
 #: The active tuning; benchmarks may modify it (``TUNING.nb = 16``) to compare choices.
@@ -168,6 +172,47 @@ def _trtri_diag_metal(A3: torch.Tensor, nb: int, upper: bool,
             threads=bsz * nblk * 32, group_size=32,
         )
     return (D.mT, Tb.mT) if upper else (D, Tb)
+
+
+def _kernel_strides(t: torch.Tensor, batch: int, reverse: bool, cols_too: bool):
+    """(physical tensor, conj, offset, batch/row/col strides) of a logical 3-D view for a kernel.
+
+    ``reverse`` flips the row order (and the column order if ``cols_too``): element ``(i, j)`` of
+    the result is ``t[n-1-i, n-1-j]``, an index map with negative strides and an offset.
+    """
+    conj = t.is_conj()
+    phys = t.conj() if conj else t
+    bs, rs, cs = phys.stride()
+    if phys.shape[0] != batch:  # broadcast batch
+        bs = 0
+    off = 0
+    if reverse:
+        off += (phys.shape[1] - 1) * rs
+        rs = -rs
+        if cols_too:
+            off += (phys.shape[2] - 1) * cs
+            cs = -cs
+    return phys, conj, off, bs, rs, cs
+
+
+def _trsm_small_metal(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, upper: bool, unit: bool) -> None:
+    """``X = A⁻¹ B`` for ``n <= 64`` with the fused ``trsm_small`` kernel (Metal or emulator).
+
+    An upper triangle is the reversal ``J U J`` of a lower one (rows and columns of ``A``, rows of
+    ``B`` and ``X`` reversed by index maps); transposed and conjugate views are index maps too.
+    """
+    batch, n, k = X.shape
+    a, ca, aoff, abs_, ars, acs = _kernel_strides(A, batch, upper, True)
+    b, cb, boff, bbs, brs, bcs = _kernel_strides(B, batch, upper, False)
+    x, _, xoff, xbs, xrs, xcs = _kernel_strides(X, batch, upper, False)
+    ntile = -(-k // 32)
+    lib = load_library("triangular", X.device)
+    name = {torch.float32: "trsm_small_float", torch.complex64: "trsm_small_complex64"}[X.dtype]
+    flags = int(unit) | (int(ca) << 1) | (int(cb) << 2)
+    getattr(lib, name)(
+        _flat(a), _flat(b), _flat(x), n, k, ntile, aoff, abs_, ars, acs, boff, bbs, brs, bcs,
+        xoff, xbs, xrs, xcs, flags, threads=batch * ntile * 32, group_size=32,
+    )
 
 
 def _diag_blocks(A3: torch.Tensor, nb: int) -> torch.Tensor:
@@ -313,6 +358,9 @@ def _solve_left(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, upper: bool, 
     """
     batch, n, _ = X.shape
     t = TUNING
+    if use_kernel_leaves and n <= min(t.small_n, 64):  # the fused small-system kernel
+        _trsm_small_metal(A, B, X, upper, unit)
+        return
     trsm_from = t.trsm_leaf_cpu if X.device.type == "cpu" else t.trsm_leaf
     if not use_kernel_leaves and trsm_from and n >= trsm_from:
         leaf_rows, D, nb = t.trsm_leaf_rows, None, 0

@@ -63,11 +63,13 @@ def _solve_ratio(T, B, upper, left, unit, device):
     return metrics.triangular_residual_ratio(T, X.cpu(), B, upper, left, unit)
 
 
+@pytest.mark.parametrize("n", [40, 70])
 @pytest.mark.parametrize("variant", VARIANTS, ids=VID)
-def test_gaussian_residual_ratio(backend, backend_device, gpu_dtype, variant):
+def test_gaussian_residual_ratio(backend, backend_device, gpu_dtype, variant, n):
     # b = T·x for Gaussian triangles (κ ~ 2^n): the standard hard case; backward error < 30.
+    # n = 40: the fused small kernel on metal/emulator; n = 70: the blocked path (full 16/32
+    # blocks and a partial one).
     upper, left, unit = variant
-    n = 70  # two full 32-blocks and a partial one
     T = matrices.triangular(n, upper, unit, "gaussian", batch=(3,), dtype=gpu_dtype, seed=1,
                             fill=float("nan"))
     x = _rhs(n, 9, left, (3,), gpu_dtype, 2)

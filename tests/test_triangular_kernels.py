@@ -13,9 +13,11 @@ twice that of each other. We use ``c_n = nb = 32``.
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
-from conftest import require_emulator
+from helpers import require_emulator
 
 from mpslinalg import triangular as tri
 from mpslinalg.kernels import load_library
@@ -93,3 +95,38 @@ def test_trtri_diag_zero_diagonal_gives_inf_not_a_crash(lib):
     T[0, 2, 2] = 0
     D, _ = _run(lib, T, 4, False, False, "inorder", 0)
     assert not bool(torch.isfinite(D).all())
+
+
+class _InOrder:
+    """The emulator library with ``order``/``seed`` added to every kernel call (emulator-only
+    keywords), so the library's own call sites run in that thread order."""
+
+    def __init__(self, lib, order, seed):
+        self._lib, self._order, self._seed = lib, order, seed
+
+    def __getattr__(self, name):
+        fn = getattr(self._lib, name)
+        return lambda *args, **kw: fn(*args, order=self._order, seed=self._seed, **kw)
+
+
+@pytest.mark.parametrize("order,seed", ORDERS, ids=[f"{o}{s}" for o, s in ORDERS])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64], ids=["float32", "complex64"])
+def test_trsm_small_all_variants(lib, monkeypatch, order, seed, dtype):
+    # The fused n <= 64 kernel through the library's call site (_trsm_small_metal), every variant,
+    # a conj view of A, a broadcast A, 40 right-hand sides (two column tiles, one partial).
+    # Bound: LAPACK's residual ratio < 30 (substitution is backward stable: Higham Thm 8.5).
+    import mpslinalg
+
+    monkeypatch.setattr(tri, "load_library", lambda family, device: _InOrder(lib, order, seed))
+    n = 64
+    with mpslinalg.use_backend("emulator"):
+        for upper, left, unit in itertools.product([False, True], repeat=3):
+            T = matrices.triangular(n, upper, unit, "gaussian", batch=(1,), dtype=dtype, seed=30,
+                                    fill=float("nan"))
+            x = torch.randn((2, n, 40) if left else (2, 40, n), dtype=torch.float64).to(dtype)
+            T64 = metrics.triangle(T, upper=upper, unitriangular=unit)
+            B = (T64 @ x.to(T64.dtype) if left else x.to(T64.dtype) @ T64).to(dtype)
+            Tv = T.conj().resolve_conj().conj() if dtype.is_complex else T  # a conj view, same values
+            X = mpslinalg.solve_triangular(Tv, B, upper=upper, left=left, unitriangular=unit)
+            ratio = metrics.triangular_residual_ratio(T, X, B, upper, left, unit)
+            assert ratio.shape == (2,) and float(ratio.max()) < 30, (upper, left, unit)

@@ -165,6 +165,31 @@ def cases(device: torch.device, quick: bool) -> list[Case]:
             print(f"  {case.name}: {r:.3g} {'PASS' if r < 30 else 'FAIL'}")
 
     result = [c for c, *_ in out]
+    if device.type == "cuda":
+        # The Metal kernels themselves, compiled for the GPU by the emulator's cuda target
+        # (DESIGN §5b): the fused trsm_small kernel's roofline fraction says how it will fare on
+        # an Apple GPU. Skipped (with the reason) if the cuda target cannot compile here.
+        try:
+            with mpslinalg.use_backend("emulator"):
+                mpslinalg.kernels.load_library("triangular", device)
+            emulated = True
+        except Exception as exc:  # noqa: BLE001 - report and go on
+            print(f"emulator cuda target unavailable, no Metal-kernel rows: {exc}")
+            emulated = False
+        if emulated:
+            for case, A, B, unit in out:
+                if A.shape[-1] > 64:
+                    continue
+
+                def ours(A=A, B=B, unit=unit):
+                    with mpslinalg.use_backend("emulator"):
+                        return mpslinalg.solve_triangular(A, B, upper=False, unitriangular=unit)
+
+                result.append(Case(name=f"{case.name} [Metal trsm_small via emulator cuda]",
+                                   workload=case.workload, device=device, dtype=case.dtype, shape=case.shape,
+                                   ours=ours, peer={"torch.linalg": case.peers()["torch.linalg"],
+                                                    "mpslinalg torch path": case.ours},
+                                   bytes_moved=case.bytes_moved, flops=case.flops))
     if TUNE:
         for case, A, B, unit in out:
             n = A.shape[-1]

@@ -417,3 +417,10 @@ def test_more_simd_operations(shader, order):
         assert torch.equal(o[s, :, 9], ((lane + 3) % 32 + 1).int())
         assert torch.equal(o[s, :, 10], ((lane - 1) % 32 + 1).int())
         assert torch.equal(o[s, :, 11], (lane == 0).int())
+
+
+def test_extra_functions(shader):
+    o = shader.tensor(torch.zeros(8))
+    shader.run(shader.lib("surface2").extras, o, threads=1, group_size=1)
+    # all exactly representable results
+    assert o.cpu().tolist() == [0.75, 5.0, 2.0, 1.0, 2.0, 1.0, 1.0, 127.0]

@@ -16,6 +16,8 @@ typedef unsigned char uchar;
 typedef unsigned long ulong;
 typedef _Float16 half;
 typedef __bf16 bfloat;
+typedef __SIZE_TYPE__ size_t;
+typedef __PTRDIFF_TYPE__ ptrdiff_t;
 
 #define MPSLE_VEC_TYPES(T)                                  \
   typedef T T##2 __attribute__((ext_vector_type(2)));       \
@@ -265,6 +267,9 @@ MPSLE_F2(hypot, __builtin_hypotf)
 MPSLE_F2(divide, __divide)
 MPSLE_F2(fdim, __builtin_fdimf)
 
+inline float __fract(float x) { return __builtin_fminf(x - __builtin_floorf(x), 0x1.fffffep-1f); }
+MPSLE_F1(fract, __fract)
+
 inline float fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
 inline half fma(half a, half b, half c) { return (half)__builtin_fmaf((float)a, (float)b, (float)c); }
 MPSLE_MAP3(fma)
@@ -308,6 +313,12 @@ template <class T, class = typename __mpsle_enable_if<__mpsle_vt<T>::is_vec>::ty
 inline T clamp(T x, typename __mpsle_vt<T>::elem lo, typename __mpsle_vt<T>::elem hi) {
   return clamp(x, T(lo), T(hi));
 }
+
+template <class T> inline T max3(T a, T b, T c) { return max(max(a, b), c); }
+template <class T> inline T min3(T a, T b, T c) { return min(min(a, b), c); }
+template <class T> inline T median3(T a, T b, T c) { return max(min(a, b), min(max(a, b), c)); }
+template <class T> inline T fmax3(T a, T b, T c) { return fmax(fmax(a, b), c); }
+template <class T> inline T fmin3(T a, T b, T c) { return fmin(fmin(a, b), c); }
 
 template <class T> inline T mix(T x, T y, T a) { return x + (y - x) * a; }
 template <class T, class = typename __mpsle_enable_if<__mpsle_vt<T>::is_vec>::type>

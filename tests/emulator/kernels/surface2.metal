@@ -71,3 +71,18 @@ kernel void vector_collectives(device float2* out [[buffer(0)]], device const fl
 namespace ns {
 kernel void in_namespace(device int* out [[buffer(0)]], uint i [[thread_position_in_grid]]) { out[i] = int(i) * 3; }
 }  // namespace ns
+
+kernel void extras(device float* o [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  size_t n = 3;
+  ptrdiff_t d = -1;
+  o[0] = fract(-1.25f);                       // 0.75
+  o[1] = max3(1.0f, 5.0f, 2.0f);              // 5
+  o[2] = float(median3(3, 1, 2));             // 2
+  o[3] = fmin3(2.0f, NAN, 1.0f);              // 1 (NaN ignored)
+  o[4] = float(n) + float(d);                 // 2
+  float2 f = fract(float2(2.5f, -0.5f));
+  o[5] = f.x + f.y;                           // 1
+  float c;
+  o[6] = sincos(0.0f, c) + c;                 // 0 + 1
+  o[7] = float(simd_vote::vote_t(0)) + float(uint(as_type<uint>(1.0f) >> 23));   // 127
+}

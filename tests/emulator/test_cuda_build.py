@@ -174,6 +174,18 @@ def test_source_key_is_a_content_hash(cuda_mod):
     assert cuda_mod.source_key(a) != cuda_mod.source_key(a, cuda_mod.CUDA_FLAGS + ["-DX"])
 
 
+def test_cli_builds_the_text_the_call_sites_compile(cuda_mod):
+    """The CLI must key a family file by the loader's assembled text (headers inlined), and a test
+    kernel by its raw text, or the GPU machine would not find the prebuilt artifacts."""
+    from mpslinalg.emulator.__main__ import source_text
+    from mpslinalg.kernels.loader import metal_dir, metal_source
+
+    for path in sorted(metal_dir().glob("*.metal")):
+        assert source_text(path) == metal_source(path.stem)
+    raw = KERNELS / "basics.metal"
+    assert source_text(raw) == raw.read_text()
+
+
 def test_prebuilt_folder_used_without_a_compiler(built, tmp_path):
     """A GPU machine has no clang: compile_shader(target='cuda') must take the prebuilt manifest."""
     code = f"""

@@ -369,7 +369,7 @@ kernel void small_solve(device const T *A [[buffer(0)]], device const T *B [[buf
                         device T *X [[buffer(2)]], device int *info [[buffer(3)]],
                         constant long &batch [[buffer(4)]], constant long &k [[buffer(5)]],
                         uint tid [[thread_position_in_grid]]) {
-  const long kk = max(k, 1L);
+  const long kk = k > 0 ? k : 1;
   const long mat = long(tid) / kk;
   const long col = long(tid) - mat * kk;
   if (mat >= batch) return;

@@ -64,9 +64,7 @@ def test_compile_cache_hit_needs_no_compiler(emu, tmp_path, monkeypatch):
 
 def test_compile_error_points_at_metal_line(emu):
     bad = SAXPY.replace("y[i] = a * x[i] + y[i];", "y[i] = a * x[i] + undefined_name;")
-    with pytest.raises(
-        emulator.ShaderCompileError, match=r"shader\.metal:6:\d+: error: use of undeclared identifier"
-    ):
+    with pytest.raises(emulator.ShaderCompileError, match=r"shader\.metal:6:\d+: error: use of undeclared identifier"):
         emulator.compile_shader(bad)
 
 
@@ -90,10 +88,7 @@ def test_macro_instantiations_and_headers_expand(emu):
 
 @pytest.mark.parametrize("expr", ["(float2)v", "(float4)(v.xy, v.zw)", "x + (int2)q"])
 def test_c_style_vector_casts_rejected(expr):
-    src = (
-        "kernel void k(device float* o [[buffer(0)]], uint i [[thread_position_in_grid]]) "
-        f"{{ auto r = {expr}; }}"
-    )
+    src = f"kernel void k(device float* o [[buffer(0)]], uint i [[thread_position_in_grid]]) {{ auto r = {expr}; }}"
     with pytest.raises(_prepass.MetalSourceError, match="C-style cast to (float2|float4|int2)"):
         _prepass.prepass(src)
 
@@ -119,6 +114,18 @@ def test_prepass_rewrites():
     (k,) = out.kernels
     assert k.name == "k" and not k.uses_sync
     assert [(p.kind, p.buffer_index) for p in k.params] == [("buffer", 0), ("thread_attr", None)]
+
+
+def test_prepass_kernel_attribute_syntax_and_max_threads():
+    src = (
+        "[[kernel]] void a(device float* o [[buffer(0)]], uint i [[thread_position_in_grid]]) { o[i] = 1; }\n"
+        "kernel void b(device float* o, constant long& n, ushort2 t [[thread_position_in_threadgroup]])\n"
+        "    [[max_total_threads_per_threadgroup(256)]] { o[t.x] = float(n); }\n"
+    )
+    ka, kb = _prepass.prepass(src).kernels
+    assert ka.name == "a" and kb.name == "b" and kb.max_threads == 256
+    assert [(p.kind, p.buffer_index) for p in kb.params] == [("buffer", 0), ("buffer", 1), ("thread_attr", None)]
+    assert kb.params[1].is_reference and kb.params[1].address_space == "constant" and kb.params[1].base_type == "long"
 
 
 def test_ucontext_fallback_matches(emu, monkeypatch):

@@ -1,5 +1,5 @@
 // surface2.metal — more of the MSL surface for the emulator's tests: half/bfloat/integer vectors,
-// bool vectors, vector simdgroup collectives, struct parameters, namespaces, [[kernel]] syntax,
+// bool vectors, vector simdgroup collectives, struct parameters, namespaces,
 // program-scope constant arrays.
 #include <metal_stdlib>
 using namespace metal;
@@ -63,8 +63,8 @@ kernel void vector_collectives(device float2* out [[buffer(0)]], device const fl
   out[2 * i + 1] = r + float2(float(mx), 0.0f);
 }
 
-[[kernel]] void with_struct(device float* out [[buffer(0)]], constant Params& p [[buffer(1)]],
-                            uint i [[thread_position_in_grid]]) {
+kernel void with_struct(device float* out [[buffer(0)]], constant Params& p [[buffer(1)]],
+                     uint i [[thread_position_in_grid]]) {
   if (long(i) < p.n) out[i] = p.scale * float(i) + float(p.flags);
 }
 

@@ -731,6 +731,16 @@ def _use_small(A: torch.Tensor) -> bool:
 # --------------------------------------------------------------------------------------------------
 
 
+def _raise_for_info(op: str, info: torch.Tensor, message: str) -> None:
+    """:func:`mpslinalg._errors.raise_for_info`; under ``torch.compile`` a device-side assertion
+    instead (a data-dependent Python branch would break the graph): it still fails the call, with a
+    ``RuntimeError`` that does not name the batch element."""
+    if torch.compiler.is_compiling():
+        torch._assert_async((info <= 0).all(), f"{op}: the input matrix is singular (info > 0)")
+        return
+    E.raise_for_info(op, info, message)
+
+
 def _check_pivot(op: str, pivot: bool) -> None:
     if not pivot:
         raise E.ShapeError(
@@ -772,7 +782,7 @@ def lu_factor_ex(A: torch.Tensor, *, pivot: bool = True, check_errors: bool = Fa
     _check_pivot(op, pivot)
     LU, piv, info = _lu_factor_ex_op(A)
     if check_errors:
-        E.raise_for_info(op, info, "U[{info},{info}] is zero (1-based), the matrix is singular.")
+        _raise_for_info(op, info, "U[{info},{info}] is zero (1-based), the matrix is singular.")
     return _RT.linalg_lu_factor_ex((LU, piv, info))
 
 
@@ -796,7 +806,7 @@ def lu_factor(A: torch.Tensor, *, pivot: bool = True):
     E.check_matrix(op, "A", A)
     _check_pivot(op, pivot)
     LU, piv, info = _lu_factor_ex_op(A)
-    E.raise_for_info(op, info, "U[{info},{info}] is zero (1-based pivot {info}), the matrix is singular "
+    _raise_for_info(op, info, "U[{info},{info}] is zero (1-based pivot {info}), the matrix is singular "
                      "and using it in lu_solve would divide by zero. Use lu_factor_ex or lu to factor it "
                      "anyway.")
     return _RT.linalg_lu_factor((LU, piv))
@@ -916,7 +926,7 @@ def solve_ex(A: torch.Tensor, B: torch.Tensor, *, left: bool = True, check_error
     op = "linalg.solve_ex"
     X, info = _solve_checked(op, A, B, left)
     if check_errors:
-        E.raise_for_info(op, info, "The solver failed because the input matrix is singular.")
+        _raise_for_info(op, info, "The solver failed because the input matrix is singular.")
     return _RT.linalg_solve_ex((X, info))
 
 
@@ -964,7 +974,7 @@ def solve(A: torch.Tensor, B: torch.Tensor, *, left: bool = True) -> torch.Tenso
     """
     op = "linalg.solve"
     X, info = _solve_checked(op, A, B, left)
-    E.raise_for_info(op, info, "The solver failed because the input matrix is singular "
+    _raise_for_info(op, info, "The solver failed because the input matrix is singular "
                      "(U[{info},{info}] is zero).")
     return X
 
@@ -997,7 +1007,7 @@ def inv_ex(A: torch.Tensor, *, check_errors: bool = False):
     else:
         X, info = _inv_ex_op(A)
     if check_errors:
-        E.raise_for_info(op, info, "The diagonal element {info} is zero, the inversion could not be "
+        _raise_for_info(op, info, "The diagonal element {info} is zero, the inversion could not be "
                          "completed because the input matrix is singular.")
     return _RT.linalg_inv_ex((X, info))
 
@@ -1030,7 +1040,7 @@ def inv(A: torch.Tensor) -> torch.Tensor:
         X, info = _small().inv_ex(A)
     else:
         X, info = _inv_ex_op(A)
-    E.raise_for_info(op, info, "The diagonal element {info} is zero, the inversion could not be "
+    _raise_for_info(op, info, "The diagonal element {info} is zero, the inversion could not be "
                      "completed because the input matrix is singular.")
     return X
 

@@ -139,7 +139,15 @@ def cache_dir() -> Path:
     """``$MPSLINALG_CACHE_DIR`` or ``~/.cache/mpslinalg/emulator`` (created on demand)."""
     env = os.environ.get("MPSLINALG_CACHE_DIR")
     d = Path(env) if env else Path.home() / ".cache" / "mpslinalg" / "emulator"
-    d.mkdir(parents=True, exist_ok=True)
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        if env:  # an explicit choice that does not work is an error
+            raise
+        import tempfile  # read-only home (containers, CI sandboxes): a per-user temporary cache
+
+        d = Path(tempfile.gettempdir()) / f"mpslinalg-emulator-{os.getuid()}"
+        d.mkdir(parents=True, exist_ok=True)
     return d
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -37,7 +38,8 @@ CXX_FLAGS = [
     "-w",
 ]
 RUNTIME_FLAGS = ["-x", "c", "-std=gnu11", "-O2", "-fPIC", "-fvisibility=hidden", "-w"]
-LINK_FLAGS = ["-shared", "-Wl,-Bsymbolic", "-lm"]
+# -Bsymbolic: each library binds to its own copy of the runtime (GNU/LLVM linkers; not on macOS)
+LINK_FLAGS = ["-shared", "-lm"] + ([] if sys.platform == "darwin" else ["-Wl,-Bsymbolic"])
 
 
 def _attr_expr(p) -> str:

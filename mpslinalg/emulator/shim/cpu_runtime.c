@@ -17,6 +17,10 @@
  *     naming the threadgroup and the thread. The Python process survives.
  */
 #define _GNU_SOURCE
+#if defined(__APPLE__)
+#define _XOPEN_SOURCE 700 /* ucontext on macOS */
+#define _DARWIN_C_SOURCE
+#endif
 #include <setjmp.h>
 #include <stdarg.h>
 #include <signal.h>
@@ -25,7 +29,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#if !defined(__x86_64__) && !defined(MPSLE_UCONTEXT)
+#if !(defined(__x86_64__) && defined(__ELF__)) && !defined(MPSLE_UCONTEXT)
 #define MPSLE_UCONTEXT 1
 #endif
 #ifdef MPSLE_UCONTEXT

@@ -35,9 +35,7 @@ def test_out_of_bounds_thread_array(emu, lib, order):
 
 
 def test_out_of_bounds_threadgroup_array(emu, lib, order):
-    with pytest.raises(
-        KernelFault, match=r"'oob_threadgroup' faulted .*thread \((8|9|1[0-5]), 0, 0\).*out-of-bounds"
-    ):
+    with pytest.raises(KernelFault, match=r"'oob_threadgroup' faulted .*thread \((8|9|1[0-5]), 0, 0\).*out-of-bounds"):
         lib.oob_threadgroup(torch.zeros(16), threads=16, group_size=16, order=order[0], seed=order[1])
     _still_works(emu)
 
@@ -83,6 +81,16 @@ def test_barrier_reached_by_only_some_threads(emu, lib, order):
 def test_collectives_at_different_call_sites(emu, lib, order):
     with pytest.raises(KernelFault, match=r"lanes of simdgroup 0 reached different simdgroup operations"):
         lib.simd_divergence(torch.zeros(32), threads=32, group_size=32, order=order[0], seed=order[1])
+    _still_works(emu)
+
+
+def test_lane_leaving_before_a_collective(emu, lib, order):
+    with pytest.raises(
+        KernelFault,
+        match=r"simdgroup divergence: lane \d+ of simdgroup 0 waits at .* but lane 5 "
+        r"finished the kernel",
+    ):
+        lib.simd_lane_exit(torch.zeros(32), threads=32, group_size=32, order=order[0], seed=order[1])
     _still_works(emu)
 
 

@@ -56,3 +56,9 @@ kernel void uninit_tg(device float* x [[buffer(0)]], uint tid [[thread_index_in_
   threadgroup_barrier(mem_flags::mem_threadgroup);
   x[tid] = sh[0];
 }
+
+// lane 5 leaves before the collective the rest of its simdgroup waits at
+kernel void simd_lane_exit(device float* x [[buffer(0)]], uint lane [[thread_index_in_simdgroup]]) {
+  if (lane == 5) return;
+  x[lane] = simd_sum(x[lane]);
+}

@@ -303,7 +303,6 @@ class _Pass:
             self.attrs_before[len(self.toks)] = pending
         self.match = self._match_brackets()
         self.functions: dict[str, set[str]] = {}  # name -> identifiers called in its body
-        self.sync_funcs: set[str] = set()
         self.kernel_defs: list[dict] = []
         self.instances: list[dict] = []
         self.slot = 0

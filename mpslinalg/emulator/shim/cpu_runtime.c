@@ -574,21 +574,18 @@ EXPORT int mpsle_launch(const mpsle_kdesc *k, void **bufs, const uint32_t grid_i
       bar_arrived = 0;
       live = n;
       while (live > 0) {
-        int ran = 0;
         make_order(perm_threads, n, order);
         restart_round = 0;
         for (int j = 0; j < n && !restart_round; j++) {
           int i = perm_threads[j];
           if (F[i].state == RUNNABLE) {
             run_fiber(i);
-            ran = 1;
           }
         }
         if (live == 0) break;
         int runnable = 0;
         for (int i = 0; i < n; i++) runnable |= F[i].state == RUNNABLE;
         if (runnable) continue;
-        (void)ran;
         /* deadlock: diagnose */
         int at_bar = -1, done = -1, at_simd = -1;
         for (int i = 0; i < n; i++) {

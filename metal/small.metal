@@ -181,31 +181,36 @@ inline int factor(thread T (&a)[N][N], thread int (&piv)[N], thread bool &odd) {
   return info;
 }
 
-// LAPACK getri (unblocked) on the factors: x = inv(P^T L U).
+// LAPACK getri (unblocked), in place on the factors: a = inv(P^T L U). In place (one matrix and
+// one work column in registers instead of three matrices) keeps the register count down; the
+// arithmetic is operation for operation that of _getri in mpslinalg/small.py.
 template <typename T, int N>
-inline void getri(thread const T (&lu)[N][N], thread const int (&piv)[N], thread T (&x)[N][N]) {
-  T y[N][N];  // inv(U), trti2
-  for (int j = 0; j < N; ++j) {
-    for (int i = 0; i < N; ++i) y[i][j] = s_zero(lu[0][0]);
-  }
+inline void getri(thread T (&a)[N][N], thread const int (&piv)[N]) {
+  // trti2: the upper triangle becomes inv(U), column by column. Row i of column j reads entries
+  // k >= i of the same column, which ascending i has not overwritten yet.
   #pragma unroll
   for (int j = 0; j < N; ++j) {
-    T yjj = s_div(s_one(lu[0][0]), lu[j][j]);
-    y[j][j] = yjj;
+    T yjj = s_div(s_one(a[0][0]), a[j][j]);
     T ajj = -yjj;
     for (int i = 0; i < j; ++i) {
-      T acc = s_mul(y[i][i], lu[i][j]);
-      for (int k = i + 1; k < j; ++k) acc = acc + s_mul(y[i][k], lu[k][j]);
-      y[i][j] = s_mul(acc, ajj);
+      T acc = s_mul(a[i][i], a[i][j]);
+      for (int k = i + 1; k < j; ++k) acc = acc + s_mul(a[i][k], a[k][j]);
+      a[i][j] = s_mul(acc, ajj);
     }
+    a[j][j] = yjj;
   }
-  // X L = Y, last column first
+  // X L = inv(U), last column first (work = column j of L)
   #pragma unroll
   for (int j = N - 1; j >= 0; --j) {
+    T work[N];
+    for (int i = j + 1; i < N; ++i) {
+      work[i] = a[i][j];
+      a[i][j] = s_zero(a[0][0]);
+    }
     for (int i = 0; i < N; ++i) {
-      T acc = i <= j ? y[i][j] : s_zero(lu[0][0]);
-      for (int k = j + 1; k < N; ++k) acc = acc - s_mul(x[i][k], lu[k][j]);
-      x[i][j] = acc;
+      T acc = a[i][j];
+      for (int k = j + 1; k < N; ++k) acc = acc - s_mul(a[i][k], work[k]);
+      a[i][j] = acc;
     }
   }
   // column interchanges in reverse order
@@ -215,37 +220,38 @@ inline void getri(thread const T (&lu)[N][N], thread const int (&piv)[N], thread
     for (int q = j + 1; q < N; ++q) {  // compile-time column indices (see factor)
       if (q == p) {
         for (int i = 0; i < N; ++i) {
-          T t = x[i][j];
-          x[i][j] = x[i][q];
-          x[i][q] = t;
+          T t = a[i][j];
+          a[i][j] = a[i][q];
+          a[i][q] = t;
         }
       }
     }
   }
 }
 
-// inv(A_s) and info for the equilibrated matrix a.
+// a := inv(a) for the equilibrated matrix a; returns info.
 template <typename T, int N>
-inline int invert_equilibrated(thread T (&a)[N][N], thread T (&x)[N][N]) {
+inline int invert_equilibrated(thread T (&a)[N][N]) {
   if (N == 1) {
-    x[0][0] = s_div(s_one(a[0][0]), a[0][0]);
-    return s_is_zero(a[0][0]) ? 1 : 0;
+    bool zero = s_is_zero(a[0][0]);
+    a[0][0] = s_div(s_one(a[0][0]), a[0][0]);
+    return zero ? 1 : 0;
   }
   if (N == 2) {
     // adjugate / det with a doubled-precision determinant
     T p = a[0][0], q = a[0][N - 1], r = a[N - 1][0], s = a[N - 1][N - 1];
     T d = det2_accurate(p, q, r, s);
-    x[0][0] = s_div(s, d);
-    x[0][N - 1] = -s_div(q, d);
-    x[N - 1][0] = -s_div(r, d);
-    x[N - 1][N - 1] = s_div(p, d);
+    a[0][0] = s_div(s, d);
+    a[0][N - 1] = -s_div(q, d);
+    a[N - 1][0] = -s_div(r, d);
+    a[N - 1][N - 1] = s_div(p, d);
     if (s_is_zero(p) && s_is_zero(r)) return 1;
     return s_is_zero(d) ? 2 : 0;
   }
   int piv[N];
   bool odd;
   int info = factor(a, piv, odd);
-  getri(a, piv, x);
+  getri(a, piv);
   return info;
 }
 
@@ -306,16 +312,15 @@ kernel void small_inv(device const T *A [[buffer(0)]], device T *X [[buffer(1)]]
     for (int j = 0; j < N; ++j) a[i][j] = tile_get(tile, int(lid) * N * N + i * N + j, zero);
   int er[N], ec[N];
   equilibrate(a, er, ec);
-  T x[N][N];
-  int inf = invert_equilibrated(a, x);
+  int inf = invert_equilibrated(a);
   // inv(A) = C inv(A_s) R
   for (int i = 0; i < N; ++i)
-    for (int j = 0; j < N; ++j) x[i][j] = (x[i][j] * pow2(-ec[i])) * pow2(-er[j]);
+    for (int j = 0; j < N; ++j) a[i][j] = (a[i][j] * pow2(-ec[i])) * pow2(-er[j]);
   if (long(tid) < batch) info[tid] = inf;
 
   // each thread overwrites only its own matrix's words: no barrier needed before this
   for (int i = 0; i < N; ++i)
-    for (int j = 0; j < N; ++j) tile_put(tile, int(lid) * N * N + i * N + j, x[i][j]);
+    for (int j = 0; j < N; ++j) tile_put(tile, int(lid) * N * N + i * N + j, a[i][j]);
   threadgroup_barrier(mem_flags::mem_threadgroup);
   tile_store(reinterpret_cast<device float *>(X), total, base, tile, count, lid, group);
 }

@@ -44,6 +44,10 @@ for n = 64/128, where the computed x is so large that it hides the residual; at 
 fail by 10³–10⁶.) Hence ``nb = 16`` for a general diagonal and 32 for a unit one, always with the
 refinement step. The explicit inverse of a whole triangle of order 64 or more is never formed.
 
+On the ``metal``/``emulator`` backends, systems with ``n <= 64`` skip all of this: the fused
+``trsm_small`` kernel solves them by substitution in one dispatch (bandwidth bound, backward
+stable; see ``metal/triangular.metal``).
+
 On the ``torch`` backend, the leaves may instead be LAPACK/cuBLAS ``trsm``
 (``torch.linalg.solve_triangular`` on a leaf of ``trsm_leaf_rows`` rows): on CUDA for ``n ≥ 1024``
 that keeps the number of host-side dispatches at ``O(n / leaf)`` rather than ``O(n / nb)`` while

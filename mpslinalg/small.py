@@ -186,11 +186,7 @@ _FMT = {  # real dtype -> (int dtype, mantissa bits, exponent bias, Dekker split
     torch.float32: (torch.int32, 23, 127, 4097.0),
     torch.float64: (torch.int64, 52, 1023, 134217729.0),
 }
-#: exponents are clamped to [-EMAX, EMAX] so that 2^e is a normal number.
-
-
-def _emax(real_dtype: torch.dtype) -> int:
-    return _FMT[real_dtype][2] - 1
+# Exponents are clamped to [-(bias - 1), bias - 1] so that 2^e is a normal number.
 
 
 def _exponent(m: torch.Tensor) -> torch.Tensor:
@@ -209,13 +205,6 @@ def _pow2(e: torch.Tensor, real_dtype: torch.dtype) -> torch.Tensor:
     idt, mbits, bias, _ = _FMT[real_dtype]
     emax = bias - 1
     return ((e.clamp(-emax, emax).to(idt) + bias) << mbits).view(real_dtype)
-
-
-def _mul_pow2(x: torch.Tensor, e: torch.Tensor, real_dtype: torch.dtype) -> torch.Tensor:
-    """``x * 2^e`` in two exact steps (``|e|`` up to ``2 emax``), overflowing/underflowing only if
-    the true value does (for ``cabs1(x)`` in ``[2^-4, 2)``)."""
-    e1 = torch.div(e, 2, rounding_mode="floor")
-    return x * _pow2(e1, real_dtype) * _pow2(e - e1, real_dtype)
 
 
 # ---------------------------------------------------------------------------------------------

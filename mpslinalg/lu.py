@@ -322,11 +322,22 @@ def _getrf_rec(LU, piv, info, o: int, w: int, nb: int, kern, gemm: str) -> None:
         kern.swap(LU, piv, o + n1, o + n1 + min(R - n1, n2), o, n1)
 
 
+def _direct_torch(A: torch.Tensor) -> bool:
+    """The ``torch`` backend factors ``A`` with one leaf call (small enough, or a non-GPU dtype)."""
+    if A.dtype in E.GPU_DTYPES and backend_for(A.device) != "torch":
+        return False
+    return max(A.shape[-2], A.shape[-1]) <= TUNING.direct_max.get(A.device.type, 256)
+
+
 def _getrf(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """LU with partial pivoting of ``A [..., M, N]``: ``(LU, pivots int32 [..., K], info int32 [...])``."""
     batch = A.shape[:-2]
     M, N = A.shape[-2], A.shape[-1]
     K = min(M, N)
+    if _direct_torch(A):
+        # one call of the device's LAPACK-like leaf (no copy of the input, no extra buffers)
+        LU, piv, info = torch.linalg.lu_factor_ex(A)
+        return LU, piv, info
     LU = E.resolved(A).reshape(math.prod(batch), M, N).clone()
     B = LU.shape[0]
     piv = torch.zeros(B, K, dtype=torch.int32, device=A.device)
@@ -440,7 +451,7 @@ def _solve_impl(A: torch.Tensor, B: torch.Tensor, left: bool) -> tuple[torch.Ten
 @torch.library.custom_op("mpslinalg::lu_factor_ex", mutates_args=())
 def _lu_factor_ex_op(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     LU, piv, info = _getrf(A)
-    return LU, piv, info
+    return LU.contiguous(), piv.contiguous(), info.contiguous()
 
 
 @_lu_factor_ex_op.register_fake
@@ -731,6 +742,17 @@ def _use_small(A: torch.Tensor) -> bool:
 # --------------------------------------------------------------------------------------------------
 
 
+def _call(op, impl, *args):
+    """Run the custom op where it is needed — under ``torch.compile`` (fake implementations, no
+    graph break) and when autograd records (its backward formulas) — else its implementation
+    directly: the same computation, without the custom op's dispatch cost (~60 µs per call, which
+    dominates small batched problems)."""
+    if torch.compiler.is_compiling() or (torch.is_grad_enabled() and any(
+            isinstance(a, torch.Tensor) and a.requires_grad for a in args)):
+        return op(*args)
+    return impl(*args)
+
+
 def _raise_for_info(op: str, info: torch.Tensor, message: str) -> None:
     """:func:`mpslinalg._errors.raise_for_info`; under ``torch.compile`` a device-side assertion
     instead (a data-dependent Python branch would break the graph): it still fails the call, with a
@@ -780,7 +802,7 @@ def lu_factor_ex(A: torch.Tensor, *, pivot: bool = True, check_errors: bool = Fa
     op = "linalg.lu_factor_ex"
     E.check_matrix(op, "A", A)
     _check_pivot(op, pivot)
-    LU, piv, info = _lu_factor_ex_op(A)
+    LU, piv, info = _call(_lu_factor_ex_op, _getrf, A)
     if check_errors:
         _raise_for_info(op, info, "U[{info},{info}] is zero (1-based), the matrix is singular.")
     return _RT.linalg_lu_factor_ex((LU, piv, info))
@@ -805,7 +827,7 @@ def lu_factor(A: torch.Tensor, *, pivot: bool = True):
     op = "linalg.lu_factor"
     E.check_matrix(op, "A", A)
     _check_pivot(op, pivot)
-    LU, piv, info = _lu_factor_ex_op(A)
+    LU, piv, info = _call(_lu_factor_ex_op, _getrf, A)
     _raise_for_info(op, info, "U[{info},{info}] is zero (1-based pivot {info}), the matrix is singular "
                      "and using it in lu_solve would divide by zero. Use lu_factor_ex or lu to factor it "
                      "anyway.")
@@ -841,7 +863,7 @@ def lu(A: torch.Tensor, *, pivot: bool = True):
     op = "linalg.lu"
     E.check_matrix(op, "A", A)
     _check_pivot(op, pivot)
-    LU, piv, _ = _lu_factor_ex_op(A)
+    LU, piv, _ = _call(_lu_factor_ex_op, _getrf, A)
     m = A.shape[-2]
     L, U = _unpack(LU)
     perm = _perm_from_pivots(piv, m)
@@ -893,7 +915,7 @@ def lu_solve(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, *, left: b
                            f"{tuple(LU.shape)}, got {tuple(pivots.shape)}")
     E.check_rhs(op, LU, B, left=left, a_name="LU")
     E.broadcast_batch(op, ("LU", "B"), LU, B)
-    return _lu_solve_op(LU, pivots, B, left, adjoint)
+    return _call(_lu_solve_op, _lu_solve_impl, LU, pivots, B, left, adjoint)
 
 
 def _vector_case(A: torch.Tensor, B: torch.Tensor) -> bool:
@@ -944,7 +966,7 @@ def _solve_checked(op: str, A: torch.Tensor, B: torch.Tensor, left: bool):
     if _use_small(A):
         X, info = _small().solve_ex(A, B2, left=left)
     else:
-        X, info = _solve_ex_op(A, B2, left)
+        X, info = _call(_solve_ex_op, _solve_impl, A, B2, left)
     return (X.squeeze(-1) if vec else X), info
 
 
@@ -1005,7 +1027,7 @@ def inv_ex(A: torch.Tensor, *, check_errors: bool = False):
     if _use_small(A):
         X, info = _small().inv_ex(A)
     else:
-        X, info = _inv_ex_op(A)
+        X, info = _call(_inv_ex_op, _inv_impl, A)
     if check_errors:
         _raise_for_info(op, info, "The diagonal element {info} is zero, the inversion could not be "
                          "completed because the input matrix is singular.")
@@ -1039,7 +1061,7 @@ def inv(A: torch.Tensor) -> torch.Tensor:
     if _use_small(A):
         X, info = _small().inv_ex(A)
     else:
-        X, info = _inv_ex_op(A)
+        X, info = _call(_inv_ex_op, _inv_impl, A)
     _raise_for_info(op, info, "The diagonal element {info} is zero, the inversion could not be "
                      "completed because the input matrix is singular.")
     return X
@@ -1071,7 +1093,7 @@ def det(A: torch.Tensor) -> torch.Tensor:
         return torch.ones(A.shape[:-2], dtype=A.dtype, device=A.device)
     if _use_small(A):
         return _small().det(A)
-    return _det_op(A)
+    return _call(_det_op, _det_impl, A)
 
 
 def slogdet(A: torch.Tensor):
@@ -1104,5 +1126,5 @@ def slogdet(A: torch.Tensor):
     if _use_small(A):
         s, la = _small().slogdet(A)
     else:
-        s, la = _slogdet_op(A)
+        s, la = _call(_slogdet_op, _slogdet_impl, A)
     return _RT.linalg_slogdet((s, la))

@@ -97,9 +97,9 @@ class Tuning:
     nb : int
         Width of the explicitly inverted diagonal blocks for a non-unit diagonal (``<= 32``).
         With the one refinement step per block, 16 keeps LAPACK's ratio below 1.3 on Gaussian
-        triangles in float32, while 32 reaches ~500 (see the module docstring).
+        triangles in float32, while 32 reaches ~200 (see the module docstring).
     nb_unit : int
-        The same for ``unitriangular=True`` (32 passes there: worst ratio ~0.35).
+        The same for ``unitriangular=True`` (32 passes there: worst ratio 0.4).
     leaf_blocks : int
         A sub-problem of at most this many ``nb``-blocks is solved by blocked substitution with the
         diagonal-block inverses; larger ones are split in two (recursion, one GEMM per split).

@@ -63,78 +63,117 @@ MAX_N = 4
 # ---------------------------------------------------------------------------------------------
 
 
+class _TorchPrims:
+    """Primitive element operations on torch tensors (the other backend is :class:`_TritonPrims`)."""
+
+    def __init__(self, real_dtype: torch.dtype):
+        self.real_dtype = real_dtype
+
+    where = staticmethod(torch.where)
+    maximum = staticmethod(torch.maximum)
+
+    @staticmethod
+    def abs(x):
+        return x.abs()
+
+    def exponent(self, m):
+        return _exponent(m)
+
+    def pow2(self, e):
+        return _pow2(e, self.real_dtype)
+
+    @staticmethod
+    def izeros(ref):
+        return torch.zeros_like(ref, dtype=torch.int32)
+
+    @staticmethod
+    def bzeros(ref):
+        return torch.zeros_like(ref, dtype=torch.bool)
+
+    @staticmethod
+    def iconst(ref, k: int):
+        return torch.full_like(ref, k, dtype=torch.int32)
+
+    @staticmethod
+    def to_i32(x):
+        return x.to(torch.int32)
+
+    @staticmethod
+    def zeros(ref):
+        return torch.zeros_like(ref)
+
+    @staticmethod
+    def ones(ref):
+        return torch.ones_like(ref)
+
+
 class _RealOps:
+    """Scalar arithmetic on real entries, over primitives ``P`` (torch or symbolic Triton)."""
+
     complex = False
 
-    @staticmethod
-    def add(a, b):
+    def __init__(self, P):
+        self.P = P
+
+    def add(self, a, b):
         return a + b
 
-    @staticmethod
-    def sub(a, b):
+    def sub(self, a, b):
         return a - b
 
-    @staticmethod
-    def mul(a, b):
+    def mul(self, a, b):
         return a * b
 
-    @staticmethod
-    def div(a, b):
+    def div(self, a, b):
         return a / b
 
-    @staticmethod
-    def neg(a):
+    def neg(self, a):
         return -a
 
-    @staticmethod
-    def abs1(a):
-        return a.abs()
+    def abs1(self, a):
+        return self.P.abs(a)
 
-    @staticmethod
-    def scale(a, s):
+    def scale(self, a, s):
         """``a * s`` for a real ``s`` (a power of two)."""
         return a * s
 
-    @staticmethod
-    def is_zero(a):
-        return a == 0
+    def is_zero(self, a):
+        return a == 0.0
 
-    @staticmethod
-    def where(c, a, b):
-        return torch.where(c, a, b)
+    def where(self, c, a, b):
+        return self.P.where(c, a, b)
 
-    @staticmethod
-    def zero_like(a):
-        return torch.zeros_like(a)
+    def zero_like(self, a):
+        return self.P.zeros(a)
 
-    @staticmethod
-    def one_like(a):
-        return torch.ones_like(a)
+    def one_like(self, a):
+        return self.P.ones(a)
 
-    @staticmethod
-    def unsqueeze(a):
+    def unsqueeze(self, a):
         return a.unsqueeze(-1)
 
+    def ref(self, a):
+        """A real tensor of the batch shape, to create index/flag tensors like."""
+        return a
 
-class _ComplexOps:
+
+class _ComplexOps(_RealOps):
+    """Complex arithmetic on (re, im) pairs of real entries, as metal/complex.h does on float2."""
+
     complex = True
 
-    @staticmethod
-    def add(a, b):
+    def add(self, a, b):
         return (a[0] + b[0], a[1] + b[1])
 
-    @staticmethod
-    def sub(a, b):
+    def sub(self, a, b):
         return (a[0] - b[0], a[1] - b[1])
 
-    @staticmethod
-    def mul(a, b):  # cmul
+    def mul(self, a, b):  # cmul
         return (a[0] * b[0] - a[1] * b[1], a[0] * b[1] + a[1] * b[0])
 
-    @staticmethod
-    def div(a, b):  # cdiv: Smith's algorithm, both branches evaluated, one selected
+    def div(self, a, b):  # cdiv: Smith's algorithm, both branches evaluated, one selected
         br, bi = b
-        big_r = br.abs() >= bi.abs()
+        big_r = self.P.abs(br) >= self.P.abs(bi)
         r1 = bi / br
         d1 = br + bi * r1
         x1 = (a[0] + a[1] * r1) / d1
@@ -143,39 +182,34 @@ class _ComplexOps:
         d2 = br * r2 + bi
         x2 = (a[0] * r2 + a[1]) / d2
         y2 = (a[1] * r2 - a[0]) / d2
-        return (torch.where(big_r, x1, x2), torch.where(big_r, y1, y2))
+        return (self.P.where(big_r, x1, x2), self.P.where(big_r, y1, y2))
 
-    @staticmethod
-    def neg(a):
+    def neg(self, a):
         return (-a[0], -a[1])
 
-    @staticmethod
-    def abs1(a):
-        return a[0].abs() + a[1].abs()
+    def abs1(self, a):
+        return self.P.abs(a[0]) + self.P.abs(a[1])
 
-    @staticmethod
-    def scale(a, s):
+    def scale(self, a, s):
         return (a[0] * s, a[1] * s)
 
-    @staticmethod
-    def is_zero(a):
-        return (a[0] == 0) & (a[1] == 0)
+    def is_zero(self, a):
+        return (a[0] == 0.0) & (a[1] == 0.0)
 
-    @staticmethod
-    def where(c, a, b):
-        return (torch.where(c, a[0], b[0]), torch.where(c, a[1], b[1]))
+    def where(self, c, a, b):
+        return (self.P.where(c, a[0], b[0]), self.P.where(c, a[1], b[1]))
 
-    @staticmethod
-    def zero_like(a):
-        return (torch.zeros_like(a[0]), torch.zeros_like(a[0]))
+    def zero_like(self, a):
+        return (self.P.zeros(a[0]), self.P.zeros(a[0]))
 
-    @staticmethod
-    def one_like(a):
-        return (torch.ones_like(a[0]), torch.zeros_like(a[0]))
+    def one_like(self, a):
+        return (self.P.ones(a[0]), self.P.zeros(a[0]))
 
-    @staticmethod
-    def unsqueeze(a):
+    def unsqueeze(self, a):
         return (a[0].unsqueeze(-1), a[1].unsqueeze(-1))
+
+    def ref(self, a):
+        return a[0]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -267,9 +301,9 @@ def _entries(A: torch.Tensor):
     if A.is_complex():
         Ar = torch.view_as_real(A).permute(1, 2, 3, 0).contiguous()  # (n, n, 2, B)
         a = [[(Ar[i, j, 0], Ar[i, j, 1]) for j in range(n)] for i in range(n)]
-        return _ComplexOps, Ar.dtype, a
+        return _ComplexOps(_TorchPrims(Ar.dtype)), Ar.dtype, a
     At = A.permute(1, 2, 0).contiguous()  # (n, n, B)
-    return _RealOps, A.dtype, [[At[i, j] for j in range(n)] for i in range(n)]
+    return _RealOps(_TorchPrims(A.dtype)), A.dtype, [[At[i, j] for j in range(n)] for i in range(n)]
 
 
 def _assemble(ops, entries, dtype: torch.dtype) -> torch.Tensor:
@@ -280,7 +314,7 @@ def _assemble(ops, entries, dtype: torch.dtype) -> torch.Tensor:
     return torch.stack([torch.stack(row, dim=-1) for row in entries], dim=-2)
 
 
-def _equilibrate(ops, a, real_dtype):
+def _equilibrate(ops, a, real_dtype=None):
     """``A_s = R A C`` with power-of-two ``R = diag(2^-er)``, ``C = diag(2^-ec)``.
 
     Returns ``(a_s, r, c, er, ec)`` with ``r``/``c`` lists of scale tensors and ``er``/``ec`` the
@@ -292,9 +326,9 @@ def _equilibrate(ops, a, real_dtype):
     for i in range(n):
         m = ops.abs1(a[i][0])
         for j in range(1, n):
-            m = torch.maximum(m, ops.abs1(a[i][j]))
-        e = _exponent(m)
-        s = _pow2(-e, real_dtype)
+            m = ops.P.maximum(m, ops.abs1(a[i][j]))
+        e = ops.P.exponent(m)
+        s = ops.P.pow2(-e)
         er.append(e)
         r.append(s)
         rows.append([ops.scale(a[i][j], s) for j in range(n)])
@@ -302,9 +336,9 @@ def _equilibrate(ops, a, real_dtype):
     for j in range(n):
         m = ops.abs1(rows[0][j])
         for i in range(1, n):
-            m = torch.maximum(m, ops.abs1(rows[i][j]))
-        e = _exponent(m)
-        s = _pow2(-e, real_dtype)
+            m = ops.P.maximum(m, ops.abs1(rows[i][j]))
+        e = ops.P.exponent(m)
+        s = ops.P.pow2(-e)
         ec.append(e)
         c.append(s)
     a_s = [[ops.scale(rows[i][j], c[j]) for j in range(n)] for i in range(n)]
@@ -320,18 +354,19 @@ def _factor(ops, a):
     """
     n = len(a)
     rows = [list(r) for r in a]
-    ref = rows[0][0][0] if ops.complex else rows[0][0]
-    info = torch.zeros_like(ref, dtype=torch.int32)
-    odd = torch.zeros_like(ref, dtype=torch.bool)
+    P = ops.P
+    ref = ops.ref(rows[0][0])
+    info = P.izeros(ref)
+    odd = P.bzeros(ref)
     piv = []
     for k in range(n):
         best = ops.abs1(rows[k][k])
-        p = torch.full_like(info, k)
+        p = P.iconst(ref, k)
         for i in range(k + 1, n):
             v = ops.abs1(rows[i][k])
             gt = v > best
-            best = torch.where(gt, v, best)
-            p = torch.where(gt, i, p)
+            best = P.where(gt, v, best)
+            p = P.where(gt, i, p)
         piv.append(p)
         for i in range(k + 1, n):
             swap = p == i
@@ -343,7 +378,7 @@ def _factor(ops, a):
             odd = odd ^ (p != k)
         pk = rows[k][k]
         zero = ops.is_zero(pk)
-        info = torch.where(zero & (info == 0), k + 1, info)
+        info = P.where(zero & (info == 0), k + 1, info)
         for i in range(k + 1, n):
             # getf2 leaves the (all-zero) column unscaled when the pivot is zero
             lik = ops.where(zero, rows[i][k], ops.div(rows[i][k], pk))
@@ -394,25 +429,59 @@ def _inv2(ops, a, factor):
     (p, q), (r, s) = a
     d = _det2_accurate(ops, p, q, r, s, factor)
     first_zero = ops.is_zero(p) & ops.is_zero(r)
-    info = torch.where(first_zero, 1, torch.where(ops.is_zero(d), 2, 0)).to(torch.int32)
+    info = ops.P.to_i32(ops.P.where(first_zero, 1, ops.P.where(ops.is_zero(d), 2, 0)))
     x = [[ops.div(s, d), ops.neg(ops.div(q, d))], [ops.neg(ops.div(r, d)), ops.div(p, d)]]
     return x, info
+
+
+def _core_inv(ops, a, factor: float):
+    """The inverse program on n×n entries: ``(x entries, info)`` (contract of ``small_inv``)."""
+    n = len(a)
+    a_s, r, c, _, _ = _equilibrate(ops, a, None)
+    if n == 1:
+        x = [[ops.div(ops.one_like(a_s[0][0]), a_s[0][0])]]
+        info = ops.P.to_i32(ops.is_zero(a_s[0][0]))
+    elif n == 2:
+        x, info = _inv2(ops, a_s, factor)
+    else:
+        lu, piv, _, info = _factor(ops, a_s)
+        x = _getri(ops, lu, piv)
+    x = [[ops.scale(ops.scale(x[i][j], c[i]), r[j]) for j in range(n)] for i in range(n)]
+    return x, info
+
+
+def _core_det(ops, a, factor: float):
+    """The determinant program: ``(mant, expo, info)`` with det = mant·2^expo (``small_det``)."""
+    n = len(a)
+    a_s, _, _, er, ec = _equilibrate(ops, a, None)
+    expo = er[0] + ec[0]
+    for i in range(1, n):
+        expo = expo + er[i] + ec[i]
+    if n == 2:
+        d = _det2_accurate(ops, a_s[0][0], a_s[0][1], a_s[1][0], a_s[1][1], factor)
+        (p, _), (r, _) = a_s
+        info = ops.P.where(ops.is_zero(p) & ops.is_zero(r), 1, ops.P.where(ops.is_zero(d), 2, 0))
+        info = ops.P.to_i32(info)
+        pivots = [d]
+        odd = None
+    else:
+        lu, _, odd, info = _factor(ops, a_s)
+        pivots = [lu[k][k] for k in range(n)]
+    mant = None
+    for pk in pivots:
+        g = ops.P.exponent(ops.abs1(pk))
+        f = ops.scale(pk, ops.P.pow2(-g))
+        expo = expo + g
+        mant = f if mant is None else ops.mul(mant, f)
+    if odd is not None:
+        mant = ops.where(odd, ops.neg(mant), mant)
+    return mant, expo, info
 
 
 def _program_inv(A: torch.Tensor):
     """(B, n, n) -> (inv (B, n, n), info (B,) int32): the contract of kernel ``small_inv``."""
     ops, rdt, a = _entries(A)
-    n = len(a)
-    a_s, r, c, _, _ = _equilibrate(ops, a, rdt)
-    if n == 1:
-        x = [[ops.div(ops.one_like(a_s[0][0]), a_s[0][0])]]
-        info = ops.is_zero(a_s[0][0]).to(torch.int32)
-    elif n == 2:
-        x, info = _inv2(ops, a_s, _FMT[rdt][3])
-    else:
-        lu, piv, _, info = _factor(ops, a_s)
-        x = _getri(ops, lu, piv)
-    x = [[ops.scale(ops.scale(x[i][j], c[i]), r[j]) for j in range(n)] for i in range(n)]
+    x, info = _core_inv(ops, a, _FMT[rdt][3])
     return _assemble(ops, x, A.dtype), info
 
 
@@ -422,29 +491,7 @@ def _program_det_parts(A: torch.Tensor):
     ``cabs1(mant)`` lies in ``[2^-n, 2^n)`` (or ``mant`` is 0/NaN): the contract of ``small_det``.
     """
     ops, rdt, a = _entries(A)
-    n = len(a)
-    a_s, _, _, er, ec = _equilibrate(ops, a, rdt)
-    expo = er[0] + ec[0]
-    for i in range(1, n):
-        expo = expo + er[i] + ec[i]
-    if n == 2:
-        d = _det2_accurate(ops, a_s[0][0], a_s[0][1], a_s[1][0], a_s[1][1], _FMT[rdt][3])
-        (p, _), (r, _) = a_s
-        info = torch.where(ops.is_zero(p) & ops.is_zero(r), 1, torch.where(ops.is_zero(d), 2, 0))
-        info = info.to(torch.int32)
-        pivots = [d]
-        odd = None
-    else:
-        lu, _, odd, info = _factor(ops, a_s)
-        pivots = [lu[k][k] for k in range(n)]
-    mant = None
-    for pk in pivots:
-        g = _exponent(ops.abs1(pk))
-        f = ops.scale(pk, _pow2(-g, rdt))
-        expo = expo + g
-        mant = f if mant is None else ops.mul(mant, f)
-    if odd is not None:
-        mant = ops.where(odd, ops.neg(mant), mant)
+    mant, expo, info = _core_det(ops, a, _FMT[rdt][3])
     return _assemble(ops, [[mant]], A.dtype)[:, 0, 0], expo, info
 
 
@@ -452,7 +499,7 @@ def _program_solve(A: torch.Tensor, B: torch.Tensor):
     """A (Bt, n, n), B (Bt, n, k) -> (X (Bt, n, k), info (Bt,)): the contract of ``small_solve``."""
     ops, rdt, a = _entries(A)
     n = len(a)
-    a_s, r, c, _, _ = _equilibrate(ops, a, rdt)
+    a_s, r, c, _, _ = _equilibrate(ops, a)
     lu, piv, _, info = _factor(ops, a_s)
     if ops.complex:
         Br = torch.view_as_real(B)  # (Bt, n, k, 2)

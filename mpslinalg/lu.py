@@ -398,6 +398,12 @@ def _lu_solve_left(LU: torch.Tensor, piv: torch.Tensor, B: torch.Tensor, trans: 
     batch = torch.broadcast_shapes(LU.shape[:-2], B.shape[:-2])
     if n == 0 or k == 0 or math.prod(batch) == 0:
         return B.new_zeros((*batch, n, k))
+    if not (B.dtype in E.GPU_DTYPES and backend_for(B.device) != "torch"):
+        # torch backend: the device's getrs takes strides, conj views and broadcasting as they are
+        # (no copies: torch's LU is column-major, a row-major copy would cost two transposes)
+        if trans == "T":  # Aᵀ X = B  <=>  Aᴴ conj(X) = conj(B)
+            return torch.linalg.lu_solve(LU, piv, B.conj(), adjoint=True).conj()
+        return torch.linalg.lu_solve(LU, piv, B, adjoint=trans == "C")
     LU3 = E.resolved(LU.expand(*batch, n, n)).reshape(-1, n, n)
     P3 = piv.expand(*batch, n).reshape(-1, n).contiguous()
     B3 = E.resolved(B.expand(*batch, n, k)).reshape(-1, n, k)

@@ -437,6 +437,16 @@ def _solve_impl(A: torch.Tensor, B: torch.Tensor, upper: bool, left: bool, unit:
     X = torch.empty(out_shape, dtype=A.dtype, device=A.device)
     if X.numel() == 0:
         return X
+    n = A.shape[-1]
+    if not _uses_kernel(A):
+        t = TUNING
+        trsm_from = t.trsm_leaf_cpu if A.device.type == "cpu" else t.trsm_leaf
+        if trsm_from and trsm_from <= n <= t.trsm_leaf_rows:
+            # one trsm leaf: LAPACK/cuBLAS directly. Posed as the transposed problem because torch
+            # returns column-major solutions: the transpose of that is our row-major X, no copy.
+            Xt = torch.linalg.solve_triangular(A.mT, B.mT, upper=not upper, left=not left,
+                                               unitriangular=unit)
+            return Xt.mT.contiguous()
     A3 = _as3(A, batch)
     B3 = _as3(B, batch)
     X3 = X.view(-1, *B.shape[-2:])

@@ -26,10 +26,12 @@ VID = [f"{'U' if u else 'L'}{'left' if lf else 'right'}{'-unit' if un else ''}" 
 
 @pytest.fixture
 def small_blocks():
-    old = (tri.TUNING.nb, tri.TUNING.nb_unit, tri.TUNING.leaf_blocks)
-    tri.TUNING.nb, tri.TUNING.nb_unit, tri.TUNING.leaf_blocks = 4, 4, 2
+    # the blocked path (not the CPU default of LAPACK leaves), with blocks small enough that a
+    # 9x9 system has three of them and one recursion split
+    old = (tri.TUNING.nb, tri.TUNING.nb_unit, tri.TUNING.leaf_blocks, tri.TUNING.trsm_leaf_cpu)
+    tri.TUNING.nb, tri.TUNING.nb_unit, tri.TUNING.leaf_blocks, tri.TUNING.trsm_leaf_cpu = 4, 4, 2, 0
     yield
-    tri.TUNING.nb, tri.TUNING.nb_unit, tri.TUNING.leaf_blocks = old
+    tri.TUNING.nb, tri.TUNING.nb_unit, tri.TUNING.leaf_blocks, tri.TUNING.trsm_leaf_cpu = old
 
 
 def _inputs(n, k, left, dtype, seed, a_batch=(2, 1), b_batch=(3,)):
@@ -64,7 +66,7 @@ def test_gradcheck(small_blocks, dtype, variant):
     assert torch.autograd.gradgradcheck(f, (A, B), fast_mode=True)
 
 
-def test_float32_gradients_match_float64(backend, backend_device):
+def test_float32_gradients_match_float64(backend, backend_device, small_blocks):
     # Inputs: float32/complex64 values, and their exact float64/complex128 upcasts. Loss
     # L = Re Σ conj(W) ∘ X. Then gB = A⁻ᴴ W is a triangular solve: with the forward-error bound of
     # test_triangular (residual ratio < 30), Σ_j ‖ĝ_j − g_j‖₁ <= e' Σ_j ‖g_j‖₁, e' = e/(1−e),

@@ -380,7 +380,10 @@ def _solve_left(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, upper: bool, 
             if Aleaf.shape[0] != batch or Bc.shape[0] != batch:
                 Aleaf = Aleaf.expand(batch, *Aleaf.shape[1:])
                 Bc = Bc.expand(batch, *Bc.shape[1:])
-            X[:, r0:r1].copy_(torch.linalg.solve_triangular(Aleaf, Bc, upper=upper, unitriangular=unit))
+            # transposed problem: torch's column-major result is row-major here (a plain copy)
+            Xt = torch.linalg.solve_triangular(Aleaf.mT, Bc.mT, upper=not upper, left=False,
+                                               unitriangular=unit)
+            X[:, r0:r1].copy_(Xt.mT)
             return
         starts = list(range(r0, r1, nb))
         order = starts[::-1] if upper else starts

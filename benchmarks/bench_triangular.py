@@ -201,6 +201,10 @@ def cases(device: torch.device, quick: bool) -> list[Case]:
                     _variant_case(case, A, B, unit, "nb=16 unit", nb_unit=16),
                     _variant_case(case, A, B, unit, "nb=16 unit, doubling", nb_unit=16,
                                   torch_inverse="doubling"),
+                    _variant_case(case, A, B, unit, "trsm leaves of 32 + GEMM", trsm_leaf=1,
+                                  trsm_leaf_cpu=1, trsm_leaf_rows=32),
+                    _variant_case(case, A, B, unit, "one trsm (= torch.linalg, transposed)", trsm_leaf=1,
+                                  trsm_leaf_cpu=1, trsm_leaf_rows=64),
                 ]
             else:
                 result += [

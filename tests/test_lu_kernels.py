@@ -23,7 +23,7 @@ import importlib
 
 import pytest
 import torch
-from conftest import require_emulator
+from helpers import require_emulator
 
 from mpslinalg.kernels import load_library
 from reference import lapack, matrices, metrics

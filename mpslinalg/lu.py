@@ -106,7 +106,7 @@ class Tuning:
     small_max: int = 32
     panel_threads: int = 256
     direct_max: dict = field(default_factory=lambda: {"cpu": 512, "cuda": 256, "mps": 0})
-    leaf_nb: dict = field(default_factory=lambda: {"cpu": 128, "cuda": 128, "mps": 32})
+    leaf_nb: dict = field(default_factory=lambda: {"cpu": 128, "cuda": 256, "mps": 32})
     gemm: dict = field(default_factory=lambda: {"cpu": "native", "cuda": "native", "mps": "4m"})
 
 
@@ -176,30 +176,32 @@ def _swaps_to_perm(p: torch.Tensor, m: int, chunk: int = 256) -> torch.Tensor:
     """
     Bsz, k = p.shape
     dev = p.device
-    perm = torch.arange(m, device=dev).expand(Bsz, m).clone()
+    perm = None
     for off in range(0, k, chunk):
         w = min(chunk, k - off)
         q = p[:, off:off + w]
         idx = torch.arange(w, device=dev)
         earlier = idx[None, :] < idx[:, None]  # [i, k]: k < i
-        ranks = (idx + 1).to(torch.int32)
+        ranks = idx + 1
         # src(i) = last step k < i whose target p_k is position off+i (else i itself: a root)
         hit = (q[:, None, :] == (off + idx)[None, :, None]) & earlier
-        last = (hit * ranks).amax(-1).long() - 1
+        last = (hit * ranks).amax(-1) - 1
         ptr = torch.where(last >= 0, last, idx)
         for _ in range(max(1, math.ceil(math.log2(max(w, 2))))):
             ptr = ptr.gather(-1, ptr)
         c = off + ptr  # original row sitting at position off+i just before step i
         # position off+i finally holds what sat at p_i before step i
         same = q[:, :, None] == q[:, None, :]  # [j, j']: p_j == p_j'
-        prev = ((same & earlier) * ranks).amax(-1).long() - 1
+        prev = ((same & earlier) * ranks).amax(-1) - 1
         top = torch.where(prev >= 0, c.gather(-1, prev.clamp(min=0)), q)
         # a target row p_j beyond the chunk finally holds c(last j' with p_j' == p_j)
-        lastall = (same * ranks).amax(-1).long() - 1
+        lastall = (same * ranks).amax(-1) - 1
         step = torch.arange(m, device=dev).expand(Bsz, m).clone()
         step.scatter_(-1, q, c.gather(-1, lastall))
         step[:, off:off + w] = top
-        perm = perm.gather(-1, step)
+        perm = step if perm is None else perm.gather(-1, step)
+    if perm is None:
+        perm = torch.arange(m, device=dev).expand(Bsz, m).clone()
     return perm
 
 
@@ -298,7 +300,8 @@ def _split(k: int, nb: int) -> int:
 
 
 def _getrf_rec(LU, piv, info, o: int, w: int, nb: int, kern, gemm: str) -> None:
-    """Recursive LU of rows ``[o, M)`` x columns ``[o, o+w)`` (``getrf2``), in place."""
+    """Recursive LU of rows ``[o, M)`` x columns ``[o, o+w)`` (``getrf2``), in place; the
+    interchanges are applied with the ``swap`` kernel (one ``lu_laswp`` dispatch per block)."""
     M = LU.shape[-2]
     R = M - o
     if R <= 0 or w <= 0:
@@ -311,15 +314,50 @@ def _getrf_rec(LU, piv, info, o: int, w: int, nb: int, kern, gemm: str) -> None:
     n2 = w - n1
     _getrf_rec(LU, piv, info, o, n1, nb, kern, gemm)
     kern.swap(LU, piv, o, o + n1, o + n1, n2)
+    _update(LU, o, n1, w, gemm)
+    if R > n1:
+        _getrf_rec(LU, piv, info, o + n1, n2, nb, kern, gemm)
+        kern.swap(LU, piv, o + n1, o + n1 + min(R - n1, n2), o, n1)
+
+
+def _update(LU, o: int, n1: int, w: int, gemm: str) -> None:
+    """``A12 <- L11^{-1} A12`` (TRSM), ``A22 <- A22 - A21 A12`` (GEMM) of the block at ``(o, o)``."""
     A11 = LU[:, o:o + n1, o:o + n1]
     A12 = LU[:, o:o + n1, o + n1:o + w]
     A12.copy_(_trsm(A11, A12, upper=False, left=True, unitriangular=True))
-    if R > n1:
-        A21 = LU[:, o + n1:, o:o + n1]
-        A22 = LU[:, o + n1:, o + n1:o + w]
-        _gemm_sub(A22, A21, A12, gemm)
-        _getrf_rec(LU, piv, info, o + n1, n2, nb, kern, gemm)
-        kern.swap(LU, piv, o + n1, o + n1 + min(R - n1, n2), o, n1)
+    if LU.shape[-2] > o + n1:
+        _gemm_sub(LU[:, o + n1:, o + n1:o + w], LU[:, o + n1:, o:o + n1], A12, gemm)
+
+
+def _gather_rows(X: torch.Tensor, perm: torch.Tensor) -> None:
+    """``X[b] <- X[b][perm[b]]`` in place (one gather, one copy)."""
+    X.copy_(X.gather(-2, perm[:, :, None].expand(-1, -1, X.shape[-1])))
+
+
+def _getrf_rec_perm(LU, piv, info, o: int, w: int, nb: int, gemm: str) -> torch.Tensor | None:
+    """``_getrf_rec`` for the torch backend: each sub-problem returns its row permutation (of rows
+    ``[o, M)``), composed from the leaves' by one gather per node, so interchanges are applied by
+    one gather per block and pivots are turned into permutations only at the leaves (``nb`` wide:
+    a few vectorised ops) instead of at every level."""
+    M = LU.shape[-2]
+    R = M - o
+    if R <= 0 or w <= 0:
+        return None
+    kl = min(R, w)
+    if w <= nb or kl <= nb:
+        _TORCH_KERNELS.panel(LU, piv, info, o, w)
+        return _swaps_to_perm(piv[:, o:o + kl].long() - 1 - o, R, chunk=max(kl, 1))
+    n1 = _split(kl, nb)
+    n2 = w - n1
+    pl = _getrf_rec_perm(LU, piv, info, o, n1, nb, gemm)
+    _gather_rows(LU[:, o:, o + n1:o + w], pl)
+    _update(LU, o, n1, w, gemm)
+    if R <= n1:
+        return pl
+    pr = _getrf_rec_perm(LU, piv, info, o + n1, n2, nb, gemm)
+    _gather_rows(LU[:, o + n1:, o:o + n1], pr)
+    head = torch.arange(n1, device=pl.device).expand(pl.shape[0], n1)
+    return pl.gather(-1, torch.cat([head, n1 + pr], dim=-1))
 
 
 def _direct_torch(A: torch.Tensor) -> bool:
@@ -349,8 +387,8 @@ def _getrf(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
             if max(M, N) <= TUNING.direct_max.get(dev, 256):
                 kern.small(LU, piv, info)
             else:
-                _getrf_rec(LU, piv, info, 0, N, TUNING.leaf_nb.get(dev, 128), kern,
-                           TUNING.gemm.get(dev, "native"))
+                _getrf_rec_perm(LU, piv, info, 0, N, TUNING.leaf_nb.get(dev, 128),
+                                TUNING.gemm.get(dev, "native"))
         elif M <= TUNING.small_max and N <= TUNING.small_max:
             kern.small(LU, piv, info)
         else:

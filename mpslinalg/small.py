@@ -660,9 +660,281 @@ def _leaf_solve(A: torch.Tensor, B: torch.Tensor):
 _LEAVES: dict[str, Callable] = {"inv": _leaf_inv, "det": _leaf_det_parts, "solve": _leaf_solve}
 
 
+# ---------------------------------------------------------------------------------------------
+# CUDA: the same program emitted as one Triton kernel (one lane per matrix, everything in
+# registers). The program above is run once on symbolic values that print Triton code, so the
+# kernel performs exactly the operations of the torch program and the Metal kernel.
+# ---------------------------------------------------------------------------------------------
+
+
+class _Sym:
+    """A value of the Triton kernel being generated: the name of a local variable."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def _bin(self, op: str, other, rev: bool = False):
+        a, b = (_sym_arg(other), self.name) if rev else (self.name, _sym_arg(other))
+        return _emit(f"({a}) {op} ({b})")
+
+    def __add__(self, o):
+        return self._bin("+", o)
+
+    def __radd__(self, o):
+        return self._bin("+", o, True)
+
+    def __sub__(self, o):
+        return self._bin("-", o)
+
+    def __rsub__(self, o):
+        return self._bin("-", o, True)
+
+    def __mul__(self, o):
+        return self._bin("*", o)
+
+    def __rmul__(self, o):
+        return self._bin("*", o, True)
+
+    # Triton's "/" on float32 is an approximate division (2 ulp); div_rn rounds correctly, as
+    # torch and Metal (no fast math) do.
+    def __truediv__(self, o):
+        return _emit(f"tl.math.div_rn({self.name}, {_sym_arg(o)})")
+
+    def __rtruediv__(self, o):
+        return _emit(f"tl.math.div_rn({_sym_arg(o)}, {self.name})")
+
+    def __neg__(self):
+        return _emit(f"-({self.name})")
+
+    def __gt__(self, o):
+        return self._bin(">", o)
+
+    def __ge__(self, o):
+        return self._bin(">=", o)
+
+    def __lt__(self, o):
+        return self._bin("<", o)
+
+    def __eq__(self, o):  # noqa: D105 - builds an expression, like torch tensors do
+        return self._bin("==", o)
+
+    def __ne__(self, o):
+        return self._bin("!=", o)
+
+    def __and__(self, o):
+        return self._bin("&", o)
+
+    def __xor__(self, o):
+        return self._bin("^", o)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+_emitter: list[str] | None = None
+
+
+def _sym_arg(x) -> str:
+    if isinstance(x, _Sym):
+        return x.name
+    if isinstance(x, bool):
+        return "True" if x else "False"
+    if isinstance(x, int):
+        return str(x)
+    if isinstance(x, float):
+        return repr(x)
+    raise TypeError(f"cannot emit {type(x).__name__}")
+
+
+def _emit(expr: str) -> _Sym:
+    assert _emitter is not None
+    name = f"t{len(_emitter)}"
+    _emitter.append(f"    {name} = {expr}")
+    return _Sym(name)
+
+
+class _TritonPrims:
+    """The primitives of :class:`_TorchPrims`, printed as Triton (float32 only)."""
+
+    @staticmethod
+    def where(c, a, b):
+        return _emit(f"tl.where({_sym_arg(c)}, {_sym_arg(a)}, {_sym_arg(b)})")
+
+    @staticmethod
+    def maximum(a, b):
+        return _emit(f"tl.maximum({_sym_arg(a)}, {_sym_arg(b)})")
+
+    @staticmethod
+    def abs(x):
+        return _emit(f"tl.abs({_sym_arg(x)})")
+
+    @staticmethod
+    def exponent(m):
+        return _emit(f"tl.minimum(tl.maximum((({_sym_arg(m)}.to(tl.int32, bitcast=True) >> 23) & 255) - 127, "
+                     "-126), 126)")
+
+    @staticmethod
+    def pow2(e):
+        return _emit(f"((tl.minimum(tl.maximum({_sym_arg(e)}, -126), 126) + 127) << 23)"
+                     ".to(tl.float32, bitcast=True)")
+
+    @staticmethod
+    def izeros(ref):
+        return _emit("tl.zeros([BLOCK], dtype=tl.int32)")
+
+    @staticmethod
+    def bzeros(ref):
+        return _emit("tl.zeros([BLOCK], dtype=tl.int1)")
+
+    @staticmethod
+    def iconst(ref, k: int):
+        return _emit(f"tl.full([BLOCK], {int(k)}, tl.int32)")
+
+    @staticmethod
+    def to_i32(x):
+        return _emit(f"({_sym_arg(x)}).to(tl.int32)")
+
+    @staticmethod
+    def zeros(ref):
+        return _emit("tl.zeros([BLOCK], dtype=tl.float32)")
+
+    @staticmethod
+    def ones(ref):
+        return _emit("tl.full([BLOCK], 1.0, tl.float32)")
+
+
+def _triton_source(kind: str, n: int, is_complex: bool) -> str:
+    """Source of the Triton kernel ``kind`` ("inv" or "det") for n×n float32/complex64 matrices."""
+    global _emitter
+    w = 2 if is_complex else 1
+    P = _TritonPrims()
+    ops = _ComplexOps(P) if is_complex else _RealOps(P)
+    _emitter = []
+    try:
+        loads = []
+        a = []
+        for i in range(n):
+            row = []
+            for j in range(n):
+                parts = []
+                for c in range(w):
+                    name = f"a{i}_{j}_{c}"
+                    loads.append(f"    {name} = tl.load(A + base + {(i * n + j) * w + c}, mask=mask, other=0.0)")
+                    parts.append(_Sym(name))
+                row.append(tuple(parts) if is_complex else parts[0])
+            a.append(row)
+        stores = []
+        if kind == "inv":
+            x, info = _core_inv(ops, a, _FMT[torch.float32][3])
+            for i in range(n):
+                for j in range(n):
+                    vals = x[i][j] if is_complex else (x[i][j],)
+                    for c in range(w):
+                        stores.append(f"    tl.store(OUT0 + base + {(i * n + j) * w + c}, {_sym_arg(vals[c])}, "
+                                      "mask=mask)")
+            stores.append(f"    tl.store(OUT1 + offs, {_sym_arg(info)}, mask=mask)")
+            outs = "OUT0, OUT1"
+        else:
+            mant, expo, info = _core_det(ops, a, _FMT[torch.float32][3])
+            vals = mant if is_complex else (mant,)
+            for c in range(w):
+                stores.append(f"    tl.store(OUT0 + offs * {w} + {c}, {_sym_arg(vals[c])}, mask=mask)")
+            stores.append(f"    tl.store(OUT1 + offs, {_sym_arg(expo)}, mask=mask)")
+            stores.append(f"    tl.store(OUT2 + offs, {_sym_arg(info)}, mask=mask)")
+            outs = "OUT0, OUT1, OUT2"
+        body = _emitter
+    finally:
+        _emitter = None
+    head = [
+        "# Generated by mpslinalg.small._triton_source: do not edit.",
+        "import triton",
+        "import triton.language as tl",
+        "",
+        "",
+        "@triton.jit",
+        f"def kernel(A, {outs}, B, BLOCK: tl.constexpr):",
+        "    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)",
+        "    mask = offs < B",
+        f"    base = offs * {n * n * w}",
+    ]
+    return "\n".join(head + loads + body + stores) + "\n"
+
+
+_TRITON_BLOCK = 128
+_triton_kernels: dict[tuple[str, int, bool], Callable] = {}
+_triton_failed: set[tuple[str, int, bool]] = set()
+_triton_dir: str | None = None
+
+
+def _triton_kernel(kind: str, n: int, is_complex: bool) -> Callable:
+    """The generated kernel, compiled by Triton on first launch (cached per process)."""
+    global _triton_dir
+    key = (kind, n, is_complex)
+    fn = _triton_kernels.get(key)
+    if fn is None:
+        import importlib.util
+        import tempfile
+
+        with _compile_lock:
+            if _triton_dir is None:
+                _triton_dir = tempfile.mkdtemp(prefix="mpslinalg_small_triton_")
+            path = os.path.join(_triton_dir, f"small_{kind}_{n}_{'c' if is_complex else 'f'}.py")
+            with open(path, "w") as f:
+                f.write(_triton_source(kind, n, is_complex))
+            spec = importlib.util.spec_from_file_location(f"mpslinalg_small_triton_{kind}_{n}_{int(is_complex)}", path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            fn = module.kernel
+            _triton_kernels[key] = fn
+    return fn
+
+
+def _triton_run(name: str, A: torch.Tensor):
+    """Run program ``name`` ("inv" or "det") as a Triton kernel on contiguous (B, n, n) ``A``."""
+    n, batch = A.shape[-1], A.shape[0]
+    cplx = A.is_complex()
+    kern = _triton_kernel(name, n, cplx)
+    grid = (triton_cdiv(batch, _TRITON_BLOCK),)
+    Af = torch.view_as_real(A) if cplx else A
+    info = torch.empty(batch, dtype=torch.int32, device=A.device)
+    if name == "inv":
+        X = torch.empty_like(A)
+        kern[grid](Af, torch.view_as_real(X) if cplx else X, info, batch, BLOCK=_TRITON_BLOCK)
+        return X, info
+    mant = torch.empty(batch, dtype=A.dtype, device=A.device)
+    expo = torch.empty(batch, dtype=torch.int32, device=A.device)
+    kern[grid](Af, torch.view_as_real(mant) if cplx else mant, expo, info, batch, BLOCK=_TRITON_BLOCK)
+    return mant, expo, info
+
+
+def triton_cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _triton_usable(name: str, A: torch.Tensor) -> bool:
+    if name not in ("inv", "det") or A.dtype not in (torch.float32, torch.complex64):
+        return False
+    if A.device.type != "cuda" or _current_compile_mode() == "never" or torch.compiler.is_compiling():
+        return False
+    if (name, A.shape[-1], A.is_complex()) in _triton_failed:
+        return False
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def _run_program(name: str, *args: torch.Tensor):
     batch = args[0].shape[0]
     device = args[0].device
+    if _triton_usable(name, args[0]):
+        key = (name, args[0].shape[-1], args[0].is_complex())
+        try:
+            return _triton_run(name, args[0])
+        except Exception:  # e.g. an old Triton: the compiled/eager program computes the same thing
+            _triton_failed.add(key)
     want = _want_compile(batch, device)
     if device.type == "cpu" and not want and not _force_program and not torch.compiler.is_compiling():
         return _LEAVES[name](*args)

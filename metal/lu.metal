@@ -27,12 +27,12 @@
 using namespace metal;
 
 // Smallest normal float32 (LAPACK's slamch('S') for float32).
-constant float LU_SFMIN = 1.17549435e-38f;
+constant constexpr float LU_SFMIN = 1.17549435e-38f;
 // Threads per threadgroup of lu_panel: a power of two, at most this (the reduction arrays' size).
-constant uint LU_PANEL_MAX_THREADS = 256;
+constant constexpr uint LU_PANEL_MAX_THREADS = 256;
 // Largest matrix order of lu_small, and the padded row stride of its threadgroup tile.
-constant int LU_SMALL_MAX = 32;
-constant int LU_SMALL_LD = 33;
+constant constexpr int LU_SMALL_MAX = 32;
+constant constexpr int LU_SMALL_LD = 33;
 
 // ---- element helpers, overloaded for float (real) and float2 (complex) ------------------------
 

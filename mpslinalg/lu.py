@@ -478,8 +478,9 @@ def _slogdet_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 def _inv_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     LU, piv, info = _getrf(A)
     n = A.shape[-1]
-    eye = _eye(n, A).expand_as(A)
-    return _lu_solve_left(LU, piv, eye, "N").contiguous(), info
+    # the identity as a column-major view (Iᵀ = I): LAPACK/cuSOLVER getrs takes it without a copy
+    eye = _eye(n, A).expand_as(A).mT
+    return _lu_solve_left(LU, piv, eye, "N"), info
 
 
 def _solve_impl(A: torch.Tensor, B: torch.Tensor, left: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -654,7 +655,8 @@ _solve_ex_op.register_autograd(_solve_backward, setup_context=_solve_setup)
 
 @torch.library.custom_op("mpslinalg::inv_ex", mutates_args=())
 def _inv_ex_op(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    return _inv_impl(A)
+    X, info = _inv_impl(A)
+    return X.contiguous(), info
 
 
 @_inv_ex_op.register_fake

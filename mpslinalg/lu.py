@@ -466,13 +466,16 @@ def _det_impl(A: torch.Tensor) -> torch.Tensor:
 
 def _slogdet_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     LU, piv, _ = _getrf(A)
+    return _slogdet_from_lu(LU, piv)
+
+
+def _slogdet_from_lu(LU: torch.Tensor, piv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     d, sign = _det_parts(LU, piv)
     absd = d.abs()
     logabs = absd.log().sum(-1)
     safe = torch.where(absd == 0, torch.ones_like(absd), absd)
     phase = torch.where(absd == 0, torch.zeros_like(d), d / safe)
-    s = phase.prod(-1) * sign
-    return s, logabs
+    return phase.prod(-1) * sign, logabs
 
 
 def _inv_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -678,17 +681,28 @@ _inv_ex_op.register_autograd(_inv_backward, setup_context=_inv_setup)
 
 
 @torch.library.custom_op("mpslinalg::det", mutates_args=())
-def _det_op(A: torch.Tensor) -> torch.Tensor:
-    return _det_impl(A)
+def _det_op(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    # LU and pivots are internal outputs (the public det drops them): the backward reuses them
+    LU, piv, _ = _getrf(A)
+    d, sign = _det_parts(LU, piv)
+    return d.prod(-1) * sign, LU.contiguous(), piv.contiguous()
 
 
 @_det_op.register_fake
 def _(A):
-    return A.new_empty(A.shape[:-2])
+    return (A.new_empty(A.shape[:-2]), A.new_empty(A.shape),
+            A.new_empty(A.shape[:-1], dtype=torch.int32))
 
 
 def _det_setup(ctx, inputs, output):
-    ctx.save_for_backward(inputs[0], output)
+    ctx.save_for_backward(inputs[0], *output)
+
+
+def _adjoint_solve_diag(LU: torch.Tensor, piv: torch.Tensor, diag: torch.Tensor) -> torch.Tensor:
+    """``A^{-H} diag(diag)`` from the saved factorisation of ``A`` (one getrs, no refactorisation)."""
+    n = LU.shape[-1]
+    D = torch.diag_embed(diag[..., None].expand(*diag.shape, n))
+    return _lu_solve_left(LU, piv, D, "C")
 
 
 def _exclusive_prod(S: torch.Tensor) -> torch.Tensor:
@@ -709,17 +723,19 @@ def _any(mask: torch.Tensor) -> bool:
         return True
 
 
-def _det_backward(ctx, g):
+def _det_backward(ctx, g, gLU=None, gpiv=None):
     # linalg_det_backward: gA = g * adj(A)ᴴ. Invertible: adj(A)ᴴ = conj(det) A^{-H}.
     # Exactly singular (det == 0): adj(A) from the SVD A = U S Vᴴ,
     #   adj(A)ᴴ = conj(det U det Vᴴ) U diag(prod_{j != i} s_j) Vᴴ  (Higham, "What is the adjugate").
-    A, d = ctx.saved_tensors
+    A, d, LU, piv = ctx.saved_tensors
     n = A.shape[-1]
     sing = d == 0
     eye = _eye(n, A)
-    A_safe = torch.where(sing[..., None, None], eye, A)
-    Ainv = inv_ex(A_safe)[0]
-    gA = (g * d.conj())[..., None, None] * Ainv.mH
+    if torch.is_grad_enabled():  # create_graph: through our differentiable inverse (double backward)
+        A_safe = torch.where(sing[..., None, None], eye, A)
+        gA = (g * d.conj())[..., None, None] * inv_ex(A_safe)[0].mH
+    else:  # first order only: reuse the forward's LU (singular elements are replaced below)
+        gA = _adjoint_solve_diag(LU, piv, g * d.conj())
     if _any(sing):
         A_sing = torch.where(sing[..., None, None], A, eye)
         U, S, Vh = torch.linalg.svd(A_sing)
@@ -734,23 +750,27 @@ _det_op.register_autograd(_det_backward, setup_context=_det_setup)
 
 
 @torch.library.custom_op("mpslinalg::slogdet", mutates_args=())
-def _slogdet_op(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    return _slogdet_impl(A)
+def _slogdet_op(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    # LU and pivots are internal outputs (the public slogdet drops them): the backward reuses them
+    LU, piv, _ = _getrf(A)
+    s, la = _slogdet_from_lu(LU, piv)
+    return s, la, LU.contiguous(), piv.contiguous()
 
 
 @_slogdet_op.register_fake
 def _(A):
     real = A.real.dtype if A.is_complex() else A.dtype
-    return A.new_empty(A.shape[:-2]), A.new_empty(A.shape[:-2], dtype=real)
+    return (A.new_empty(A.shape[:-2]), A.new_empty(A.shape[:-2], dtype=real), A.new_empty(A.shape),
+            A.new_empty(A.shape[:-1], dtype=torch.int32))
 
 
 def _slogdet_setup(ctx, inputs, output):
-    ctx.save_for_backward(inputs[0], output[0])
+    ctx.save_for_backward(inputs[0], output[0], output[2], output[3])
 
 
-def _slogdet_backward(ctx, gsign, glogabs):
+def _slogdet_backward(ctx, gsign, glogabs, gLU=None, gpiv=None):
     # slogdet_backward: g = g_logabs - i Im(conj(g_sign) sign) (complex), gA = g A^{-H}.
-    A, sign = ctx.saved_tensors
+    A, sign, LU, piv = ctx.saved_tensors
     if glogabs is None:
         glogabs = torch.zeros(sign.shape, dtype=A.real.dtype if A.is_complex() else A.dtype,
                               device=A.device)
@@ -759,8 +779,9 @@ def _slogdet_backward(ctx, gsign, glogabs):
         g = g.to(A.dtype)
         if gsign is not None:
             g = g - 1j * (gsign.conj() * sign).imag
-    Ainv = inv_ex(A)[0]
-    return g[..., None, None] * Ainv.mH
+    if torch.is_grad_enabled():  # create_graph: through our differentiable inverse
+        return g[..., None, None] * inv_ex(A)[0].mH
+    return _adjoint_solve_diag(LU, piv, g)
 
 
 _slogdet_op.register_autograd(_slogdet_backward, setup_context=_slogdet_setup)
@@ -793,10 +814,12 @@ def _call(op, impl, *args):
     graph break) and when autograd records (its backward formulas) — else its implementation
     directly: the same computation, without the custom op's dispatch cost (~60 µs per call, which
     dominates small batched problems)."""
-    if torch.compiler.is_compiling() or (torch.is_grad_enabled() and any(
-            isinstance(a, torch.Tensor) and a.requires_grad for a in args)):
-        return op(*args)
-    return impl(*args)
+    return op(*args) if _needs_op(*args) else impl(*args)
+
+
+def _needs_op(*args) -> bool:
+    return torch.compiler.is_compiling() or (torch.is_grad_enabled() and any(
+        isinstance(a, torch.Tensor) and a.requires_grad for a in args))
 
 
 def _raise_for_info(op: str, info: torch.Tensor, message: str) -> None:
@@ -1139,7 +1162,9 @@ def det(A: torch.Tensor) -> torch.Tensor:
         return torch.ones(A.shape[:-2], dtype=A.dtype, device=A.device)
     if _use_small(A):
         return _small().det(A)
-    return _call(_det_op, _det_impl, A)
+    if _needs_op(A):
+        return _det_op(A)[0]
+    return _det_impl(A)
 
 
 def slogdet(A: torch.Tensor):
@@ -1172,5 +1197,5 @@ def slogdet(A: torch.Tensor):
     if _use_small(A):
         s, la = _small().slogdet(A)
     else:
-        s, la = _call(_slogdet_op, _slogdet_impl, A)
+        s, la = _slogdet_op(A)[:2] if _needs_op(A) else _slogdet_impl(A)
     return _RT.linalg_slogdet((s, la))

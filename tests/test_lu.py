@@ -176,3 +176,38 @@ def test_bad_input():
         LA.lu_factor([[1.0]])
     with pytest.raises(ValueError, match="pivot=False"):
         LA.lu_factor(torch.randn(3, 3), pivot=False)
+
+
+def _hyp():
+    return pytest.importorskip("hypothesis")
+
+
+def test_property_random_shapes_match_lapack():
+    """Free-form shapes and seeds (hypothesis): pivots = LAPACK's, xGET01 ratio < 30, on the torch
+    backend (with recursion forced) and on the emulator (whole-matrix, panel and laswp kernels)."""
+    hyp = _hyp()
+    st = hyp.strategies
+    from helpers import emulator_compiler_problem
+
+    backends = ["torch"] + ([] if emulator_compiler_problem() else ["emulator"])
+
+    @hyp.given(m=st.integers(1, 45), n=st.integers(1, 45), seed=st.integers(0, 2 ** 16),
+               cplx=st.booleans(), backend=st.sampled_from(backends))
+    def check(m, n, seed, cplx, backend):
+        dtype = torch.complex64 if cplx else torch.float32
+        A = matrices.random(m, n, batch=(2,), dtype=dtype, seed=seed)
+        old = (dict(lu_mod.TUNING.direct_max), dict(lu_mod.TUNING.leaf_nb), lu_mod.TUNING.panel_nb,
+               lu_mod.TUNING.small_max)
+        lu_mod.TUNING.direct_max["cpu"], lu_mod.TUNING.leaf_nb["cpu"] = 8, 8
+        lu_mod.TUNING.panel_nb, lu_mod.TUNING.small_max = 8, 16
+        try:
+            with LA.use_backend(backend):
+                LU, piv, info = LA.lu_factor_ex(A)
+        finally:
+            lu_mod.TUNING.direct_max.update(old[0])
+            lu_mod.TUNING.leaf_nb.update(old[1])
+            lu_mod.TUNING.panel_nb, lu_mod.TUNING.small_max = old[2], old[3]
+        assert torch.equal(piv, lapack.getrf_pivots(A))
+        assert float(metrics.lu_factor_ratio(A, LU, piv).max()) < PASS
+
+    check()

@@ -8,7 +8,8 @@
 //   lu_small_{f32,c64}   factor whole matrices with M, N <= 32 in threadgroup memory
 //                        (one threadgroup per matrix; RANSAC 9x9, VMC 32x32);
 //   lu_laswp_{f32,c64}   apply the row interchanges piv[k1:k2] to the columns [c0, c0 + nc) of
-//                        every matrix, forward or reverse (one thread per column, no barriers).
+//                        every matrix, forward or reverse (one thread per column, no barriers);
+//   lu_small_solve_{f32,c64}  factor and solve A X = B for n, k <= 32 in one dispatch (RANSAC).
 //
 // LAPACK semantics, exactly (getf2 / getrf2):
 //   * the pivot of column j is the FIRST row of largest |Re| + |Im| (icamax) among rows j..M-1;
@@ -33,6 +34,8 @@ constant constexpr uint LU_PANEL_MAX_THREADS = 256;
 // Largest matrix order of lu_small, and the padded row stride of its threadgroup tile.
 constant constexpr int LU_SMALL_MAX = 32;
 constant constexpr int LU_SMALL_LD = 33;
+// Row stride of lu_small_solve's augmented tile [A | B] (n + k <= 64 columns, padded).
+constant constexpr int LU_SOLVE_LD = 65;
 
 // ---- element helpers, overloaded for float (real) and float2 (complex) ------------------------
 
@@ -219,6 +222,103 @@ kernel void lu_small(device T* A [[buffer(0)]],
   }
 }
 
+// ---- lu_small_solve ------------------------------------------------------------------------------
+//
+// Fused solve of small systems A X = B (n <= 32, k <= 32 right-hand sides) in one dispatch: the
+// augmented tile [A | B] (16.6 KiB for complex64) is eliminated exactly as lu_small eliminates A
+// (same pivots, info and sfmin rule; whole rows of the tile are swapped, so B is permuted with A),
+// then U X = B' is solved by back substitution in threadgroup memory and X is written to Xout.
+// A zero pivot sets info and the back substitution divides by it (inf/NaN, as LAPACK's trsm would).
+// Grid: threads = batch * G, group_size = G (32 intended).
+template <typename T>
+kernel void lu_small_solve(device const T* A [[buffer(0)]],
+                           device const T* B [[buffer(1)]],
+                           device T* Xout [[buffer(2)]],
+                           device int* info [[buffer(3)]],
+                           constant long& N [[buffer(4)]],
+                           constant long& K [[buffer(5)]],
+                           uint tid [[thread_index_in_threadgroup]],
+                           uint ntg [[threads_per_threadgroup]],
+                           uint b [[threadgroup_position_in_grid]]) {
+  threadgroup T s[LU_SMALL_MAX * LU_SOLVE_LD];
+  threadgroup int sp[1];
+  const int n = (int)N;
+  const int k = (int)K;
+  const int w = n + k;
+  const int nt = (int)ntg;
+  const int t0 = (int)tid;
+  device const T* a = A + (long)b * N * N;
+  device const T* rhs = B + (long)b * N * K;
+  for (int t = t0; t < n * n; t += nt) {
+    s[(t / n) * LU_SOLVE_LD + t % n] = a[t];
+  }
+  for (int t = t0; t < n * k; t += nt) {
+    s[(t / k) * LU_SOLVE_LD + n + t % k] = rhs[t];
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  for (int j = 0; j < n; ++j) {
+    if (t0 == 0) {
+      int p = j;
+      float best = lu_abs1(s[j * LU_SOLVE_LD + j]);
+      for (int r = j + 1; r < n; ++r) {
+        const float v = lu_abs1(s[r * LU_SOLVE_LD + j]);
+        if (v > best) {
+          best = v;
+          p = r;
+        }
+      }
+      sp[0] = p;
+      if (lu_is_zero(s[p * LU_SOLVE_LD + j]) && info[b] == 0) {
+        info[b] = j + 1;
+      }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const int p = sp[0];
+    const T pivot = s[p * LU_SOLVE_LD + j];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (!lu_is_zero(pivot)) {
+      if (p != j) {
+        for (int c = t0; c < w; c += nt) {
+          const T t = s[j * LU_SOLVE_LD + c];
+          s[j * LU_SOLVE_LD + c] = s[p * LU_SOLVE_LD + c];
+          s[p * LU_SOLVE_LD + c] = t;
+        }
+      }
+      threadgroup_barrier(mem_flags::mem_threadgroup);
+      const bool use_recip = lu_abs(pivot) >= LU_SFMIN;
+      const T rp = lu_recip(pivot);
+      for (int r = j + 1 + t0; r < n; r += nt) {
+        const T x = s[r * LU_SOLVE_LD + j];
+        s[r * LU_SOLVE_LD + j] = use_recip ? lu_mul(x, rp) : lu_div(x, pivot);
+      }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const int nr = n - j - 1;
+    const int nc = w - j - 1;
+    for (int t = t0; t < nr * nc; t += nt) {
+      const int r = j + 1 + t / nc;
+      const int c = j + 1 + t % nc;
+      s[r * LU_SOLVE_LD + c] -= lu_mul(s[r * LU_SOLVE_LD + j], s[j * LU_SOLVE_LD + c]);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+  }
+  // back substitution U X = B' (columns n..n+k-1 of the tile), one right-hand side per thread
+  for (int c = t0; c < k; c += nt) {
+    for (int j = n - 1; j >= 0; --j) {
+      const T x = lu_div(s[j * LU_SOLVE_LD + n + c], s[j * LU_SOLVE_LD + j]);
+      s[j * LU_SOLVE_LD + n + c] = x;
+      for (int i = 0; i < j; ++i) {
+        s[i * LU_SOLVE_LD + n + c] -= lu_mul(s[i * LU_SOLVE_LD + j], x);
+      }
+    }
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  device T* xo = Xout + (long)b * N * K;
+  for (int t = t0; t < n * k; t += nt) {
+    xo[t] = s[(t / k) * LU_SOLVE_LD + n + t % k];
+  }
+}
+
 // ---- lu_laswp ------------------------------------------------------------------------------------
 //
 // LAPACK laswp: for i = k1 .. k2-1 (reverse: k2-1 down to k1) swap rows i and piv[i] - 1 of the
@@ -259,7 +359,7 @@ kernel void lu_laswp(device T* A [[buffer(0)]],
 // ---- instantiations --------------------------------------------------------------------------------
 // Explicit instantiations repeat the parameter attributes (Metal binds by them).
 
-#define LU_INSTANTIATE(T, PANEL, SMALL, LASWP)                                                                    \
+#define LU_INSTANTIATE(T, PANEL, SMALL, LASWP, SOLVE)                                                                    \
   template [[host_name(PANEL)]] kernel void lu_panel<T>(                                \
       device T* A [[buffer(0)]], device int* piv [[buffer(1)]], device int* info [[buffer(2)]],   \
       constant long& M [[buffer(3)]], constant long& N [[buffer(4)]],                              \
@@ -277,7 +377,13 @@ kernel void lu_laswp(device T* A [[buffer(0)]],
       constant long& K [[buffer(4)]], constant long& k1 [[buffer(5)]],                             \
       constant long& k2 [[buffer(6)]], constant long& c0 [[buffer(7)]],                            \
       constant long& nc [[buffer(8)]], constant long& reverse [[buffer(9)]],                       \
-      constant long& batch [[buffer(10)]], uint gid [[thread_position_in_grid]]);
+      constant long& batch [[buffer(10)]], uint gid [[thread_position_in_grid]]);             \
+  template [[host_name(SOLVE)]] kernel void lu_small_solve<T>(                                    \
+      device const T* A [[buffer(0)]], device const T* B [[buffer(1)]],                            \
+      device T* Xout [[buffer(2)]], device int* info [[buffer(3)]],                                \
+      constant long& N [[buffer(4)]], constant long& K [[buffer(5)]],                              \
+      uint tid [[thread_index_in_threadgroup]], uint ntg [[threads_per_threadgroup]],              \
+      uint b [[threadgroup_position_in_grid]]);
 
-LU_INSTANTIATE(float, "lu_panel_f32", "lu_small_f32", "lu_laswp_f32")
-LU_INSTANTIATE(float2, "lu_panel_c64", "lu_small_c64", "lu_laswp_c64")
+LU_INSTANTIATE(float, "lu_panel_f32", "lu_small_f32", "lu_laswp_f32", "lu_small_solve_f32")
+LU_INSTANTIATE(float2, "lu_panel_c64", "lu_small_c64", "lu_laswp_c64", "lu_small_solve_c64")

@@ -486,7 +486,32 @@ def _inv_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return _lu_solve_left(LU, piv, eye, "N"), info
 
 
+def _small_solve_fused(A: torch.Tensor, B: torch.Tensor):
+    """``A X = B`` for ``n, k <= 32`` in one ``lu_small_solve`` dispatch (kernel backends), or None.
+
+    Same elimination (pivots, ``info``, ``sfmin`` rule) as ``lu_small`` on the augmented ``[A | B]``,
+    then back substitution, all in threadgroup memory (RANSAC's 2048 x 9x9: one dispatch instead
+    of factor + interchanges + two triangular solves)."""
+    if not (A.dtype in E.GPU_DTYPES and backend_for(A.device) != "torch"):
+        return None
+    n, k = A.shape[-1], B.shape[-1]
+    batch = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+    if not (0 < n <= TUNING.small_max and 0 < k <= 32) or A.shape[:-2] != batch or math.prod(batch) == 0:
+        return None
+    nb = math.prod(batch)
+    A3 = E.resolved(A).reshape(nb, n, n)
+    B3 = E.resolved(B.expand(*batch, n, k)).reshape(nb, n, k)
+    X = torch.empty_like(B3)
+    info = torch.zeros(nb, dtype=torch.int32, device=A.device)
+    kern = _MetalKernels(A.device, A.dtype)
+    getattr(kern.lib, f"lu_small_solve_{kern.sfx}")(A3, B3, X, info, n, k, threads=nb * 32, group_size=32)
+    return X.reshape(*batch, n, k), info.reshape(batch)
+
+
 def _solve_impl(A: torch.Tensor, B: torch.Tensor, left: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    fused = _small_solve_fused(A, B) if left else None
+    if fused is not None:
+        return fused
     LU, piv, info = _getrf(A)
     return _lu_solve_impl(LU, piv, B, left, False).contiguous(), info
 

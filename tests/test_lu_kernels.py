@@ -152,3 +152,24 @@ def test_swaps_to_perm_matches_sequential():
                 j = int(p[b, i])
                 ref[i], ref[j] = ref[j], ref[i]
             assert perm[b].tolist() == ref
+
+
+@pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DID)
+def test_lu_small_solve(lib, order, seed, dtype):
+    # the fused factor + solve: backward stable like getrf + getrs, so LAPACK's xGET02 ratio
+    # ‖B − AX‖₁/(‖A‖₁‖X‖₁u) < 30 (Higham Thm 9.4); a zero column gives info exactly.
+    for n, k in [(9, 1), (32, 32), (5, 7)]:
+        A = matrices.random(n, n, batch=(3,), dtype=dtype, seed=n + k)
+        B = matrices.random(n, k, batch=(3,), dtype=dtype, seed=n * k + 1)
+        X = torch.empty_like(B)
+        info = torch.zeros(3, dtype=torch.int32)
+        getattr(lib, f"lu_small_solve_{_sfx(dtype)}")(A, B, X, info, n, k, threads=96, group_size=32,
+                                                      order=order, seed=seed)
+        assert torch.equal(info, torch.zeros(3, dtype=torch.int32))
+        assert float(metrics.solve_ratio(A, X, B).max()) < metrics.PASS_RATIO
+    A[1, :, 2] = 0
+    info.zero_()
+    getattr(lib, f"lu_small_solve_{_sfx(dtype)}")(A, B, X, info, 5, 7, threads=96, group_size=32,
+                                                  order=order, seed=seed)
+    assert info.tolist() == [0, 3, 0]

@@ -23,7 +23,8 @@ On CUDA the script first calls every ``_ex``-style op (``lu_factor_ex``, ``lu_so
 prints ``host-sync check: PASS``/``FAIL`` per op; the harness also records launches per call
 (``lu_factor`` n = 4096: the number the issue asks for) and, where the emulator's cuda target is
 available, times the Metal kernels themselves on the GPU (``[metal kernels via emulator]`` rows:
-``lu_small`` for the batched cases, ``lu_panel`` + ``lu_laswp`` inside the recursion).
+``lu_small`` for the batched factorisations, ``lu_small_solve`` for RANSAC, ``lu_panel`` +
+``lu_laswp`` inside the recursion).
 ``--tune`` adds rows for the alternatives of :data:`mpslinalg.lu.TUNING` (leaf width, direct
 threshold, complex GEMM as 4 real products or a real block embedding), each timed against the
 default in the same run (ratio > 1: the default is faster).
@@ -184,7 +185,7 @@ def cases(device: torch.device, quick: bool) -> list[Case]:
                         peer={"torch.linalg": lambda A=A: torch.linalg.lu_factor_ex(A)},
                         bytes_moved=2 * A.nbytes))
         out.append(Case(name="solve float32 2048x9x9 [metal kernels via emulator]",
-                        workload="lu_small + lu_laswp on the H200", device=device, dtype=f32,
+                        workload="lu_small_solve (fused factor + solve) on the H200", device=device, dtype=f32,
                         shape="(2048,9,9) rhs 1", ours=_on_emulator(lambda: LA.solve_ex(A9, B9)),
                         peer={"torch.linalg.solve": lambda: torch.linalg.solve(A9, B9)},
                         bytes_moved=A9.nbytes + 2 * B9.nbytes))

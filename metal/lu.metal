@@ -29,8 +29,11 @@ using namespace metal;
 
 // Smallest normal float32 (LAPACK's slamch('S') for float32).
 constant constexpr float LU_SFMIN = 1.17549435e-38f;
-// Threads per threadgroup of lu_panel: a power of two, at most this (the reduction arrays' size).
+// Threads per threadgroup of lu_panel: a power of two, at least LU_PANEL_LANES and at most this
+// (the reduction arrays' size).
 constant constexpr uint LU_PANEL_MAX_THREADS = 256;
+// Threads that share one row in lu_panel's rank-1 update (one simdgroup: consecutive columns).
+constant constexpr uint LU_PANEL_LANES = 32;
 // Largest matrix order of lu_small, and the padded row stride of its threadgroup tile.
 constant constexpr int LU_SMALL_MAX = 32;
 constant constexpr int LU_SMALL_LD = 33;
@@ -56,7 +59,7 @@ inline bool lu_is_zero(float2 a) { return a.x == 0.0f && a.y == 0.0f; }
 //
 // Right-looking unblocked LU (LAPACK getf2) of the panel rows [o, M) x columns [o, o + w) of each
 // matrix. Row swaps touch only the panel's columns; the caller applies the pivots to the other
-// columns with lu_laswp. Grid: threads = batch * G, group_size = G (a power of two <= 256); the
+// columns with lu_laswp. Grid: threads = batch * G, group_size = G (a power of two, 32 <= G <= 256); the
 // threadgroup index is the batch index. The pivot search is a strided scan (strict '>', so each
 // thread keeps its first maximum) followed by a tree reduction that prefers the smaller row on
 // ties: the result is LAPACK's icamax.
@@ -130,13 +133,16 @@ kernel void lu_panel(device T* A [[buffer(0)]],
       info[b] = (int)(col + 1);
     }
     threadgroup_barrier(mem_flags::mem_device);
-    // 4. rank-1 update of the trailing panel rows col+1..M-1, columns col+1..cend-1
-    const long nr = M - col - 1;
-    const long nc = cend - col - 1;
-    for (long t = (long)tid; t < nr * nc; t += (long)ntg) {
-      const long r = col + 1 + t / nc;
-      const long c = col + 1 + t % nc;
-      a[r * N + c] -= lu_mul(a[r * N + col], a[col * N + c]);
+    // 4. rank-1 update of the trailing panel rows col+1..M-1, columns col+1..cend-1: the group is
+    //    LU_PANEL_LANES consecutive threads per row (consecutive columns: coalesced), ntg / lanes
+    //    rows at a time; no integer division per element
+    const long lane = (long)(tid % LU_PANEL_LANES);
+    const long rstep = (long)(ntg / LU_PANEL_LANES);
+    for (long r = col + 1 + (long)(tid / LU_PANEL_LANES); r < M; r += rstep) {
+      const T l = a[r * N + col];
+      for (long c = col + 1 + lane; c < cend; c += (long)LU_PANEL_LANES) {
+        a[r * N + c] -= lu_mul(l, a[col * N + c]);
+      }
     }
     threadgroup_barrier(mem_flags::mem_device);
   }
@@ -208,12 +214,11 @@ kernel void lu_small(device T* A [[buffer(0)]],
       }
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int nr = m - j - 1;
-    const int nc = n - j - 1;
-    for (int t = t0; t < nr * nc; t += nt) {
-      const int r = j + 1 + t / nc;
-      const int c = j + 1 + t % nc;
-      s[r * LU_SMALL_LD + c] -= lu_mul(s[r * LU_SMALL_LD + j], s[j * LU_SMALL_LD + c]);
+    for (int r = j + 1 + t0; r < m; r += nt) {  // one row per thread (row stride 33: no bank conflicts)
+      const T l = s[r * LU_SMALL_LD + j];
+      for (int c = j + 1; c < n; ++c) {
+        s[r * LU_SMALL_LD + c] -= lu_mul(l, s[j * LU_SMALL_LD + c]);
+      }
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
   }
@@ -293,12 +298,11 @@ kernel void lu_small_solve(device const T* A [[buffer(0)]],
       }
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int nr = n - j - 1;
-    const int nc = w - j - 1;
-    for (int t = t0; t < nr * nc; t += nt) {
-      const int r = j + 1 + t / nc;
-      const int c = j + 1 + t % nc;
-      s[r * LU_SOLVE_LD + c] -= lu_mul(s[r * LU_SOLVE_LD + j], s[j * LU_SOLVE_LD + c]);
+    for (int r = j + 1 + t0; r < n; r += nt) {  // one row per thread
+      const T l = s[r * LU_SOLVE_LD + j];
+      for (int c = j + 1; c < w; ++c) {
+        s[r * LU_SOLVE_LD + c] -= lu_mul(l, s[j * LU_SOLVE_LD + c]);
+      }
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
   }

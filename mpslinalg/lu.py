@@ -90,7 +90,7 @@ class Tuning:
     small_max : int
         Largest ``M`` and ``N`` handled by the whole-matrix ``lu_small`` kernel (at most 32).
     panel_threads : int
-        Threads per threadgroup of ``lu_panel`` (a power of two, at most 256).
+        Threads per threadgroup of ``lu_panel`` (a power of two, 32 to 256).
     direct_max : dict
         ``torch`` backend, per device type: matrices with ``max(M, N)`` up to this are factored by
         one call of the device's leaf (``torch.linalg.lu_factor_ex``); larger ones recurse.

@@ -14,9 +14,10 @@ synchronisation" of every ``_ex`` op under ``torch.cuda.set_sync_debug_mode("err
 the emulator's cuda target exists — times the Metal kernel ``small_inv`` itself on the GPU, the
 figure that says how close the kernel is to memory speed (DESIGN §10).
 
-On the CPU the default torch path is LAPACK wrapped in the same equilibration (see
-``mpslinalg.small.set_compile``); a second row times the compiled elementwise program (its ~25 s
-first compile is paid in the untimed call).
+On the CPU the default torch path is the program printed as C (compiled once, cached); a second
+row times ``torch.compile`` of the program (``set_compile("inductor")``; its ~25 s first compile is
+paid in the untimed call) and a third the fallback without generated code (``"never"``: LAPACK
+wrapped in the same equilibration).
 """
 
 from __future__ import annotations
@@ -38,14 +39,15 @@ def _mats(batch: int, n: int, dtype: torch.dtype, device: torch.device, seed: in
     return torch.randn(batch, n, n, dtype=dtype, generator=g).to(device)
 
 
-class _Compiled:
-    """Run a callable with ``small.set_compile("always")`` (for the CPU's compiled row)."""
+class _Mode:
+    """Run a callable under ``small.set_compile(mode)`` (the CPU's alternative rows)."""
 
-    def __init__(self, fn):
+    def __init__(self, fn, mode: str):
         self.fn = fn
+        self.mode = mode
 
     def __call__(self):
-        prev = small.set_compile("always")
+        prev = small.set_compile(self.mode)
         try:
             return self.fn()
         finally:
@@ -94,13 +96,15 @@ def cases(device: torch.device, quick: bool) -> list[Case]:
                 bytes_moved=2 * A.nbytes + 4 * batch))
         if not gpu:
             A = _mats(batch, 4, torch.float32, device, seed=4)
-            out.append(Case(
-                name=f"inv_ex 4x4 float32 batch {batch:.0e} (compiled program)",
-                workload="camera poses, torch.compile-fused program on the CPU",
-                device=device, dtype=torch.float32, shape=tuple(A.shape),
-                ours=_Compiled(lambda A=A: small.inv_ex(A)),
-                peer={"torch.linalg.inv_ex": (lambda A=A: torch.linalg.inv_ex(A))},
-                bytes_moved=2 * A.nbytes + 4 * batch))
+            for mode, what in [("inductor", "torch.compile of the program"),
+                               ("never", "no generated code: equilibrated LAPACK")]:
+                out.append(Case(
+                    name=f"inv_ex 4x4 float32 batch {batch:.0e} ({mode})",
+                    workload=f"camera poses, {what}",
+                    device=device, dtype=torch.float32, shape=tuple(A.shape),
+                    ours=_Mode(lambda A=A: small.inv_ex(A), mode),
+                    peer={"torch.linalg.inv_ex": (lambda A=A: torch.linalg.inv_ex(A))},
+                    bytes_moved=2 * A.nbytes + 4 * batch))
 
     batch = inv_batches[-1]
     A = _mats(batch, 3, torch.float32, device, seed=7)

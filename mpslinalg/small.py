@@ -32,9 +32,12 @@ This module is the engine behind :func:`mpslinalg.inv`, :func:`mpslinalg.det`, .
 (the LU family routes to it); its functions take already checked square inputs.
 
 Backend selection (DESIGN §4): ``mps`` tensors run the Metal kernels, CPU tensors run them through
-:mod:`mpslinalg.emulator` when that backend is selected, otherwise the torch program runs. On CPU and
-CUDA large batches use a ``torch.compile``-fused version of the program, compiled once per process
-with a dynamic batch size (see :func:`set_compile`).
+:mod:`mpslinalg.emulator` when that backend is selected, otherwise the torch path runs the program.
+The program is written once, over a few primitives, and executed three ways: as torch ops
+(reference, any device), printed as one C function per matrix size (CPU: every matrix in registers,
+4/8 matrices per SIMD vector; compiled once by the system C compiler and cached on disk) and printed
+as one Triton kernel (CUDA). Where no compiler exists the CPU path wraps LAPACK in the same
+equilibration; ``torch.compile`` of the program is available too (see :func:`set_compile`).
 """
 
 from __future__ import annotations
@@ -495,35 +498,53 @@ def _program_det_parts(A: torch.Tensor):
     return _assemble(ops, [[mant]], A.dtype)[:, 0, 0], expo, info
 
 
+def _core_solve_factor(ops, a):
+    """Equilibrate and factor for a solve: ``(lu, piv, r, c, info)``."""
+    a_s, r, c, _, _ = _equilibrate(ops, a)
+    lu, piv, _, info = _factor(ops, a_s)
+    return lu, piv, r, c, info
+
+
+def _core_solve_rhs(ops, lu, piv, r, c, b, bc):
+    """``x = C solve(A_s, R b)`` for right-hand-side entries ``b`` (a list of n), given the factors.
+
+    ``bc`` broadcasts a per-matrix value against ``b``'s entries (unsqueeze in torch, identity in
+    the generated kernels, which handle one column at a time).
+    """
+    n = len(lu)
+    b = [ops.scale(b[i], bc(r[i])) for i in range(n)]
+    for kk in range(n - 1):  # laswp
+        for i in range(kk + 1, n):
+            swap = bc(piv[kk] == i)
+            bk, bi = b[kk], b[i]
+            b[kk] = ops.where(swap, bi, bk)
+            b[i] = ops.where(swap, bk, bi)
+    for kk in range(n):  # L y = b (unit lower)
+        for i in range(kk + 1, n):
+            b[i] = ops.sub(b[i], ops.mul(_bc_entry(ops, lu[i][kk], bc), b[kk]))
+    for i in range(n - 1, -1, -1):  # U x = y
+        acc = b[i]
+        for j in range(i + 1, n):
+            acc = ops.sub(acc, ops.mul(_bc_entry(ops, lu[i][j], bc), b[j]))
+        b[i] = ops.div(acc, _bc_entry(ops, lu[i][i], bc))
+    return [ops.scale(b[i], bc(c[i])) for i in range(n)]
+
+
+def _bc_entry(ops, e, bc):
+    return (bc(e[0]), bc(e[1])) if ops.complex else bc(e)
+
+
 def _program_solve(A: torch.Tensor, B: torch.Tensor):
     """A (Bt, n, n), B (Bt, n, k) -> (X (Bt, n, k), info (Bt,)): the contract of ``small_solve``."""
     ops, rdt, a = _entries(A)
     n = len(a)
-    a_s, r, c, _, _ = _equilibrate(ops, a)
-    lu, piv, _, info = _factor(ops, a_s)
+    lu, piv, r, c, info = _core_solve_factor(ops, a)
     if ops.complex:
         Br = torch.view_as_real(B)  # (Bt, n, k, 2)
         b = [(Br[:, i, :, 0], Br[:, i, :, 1]) for i in range(n)]
     else:
         b = [B[:, i, :] for i in range(n)]
-    b = [ops.scale(b[i], r[i].unsqueeze(-1)) for i in range(n)]
-    # laswp
-    for kk in range(n - 1):
-        for i in range(kk + 1, n):
-            swap = (piv[kk] == i).unsqueeze(-1)
-            bk, bi = b[kk], b[i]
-            b[kk] = ops.where(swap, bi, bk)
-            b[i] = ops.where(swap, bk, bi)
-    # L y = b (unit lower), U x = y
-    for kk in range(n):
-        for i in range(kk + 1, n):
-            b[i] = ops.sub(b[i], ops.mul(ops.unsqueeze(lu[i][kk]), b[kk]))
-    for i in range(n - 1, -1, -1):
-        acc = b[i]
-        for j in range(i + 1, n):
-            acc = ops.sub(acc, ops.mul(ops.unsqueeze(lu[i][j]), b[j]))
-        b[i] = ops.div(acc, ops.unsqueeze(lu[i][i]))
-    x = [ops.scale(b[i], c[i].unsqueeze(-1)) for i in range(n)]
+    x = _core_solve_rhs(ops, lu, piv, r, c, b, lambda t: t.unsqueeze(-1))
     if ops.complex:
         X = torch.view_as_complex(torch.stack([torch.stack(xi, dim=-1) for xi in x], dim=1).contiguous())
     else:
@@ -544,19 +565,21 @@ _compile_lock = threading.Lock()
 
 
 def set_compile(mode: str, *, min_batch: int | None = None) -> str:
-    """Choose when the torch path fuses its elementwise program with ``torch.compile``.
+    """Choose how the torch path (CPU/CUDA) fuses the elementwise program.
 
     Parameters
     ----------
-    mode : {"auto", "always", "never"}
-        ``"auto"`` (default; also ``$MPSLINALG_SMALL_COMPILE``): compile for batches of at least
-        ``min_batch`` matrices on CPU and CUDA. The first such call pays the compile (seconds to tens
-        of seconds on a small CPU; inductor caches it on disk for later processes); every later call
-        of any batch size reuses it (the batch dimension is dynamic). ``"never"`` keeps the eager
-        program; ``"always"`` compiles for every batch size. A compile failure falls back to the
-        eager program, which computes the same thing.
+    mode : {"auto", "inductor", "never"}
+        ``"auto"`` (default; also ``$MPSLINALG_SMALL_COMPILE``): on the CPU the program printed as C
+        (compiled once, ~0.5–2 s per matrix size and dtype, cached in ``~/.cache/mpslinalg``); on
+        CUDA the program printed as a Triton kernel for ``inv``/``det`` and ``torch.compile`` for
+        solves of at least ``min_batch`` matrices. ``"inductor"`` (alias ``"always"``):
+        ``torch.compile`` of the program on CPU and CUDA for every batch size (the first call pays
+        the compile: ~25 s on a 2-core CPU). ``"never"``: no generated code — LAPACK with the same
+        equilibration on the CPU, the eager program on CUDA. Any failure of generated code falls
+        back to the next option, which computes the same thing.
     min_batch : int, optional
-        Batch size from which ``"auto"`` compiles (default 32768).
+        Batch size from which ``"auto"`` uses ``torch.compile`` on CUDA (default 32768).
 
     Returns
     -------
@@ -564,8 +587,10 @@ def set_compile(mode: str, *, min_batch: int | None = None) -> str:
         The previous mode.
     """
     global _compile_mode, _compile_min_batch
-    if mode not in ("auto", "always", "never"):
-        raise ValueError(f"set_compile: mode must be 'auto', 'always' or 'never', got {mode!r}")
+    if mode == "always":
+        mode = "inductor"
+    if mode not in ("auto", "inductor", "never"):
+        raise ValueError(f"set_compile: mode must be 'auto', 'inductor' or 'never', got {mode!r}")
     previous = _current_compile_mode()
     _compile_mode = mode
     if min_batch is not None:
@@ -577,7 +602,8 @@ def _current_compile_mode() -> str:
     if _compile_mode is not None:
         return _compile_mode
     env = os.environ.get(_COMPILE_ENV, "auto").strip().lower() or "auto"
-    return env if env in ("auto", "always", "never") else "auto"
+    env = "inductor" if env == "always" else env
+    return env if env in ("auto", "inductor", "never") else "auto"
 
 
 _PROGRAMS: dict[str, Callable] = {
@@ -593,12 +619,12 @@ def _want_compile(batch: int, device: torch.device) -> bool:
         return False
     if mode == "auto" and device.type != "cuda":
         # measured on a 2-core CPU: inductor's code for this program is scalar (strided loads of
-        # the (B, n, n) layout) and materialises intermediates, so it gains < 2x after a ~25 s
-        # first compile; on CPU compile only when asked ("always").
+        # the (B, n, n) layout) and materialises 40+ batch-sized intermediates, so it gains < 2x
+        # after a ~25 s first compile; the generated C does 4-7x (see _c_source)
         return False
     if torch.compiler.is_compiling():
         return False
-    return mode == "always" or batch >= _compile_min_batch
+    return mode == "inductor" or batch >= _compile_min_batch
 
 
 # ---------------------------------------------------------------------------------------------
@@ -915,7 +941,7 @@ def triton_cdiv(a: int, b: int) -> int:
 def _triton_usable(name: str, A: torch.Tensor) -> bool:
     if name not in ("inv", "det") or A.dtype not in (torch.float32, torch.complex64):
         return False
-    if A.device.type != "cuda" or _current_compile_mode() == "never" or torch.compiler.is_compiling():
+    if A.device.type != "cuda" or _current_compile_mode() != "auto" or torch.compiler.is_compiling():
         return False
     if (name, A.shape[-1], A.is_complex()) in _triton_failed:
         return False
@@ -924,6 +950,484 @@ def _triton_usable(name: str, A: torch.Tensor) -> bool:
     except ImportError:
         return False
     return True
+
+
+# ---------------------------------------------------------------------------------------------
+# CPU: the same program emitted as C (one loop iteration per matrix, straight-line code in
+# registers), compiled once by the system C compiler and cached on disk — what inductor does for
+# elementwise graphs, without the intermediate buffers it materialises for this one (measured:
+# 40+ batch-sized temporaries, scalar code, < 2x torch.linalg.inv). Falls back to the LAPACK leaf.
+# ---------------------------------------------------------------------------------------------
+
+
+class _CSym:
+    """A value of the C function being generated: a local variable and its C type."""
+
+    __slots__ = ("name", "ty")
+
+    def __init__(self, name: str, ty: str):
+        self.name = name
+        self.ty = ty  # "f" float, "i" int32_t, "b" int used as a flag
+
+    def _bin(self, op: str, other, rev: bool = False):
+        o, oty = _c_arg(other)
+        a, b = (o, self.name) if rev else (self.name, o)
+        if op in (">", ">=", "<", "==", "!="):
+            ty = "b"
+        elif op in ("&", "^"):
+            ty = "b" if self.ty == "b" and oty == "b" else "i"
+        else:
+            ty = "f" if "f" in (self.ty, oty) else "i"
+        return _c_emit(f"({a}) {op} ({b})", ty)
+
+    def __add__(self, o):
+        return self._bin("+", o)
+
+    def __radd__(self, o):
+        return self._bin("+", o, True)
+
+    def __sub__(self, o):
+        return self._bin("-", o)
+
+    def __rsub__(self, o):
+        return self._bin("-", o, True)
+
+    def __mul__(self, o):
+        return self._bin("*", o)
+
+    def __rmul__(self, o):
+        return self._bin("*", o, True)
+
+    def __truediv__(self, o):
+        return self._bin("/", o)
+
+    def __rtruediv__(self, o):
+        return self._bin("/", o, True)
+
+    def __neg__(self):
+        return _c_emit(f"-({self.name})", self.ty)
+
+    def __gt__(self, o):
+        return self._bin(">", o)
+
+    def __ge__(self, o):
+        return self._bin(">=", o)
+
+    def __lt__(self, o):
+        return self._bin("<", o)
+
+    def __eq__(self, o):
+        return self._bin("==", o)
+
+    def __ne__(self, o):
+        return self._bin("!=", o)
+
+    def __and__(self, o):
+        return self._bin("&", o)
+
+    def __xor__(self, o):
+        return self._bin("^", o)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+_c_lines: list[str] | None = None
+_c_prefix = "t"  # local names of the current phase (distinct per phase: no shadowing in C blocks)
+_c_vector = False  # emitting the multi-lane version (GCC/Clang vector extensions)
+_VL = 4  # lanes of the vector version being emitted (4: SSE2/NEON; 8 with AVX2)
+
+
+def _c_type(ty: str) -> str:
+    if _c_vector:
+        return "vf" if ty == "f" else "vi"
+    return "float" if ty == "f" else "int32_t"
+
+
+def _c_arg(x) -> tuple[str, str]:
+    if isinstance(x, _CSym):
+        return x.name, x.ty
+    if isinstance(x, bool):
+        raise TypeError("boolean literal in the program")
+    if isinstance(x, int):
+        return (f"((vi){{}} + {x})" if _c_vector else str(x)), "i"
+    if isinstance(x, float):
+        return (f"((vf){{}} + {x!r}f)" if _c_vector else f"{x!r}f"), "f"
+    raise TypeError(f"cannot emit {type(x).__name__}")
+
+
+def _c_emit(expr: str, ty: str) -> _CSym:
+    assert _c_lines is not None
+    name = f"{_c_prefix}{len(_c_lines)}"
+    _c_lines.append(f"      {_c_type(ty)} {name} = {expr};")
+    return _CSym(name, ty)
+
+
+class _CPrims:
+    """The primitives of :class:`_TorchPrims`, printed as C (float32) calls of the ``sm_*`` helpers
+    of :data:`_C_PRELUDE` (scalar) or :data:`_C_PRELUDE_VEC` (8 lanes: flags are 0/-1 masks)."""
+
+    @staticmethod
+    def where(c, a, b):
+        (cc, _), (aa, at), (bb, bt) = _c_arg(c), _c_arg(a), _c_arg(b)
+        if "f" in (at, bt):
+            return _c_emit(f"sm_where_f({cc}, {aa}, {bb})", "f")
+        return _c_emit(f"sm_where_i({cc}, {aa}, {bb})", "i")
+
+    @staticmethod
+    def maximum(a, b):  # NaN-propagating, like torch.maximum
+        return _c_emit(f"sm_max({_c_arg(a)[0]}, {_c_arg(b)[0]})", "f")
+
+    @staticmethod
+    def abs(x):
+        return _c_emit(f"sm_abs({_c_arg(x)[0]})", "f")
+
+    @staticmethod
+    def exponent(m):
+        return _c_emit(f"sm_exponent({_c_arg(m)[0]})", "i")
+
+    @staticmethod
+    def pow2(e):
+        return _c_emit(f"sm_pow2({_c_arg(e)[0]})", "f")
+
+    @staticmethod
+    def izeros(ref):
+        return _c_emit(_c_arg(0)[0], "i")
+
+    @staticmethod
+    def bzeros(ref):
+        return _c_emit(_c_arg(0)[0], "b")
+
+    @staticmethod
+    def iconst(ref, k: int):
+        return _c_emit(_c_arg(int(k))[0], "i")
+
+    @staticmethod
+    def to_i32(x):
+        name, ty = _c_arg(x)
+        return _c_emit(f"sm_flag_to_int({name})" if ty == "b" else name, "i")
+
+    @staticmethod
+    def zeros(ref):
+        return _c_emit(_c_arg(0.0)[0], "f")
+
+    @staticmethod
+    def ones(ref):
+        return _c_emit(_c_arg(1.0)[0], "f")
+
+
+_C_PRELUDE = """/* Generated by mpslinalg.small._c_source: do not edit. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+static inline float sm_where_f(int32_t c, float a, float b) { return c ? a : b; }
+static inline int32_t sm_where_i(int32_t c, int32_t a, int32_t b) { return c ? a : b; }
+static inline float sm_abs(float x) { return fabsf(x); }
+static inline float sm_max(float a, float b) { return (a != a || a > b) ? a : b; }
+static inline int32_t sm_flag_to_int(int32_t c) { return c ? 1 : 0; }
+
+static inline int32_t sm_exponent(float m) {
+  int32_t b;
+  memcpy(&b, &m, 4);
+  b = ((b >> 23) & 255) - 127;
+  return b < -126 ? -126 : (b > 126 ? 126 : b);
+}
+
+static inline float sm_pow2(int32_t e) {
+  e = e < -126 ? -126 : (e > 126 ? 126 : e);
+  int32_t b = (e + 127) << 23;
+  float f;
+  memcpy(&f, &b, 4);
+  return f;
+}
+"""
+
+_C_PRELUDE_VEC = """
+/* Multi-lane versions (GCC/Clang vector extensions; comparisons give 0/-1 masks, casts between
+   same-size vector types reinterpret the bits). */
+typedef float vf __attribute__((vector_size(VEC_BYTES)));
+typedef int32_t vi __attribute__((vector_size(VEC_BYTES)));
+
+static inline vf vsm_where_f(vi c, vf a, vf b) { return (vf)((c & (vi)a) | (~c & (vi)b)); }
+static inline vi vsm_where_i(vi c, vi a, vi b) { return (c & a) | (~c & b); }
+static inline vf vsm_abs(vf x) { return (vf)((vi)x & 0x7fffffff); }
+static inline vf vsm_max(vf a, vf b) { return vsm_where_f((a != a) | (a > b), a, b); }
+static inline vi vsm_flag_to_int(vi c) { return c & 1; }
+static inline vi vsm_exponent(vf m) {
+  vi b = (((vi)m >> 23) & 255) - 127;
+  b = vsm_where_i(b < -126, (vi){} - 126, b);
+  return vsm_where_i(b > 126, (vi){} + 126, b);
+}
+static inline vf vsm_pow2(vi e) {
+  e = vsm_where_i(e < -126, (vi){} - 126, e);
+  e = vsm_where_i(e > 126, (vi){} + 126, e);
+  return (vf)((e + 127) << 23);
+}
+"""
+
+
+def _c_entries(n: int, w: int, pointer: str, prefix: str, lines: list[str], stride: str = "1",
+               lane_stride: int = 0):
+    """Load n×n (or, with ``stride``, an n-vector) of entries from ``pointer`` into locals.
+
+    In vector mode lane ``l`` reads ``pointer[l * lane_stride + ...]``.
+    """
+    out = []
+    for i in range(n):
+        row = []
+        for j in range(n if stride == "1" else 1):
+            parts = []
+            for c in range(w):
+                name = f"{prefix}{i}_{j}_{c}"
+                idx = f"{(i * n + j) * w + c}" if stride == "1" else f"{i} * {stride} + {c}"
+                if _c_vector:
+                    lanes = ", ".join(f"{pointer}[{lane * lane_stride} + {idx}]" for lane in range(_VL))
+                    lines.append(f"      vf {name} = {{{lanes}}};")
+                else:
+                    lines.append(f"      float {name} = {pointer}[{idx}];")
+                parts.append(_CSym(name, "f"))
+            row.append(tuple(parts) if w == 2 else parts[0])
+        out.append(row)
+    return out
+
+
+def _c_store(vals, w: int, pointer: str, index: str, lane_stride: int = 0) -> str:
+    parts = vals if w == 2 else (vals,)
+    out = []
+    for c in range(w):
+        v = _c_arg(parts[c])[0]
+        if _c_vector:
+            out.extend(f"      {pointer}[{lane * lane_stride} + {index} + {c}] = {v}[{lane}];" for lane in range(_VL))
+        else:
+            out.append(f"      {pointer}[{index} + {c}] = {v};")
+    return "\n".join(out)
+
+
+def _c_int_store(v, pointer: str) -> str:
+    name = _c_arg(v)[0]
+    if _c_vector:
+        return "\n".join(f"      {pointer}[b + {lane}] = {name}[{lane}];" for lane in range(_VL))
+    return f"      {pointer}[b] = {name};"
+
+
+def _c_inv_det(n: int, w: int, ops, suffix: str) -> str:
+    """``small_inv<suffix>`` and ``small_det<suffix>`` (one matrix, or 8 per iteration)."""
+    global _c_lines
+    nn = n * n * w
+    factor = _FMT[torch.float32][3]
+    step = _VL if _c_vector else 1
+    ls = nn if _c_vector else 0
+    _c_lines = []
+    loads: list[str] = []
+    a = _c_entries(n, w, "p", "a", loads, lane_stride=ls)
+    x, info = _core_inv(ops, a, factor)
+    stores = [_c_store(x[i][j], w, "q", str((i * n + j) * w), ls) for i in range(n) for j in range(n)]
+    stores.append(_c_int_store(info, "info"))
+    inv = (f"""
+static void small_inv{suffix}(const float *A, float *X, int32_t *info, int64_t b0, int64_t b1) {{
+  for (int64_t b = b0; b < b1; b += {step}) {{
+    const float *p = A + b * {nn};
+    float *q = X + b * {nn};
+    {{
+""" + "\n".join(loads + _c_lines + stores) + "\n    }\n  }\n}\n")
+    _c_lines = []
+    loads = []
+    a = _c_entries(n, w, "p", "a", loads, lane_stride=ls)
+    mant, expo, info = _core_det(ops, a, factor)
+    stores = [_c_store(mant, w, "mant", f"b * {w}", w), _c_int_store(expo, "expo"), _c_int_store(info, "info")]
+    det = (f"""
+static void small_det{suffix}(const float *A, float *mant, int32_t *expo, int32_t *info, int64_t b0,
+                              int64_t b1) {{
+  for (int64_t b = b0; b < b1; b += {step}) {{
+    const float *p = A + b * {nn};
+    {{
+""" + "\n".join(loads + _c_lines + stores) + "\n    }\n  }\n}\n")
+    return inv + det
+
+
+def _c_source(n: int, is_complex: bool, lanes: int = 4) -> str:
+    """C source of ``small_inv``, ``small_det`` and ``small_solve`` for n×n float32/complex64:
+    the program printed once per matrix (scalar) and once per ``lanes`` matrices (vectors)."""
+    global _c_lines, _c_prefix, _c_vector, _VL
+    _VL = lanes
+    w = 2 if is_complex else 1
+    ops = _ComplexOps(_CPrims()) if is_complex else _RealOps(_CPrims())
+    nn = n * n * w
+    funcs = []
+    try:
+        funcs.append(_c_inv_det(n, w, ops, "_1"))
+        _c_vector = True
+        vec = _c_inv_det(n, w, ops, "_v").replace("sm_", "vsm_")
+        _c_vector = False
+        funcs.append(vec)
+        funcs.append(f"""
+void small_inv(const float *A, float *X, int32_t *info, int64_t b0, int64_t b1) {{
+  int64_t mid = b0 + (b1 - b0) / {lanes} * {lanes};
+  small_inv_v(A, X, info, b0, mid);
+  small_inv_1(A, X, info, mid, b1);
+}}
+
+void small_det(const float *A, float *mant, int32_t *expo, int32_t *info, int64_t b0, int64_t b1) {{
+  int64_t mid = b0 + (b1 - b0) / {lanes} * {lanes};
+  small_det_v(A, mant, expo, info, b0, mid);
+  small_det_1(A, mant, expo, info, mid, b1);
+}}
+""")
+        # solve (scalar): factor once per matrix, then a run-time loop over the k columns
+        _c_lines = []
+        loads: list[str] = []
+        a = _c_entries(n, w, "p", "a", loads)
+        lu, piv, r, c, info = _core_solve_factor(ops, a)
+        head = loads + _c_lines + [f"      info[b] = {_c_arg(info)[0]};"]
+        _c_lines = []
+        _c_prefix = "u"
+        col_loads: list[str] = []
+        bcol = _c_entries(n, w, "rhs", "r", col_loads, stride=f"k * {w}")
+        xs = _core_solve_rhs(ops, lu, piv, r, c, [bcol[i][0] for i in range(n)], lambda t: t)
+        col_stores = [_c_store(xs[i], w, "out", f"{i} * k * {w}") for i in range(n)]
+        funcs.append(f"""
+void small_solve(const float *A, const float *B, float *X, int32_t *info, int64_t k, int64_t b0,
+                 int64_t b1) {{
+  for (int64_t b = b0; b < b1; ++b) {{
+    const float *p = A + b * {nn};
+    {{
+""" + "\n".join(head) + f"""
+      for (int64_t col = 0; col < k; ++col) {{
+      const float *rhs = B + (b * {n} * k + col) * {w};
+      float *out = X + (b * {n} * k + col) * {w};
+""" + "\n".join(col_loads + _c_lines + col_stores) + "\n      }\n    }\n  }\n}\n")
+    finally:
+        _c_lines = None
+        _c_prefix = "t"
+        _c_vector = False
+    return _C_PRELUDE + _C_PRELUDE_VEC.replace("VEC_BYTES", str(4 * lanes)) + "".join(funcs)
+
+
+_C_FLAGS = ["-O2", "-fPIC", "-shared", "-ffp-contract=off", "-fno-fast-math", "-Wno-psabi"]
+
+
+def _c_lanes() -> tuple[int, list[str]]:
+    """Lanes and extra flags: 8 with AVX2 when this x86-64 CPU has it, else 4 (SSE2 / NEON).
+
+    Measured (one core, float32 4x4, batch 1e6): 4 lanes 34 ms, 8 lanes with AVX2 17 ms, against
+    torch.linalg.inv_ex 210-240 ms; 8 lanes without AVX2 is slower than scalar (register spills).
+    """
+    import platform
+
+    if platform.machine() in ("x86_64", "AMD64"):
+        try:
+            with open("/proc/cpuinfo") as f:
+                flags = next((line for line in f if line.startswith("flags")), "")
+        except OSError:
+            flags = ""
+        if " avx2" in flags:
+            return 8, ["-mavx2"]
+    return 4, []
+_c_libs: dict[tuple[int, bool], object] = {}
+_c_failed: set[tuple[int, bool]] = set()
+_C_ENV = "MPSLINALG_SMALL_CC"
+
+
+def _c_compiler() -> str | None:
+    import shutil
+
+    env = os.environ.get(_C_ENV)
+    if env:
+        return env
+    for cand in ("cc", "gcc", "clang"):
+        path = shutil.which(cand)
+        if path:
+            return path
+    return None
+
+
+def _c_library(n: int, is_complex: bool):
+    """The compiled C functions for (n, complex): built once, cached in ~/.cache/mpslinalg/small."""
+    import ctypes
+    import hashlib
+    import subprocess
+
+    key = (n, is_complex)
+    lib = _c_libs.get(key)
+    if lib is not None:
+        return lib
+    with _compile_lock:
+        lib = _c_libs.get(key)
+        if lib is not None:
+            return lib
+        cc = _c_compiler()
+        if cc is None:
+            raise RuntimeError("no C compiler (cc/gcc/clang) found")
+        lanes, extra = _c_lanes()
+        flags = _C_FLAGS + extra
+        src = _c_source(n, is_complex, lanes)
+        digest = hashlib.sha256((src + cc + " ".join(flags)).encode()).hexdigest()[:20]
+        root = os.environ.get("MPSLINALG_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "mpslinalg")
+        cache = os.path.join(root, "small")
+        os.makedirs(cache, exist_ok=True)
+        so = os.path.join(cache, f"small_{n}_{'c' if is_complex else 'f'}_{digest}.so")
+        if not os.path.exists(so):
+            c_path = so[:-3] + ".c"
+            with open(c_path, "w") as f:
+                f.write(src)
+            tmp = f"{so}.{os.getpid()}.tmp"
+            subprocess.run([cc, *flags, c_path, "-o", tmp, "-lm"], check=True, capture_output=True, timeout=120)
+            os.replace(tmp, so)
+        lib = ctypes.CDLL(so)
+        i64, vp = ctypes.c_int64, ctypes.c_void_p
+        lib.small_inv.argtypes = [vp, vp, vp, i64, i64]
+        lib.small_det.argtypes = [vp, vp, vp, vp, i64, i64]
+        lib.small_solve.argtypes = [vp, vp, vp, vp, i64, i64, i64]
+        _c_libs[key] = lib
+        return lib
+
+
+_c_pool = None
+
+
+def _c_parallel(fn, batch: int, *args) -> None:
+    """Run ``fn(*args, b0, b1)`` over the batch split across torch's intra-op thread count (ctypes
+    releases the GIL, so the chunks run in parallel)."""
+    global _c_pool
+    threads = max(1, min(torch.get_num_threads(), batch // 4096))
+    if threads == 1:
+        fn(*args, 0, batch)
+        return
+    import concurrent.futures
+
+    if _c_pool is None or _c_pool._max_workers < threads:
+        _c_pool = concurrent.futures.ThreadPoolExecutor(max_workers=threads)
+    step = -(-batch // threads)
+    futures = [_c_pool.submit(fn, *args, b0, min(batch, b0 + step)) for b0 in range(0, batch, step)]
+    for f in futures:
+        f.result()
+
+
+def _c_usable(A: torch.Tensor) -> bool:
+    return (A.device.type == "cpu" and A.dtype in (torch.float32, torch.complex64)
+            and _current_compile_mode() == "auto" and not torch.compiler.is_compiling()
+            and (A.shape[-1], A.is_complex()) not in _c_failed)
+
+
+def _c_run(name: str, *args: torch.Tensor):
+    """Run program ``name`` with the generated C on contiguous CPU tensors."""
+    A = args[0]
+    n, batch = A.shape[-1], A.shape[0]
+    lib = _c_library(n, A.is_complex())
+    info = torch.empty(batch, dtype=torch.int32)
+    if name == "inv":
+        X = torch.empty_like(A)
+        _c_parallel(lib.small_inv, batch, A.data_ptr(), X.data_ptr(), info.data_ptr())
+        return X, info
+    if name == "det":
+        mant = torch.empty(batch, dtype=A.dtype)
+        expo = torch.empty(batch, dtype=torch.int32)
+        _c_parallel(lib.small_det, batch, A.data_ptr(), mant.data_ptr(), expo.data_ptr(), info.data_ptr())
+        return mant, expo, info
+    B = args[1]
+    X = torch.empty_like(B)
+    _c_parallel(lib.small_solve, batch, A.data_ptr(), B.data_ptr(), X.data_ptr(), info.data_ptr(), B.shape[-1])
+    return X, info
 
 
 def _run_program(name: str, *args: torch.Tensor):
@@ -935,6 +1439,11 @@ def _run_program(name: str, *args: torch.Tensor):
             return _triton_run(name, args[0])
         except Exception:  # e.g. an old Triton: the compiled/eager program computes the same thing
             _triton_failed.add(key)
+    if _c_usable(args[0]):
+        try:
+            return _c_run(name, *args)
+        except Exception:  # no compiler, or it failed: the LAPACK leaf below computes the same
+            _c_failed.add((args[0].shape[-1], args[0].is_complex()))
     want = _want_compile(batch, device)
     if device.type == "cpu" and not want and not _force_program and not torch.compiler.is_compiling():
         return _LEAVES[name](*args)

@@ -450,15 +450,27 @@ def test_torch_compile_fullgraph():
 
 
 def test_compiled_program_matches_eager():
-    # The fused (torch.compile) program computes the same values as the eager one. n = 1 keeps the
-    # compile short on CPU; the larger programs are the same code, compiled on CUDA by default.
-    previous = small.set_compile("always")
+    # The torch.compile'd program computes the same values as the eager one. n = 1 keeps the
+    # compile short on CPU; the larger programs are the same code (used on CUDA for solves).
+    previous = small.set_compile("inductor")
     try:
-        A = mx.random(1, batch=(37,), seed=3)
-        X, info = small.inv_ex(A)
-        small.set_compile("never")
-        X0, info0 = small.inv_ex(A)
+        with mpslinalg.use_backend("torch"):
+            A = mx.random(1, batch=(37,), seed=3)
+            X, info = small.inv_ex(A)
+        X0, info0 = small._program_inv(A)
         assert torch.equal(X, X0) and torch.equal(info, info0)
+        assert "inv:cpu" in small._compiled  # the compiled path ran
+    finally:
+        small.set_compile(previous)
+
+
+def test_set_compile_modes():
+    previous = small.set_compile("never")
+    try:
+        assert small.set_compile("always") == "never"  # "always" is an alias of "inductor"
+        assert small.set_compile("auto") == "inductor"
+        with pytest.raises(ValueError, match="mode"):
+            small.set_compile("sometimes")
     finally:
         small.set_compile(previous)
 
@@ -518,3 +530,57 @@ def test_triton_kernel_cuda(monkeypatch):
     finally:
         torch.cuda.set_sync_debug_mode(0)
     assert not small._triton_failed
+
+
+# --------------------------------------------------------------------------------------------
+# The CPU paths: the program emitted as C (default) and LAPACK with the same equilibration
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_generated_c_matches_program(gpu_dtype, n):
+    if small._c_compiler() is None:
+        pytest.skip("no C compiler (cc/gcc/clang): the CPU path falls back to the LAPACK leaf")
+    batch = 37  # vector blocks and a scalar tail
+    A = mx.with_condition(n, 100.0, batch=(batch,), dtype=gpu_dtype, seed=n).contiguous()
+    A[3] = 0  # exactly singular
+    A[4, 0, 0] = float("nan")
+    B = mx.random(n, 3, batch=(batch,), dtype=gpu_dtype, seed=2).contiguous()
+    u = _u(gpu_dtype)
+    ok = torch.ones(batch, dtype=torch.bool)
+    ok[3:5] = False
+
+    def close(a, b):
+        # same operations in the same order (no FMA contraction): equal up to at most a rounding
+        scale = b[ok].abs().reshape(ok.sum(), -1).amax(-1)
+        return ((a[ok] - b[ok]).abs().reshape(ok.sum(), -1).amax(-1) <= 4 * u * scale).all()
+
+    X, info = small._c_run("inv", A)
+    X0, i0 = small._program_inv(A)
+    assert torch.equal(info, i0) and close(X, X0) and torch.isnan(X[4]).all()
+    m, e, i1 = small._c_run("det", A)
+    m0, e0, i10 = small._program_det_parts(A)
+    assert torch.equal(e[ok], e0[ok]) and torch.equal(i1, i10) and close(m, m0)
+    Y, j1 = small._c_run("solve", A, B)
+    Y0, j0 = small._program_solve(A, B)
+    assert torch.equal(j1, j0) and close(Y, Y0)
+
+
+@pytest.mark.parametrize("kind", ["random", "rowcol", "big", "tiny"])
+def test_lapack_leaf_ratios(gpu_dtype, kind):
+    # set_compile("never"): the CPU path without generated code (also the fallback without a C
+    # compiler): equilibration around LAPACK getrf/getrs; same bounds as above
+    previous = small.set_compile("never")
+    try:
+        with mpslinalg.use_backend("torch"):
+            for n in SIZES:
+                A = _inputs(kind, n, gpu_dtype, batch=32, seed=n)
+                X, info = small.inv_ex(A)
+                assert (info == 0).all() and metrics.inverse_ratio(A, X).max() < PASS
+                B = mx.random(n, 2, batch=(32,), dtype=gpu_dtype, seed=7)
+                Y, _ = small.solve_ex(A, B)
+                assert metrics.solve_ratio(A, Y, B).max() < PASS
+                sign, logabs = small.slogdet(A)
+                assert torch.isfinite(logabs).all() and (sign.abs() - 1).abs().max() < 8 * _u(gpu_dtype)
+    finally:
+        small.set_compile(previous)

@@ -3,8 +3,8 @@
 Camera poses (4×4), homographies and intrinsics (3×3) come in batches of thousands to millions. A
 general LU per matrix wastes almost all of its time on launch and bookkeeping; here every matrix is
 handled by straight-line code — one GPU thread per matrix in ``metal/small.metal``, and the same
-arithmetic as a vectorised elementwise program of torch ops on CPU/CUDA (optionally fused by
-``torch.compile``).
+arithmetic as an elementwise program on CPU/CUDA (torch ops, or the same program printed as C or
+Triton and compiled once).
 
 Algorithm (DESIGN §6), identical on every backend:
 

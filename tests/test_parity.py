@@ -1027,3 +1027,97 @@ def test_torch_compile_fullgraph(backend, backend_device):
         assert x.shape == y.shape and x.dtype == y.dtype, i
         bound = _solve_bound(n, dtype, kT if i == 1 else KAPPA) if i < 4 else _det_bound(n, dtype)
         assert _rel(x, y) <= bound, i
+
+
+# ------------------------------------------------------------------------------------------------
+# torch.func transforms (vmap, grad, jacrev) and meta tensors, which torch.linalg supports
+# ------------------------------------------------------------------------------------------------
+
+
+def _func_cases(n, dtype):
+    A = _mat((3,), n, dtype, 100 + n)
+    B = _rhs((3, n, 2), dtype, 101)
+    LU, piv = torch.linalg.lu_factor(A)
+    return {
+        "inv": ((A,), lambda M, a: M.inv(a)),
+        "inv_ex": ((A,), lambda M, a: M.inv_ex(a).inverse),
+        "det": ((A,), lambda M, a: M.det(a)),
+        "slogdet": ((A,), lambda M, a: M.slogdet(a).logabsdet),
+        "solve": ((A, B), lambda M, a, b: M.solve(a, b)),
+        "solve_ex": ((A, B), lambda M, a, b: M.solve_ex(a, b).result),
+        "solve_triangular": ((A.triu(), B), lambda M, a, b: M.solve_triangular(a, b, upper=True)),
+        "lu_factor": ((A,), lambda M, a: M.lu_factor(a).LU),
+        "lu_factor_ex": ((A,), lambda M, a: M.lu_factor_ex(a).LU),
+        "lu": ((A,), lambda M, a: M.lu(a).U),
+        "lu_solve": ((LU, B), lambda M, lu, b: M.lu_solve(lu, piv[0], b)),
+    }
+
+
+def _factor_kappa(A):
+    LU = torch.linalg.lu_factor(A)[0]
+    n = A.shape[-1]
+    kL = float(torch.linalg.cond(LU.tril(-1) + torch.eye(n, dtype=A.dtype)).max())
+    return KAPPA * kL * float(torch.linalg.cond(LU.triu()).max())
+
+
+def _transform_problems(transform, backend):
+    """Run ``transform`` on each op for torch.linalg and for us; list the ops where ours fails or
+    differs by more than GRAD_C κ² u (float64; κ includes the LU factors' conditions where the
+    factors are differentiated)."""
+    n, dtype = 4, torch.float64
+    problems = []
+    for name, (args, f) in _func_cases(n, dtype).items():
+        ref = transform(lambda *a, f=f: f(torch.linalg, *a), args)
+        try:
+            ours = transform(lambda *a, f=f: f(LA, *a), args)
+        except Exception as e:  # noqa: BLE001
+            problems.append(f"{name}: {type(e).__name__}: {str(e)[:100]}")
+            continue
+        kappa = _factor_kappa(args[0]) if name.startswith("lu") else KAPPA
+        bound = 60 * math.sqrt(n) * kappa**2 * _u(dtype)
+        if ours.shape != ref.shape or _rel(ours, ref) > bound:
+            problems.append(f"{name}: shape {tuple(ours.shape)} vs {tuple(ref.shape)}, rel {_rel(ours, ref):.1e}")
+    return problems
+
+
+def test_vmap(backend):
+    """torch.vmap over a batch dimension gives the batched result, as for torch.linalg."""
+    if backend == "metal":
+        pytest.skip("float64 on the CPU")
+    problems = _transform_problems(lambda f, args: torch.vmap(f)(*args), backend)
+    assert not problems, problems
+
+
+def test_func_grad_and_jacrev(backend):
+    """torch.func.grad / jacrev (VMC codes take Hessians of log-determinants this way)."""
+    if backend == "metal":
+        pytest.skip("float64 on the CPU")
+    problems = _transform_problems(
+        lambda f, args: torch.func.grad(lambda *a: f(*a).sum())(*(x[0] for x in args)), backend)
+    problems += _transform_problems(
+        lambda f, args: torch.func.jacrev(f)(*(x[0] for x in args)), backend)
+    assert not problems, problems
+
+
+def test_meta_tensors():
+    """torch.linalg ops on meta tensors return outputs of the right shape and dtype (shape
+    inference without data); the default backend serves meta tensors."""
+    problems = []
+    for dtype in (torch.float32, torch.complex64):
+        for name, (args, f) in _func_cases(4, dtype).items():
+            meta = [a.to("meta") for a in args]
+            if name == "lu_solve":  # pivots of the batched LU
+                piv = torch.ones(3, 4, dtype=torch.int32, device="meta")
+                ref = torch.linalg.lu_solve(meta[0], piv, meta[1])
+                call = lambda m=meta, p=piv: LA.lu_solve(m[0], p, m[1])  # noqa: E731
+            else:
+                ref = f(torch.linalg, *meta)
+                call = lambda f=f, m=meta: f(LA, *m)  # noqa: E731
+            try:
+                ours = call()
+            except Exception as e:  # noqa: BLE001
+                problems.append(f"{dtype} {name}: {type(e).__name__}: {str(e)[:100]}")
+                continue
+            if ours.shape != ref.shape or ours.dtype != ref.dtype or ours.device.type != "meta":
+                problems.append(f"{dtype} {name}: {ours.shape} {ours.dtype} {ours.device} vs {ref.shape} {ref.dtype}")
+    assert not problems, problems

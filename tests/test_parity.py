@@ -1121,3 +1121,36 @@ def test_meta_tensors():
             if ours.shape != ref.shape or ours.dtype != ref.dtype or ours.device.type != "meta":
                 problems.append(f"{dtype} {name}: {ours.shape} {ours.dtype} {ours.device} vs {ref.shape} {ref.dtype}")
     assert not problems, problems
+
+
+def test_flag_arguments_must_be_bool(backend, backend_device):
+    """torch's bindings reject non-bool flags with a TypeError ("argument 'left' must be bool,
+    not int"); silently taking truthiness (pivot="no" is truthy) hides mistakes."""
+    A = _mat((), 5, torch.float32, 110).to(backend_device)
+    B = _rhs((5, 2), torch.float32, 111).to(backend_device)
+    LU, piv = LA.lu_factor(A)
+    calls = {
+        "solve left=1": lambda M: M.solve(A, B, left=1),
+        "solve_ex left=None": lambda M: M.solve_ex(A, B, left=None),
+        "solve_ex check_errors=1": lambda M: M.solve_ex(A, B, check_errors=1),
+        "lu_factor pivot=1": lambda M: M.lu_factor(A, pivot=1),
+        "lu_factor_ex check_errors=0": lambda M: M.lu_factor_ex(A, check_errors=0),
+        "lu pivot='yes'": lambda M: M.lu(A, pivot="yes"),
+        "lu_solve adjoint=1": lambda M: M.lu_solve(LU, piv, B, adjoint=1),
+        "lu_solve left=0": lambda M: M.lu_solve(LU, piv, B, left=0),
+        "inv_ex check_errors=1": lambda M: M.inv_ex(A, check_errors=1),
+        "solve_triangular unitriangular=1": lambda M: M.solve_triangular(A, B, upper=True, unitriangular=1),
+    }
+    problems = []
+    for name, call in calls.items():
+        with pytest.raises(TypeError):
+            call(torch.linalg)  # the rule, as torch applies it
+        try:
+            call(LA)
+        except TypeError:
+            continue
+        except Exception as e:  # noqa: BLE001
+            problems.append(f"{name}: {type(e).__name__}")
+        else:
+            problems.append(f"{name}: accepted")
+    assert not problems, problems

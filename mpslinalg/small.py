@@ -831,7 +831,7 @@ class _TritonPrims:
 
 
 def _triton_source(kind: str, n: int, is_complex: bool) -> str:
-    """Source of the Triton kernel ``kind`` ("inv" or "det") for n×n float32/complex64 matrices."""
+    """Source of the Triton kernel ``kind`` ("inv", "det", "solve") for n×n float32/complex64."""
     global _emitter
     w = 2 if is_complex else 1
     P = _TritonPrims()
@@ -861,7 +861,7 @@ def _triton_source(kind: str, n: int, is_complex: bool) -> str:
                                       "mask=mask)")
             stores.append(f"    tl.store(OUT1 + offs, {_sym_arg(info)}, mask=mask)")
             outs = "OUT0, OUT1"
-        else:
+        elif kind == "det":
             mant, expo, info = _core_det(ops, a, _FMT[torch.float32][3])
             vals = mant if is_complex else (mant,)
             for c in range(w):
@@ -869,6 +869,28 @@ def _triton_source(kind: str, n: int, is_complex: bool) -> str:
             stores.append(f"    tl.store(OUT1 + offs, {_sym_arg(expo)}, mask=mask)")
             stores.append(f"    tl.store(OUT2 + offs, {_sym_arg(info)}, mask=mask)")
             outs = "OUT0, OUT1, OUT2"
+        else:  # solve: program (i, c) handles right-hand-side column c of matrices block i
+            lu, piv, r, cs, info = _core_solve_factor(ops, a)
+            col_loads = ["    col = tl.program_id(1)", "    cmask = mask & (col < K)",
+                         f"    rbase = (offs * {n} * K + col) * {w}"]
+            b = []
+            for i in range(n):
+                parts = []
+                for c in range(w):
+                    name = f"r{i}_{c}"
+                    col_loads.append(f"    {name} = tl.load(RHS + rbase + {i} * K * {w} + {c}, mask=cmask, "
+                                     "other=0.0)")
+                    parts.append(_Sym(name))
+                b.append(tuple(parts) if is_complex else parts[0])
+            xs = _core_solve_rhs(ops, lu, piv, r, cs, b, lambda t: t)
+            loads.extend(col_loads)
+            for i in range(n):
+                vals = xs[i] if is_complex else (xs[i],)
+                for c in range(w):
+                    stores.append(f"    tl.store(OUT0 + rbase + {i} * K * {w} + {c}, {_sym_arg(vals[c])}, "
+                                  "mask=cmask)")
+            stores.append(f"    tl.store(OUT1 + offs, {_sym_arg(info)}, mask=mask & (col == 0))")
+            outs = "RHS, OUT0, OUT1, K"
         body = _emitter
     finally:
         _emitter = None
@@ -916,8 +938,9 @@ def _triton_kernel(kind: str, n: int, is_complex: bool) -> Callable:
     return fn
 
 
-def _triton_run(name: str, A: torch.Tensor):
-    """Run program ``name`` ("inv" or "det") as a Triton kernel on contiguous (B, n, n) ``A``."""
+def _triton_run(name: str, A: torch.Tensor, *args: torch.Tensor):
+    """Run program ``name`` ("inv", "det" or "solve" with ``B``) as a Triton kernel on contiguous
+    (B, n, n) ``A`` (and (B, n, k) right-hand sides)."""
     n, batch = A.shape[-1], A.shape[0]
     cplx = A.is_complex()
     kern = _triton_kernel(name, n, cplx)
@@ -927,6 +950,14 @@ def _triton_run(name: str, A: torch.Tensor):
     if name == "inv":
         X = torch.empty_like(A)
         kern[grid](Af, torch.view_as_real(X) if cplx else X, info, batch, BLOCK=_TRITON_BLOCK)
+        return X, info
+    if name == "solve":
+        B = args[0]
+        X = torch.empty_like(B)
+        k = B.shape[-1]
+        view = torch.view_as_real if cplx else (lambda t: t)
+        grid2 = (grid[0], max(k, 1))  # k = 0: one column of programs that only writes info
+        kern[grid2](Af, view(B), view(X), info, k, batch, BLOCK=_TRITON_BLOCK)
         return X, info
     mant = torch.empty(batch, dtype=A.dtype, device=A.device)
     expo = torch.empty(batch, dtype=torch.int32, device=A.device)
@@ -939,7 +970,7 @@ def triton_cdiv(a: int, b: int) -> int:
 
 
 def _triton_usable(name: str, A: torch.Tensor) -> bool:
-    if name not in ("inv", "det") or A.dtype not in (torch.float32, torch.complex64):
+    if name not in ("inv", "det", "solve") or A.dtype not in (torch.float32, torch.complex64):
         return False
     if A.device.type != "cuda" or _current_compile_mode() != "auto" or torch.compiler.is_compiling():
         return False
@@ -1436,7 +1467,7 @@ def _run_program(name: str, *args: torch.Tensor):
     if _triton_usable(name, args[0]):
         key = (name, args[0].shape[-1], args[0].is_complex())
         try:
-            return _triton_run(name, args[0])
+            return _triton_run(name, *args)
         except Exception:  # e.g. an old Triton: the compiled/eager program computes the same thing
             _triton_failed.add(key)
     if _c_usable(args[0]):

@@ -497,6 +497,12 @@ def _check_triton_against_program(device: str):
             rel = (X - X0)[good].abs().amax((-2, -1)) / X0[good].abs().amax((-2, -1))
             assert (rel <= bound).all()
             assert ((m - m0)[good].abs() <= bound * n * m0[good].abs()).all()
+            Bm = mx.random(n, 3, batch=(300,), dtype=dtype, seed=2).contiguous().to(device)
+            Y, j1 = small._triton_run("solve", A, Bm)
+            Y0, j0 = small._program_solve(A, Bm)
+            assert torch.equal(j1, j0)
+            rel = (Y - Y0)[good].abs().amax((-2, -1)) / Y0[good].abs().amax((-2, -1))
+            assert (rel <= bound).all()
 
 
 def test_triton_kernel_interpreted():

@@ -19,8 +19,11 @@ compiler accepts newer MSL features, and performance.
 """
 
 from ._library import (
+    BindingError,
+    BindingTypeError,
     KernelFault,
     KernelFunction,
+    KernelNotFoundError,
     KernelRace,
     Library,
     ShaderCompileError,
@@ -31,7 +34,10 @@ from ._prepass import MetalSourceError
 from ._toolchain import CompilerNotFoundError, cache_dir, compiler_info, find_compiler
 
 __all__ = [
+    "BindingError",
+    "BindingTypeError",
     "CompilerNotFoundError",
+    "KernelNotFoundError",
     "KernelFault",
     "KernelFunction",
     "KernelRace",

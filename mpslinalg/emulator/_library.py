@@ -25,7 +25,10 @@ from ._toolchain import SHIM_DIR, ShaderCompileError, digest, run_compiler
 from .lint import check_source
 
 __all__ = [
+    "BindingError",
+    "BindingTypeError",
     "KernelFault",
+    "KernelNotFoundError",
     "KernelRace",
     "Library",
     "KernelFunction",
@@ -35,6 +38,21 @@ __all__ = [
 
 MAX_THREADS_PER_GROUP = 1024
 TARGETS = ("cpu", "cuda")
+
+
+# torch.mps.compile_shader reports binding mistakes through TORCH_CHECK (a RuntimeError); Python
+# convention says ValueError/TypeError. These derive from both, so code written against either the
+# Mac or this emulator catches them.
+class BindingError(RuntimeError, ValueError):
+    """A kernel call whose arguments, grid or options Metal (or torch) would not accept."""
+
+
+class BindingTypeError(RuntimeError, TypeError):
+    """A kernel argument of the wrong type (tensor dtype vs pointer type, int bound to float, ...)."""
+
+
+class KernelNotFoundError(AttributeError, RuntimeError):
+    """``lib.<name>`` for a kernel the library does not have."""
 
 
 class KernelFault(RuntimeError):
@@ -163,12 +181,12 @@ def _dims(v: Any, what: str, kname: str) -> list[int] | None:
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, (int, list, tuple)):
-        raise TypeError(f"kernel '{kname}': {what} must be an int or a list of 1-3 ints, got {v!r}")
+        raise BindingTypeError(f"kernel '{kname}': {what} must be an int or a list of 1-3 ints, got {v!r}")
     vals = [v] if isinstance(v, int) else list(v)
     if not 0 < len(vals) < 4 or not all(isinstance(x, int) and not isinstance(x, bool) for x in vals):
-        raise ValueError(f"kernel '{kname}': {what} must be an int or a list of 1-3 ints, got {v!r}")
+        raise BindingError(f"kernel '{kname}': {what} must be an int or a list of 1-3 ints, got {v!r}")
     if any(x < 0 for x in vals):
-        raise ValueError(f"kernel '{kname}': {what} must be non-negative, got {v!r}")
+        raise BindingError(f"kernel '{kname}': {what} must be non-negative, got {v!r}")
     return vals
 
 
@@ -209,7 +227,7 @@ class KernelFunction:
     # -- argument binding ----------------------------------------------------------------------
     def _scalar_bytes(self, i: int, value: Any, cast: str | None) -> tuple[bytes, str]:
         if cast not in _CASTS:
-            raise ValueError(
+            raise BindingError(
                 f"kernel '{self.name}': unsupported cast instruction {cast!r} for argument {i} "
                 f"(torch accepts fp16, bf16, int32, int16, int8, uint8)"
             )
@@ -251,7 +269,7 @@ class KernelFunction:
                 hint = "; pass a Python float (e.g. 1.0), not an int"
             if elem == "float" and want != "float":
                 hint = "; a Python float is passed as a 4-byte float"
-            raise TypeError(
+            raise BindingTypeError(
                 f"kernel '{self.name}': argument {i} is {what} but parameter {_describe(p)} expects "
                 f"{want} data{hint}"
             )
@@ -262,11 +280,11 @@ class KernelFunction:
 
         name = self.name
         if self._lib.target != "cpu" or self._lib.source is None:
-            raise ValueError(f"kernel '{name}': tsan=True is a cpu-target mode")
+            raise BindingError(f"kernel '{name}': tsan=True is a cpu-target mode")
         spans = sorted((t.data_ptr(), t.data_ptr() + avail, i) for i, t, avail in tensors if avail)
         for (_a0, a1, i0), (b0, _b1, i1) in zip(spans, spans[1:]):
             if b0 < a1:
-                raise ValueError(
+                raise BindingError(
                     f"kernel '{name}': tsan=True copies each argument; arguments {i0} and {i1} share memory"
                 )
         sizes = {i: avail for i, _t, avail in tensors}
@@ -332,20 +350,20 @@ class KernelFunction:
         """
         name = self.name
         if order not in ("inorder", "reverse", "shuffle"):
-            raise ValueError(
+            raise BindingError(
                 f"kernel '{name}': order must be 'inorder', 'reverse' or 'shuffle', got {order!r}"
             )
         if isinstance(seed, bool) or not isinstance(seed, int):
-            raise TypeError(f"kernel '{name}': seed must be an int, got {seed!r}")
+            raise BindingTypeError(f"kernel '{name}': seed must be an int, got {seed!r}")
         if self._bad:
             p = self._bad[0]
-            raise ValueError(
+            raise BindingError(
                 f"kernel '{name}': parameter {p.position} '{p.type_text} {p.name or ''}' cannot be bound by "
                 "torch.mps.compile_shader (threadgroup-memory parameters and values without a [[buffer]] or "
                 "thread-position attribute are not supported); declare threadgroup arrays inside the kernel"
             )
         if len(args) != self._nargs:
-            raise TypeError(
+            raise BindingTypeError(
                 f"kernel '{name}' takes {self._nargs} arguments (buffers 0..{self._nargs - 1}), "
                 f"got {len(args)}"
             )
@@ -358,9 +376,9 @@ class KernelFunction:
             casts, default_cast = dict(arg_casts), None
             for key in casts:
                 if isinstance(key, bool) or not isinstance(key, int) or key < 0:
-                    raise TypeError(f"kernel '{name}': arg_casts keys must be argument indices, got {key!r}")
+                    raise BindingTypeError(f"kernel '{name}': arg_casts keys must be argument indices, got {key!r}")
         else:
-            raise TypeError(f"kernel '{name}': Unexpected caster arg type {type(arg_casts).__name__}")
+            raise BindingTypeError(f"kernel '{name}': Unexpected caster arg type {type(arg_casts).__name__}")
 
         ptrs: list[int] = []
         scalar_sizes: dict[int, int] = {}
@@ -372,12 +390,12 @@ class KernelFunction:
             p = self._buffers.get(i)
             if isinstance(a, torch.Tensor):
                 if a.device.type != self._lib.device_type:
-                    raise ValueError(
+                    raise BindingError(
                         f"kernel '{name}': argument {i} is on {a.device}; this library "
                         f"(target {self._lib.target}) runs {self._lib.device_type} tensors"
                     )
                 if a.is_conj() or a.is_neg():
-                    raise ValueError(
+                    raise BindingError(
                         f"kernel '{name}': argument {i} has the conjugate/negative bit set, which "
                         "Metal ignores; pass .resolve_conj().resolve_neg()"
                     )
@@ -386,17 +404,17 @@ class KernelFunction:
                 avail = a.untyped_storage().nbytes() - a.storage_offset() * a.element_size()
                 if p is not None:
                     if not (p.is_pointer or p.is_reference):
-                        raise TypeError(
+                        raise BindingTypeError(
                             f"kernel '{name}': argument {i} is a tensor but {_describe(p)} is a value"
                         )
                     if p.address_space not in ("device", "constant"):
-                        raise TypeError(
+                        raise BindingTypeError(
                             f"kernel '{name}': argument {i}: {_describe(p)} is not in the device or "
                             "constant address space"
                         )
                     want = _elem_of(p.base_type)
                     if want is not None and a.dtype not in _ELEM_DTYPES[want]:
-                        raise TypeError(
+                        raise BindingTypeError(
                             f"kernel '{name}': argument {i} is a {a.dtype} tensor but parameter "
                             f"{_describe(p)} expects {want} elements "
                             f"({', '.join(str(d) for d in _ELEM_DTYPES[want])})"
@@ -404,7 +422,7 @@ class KernelFunction:
                     if p.is_reference:
                         need = runner.param_size(self._index, p.position)
                         if avail < need:
-                            raise ValueError(
+                            raise BindingError(
                                 f"kernel '{name}': argument {i} holds {avail} bytes but "
                                 f"{_describe(p)} reads {need}"
                             )
@@ -414,45 +432,45 @@ class KernelFunction:
                 continue
             if isinstance(a, (list, tuple)):
                 if len(a) == 0:
-                    raise ValueError(
+                    raise BindingError(
                         f"kernel '{name}': argument {i}: Empty list/tuple can not be an argument "
                         "to metal kernel"
                     )
                 if isinstance(a[0], torch.Tensor):
-                    raise TypeError(
+                    raise BindingTypeError(
                         f"kernel '{name}': argument {i}: lists of tensors (argument buffers) are not "
                         "supported by the emulator"
                     )
                 if isinstance(a[0], bool) or not isinstance(a[0], (int, float)):
-                    raise TypeError(f"kernel '{name}': argument {i}: Unexpected argument types in list")
+                    raise BindingTypeError(f"kernel '{name}': argument {i}: Unexpected argument types in list")
                 kind = float if isinstance(a[0], float) else int
                 if not all(isinstance(x, kind) or (kind is float and isinstance(x, int)) for x in a):
-                    raise TypeError(
+                    raise BindingTypeError(
                         f"kernel '{name}': argument {i}: list elements must all be "
                         f"{kind.__name__}s (torch converts the list by its first element)"
                     )
             elif isinstance(a, (bool, int, float)):
                 pass
             else:
-                raise TypeError(
+                raise BindingTypeError(
                     f"kernel '{name}': argument {i}: Unsupported argument type {type(a).__name__}"
                 )
             try:
                 data, elem = self._scalar_bytes(i, a, casts.get(i, default_cast))
             except (struct.error, OverflowError) as exc:
-                raise ValueError(
+                raise BindingError(
                     f"kernel '{name}': argument {i} does not fit its binding type: {exc}"
                 ) from None
             if p is not None:
                 if p.is_pointer is False and p.is_reference is False:
-                    raise TypeError(f"kernel '{name}': argument {i}: {_describe(p)} is a value parameter")
+                    raise BindingTypeError(f"kernel '{name}': argument {i}: {_describe(p)} is a value parameter")
                 pytype = "list" if isinstance(a, (list, tuple)) else type(a).__name__
                 what = f"a Python {pytype} (bound as {elem})"
                 self._check_elem(i, p, elem, what)
                 if p.is_reference:
                     need = runner.param_size(self._index, p.position)
                     if len(data) < need:
-                        raise ValueError(
+                        raise BindingError(
                             f"kernel '{name}': argument {i} provides {len(data)} bytes but "
                             f"{_describe(p)} reads {need}"
                         )
@@ -465,12 +483,12 @@ class KernelFunction:
         gs = _dims(group_size, "group_size", name)
         if th is None:
             if first_numel is None:
-                raise ValueError(
+                raise BindingError(
                     f"kernel '{name}': Number of threads is undefined (no tensor argument; pass threads=)"
                 )
             th = [first_numel]
         if gs is not None and len(gs) != len(th):
-            raise ValueError(
+            raise BindingError(
                 f"kernel '{name}': threads {th} and group_size {gs} must have the same number of dimensions"
             )
         if gs is None:
@@ -480,19 +498,19 @@ class KernelFunction:
         if len(gs) == 1 and gs[0] == 0 and th[0] == 0:
             return
         if math.prod(group) > self.max_threads:
-            raise ValueError(f"kernel '{name}': Threadgroup size {group} exceeds {self.max_threads} limit")
+            raise BindingError(f"kernel '{name}': Threadgroup size {group} exceeds {self.max_threads} limit")
         if any(g == 0 for g in group):
             if math.prod(grid) == 0:
                 return
-            raise ValueError(f"kernel '{name}': group_size must be positive, got {gs}")
+            raise BindingError(f"kernel '{name}': group_size must be positive, got {gs}")
         if math.prod(grid) == 0:
             return
         if any(x >= 2**32 for x in grid):
-            raise ValueError(f"kernel '{name}': threads {th} too large")
+            raise BindingError(f"kernel '{name}': threads {th} too large")
 
         if self._lib.target == "cuda":  # the cuda target's leaf (_cuda.py): enqueue on torch's stream
             if guard:
-                raise ValueError(
+                raise BindingError(
                     f"kernel '{name}': guard=True is a cpu-target check; on the cuda target run "
                     "compute-sanitizer --tool memcheck instead"
                 )
@@ -511,7 +529,7 @@ class KernelFunction:
                 spans.sort()
                 for (_a0, a1, i0), (b0, _b1, i1) in zip(spans, spans[1:]):
                     if b0 < a1:
-                        raise ValueError(
+                        raise BindingError(
                             f"kernel '{name}': guard=True cannot run arguments {i0} and {i1}, which "
                             "share memory"
                         )
@@ -542,7 +560,7 @@ class KernelFunction:
             raise KernelFault(
                 f"kernel '{name}' faulted in {where_txt}: {msg}", kernel=name, group=grp, thread=thr
             )
-        raise ValueError(f"kernel '{name}': {msg}")
+        raise BindingError(f"kernel '{name}': {msg}")
 
 
 class KernelRace(KernelFault):
@@ -568,7 +586,7 @@ class Library:
         kernels = self.__dict__.get("_kernels", {})
         if name in kernels:
             return kernels[name]
-        raise AttributeError(
+        raise KernelNotFoundError(
             f"no kernel named {name!r} in this library; kernels: {', '.join(sorted(kernels))}"
         )
 
@@ -595,7 +613,7 @@ def _target(name: str):
         from ._cuda import CudaTarget
 
         return CudaTarget()
-    raise ValueError(f"compile_shader: unknown target {name!r}; available targets: {', '.join(TARGETS)}")
+    raise BindingError(f"compile_shader: unknown target {name!r}; available targets: {', '.join(TARGETS)}")
 
 
 def preprocess(source: str, filename: str = "shader.metal") -> str:
@@ -675,7 +693,7 @@ def compile_shader(source: str, *, target: str = "cpu") -> Library:
     >>> x = torch.zeros(4); lib.full(x, 3.0)  # doctest: +SKIP
     """
     if not isinstance(source, str):
-        raise TypeError(f"compile_shader: source must be a str, got {type(source).__name__}")
+        raise BindingTypeError(f"compile_shader: source must be a str, got {type(source).__name__}")
     tgt = _target(target)
     if check_source is not None:
         check_source(source)

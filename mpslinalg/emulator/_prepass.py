@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 __all__ = ["MetalSourceError", "Param", "Kernel", "PrepassResult", "prepass", "VECTOR_TYPES"]
 
 
-class MetalSourceError(ValueError):
+class MetalSourceError(RuntimeError, ValueError):
     """The MSL source uses something the emulator rejects (with file:line)."""
 
 

@@ -124,7 +124,7 @@ class LintProblem:
         return self.format()
 
 
-class MetalLintError(ValueError):
+class MetalLintError(RuntimeError, ValueError):
     """Raised by :func:`check_source` when a source violates a lint rule.
 
     Attributes

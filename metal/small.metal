@@ -47,6 +47,19 @@ inline float s_one(float) { return 1.0f; }
 inline float2 s_one(float2) { return float2(1.0f, 0.0f); }
 inline float s_zero(float) { return 0.0f; }
 inline float2 s_zero(float2) { return float2(0.0f, 0.0f); }
+inline float s_nan(float) { return NAN; }
+inline float2 s_nan(float2) { return float2(NAN, NAN); }
+
+// True when every entry is finite. A matrix with an Inf or NaN entry gets an all-NaN inverse or
+// solution: LAPACK's elimination spreads the NaN to nearly every entry, and a finite-looking
+// number there would hide bad input (same rule as mpslinalg/small.py).
+template <typename T, int N>
+inline bool all_finite(thread const T (&a)[N][N]) {
+  bool fin = true;
+  for (int i = 0; i < N; ++i)
+    for (int j = 0; j < N; ++j) fin = fin && isfinite(s_abs1(a[i][j]));
+  return fin;
+}
 
 // Number of floats per scalar (1 for float, 2 for complex).
 inline constexpr int s_words(float) { return 1; }
@@ -310,12 +323,13 @@ kernel void small_inv(device const T *A [[buffer(0)]], device T *X [[buffer(1)]]
   T a[N][N];
   for (int i = 0; i < N; ++i)
     for (int j = 0; j < N; ++j) a[i][j] = tile_get(tile, int(lid) * N * N + i * N + j, zero);
+  const bool fin = all_finite(a);
   int er[N], ec[N];
   equilibrate(a, er, ec);
   int inf = invert_equilibrated(a);
   // inv(A) = C inv(A_s) R
   for (int i = 0; i < N; ++i)
-    for (int j = 0; j < N; ++j) a[i][j] = (a[i][j] * pow2(-ec[i])) * pow2(-er[j]);
+    for (int j = 0; j < N; ++j) a[i][j] = fin ? (a[i][j] * pow2(-ec[i])) * pow2(-er[j]) : s_nan(zero);
   if (long(tid) < batch) info[tid] = inf;
 
   // each thread overwrites only its own matrix's words: no barrier needed before this
@@ -347,6 +361,7 @@ kernel void small_det(device const T *A [[buffer(0)]], device T *mant [[buffer(1
   T a[N][N];
   for (int i = 0; i < N; ++i)
     for (int j = 0; j < N; ++j) a[i][j] = tile_get(tile, int(lid) * N * N + i * N + j, zero);
+  const bool fin = all_finite(a);
   int er[N], ec[N];
   equilibrate(a, er, ec);
   int e = 0;
@@ -376,7 +391,7 @@ kernel void small_det(device const T *A [[buffer(0)]], device T *mant [[buffer(1
     m = k == 0 ? f : s_mul(m, f);
   }
   if (odd) m = -m;
-  mant[tid] = m;
+  mant[tid] = fin ? m : s_nan(zero);  // an Inf/NaN entry: the determinant is undefined
   expo[tid] = e;
   info[tid] = inf;
 }
@@ -394,6 +409,7 @@ kernel void small_solve(device const T *A [[buffer(0)]], device const T *B [[buf
   T a[N][N];
   for (int i = 0; i < N; ++i)
     for (int j = 0; j < N; ++j) a[i][j] = A[mat * N * N + i * N + j];
+  const bool fin = all_finite(a);
   int er[N], ec[N];
   equilibrate(a, er, ec);
   int piv[N];
@@ -424,7 +440,7 @@ kernel void small_solve(device const T *A [[buffer(0)]], device const T *B [[buf
     for (int j = i + 1; j < N; ++j) acc = acc - s_mul(a[i][j], b[j]);
     b[i] = s_div(acc, a[i][i]);
   }
-  for (int i = 0; i < N; ++i) X[(mat * N + i) * k + col] = b[i] * pow2(-ec[i]);
+  for (int i = 0; i < N; ++i) X[(mat * N + i) * k + col] = fin ? b[i] * pow2(-ec[i]) : s_nan(b[0]);
 }
 
 // Instantiations (written out: one host name per kernel, float = float32, cfloat = complex64).

@@ -109,6 +109,14 @@ class _TorchPrims:
     def ones(ref):
         return torch.ones_like(ref)
 
+    @staticmethod
+    def isfinite(x):
+        return torch.isfinite(x)
+
+    @staticmethod
+    def nans(ref):
+        return torch.full_like(ref, float("nan"))
+
 
 class _RealOps:
     """Scalar arithmetic on real entries, over primitives ``P`` (torch or symbolic Triton)."""
@@ -450,7 +458,27 @@ def _core_inv(ops, a, factor: float):
         lu, piv, _, info = _factor(ops, a_s)
         x = _getri(ops, lu, piv)
     x = [[ops.scale(ops.scale(x[i][j], c[i]), r[j]) for j in range(n)] for i in range(n)]
+    fin = _all_finite(ops, a)
+    x = [[_nan_unless(ops, fin, x[i][j]) for j in range(n)] for i in range(n)]
     return x, info
+
+
+def _all_finite(ops, a):
+    """Flag: every entry of ``a`` is finite."""
+    fin = None
+    for row in a:
+        for e in row:
+            f = ops.P.isfinite(ops.abs1(e))
+            fin = f if fin is None else fin & f
+    return fin
+
+
+def _nan_unless(ops, fin, e):
+    """``e`` where ``fin``, else NaN: a matrix with an Inf or NaN entry gets an all-NaN inverse or
+    solution (LAPACK's elimination spreads the NaN to nearly every entry; a finite-looking number
+    there would hide bad input)."""
+    nan = ops.P.nans(ops.ref(e))
+    return ops.where(fin, e, (nan, nan) if ops.complex else nan)
 
 
 def _core_det(ops, a, factor: float):
@@ -478,6 +506,8 @@ def _core_det(ops, a, factor: float):
         mant = f if mant is None else ops.mul(mant, f)
     if odd is not None:
         mant = ops.where(odd, ops.neg(mant), mant)
+    # an Inf/NaN entry: the determinant is undefined (Inf − Inf in the expansion), NaN
+    mant = _nan_unless(ops, _all_finite(ops, a), mant)
     return mant, expo, info
 
 
@@ -499,10 +529,10 @@ def _program_det_parts(A: torch.Tensor):
 
 
 def _core_solve_factor(ops, a):
-    """Equilibrate and factor for a solve: ``(lu, piv, r, c, info)``."""
+    """Equilibrate and factor for a solve: ``(lu, piv, (r, fin), c, info)``."""
     a_s, r, c, _, _ = _equilibrate(ops, a)
     lu, piv, _, info = _factor(ops, a_s)
-    return lu, piv, r, c, info
+    return lu, piv, (r, _all_finite(ops, a)), c, info
 
 
 def _core_solve_rhs(ops, lu, piv, r, c, b, bc):
@@ -512,6 +542,7 @@ def _core_solve_rhs(ops, lu, piv, r, c, b, bc):
     the generated kernels, which handle one column at a time).
     """
     n = len(lu)
+    r, fin = r
     b = [ops.scale(b[i], bc(r[i])) for i in range(n)]
     for kk in range(n - 1):  # laswp
         for i in range(kk + 1, n):
@@ -527,7 +558,7 @@ def _core_solve_rhs(ops, lu, piv, r, c, b, bc):
         for j in range(i + 1, n):
             acc = ops.sub(acc, ops.mul(_bc_entry(ops, lu[i][j], bc), b[j]))
         b[i] = ops.div(acc, _bc_entry(ops, lu[i][i], bc))
-    return [ops.scale(b[i], bc(c[i])) for i in range(n)]
+    return [_nan_unless(ops, bc(fin), ops.scale(b[i], bc(c[i]))) for i in range(n)]
 
 
 def _bc_entry(ops, e, bc):
@@ -657,7 +688,13 @@ def _leaf_inv(A: torch.Tensor):
     # X = (A_s^{-H})^H from getrs with the adjoint: its *left* residual ‖I − XA‖ is small
     Xs = torch.linalg.lu_solve(LU, piv, eye, adjoint=True).mH
     X = Xs * _pow2(-ec, rdt).unsqueeze(-1) * _pow2(-er, rdt).unsqueeze(-2)
-    return X.contiguous(), info
+    return _leaf_nan_unless_finite(A, X), info
+
+
+def _leaf_nan_unless_finite(A: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+    """NaN for the whole result of a matrix with an Inf/NaN entry (the program's rule)."""
+    fin = torch.isfinite(A).all(-1).all(-1)[:, None, None]
+    return torch.where(fin, X, torch.full((), float("nan"), dtype=X.dtype, device=X.device)).contiguous()
 
 
 def _leaf_det_parts(A: torch.Tensor):
@@ -671,6 +708,7 @@ def _leaf_det_parts(A: torch.Tensor):
     mant = f.prod(-1)
     swaps = (piv != torch.arange(1, n + 1, dtype=piv.dtype, device=piv.device)).sum(-1)
     mant = torch.where(swaps % 2 == 1, -mant, mant)
+    mant = torch.where(torch.isfinite(A).all(-1).all(-1), mant, torch.full((), float("nan"), dtype=mant.dtype))
     expo = (er.sum(-1) + ec.sum(-1) + g.sum(-1)).to(torch.int32)
     return mant, expo, info
 
@@ -680,7 +718,7 @@ def _leaf_solve(A: torch.Tensor, B: torch.Tensor):
     As, er, ec = _leaf_equilibrate(A)
     LU, piv, info = torch.linalg.lu_factor_ex(As)
     Y = torch.linalg.lu_solve(LU, piv, B * _pow2(-er, rdt).unsqueeze(-1))
-    return (Y * _pow2(-ec, rdt).unsqueeze(-1)).contiguous(), info
+    return _leaf_nan_unless_finite(A, Y * _pow2(-ec, rdt).unsqueeze(-1)), info
 
 
 _LEAVES: dict[str, Callable] = {"inv": _leaf_inv, "det": _leaf_det_parts, "solve": _leaf_solve}
@@ -828,6 +866,14 @@ class _TritonPrims:
     @staticmethod
     def ones(ref):
         return _emit("tl.full([BLOCK], 1.0, tl.float32)")
+
+    @staticmethod
+    def isfinite(x):
+        return _emit(f"tl.abs({_sym_arg(x)}) <= 3.4028234663852886e+38")
+
+    @staticmethod
+    def nans(ref):
+        return _emit("tl.full([BLOCK], 0x7FC00000, tl.int32).to(tl.float32, bitcast=True)")
 
 
 def _triton_source(kind: str, n: int, is_complex: bool) -> str:
@@ -1145,6 +1191,14 @@ class _CPrims:
     def ones(ref):
         return _c_emit(_c_arg(1.0)[0], "f")
 
+    @staticmethod
+    def isfinite(x):
+        return _c_emit(f"sm_isfinite({_c_arg(x)[0]})", "b")
+
+    @staticmethod
+    def nans(ref):
+        return _c_emit("sm_nan()", "f")
+
 
 _C_PRELUDE = """/* Generated by mpslinalg.small._c_source: do not edit. */
 #include <math.h>
@@ -1156,6 +1210,8 @@ static inline int32_t sm_where_i(int32_t c, int32_t a, int32_t b) { return c ? a
 static inline float sm_abs(float x) { return fabsf(x); }
 static inline float sm_max(float a, float b) { return (a != a || a > b) ? a : b; }
 static inline int32_t sm_flag_to_int(int32_t c) { return c ? 1 : 0; }
+static inline int32_t sm_isfinite(float x) { return fabsf(x) <= 3.40282346638528859812e+38f; }
+static inline float sm_nan(void) { return NAN; }
 
 static inline int32_t sm_exponent(float m) {
   int32_t b;
@@ -1184,6 +1240,8 @@ static inline vi vsm_where_i(vi c, vi a, vi b) { return (c & a) | (~c & b); }
 static inline vf vsm_abs(vf x) { return (vf)((vi)x & 0x7fffffff); }
 static inline vf vsm_max(vf a, vf b) { return vsm_where_f((a != a) | (a > b), a, b); }
 static inline vi vsm_flag_to_int(vi c) { return c & 1; }
+static inline vi vsm_isfinite(vf x) { return vsm_abs(x) <= ((vf){} + 3.40282346638528859812e+38f); }
+static inline vf vsm_nan(void) { return (vf){} + NAN; }
 static inline vi vsm_exponent(vf m) {
   vi b = (((vi)m >> 23) & 255) - 127;
   b = vsm_where_i(b < -126, (vi){} - 126, b);
@@ -1825,6 +1883,13 @@ def adjugate(A: torch.Tensor) -> torch.Tensor:
 # ---------------------------------------------------------------------------------------------
 
 
+def _needs_op(*tensors: torch.Tensor) -> bool:
+    """The custom op is needed under ``torch.compile`` (fake implementation) and when autograd
+    records; otherwise the implementation runs directly (same computation, without the ~60 µs of
+    custom-op dispatch that dominates small batches)."""
+    return torch.compiler.is_compiling() or (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
+
+
 def inv_ex(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Inverses of a batch of square matrices with ``n <= 4``, and LAPACK's ``info``.
 
@@ -1858,7 +1923,7 @@ def inv_ex(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             [0.0000, 0.2500]])
     """
     _check_small("inv_ex", A)
-    return _inv_ex_op(A)
+    return _inv_ex_op(A) if _needs_op(A) else _inv_impl(A)
 
 
 def det(A: torch.Tensor) -> torch.Tensor:
@@ -1886,7 +1951,7 @@ def det(A: torch.Tensor) -> torch.Tensor:
     tensor(-2.)
     """
     _check_small("det", A)
-    return _det_op(A)
+    return _det_op(A) if _needs_op(A) else _det_impl(A)
 
 
 def slogdet(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -1915,7 +1980,7 @@ def slogdet(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     (tensor(1.), tensor(276.3102))
     """
     _check_small("slogdet", A)
-    return _slogdet_op(A)
+    return _slogdet_op(A) if _needs_op(A) else _slogdet_impl(A)
 
 
 def solve_ex(A: torch.Tensor, B: torch.Tensor, *, left: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
@@ -1958,5 +2023,5 @@ def solve_ex(A: torch.Tensor, B: torch.Tensor, *, left: bool = True) -> tuple[to
     if B.dtype != A.dtype or B.device != A.device:
         raise TypeError(f"solve_ex: A and B must share dtype and device, got {A.dtype}/{A.device} and "
                         f"{B.dtype}/{B.device}")
-    return _solve_ex_op(A, B, left)
+    return _solve_ex_op(A, B, left) if _needs_op(A, B) else _solve_impl(A, B, left)
 

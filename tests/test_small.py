@@ -231,12 +231,20 @@ def test_info_matches_lapack_on_exact_singular():
         assert ((info > 0) == (info_ref > 0)).all()
 
 
-def test_nan_input_propagates(backend, backend_device):
-    A = mx.random(3, batch=(2,), seed=1).to(backend_device)
-    A[0, 1, 1] = float("nan")
-    X, _ = small.inv_ex(A)
-    assert torch.isnan(X[0]).any() and torch.isfinite(X[1]).all()
-    assert torch.isnan(small.det(A)[0]) and torch.isfinite(small.det(A)[1])
+@pytest.mark.parametrize("val", [float("inf"), float("nan")], ids=["inf", "nan"])
+def test_nonfinite_input_gives_nan(backend, backend_device, gpu_dtype, val):
+    # DESIGN §7: NaN where LAPACK's result is NaN. LAPACK's elimination spreads an Inf/NaN entry to
+    # (nearly) every entry of the inverse/solution, so ours is all-NaN for that matrix, and only
+    # for that matrix.
+    for n in SIZES:
+        A = mx.random(n, batch=(2,), dtype=gpu_dtype, seed=n).to(backend_device)
+        A[0, n - 1, n // 2] = val
+        B = mx.random(n, 2, batch=(2,), dtype=gpu_dtype, seed=1).to(backend_device)
+        X, _ = small.inv_ex(A)
+        Y, _ = small.solve_ex(A, B)
+        assert torch.isnan(X[0]).all() and torch.isfinite(X[1]).all()
+        assert torch.isnan(Y[0]).all() and torch.isfinite(Y[1]).all()
+        assert not torch.isfinite(small.det(A)[0]) and torch.isfinite(small.det(A)[1])
 
 
 # --------------------------------------------------------------------------------------------

@@ -146,3 +146,25 @@ def raise_for_info(op: str, info: torch.Tensor, message: str) -> None:
         where = index[0] if len(index) == 1 else index
         raise LinAlgError(f"{op}: (Batch element {where}): {text}")
     raise LinAlgError(f"{op}: {text}")
+
+
+def store_out(op: str, out: object, result: torch.Tensor, *inputs: torch.Tensor,
+              name: str = "out") -> torch.Tensor:
+    """Write ``result`` into a user's ``out=`` tensor as ``torch.linalg`` does, and return ``out``.
+
+    ``out`` must be a tensor of the result's dtype and device; it is resized to the result's shape.
+    Like torch, ``out=`` is refused while autograd would have to track an input (functions with
+    ``out=`` are not differentiable). Ops with several outputs call this once per output.
+    """
+    out = check_tensor(op, name, out)
+    if torch.is_grad_enabled() and any(x.requires_grad for x in inputs):
+        raise RuntimeError(
+            f"{op}(): functions with out=... arguments don't support automatic differentiation, "
+            "but one of the arguments requires grad."
+        )
+    if out.dtype != result.dtype or out.device != result.device:
+        raise DTypeError(
+            f"{op}: {name} has dtype {out.dtype} on {out.device}, expected {result.dtype} on {result.device}"
+        )
+    out.resize_(result.shape).copy_(result)
+    return out

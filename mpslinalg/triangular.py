@@ -589,12 +589,4 @@ def solve_triangular(A: torch.Tensor, B: torch.Tensor, *, upper: bool, left: boo
     E.check_rhs(_OP, A, B, left=left)
     E.broadcast_batch(_OP, ("A", "B"), A, B)
     X = _solve_triangular_op(A, B, upper, left, unitriangular)
-    if out is not None:
-        E.check_tensor(_OP, "out", out)
-        if out.dtype != X.dtype or out.device != X.device:
-            raise E.DTypeError(
-                f"{_OP}: out has dtype {out.dtype} on {out.device}, expected {X.dtype} on {X.device}"
-            )
-        out.resize_(X.shape).copy_(X)
-        return out
-    return X
+    return X if out is None else E.store_out(_OP, out, X, A, B)

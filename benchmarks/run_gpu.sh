@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# benchmarks/run_gpu.sh — every benchmark of the project on a CUDA machine, in one command, with a
+# time limit per step, results packed into one archive (the device tool returns at most 8 files).
+#
+#   here (clang):   python -m mpslinalg.emulator build --target cuda --out .cubins
+#   on the GPU:     bash benchmarks/run_gpu.sh STEP...      (carry .cubins)
+#
+# STEPs: matmul triangular triangular-tune lu lu-tune small roofline main pytest gpucheck
+# Time limit per step: $STEP_LIMIT seconds (default 240), or LIMIT_<step> (dashes as _).
+# Results: $OUT/gpu_results.tgz (markdown + JSON + logs) and $OUT/summary.md (the tables).
+set -u -o pipefail
+cd "$(dirname "$0")/.."
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+export MPSLINALG_CUBIN_DIR="${MPSLINALG_CUBIN_DIR:-$PWD/.cubins}"
+export MPSLINALG_CACHE_DIR="${MPSLINALG_CACHE_DIR:-/tmp/mpslinalg-cache}"
+PY=${PYTHON:-python3}
+OUTDIR=${OUT:-/tmp/gpu_out}
+RES=/tmp/gpu_results
+mkdir -p "$OUTDIR" "$RES"
+LIMIT=${STEP_LIMIT:-240}
+SUMMARY="$OUTDIR/summary.md"
+: >"$SUMMARY"
+step() {  # name, command...
+  local name=$1; shift
+  local t0=$(date +%s) lim_var="LIMIT_${name//-/_}"
+  timeout "${!lim_var:-$LIMIT}" "$@" >"$RES/$name.log" 2>&1
+  local rc=$?
+  { echo "## $name (rc=$rc, $(($(date +%s) - t0)) s)"; echo; grep -E '^\||PASS|FAIL|passed|failed|error' "$RES/$name.log" | head -80; echo; } >>"$SUMMARY"
+}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >"$RES/gpu.txt" 2>&1
+for s in "$@"; do
+  case "$s" in
+    matmul) step matmul $PY benchmarks/bench_matmul.py --device cuda --out "$RES" ;;
+    triangular) step triangular $PY benchmarks/bench_triangular.py --device cuda --out "$RES" ;;
+    triangular-tune) step triangular-tune $PY benchmarks/bench_triangular.py --device cuda --out "$RES" --tune ;;
+    lu) step lu $PY benchmarks/bench_lu.py --device cuda --out "$RES" ;;
+    lu-tune) step lu-tune $PY benchmarks/bench_lu.py --device cuda --out "$RES" --tune ;;
+    small) step small $PY benchmarks/bench_small.py --device cuda --out "$RES" ;;
+    roofline) step roofline $PY benchmarks/bench_roofline.py --device cuda --out "$RES" ;;
+    main) step main $PY -m mpslinalg --device cuda --json "$RES/main_cuda.json" ;;
+    pytest) step pytest $PY -m pytest -q -p no:cacheprovider -m cuda tests/test_timing.py tests/test_main_job.py \
+              tests/test_triangular.py tests/test_triangular_grad.py tests/test_lu.py tests/test_solve.py \
+              tests/test_inv.py tests/test_det.py tests/test_small.py ;;
+    gpucheck) OUT="$RES/gpucheck" step gpucheck bash scripts/gpu_check.sh ;;
+    *) echo "unknown step $s" >&2 ;;
+  esac
+done
+tar czf "$OUTDIR/gpu_results.tgz" -C "$RES" .
+cat "$SUMMARY"

@@ -1522,6 +1522,8 @@ def _c_run(name: str, *args: torch.Tensor):
 def _run_program(name: str, *args: torch.Tensor):
     batch = args[0].shape[0]
     device = args[0].device
+    if _functorch_active():
+        return _PROGRAMS[name](*args)
     if _triton_usable(name, args[0]):
         key = (name, args[0].shape[-1], args[0].is_complex())
         try:
@@ -1530,9 +1532,11 @@ def _run_program(name: str, *args: torch.Tensor):
             _triton_failed.add(key)
     if _c_usable(args[0]):
         try:
-            return _c_run(name, *args)
+            _c_library(args[0].shape[-1], args[0].is_complex())
         except Exception:  # no compiler, or it failed: the LAPACK leaf below computes the same
             _c_failed.add((args[0].shape[-1], args[0].is_complex()))
+        else:
+            return _c_run(name, *args)
     want = _want_compile(batch, device)
     if device.type == "cpu" and not want and not _force_program and not torch.compiler.is_compiling():
         return _LEAVES[name](*args)
@@ -1564,7 +1568,7 @@ _KTAG = {torch.float32: "float", torch.complex64: "cfloat"}
 
 def _use_kernels(A: torch.Tensor) -> bool:
     b = backend_for(A.device)
-    return b in ("metal", "emulator") and A.dtype in _KTAG
+    return b in ("metal", "emulator") and A.dtype in _KTAG and not _functorch_active()
 
 
 def _padded(batch: int) -> int:
@@ -1886,8 +1890,19 @@ def adjugate(A: torch.Tensor) -> torch.Tensor:
 def _needs_op(*tensors: torch.Tensor) -> bool:
     """The custom op is needed under ``torch.compile`` (fake implementation) and when autograd
     records; otherwise the implementation runs directly (same computation, without the ~60 µs of
-    custom-op dispatch that dominates small batches)."""
+    custom-op dispatch that dominates small batches). Under torch.func transforms (vmap, grad,
+    jacrev), which custom-op autograd does not support, the implementation runs the program in
+    differentiable torch ops (see :func:`_functorch_active`)."""
+    if _functorch_active():
+        return False
     return torch.compiler.is_compiling() or (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
+
+
+def _functorch_active() -> bool:
+    """True inside torch.func transforms: then only plain torch ops may run (no data pointers, no
+    custom-op autograd), so the torch program itself is used — it is differentiable."""
+    active = getattr(torch._C, "_are_functorch_transforms_active", None)
+    return bool(active()) if active is not None else False
 
 
 def inv_ex(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -401,6 +401,29 @@ def test_float32_emulator_gradients(gpu_dtype):
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex128])
+def test_torch_func_transforms(dtype):
+    # vmap, grad and jacrev (VMC codes take Hessians of log-determinants this way) agree with
+    # torch.linalg's to c·κ²·u (κ <= 20 here; derivatives of inverses carry two inverse factors)
+    A = mx.with_condition(4, 20.0, batch=(3,), dtype=dtype, seed=4)
+    B = mx.random(4, 2, batch=(3,), dtype=dtype, seed=5)
+    bound = _fe_const(4) * 20.0**2 * _u(dtype)
+    pairs = {"inv": (lambda a: small.inv_ex(a)[0], torch.linalg.inv), "det": (small.det, torch.linalg.det),
+             "slogdet": (lambda a: small.slogdet(a)[1], lambda a: torch.linalg.slogdet(a)[1])}
+
+    def rel(x, y):
+        return ((x - y).abs().max() / y.abs().max()).item()
+
+    for ours, ref in pairs.values():
+        assert rel(torch.vmap(ours)(A), ref(A)) <= bound
+        assert rel(torch.func.grad(lambda a, f=ours: f(a).abs().sum())(A[0]),
+                   torch.func.grad(lambda a, f=ref: f(a).abs().sum())(A[0])) <= bound
+        if not dtype.is_complex:
+            assert rel(torch.func.jacrev(ours)(A[0]), torch.func.jacrev(ref)(A[0])) <= bound
+    assert rel(torch.vmap(lambda a, b: small.solve_ex(a, b)[0])(A, B), torch.linalg.solve(A, B)) <= bound
+    assert not small._c_failed
+
+
 def test_views_broadcast_and_inputs_unchanged(backend, backend_device):
     A = mx.random(4, batch=(2, 3), dtype=torch.complex64, seed=3).to(backend_device)
     A_copy = A.clone()

@@ -1687,16 +1687,25 @@ def _solve_impl(A: torch.Tensor, B: torch.Tensor, left: bool):
         X, info = _solve_impl(A.mT, B.mT, True)
         return X.mT.contiguous(), info
     batch_shape = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+    a_batch = A.shape[:-2]
     n, k = A.shape[-1], B.shape[-1]
     A = A.expand(*batch_shape, n, n)
     B = B.expand(*batch_shape, n, k)
     if A.numel() == 0:
         X = torch.empty(*batch_shape, n, k, dtype=A.dtype, device=A.device)
-        return X, torch.zeros(batch_shape, dtype=torch.int32, device=A.device)
+        return X, torch.zeros(a_batch, dtype=torch.int32, device=A.device)
     A3 = _resolved3(A)
     B3 = _resolved3(B)
     X, info = _kernel_solve(A3, B3) if _use_kernels(A) else _run_program("solve", A3, B3)
-    return X.reshape(*batch_shape, n, k), info.reshape(batch_shape)
+    return X.reshape(*batch_shape, n, k), _info_of_a(info.reshape(batch_shape), a_batch)
+
+
+def _info_of_a(info: torch.Tensor, a_batch: torch.Size) -> torch.Tensor:
+    """``info`` over the broadcast batch -> over ``A``'s own batch shape, as torch.linalg.solve_ex
+    reports it (each matrix of ``A`` is factored once; broadcast copies carry the same info)."""
+    lead = info.ndim - len(a_batch)
+    idx = [0] * lead + [slice(None) if a == b else slice(0, 1) for a, b in zip(a_batch, info.shape[lead:])]
+    return info[tuple(idx)].contiguous()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1793,7 +1802,7 @@ def _solve_ex_op(A: torch.Tensor, B: torch.Tensor, left: bool) -> tuple[torch.Te
 @_solve_ex_op.register_fake
 def _(A, B, left):
     batch = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
-    return B.new_empty(*batch, B.shape[-2], B.shape[-1]), A.new_empty(batch, dtype=torch.int32)
+    return B.new_empty(*batch, B.shape[-2], B.shape[-1]), A.new_empty(A.shape[:-2], dtype=torch.int32)
 
 
 def _solve_setup(ctx, inputs, output):
@@ -2018,7 +2027,8 @@ def solve_ex(A: torch.Tensor, B: torch.Tensor, *, left: bool = True) -> tuple[to
     X : torch.Tensor
         Shape of ``B`` broadcast to the common batch shape.
     info : torch.Tensor
-        int32 of the batch shape: first exactly-zero pivot (1-based) or 0.
+        int32 of ``A``'s batch shape (as ``torch.linalg.solve_ex``): first exactly-zero pivot
+        (1-based) or 0.
 
     Examples
     --------

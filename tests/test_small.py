@@ -435,6 +435,12 @@ def test_views_broadcast_and_inputs_unchanged(backend, backend_device):
     B = mx.random(4, 2, batch=(3,), dtype=torch.complex64, seed=4).to(backend_device)
     X, info = small.solve_ex(A, B)  # batch (2, 3) with (3,)
     assert X.shape == (2, 3, 4, 2) and info.shape == (2, 3)
+    for ashape, bshape in [((4, 4), (3, 4, 5)), ((2, 1, 4, 4), (3, 4, 5)), ((1, 4, 4), (3, 4, 5))]:
+        Ab = torch.randn(ashape, device=backend_device)
+        Bb = torch.randn(bshape, device=backend_device)
+        Xb, ib = small.solve_ex(Ab, Bb)
+        Xt, it = torch.linalg.solve_ex(Ab.cpu(), Bb.cpu())
+        assert Xb.shape == Xt.shape and ib.shape == it.shape  # info has A's batch shape, like torch
     X_ref, _ = small.solve_ex(A, B.expand(2, 3, 4, 2).contiguous())
     assert torch.equal(X, X_ref)
     assert torch.equal(A, A_copy)

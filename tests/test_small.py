@@ -560,6 +560,22 @@ def test_triton_kernel_interpreted():
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("kind", ["random", "rowcol", "big", "tiny"])
+def test_cuda_accuracy(gpu_dtype, kind):
+    # the CUDA torch path (Triton kernels) against LAPACK's ratios, as on the other backends
+    for n in SIZES:
+        A = _inputs(kind, n, gpu_dtype, batch=64, seed=n)
+        X, info = small.inv_ex(A.cuda())
+        assert (info == 0).all() and metrics.inverse_ratio(A, X.cpu()).max() < PASS
+        B = mx.random(n, 3, batch=(64,), dtype=gpu_dtype, seed=7)
+        Y, _ = small.solve_ex(A.cuda(), B.cuda())
+        assert metrics.solve_ratio(A, Y.cpu(), B).max() < PASS
+        _, logabs = small.slogdet(A.cuda())
+        assert torch.isfinite(logabs).all()
+    assert not small._triton_failed
+
+
+@pytest.mark.cuda
 def test_triton_kernel_cuda(monkeypatch):
     monkeypatch.setattr(small, "_triton_kernels", {})
     _check_triton_against_program("cuda")

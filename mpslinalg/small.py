@@ -51,7 +51,7 @@ import torch
 from ._errors import ShapeError
 from .kernels import backend_for, load_library
 
-__all__ = ["det", "inv_ex", "set_compile", "slogdet", "solve_ex"]
+__all__ = ["adjugate", "det", "inv_ex", "set_compile", "slogdet", "solve_ex"]
 
 #: Largest matrix order served by this family.
 MAX_N = 4
@@ -325,7 +325,7 @@ def _assemble(ops, entries, dtype: torch.dtype) -> torch.Tensor:
     return torch.stack([torch.stack(row, dim=-1) for row in entries], dim=-2)
 
 
-def _equilibrate(ops, a, real_dtype=None):
+def _equilibrate(ops, a):
     """``A_s = R A C`` with power-of-two ``R = diag(2^-er)``, ``C = diag(2^-ec)``.
 
     Returns ``(a_s, r, c, er, ec)`` with ``r``/``c`` lists of scale tensors and ``er``/``ec`` the
@@ -448,7 +448,7 @@ def _inv2(ops, a, factor):
 def _core_inv(ops, a, factor: float):
     """The inverse program on n×n entries: ``(x entries, info)`` (contract of ``small_inv``)."""
     n = len(a)
-    a_s, r, c, _, _ = _equilibrate(ops, a, None)
+    a_s, r, c, _, _ = _equilibrate(ops, a)
     if n == 1:
         x = [[ops.div(ops.one_like(a_s[0][0]), a_s[0][0])]]
         info = ops.P.to_i32(ops.is_zero(a_s[0][0]))
@@ -484,7 +484,7 @@ def _nan_unless(ops, fin, e):
 def _core_det(ops, a, factor: float):
     """The determinant program: ``(mant, expo, info)`` with det = mant·2^expo (``small_det``)."""
     n = len(a)
-    a_s, _, _, er, ec = _equilibrate(ops, a, None)
+    a_s, _, _, er, ec = _equilibrate(ops, a)
     expo = er[0] + ec[0]
     for i in range(1, n):
         expo = expo + er[i] + ec[i]
@@ -662,9 +662,6 @@ def _want_compile(batch: int, device: torch.device) -> bool:
 # CPU leaf: the same equilibration around LAPACK (getrf's pivots and info rule are ours), used on
 # the CPU when the program is not compiled — the eager program is ~hundreds of small torch ops.
 # ---------------------------------------------------------------------------------------------
-
-#: Force the elementwise program on every device (tests of the program itself set this).
-_force_program = False
 
 
 def _abs1_t(A: torch.Tensor) -> torch.Tensor:
@@ -990,7 +987,7 @@ def _triton_run(name: str, A: torch.Tensor, *args: torch.Tensor):
     n, batch = A.shape[-1], A.shape[0]
     cplx = A.is_complex()
     kern = _triton_kernel(name, n, cplx)
-    grid = (triton_cdiv(batch, _TRITON_BLOCK),)
+    grid = (_cdiv(batch, _TRITON_BLOCK),)
     Af = torch.view_as_real(A) if cplx else A
     info = torch.empty(batch, dtype=torch.int32, device=A.device)
     if name == "inv":
@@ -1011,7 +1008,7 @@ def _triton_run(name: str, A: torch.Tensor, *args: torch.Tensor):
     return mant, expo, info
 
 
-def triton_cdiv(a: int, b: int) -> int:
+def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
@@ -1538,7 +1535,7 @@ def _run_program(name: str, *args: torch.Tensor):
         else:
             return _c_run(name, *args)
     want = _want_compile(batch, device)
-    if device.type == "cpu" and not want and not _force_program and not torch.compiler.is_compiling():
+    if device.type == "cpu" and not want and not torch.compiler.is_compiling():
         return _LEAVES[name](*args)
     if want:
         key = f"{name}:{args[0].device.type}"

@@ -17,7 +17,7 @@
 //   * a zero pivot column is not scaled (no division by zero, no NaN from it); info (zero-initialised
 //     by the caller) becomes the 1-based index of the first zero pivot; elimination continues;
 //   * below the diagonal: multiply by 1/pivot when |pivot| >= the smallest normal float, else
-//     divide by the pivot (LAPACK's sfmin rule).
+//     divide by the pivot (LAPACK's sfmin rule); a complex inf pivot gives NaN multipliers (lu_recip).
 //
 // Layout: A is a contiguous [batch, M, N] row-major buffer (the Python side passes resolved,
 // contiguous tensors: Metal ignores strides and conjugate bits); piv is [batch, K] int32 with
@@ -51,7 +51,13 @@ inline float2 lu_mul(float2 a, float2 b) { return cmul(a, b); }
 inline float lu_div(float a, float b) { return a / b; }
 inline float2 lu_div(float2 a, float2 b) { return cdiv(a, b); }
 inline float lu_recip(float a) { return 1.0f / a; }
-inline float2 lu_recip(float2 a) { return crecip(a); }
+// Complex: a non-finite pivot gives NaN multipliers, as LAPACK's complex getf2 does in practice
+// (MKL/OpenBLAS form 1/p from |p|^2, so 1/(inf + 0i) = inf/inf = NaN, and the NaN then spreads
+// through the trailing matrix). Robust division (crecip) alone would give 1/inf = 0 and a finite,
+// plausible-looking factorisation of a matrix holding inf (DESIGN §7: NaN where LAPACK's is NaN).
+inline float2 lu_recip(float2 a) {
+  return (isfinite(a.x) && isfinite(a.y)) ? crecip(a) : float2(NAN, NAN);
+}
 inline bool lu_is_zero(float a) { return a == 0.0f; }
 inline bool lu_is_zero(float2 a) { return a.x == 0.0f && a.y == 0.0f; }
 

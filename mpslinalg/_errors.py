@@ -168,3 +168,11 @@ def store_out(op: str, out: object, result: torch.Tensor, *inputs: torch.Tensor,
         )
     out.resize_(result.shape).copy_(result)
     return out
+
+
+def check_bool(op: str, name: str, value: object) -> bool:
+    """A flag argument must be a Python ``bool`` (torch's bindings raise ``TypeError`` for
+    ``left=1``, ``pivot="yes"``, ``check_errors=None``: truthiness would hide mistakes)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{op}: argument '{name}' must be bool, not {type(value).__name__}")
+    return value

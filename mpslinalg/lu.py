@@ -119,8 +119,17 @@ TUNING = Tuning()
 # --------------------------------------------------------------------------------------------------
 
 
+def _functorch() -> bool:
+    """A ``torch.func`` transform (``vmap``, ``grad``, ``jacrev``, ...) is active: the custom ops'
+    autograd (a ``torch.library`` autograd.Function without ``setup_context``) and the kernel
+    backends (raw buffers) cannot run under it; the torch-op path and :data:`_FUNCTIONS` can."""
+    return torch._C._are_functorch_transforms_active()
+
+
 def _trsm(A: torch.Tensor, B: torch.Tensor, *, upper: bool, left: bool, unitriangular: bool) -> torch.Tensor:
     """Internal triangular solve of the triangular family (no checks, not differentiable)."""
+    if _functorch():
+        return torch.linalg.solve_triangular(A, B, upper=upper, left=left, unitriangular=unitriangular)
     try:
         from .triangular import trsm
     except ImportError:  # pragma: no cover - the triangular family ships with the package
@@ -130,7 +139,10 @@ def _trsm(A: torch.Tensor, B: torch.Tensor, *, upper: bool, left: bool, unitrian
 
 def _solve_tri(A: torch.Tensor, B: torch.Tensor, *, upper: bool, left: bool = True,
                unitriangular: bool = False) -> torch.Tensor:
-    """Differentiable triangular solve used inside backward formulas (our public op)."""
+    """Differentiable triangular solve used inside backward formulas (our public op; torch's under
+    ``torch.func`` transforms, which the triangular custom op does not support)."""
+    if _functorch():
+        return torch.linalg.solve_triangular(A, B, upper=upper, left=left, unitriangular=unitriangular)
     try:
         from .triangular import solve_triangular
     except ImportError:  # pragma: no cover
@@ -196,9 +208,9 @@ def _swaps_to_perm(p: torch.Tensor, m: int, chunk: int = 256) -> torch.Tensor:
         top = torch.where(prev >= 0, c.gather(-1, prev.clamp(min=0)), q)
         # a target row p_j beyond the chunk finally holds c(last j' with p_j' == p_j)
         lastall = (same * ranks).amax(-1) - 1
-        step = torch.arange(m, device=dev).expand(Bsz, m).clone()
-        step.scatter_(-1, q, c.gather(-1, lastall))
-        step[:, off:off + w] = top
+        # out of place (scatter, cat), so that torch.vmap can batch it
+        step = torch.arange(m, device=dev).expand(Bsz, m).scatter(-1, q, c.gather(-1, lastall))
+        step = torch.cat([step[:, :off], top, step[:, off + w:]], dim=-1)
         perm = step if perm is None else perm.gather(-1, step)
     if perm is None:
         perm = torch.arange(m, device=dev).expand(Bsz, m).clone()
@@ -284,8 +296,14 @@ class _MetalKernels:
 _TORCH_KERNELS = _TorchKernels()
 
 
+def _on_kernels(x: torch.Tensor) -> bool:
+    """``x`` is served by the ``.metal`` kernels (``metal``/``emulator`` backend, float32/complex64,
+    no ``torch.func`` transform wrapping it); else by torch ops."""
+    return x.dtype in E.GPU_DTYPES and backend_for(x.device) != "torch" and not _functorch()
+
+
 def _kernels(x: torch.Tensor):
-    if x.dtype in E.GPU_DTYPES and backend_for(x.device) != "torch":
+    if _on_kernels(x):
         return _MetalKernels(x.device, x.dtype)
     return _TORCH_KERNELS
 
@@ -362,8 +380,10 @@ def _getrf_rec_perm(LU, piv, info, o: int, w: int, nb: int, gemm: str) -> torch.
 
 def _direct_torch(A: torch.Tensor) -> bool:
     """The ``torch`` backend factors ``A`` with one leaf call (small enough, or a non-GPU dtype)."""
-    if A.dtype in E.GPU_DTYPES and backend_for(A.device) != "torch":
+    if _on_kernels(A):
         return False
+    if _functorch():
+        return True
     return max(A.shape[-2], A.shape[-1]) <= TUNING.direct_max.get(A.device.type, 256)
 
 
@@ -436,7 +456,7 @@ def _lu_solve_left(LU: torch.Tensor, piv: torch.Tensor, B: torch.Tensor, trans: 
     batch = torch.broadcast_shapes(LU.shape[:-2], B.shape[:-2])
     if n == 0 or k == 0 or math.prod(batch) == 0:
         return B.new_zeros((*batch, n, k))
-    if not (B.dtype in E.GPU_DTYPES and backend_for(B.device) != "torch"):
+    if not _on_kernels(B):
         # torch backend: the device's getrs takes strides, conj views and broadcasting as they are
         # (no copies: torch's LU is column-major, a row-major copy would cost two transposes)
         if trans == "T":  # Aᵀ X = B  <=>  Aᴴ conj(X) = conj(B)
@@ -473,6 +493,8 @@ def _slogdet_from_lu(LU: torch.Tensor, piv: torch.Tensor) -> tuple[torch.Tensor,
     d, sign = _det_parts(LU, piv)
     absd = d.abs()
     logabs = absd.log().sum(-1)
+    if not d.is_complex():  # torch.sign, as torch.linalg.slogdet: a NaN diagonal gives sign 0
+        return d.sign().prod(-1) * sign, logabs
     safe = torch.where(absd == 0, torch.ones_like(absd), absd)
     phase = torch.where(absd == 0, torch.zeros_like(d), d / safe)
     return phase.prod(-1) * sign, logabs
@@ -492,7 +514,7 @@ def _small_solve_fused(A: torch.Tensor, B: torch.Tensor):
     Same elimination (pivots, ``info``, ``sfmin`` rule) as ``lu_small`` on the augmented ``[A | B]``,
     then back substitution, all in threadgroup memory (RANSAC's 2048 x 9x9: one dispatch instead
     of factor + interchanges + two triangular solves)."""
-    if not (A.dtype in E.GPU_DTYPES and backend_for(A.device) != "torch"):
+    if not _on_kernels(A):
         return None
     n, k = A.shape[-1], B.shape[-1]
     batch = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
@@ -519,6 +541,39 @@ def _solve_impl(A: torch.Tensor, B: torch.Tensor, left: bool) -> tuple[torch.Ten
 # --------------------------------------------------------------------------------------------------
 # Custom ops: fake implementations and autograd (PyTorch's formulas, FunctionsManual.cpp)
 # --------------------------------------------------------------------------------------------------
+
+
+#: custom op -> the same forward/setup/backward as a ``torch.autograd.Function`` in the
+#: ``setup_context`` style with a generated vmap rule: what runs under ``torch.func`` transforms
+#: (``vmap``, ``grad``, ``jacrev``, ``hessian`` via ``jacrev(jacrev)``), which the custom ops'
+#: own autograd does not support.
+_FUNCTIONS: dict = {}
+
+
+def _register_autograd(op, backward, setup_context) -> None:
+    """``op.register_autograd(backward, setup_context=...)`` and the equivalent autograd.Function."""
+    op.register_autograd(backward, setup_context=setup_context)
+
+    def setup(ctx, inputs, output):
+        outs = output if isinstance(output, tuple) else (output,)
+        ints = [o for o in outs if not (o.is_floating_point() or o.is_complex())]
+        if ints:
+            ctx.mark_non_differentiable(*ints)
+        setup_context(ctx, inputs, output)
+
+    _FUNCTIONS[op] = type(f"_{op._name.split('::')[-1]}_function", (torch.autograd.Function,), {
+        "generate_vmap_rule": True,
+        "forward": staticmethod(op._init_fn),
+        "setup_context": staticmethod(setup),
+        "backward": staticmethod(backward),
+    })
+
+
+def _apply(op, *args):
+    """Call the custom op ``op``, or its autograd.Function under ``torch.func`` transforms."""
+    if _functorch():
+        return _FUNCTIONS[op].apply(*args)
+    return op(*args)
 
 
 @torch.library.custom_op("mpslinalg::lu_factor_ex", mutates_args=())
@@ -586,7 +641,7 @@ def _lu_factor_backward(ctx, gLU, gpiv, ginfo):
     return _apply_P(piv, gA)
 
 
-_lu_factor_ex_op.register_autograd(_lu_factor_backward, setup_context=_lu_factor_setup)
+_register_autograd(_lu_factor_ex_op, _lu_factor_backward, _lu_factor_setup)
 
 
 @torch.library.custom_op("mpslinalg::lu_solve", mutates_args=())
@@ -614,7 +669,7 @@ def _lu_solve_backward(ctx, gX):
     lu_shape, b_shape = ctx.shapes
     gLU = gB = None
     if ctx.needs_input_grad[2]:
-        gB = _lu_solve_op(LU, piv, gX, left, not adjoint).sum_to_size(b_shape)
+        gB = _apply(_lu_solve_op, LU, piv, gX, left, not adjoint).sum_to_size(b_shape)
     if ctx.needs_input_grad[0]:
         L, U = _unpack(LU)
         if left != adjoint:
@@ -644,7 +699,7 @@ def _apply_Pt(piv: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
     return X.expand(*batch, *X.shape[-2:]).gather(-2, idx)
 
 
-_lu_solve_op.register_autograd(_lu_solve_backward, setup_context=_lu_solve_setup)
+_register_autograd(_lu_solve_op, _lu_solve_backward, _lu_solve_setup)
 
 
 @torch.library.custom_op("mpslinalg::solve_ex", mutates_args=())
@@ -670,7 +725,7 @@ def _solve_backward(ctx, gX, ginfo):
     A, X = ctx.saved_tensors
     a_shape, b_shape = ctx.shapes
     gA = gB = None
-    gBf = _solve_ex_op(A.mH, gX, ctx.left)[0]
+    gBf = _apply(_solve_ex_op, A.mH, gX, ctx.left)[0]
     if ctx.needs_input_grad[1]:
         gB = gBf.sum_to_size(b_shape)
     if ctx.needs_input_grad[0]:
@@ -678,7 +733,7 @@ def _solve_backward(ctx, gX, ginfo):
     return gA, gB, None
 
 
-_solve_ex_op.register_autograd(_solve_backward, setup_context=_solve_setup)
+_register_autograd(_solve_ex_op, _solve_backward, _solve_setup)
 
 
 @torch.library.custom_op("mpslinalg::inv_ex", mutates_args=())
@@ -702,7 +757,7 @@ def _inv_backward(ctx, gX, ginfo):
     return -(AinvH @ gX @ AinvH)
 
 
-_inv_ex_op.register_autograd(_inv_backward, setup_context=_inv_setup)
+_register_autograd(_inv_ex_op, _inv_backward, _inv_setup)
 
 
 @torch.library.custom_op("mpslinalg::det", mutates_args=())
@@ -771,7 +826,7 @@ def _det_backward(ctx, g, gLU=None, gpiv=None):
     return gA
 
 
-_det_op.register_autograd(_det_backward, setup_context=_det_setup)
+_register_autograd(_det_op, _det_backward, _det_setup)
 
 
 @torch.library.custom_op("mpslinalg::slogdet", mutates_args=())
@@ -809,7 +864,7 @@ def _slogdet_backward(ctx, gsign, glogabs, gLU=None, gpiv=None):
     return _adjoint_solve_diag(LU, piv, g)
 
 
-_slogdet_op.register_autograd(_slogdet_backward, setup_context=_slogdet_setup)
+_register_autograd(_slogdet_op, _slogdet_backward, _slogdet_setup)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -826,7 +881,8 @@ def _small():
 
 
 def _use_small(A: torch.Tensor) -> bool:
-    return 0 < A.shape[-1] <= 4 and _small() is not None
+    # under torch.func transforms and on meta tensors the LU path serves n <= 4 too (it supports them)
+    return 0 < A.shape[-1] <= 4 and not _functorch() and A.device.type != "meta" and _small() is not None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -839,11 +895,11 @@ def _call(op, impl, *args):
     graph break) and when autograd records (its backward formulas) — else its implementation
     directly: the same computation, without the custom op's dispatch cost (~60 µs per call, which
     dominates small batched problems)."""
-    return op(*args) if _needs_op(*args) else impl(*args)
+    return _apply(op, *args) if _needs_op(*args) else impl(*args)
 
 
 def _needs_op(*args) -> bool:
-    return torch.compiler.is_compiling() or (torch.is_grad_enabled() and any(
+    return torch.compiler.is_compiling() or _functorch() or (torch.is_grad_enabled() and any(
         isinstance(a, torch.Tensor) and a.requires_grad for a in args))
 
 
@@ -854,7 +910,25 @@ def _raise_for_info(op: str, info: torch.Tensor, message: str) -> None:
     if torch.compiler.is_compiling():
         torch._assert_async((info <= 0).all(), f"{op}: the input matrix is singular (info > 0)")
         return
+    if info.device.type == "meta":  # shape inference only: there are no values to check
+        return
+    while torch._C._functorch.is_functorch_wrapped_tensor(info):  # vmap/grad: check every element
+        info = torch._C._functorch.get_unwrapped(info)
     E.raise_for_info(op, info, message)
+
+
+def _store(op: str, out, result, *inputs: torch.Tensor, kind=None):
+    """``result`` (a tensor, or a tuple of tensors returned as the named tuple ``kind``), written into
+    the user's ``out=`` (a tensor, or a tuple of as many tensors) as ``torch.linalg`` does."""
+    if out is None:
+        return result if kind is None else kind(result)
+    if kind is None:
+        return E.store_out(op, out, result, *inputs)
+    if not isinstance(out, (tuple, list)) or len(out) != len(result):
+        raise TypeError(f"{op}: expected out to be a tuple of {len(result)} tensors, got "
+                        f"{type(out).__name__}")
+    return kind(tuple(E.store_out(op, o, r, *inputs, name=f"out[{i}]")
+                      for i, (o, r) in enumerate(zip(out, result))))
 
 
 def _check_pivot(op: str, pivot: bool) -> None:
@@ -865,7 +939,7 @@ def _check_pivot(op: str, pivot: bool) -> None:
         )
 
 
-def lu_factor_ex(A: torch.Tensor, *, pivot: bool = True, check_errors: bool = False):
+def lu_factor_ex(A: torch.Tensor, *, pivot: bool = True, check_errors: bool = False, out=None):
     r"""LU factorisation with partial pivoting, without host synchronisation (``torch.linalg.lu_factor_ex``).
 
     Parameters
@@ -877,6 +951,8 @@ def lu_factor_ex(A: torch.Tensor, *, pivot: bool = True, check_errors: bool = Fa
         Must be ``True`` (partial pivoting).
     check_errors : bool, optional
         Raise :class:`torch.linalg.LinAlgError` if some ``info > 0`` (synchronises).
+    out : tuple of Tensor, optional
+        ``(LU, pivots, info)`` to write the results into (resized; not differentiable, as in torch).
 
     Returns
     -------
@@ -895,18 +971,21 @@ def lu_factor_ex(A: torch.Tensor, *, pivot: bool = True, check_errors: bool = Fa
     """
     op = "linalg.lu_factor_ex"
     E.check_matrix(op, "A", A)
+    E.check_bool(op, "pivot", pivot)
+    E.check_bool(op, "check_errors", check_errors)
     _check_pivot(op, pivot)
     LU, piv, info = _call(_lu_factor_ex_op, _getrf, A)
     if check_errors:
         _raise_for_info(op, info, "U[{info},{info}] is zero (1-based), the matrix is singular.")
-    return _RT.linalg_lu_factor_ex((LU, piv, info))
+    return _store(op, out, (LU, piv, info), A, kind=_RT.linalg_lu_factor_ex)
 
 
-def lu_factor(A: torch.Tensor, *, pivot: bool = True):
+def lu_factor(A: torch.Tensor, *, pivot: bool = True, out=None):
     r"""LU factorisation with partial pivoting (``torch.linalg.lu_factor``).
 
     Like :func:`lu_factor_ex` but raises :class:`torch.linalg.LinAlgError` naming the batch element
-    and the zero pivot when a matrix is singular (this synchronises with the device).
+    and the zero pivot when a matrix is singular (this synchronises with the device). ``out`` is an
+    optional tuple ``(LU, pivots)`` to write into.
 
     Returns
     -------
@@ -920,20 +999,25 @@ def lu_factor(A: torch.Tensor, *, pivot: bool = True):
     """
     op = "linalg.lu_factor"
     E.check_matrix(op, "A", A)
+    E.check_bool(op, "pivot", pivot)
     _check_pivot(op, pivot)
     LU, piv, info = _call(_lu_factor_ex_op, _getrf, A)
     _raise_for_info(op, info, "U[{info},{info}] is zero (1-based pivot {info}), the matrix is singular "
                      "and using it in lu_solve would divide by zero. Use lu_factor_ex or lu to factor it "
                      "anyway.")
-    return _RT.linalg_lu_factor((LU, piv))
+    return _store(op, out, (LU, piv), A, kind=_RT.linalg_lu_factor)
 
 
-def lu(A: torch.Tensor, *, pivot: bool = True):
+def lu(A: torch.Tensor, *, pivot: bool = True, out=None):
     r"""LU decomposition ``A = P L U`` (``torch.linalg.lu``).
 
     Parameters
     ----------
     A : Tensor, shape ``(*, m, n)``
+    pivot : bool, optional
+        Must be ``True`` (partial pivoting).
+    out : tuple of Tensor, optional
+        ``(P, L, U)`` to write the results into (resized; not differentiable, as in torch).
 
     Returns
     -------
@@ -956,18 +1040,19 @@ def lu(A: torch.Tensor, *, pivot: bool = True):
     """
     op = "linalg.lu"
     E.check_matrix(op, "A", A)
+    E.check_bool(op, "pivot", pivot)
     _check_pivot(op, pivot)
     LU, piv, _ = _call(_lu_factor_ex_op, _getrf, A)
     m = A.shape[-2]
     L, U = _unpack(LU)
     perm = _perm_from_pivots(piv, m)
-    P = torch.zeros((*A.shape[:-2], m, m), dtype=A.dtype, device=A.device)
-    P.scatter_(-2, perm[..., None, :], 1)
-    return _RT.linalg_lu((P, L, U))
+    # P[i, j] = 1 where perm[j] == i (out of place: works under torch.vmap and on meta tensors)
+    P = (perm[..., None, :] == torch.arange(m, device=A.device)[:, None]).to(A.dtype)
+    return _store(op, out, (P, L, U), A, kind=_RT.linalg_lu)
 
 
 def lu_solve(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, *, left: bool = True,
-             adjoint: bool = False) -> torch.Tensor:
+             adjoint: bool = False, out: torch.Tensor | None = None) -> torch.Tensor:
     r"""Solve ``A X = B`` from the LU factorisation of ``A`` (``torch.linalg.lu_solve``).
 
     Parameters
@@ -982,6 +1067,8 @@ def lu_solve(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, *, left: b
         Solve ``A X = B`` (default) or ``X A = B``.
     adjoint : bool, optional
         Use ``Aᴴ`` instead of ``A``.
+    out : Tensor, optional
+        Output tensor (resized; not differentiable, as in torch).
 
     Returns
     -------
@@ -996,6 +1083,8 @@ def lu_solve(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, *, left: b
     >>> X = LA.lu_solve(LU, piv, B)
     """
     op = "linalg.lu_solve"
+    E.check_bool(op, "left", left)
+    E.check_bool(op, "adjoint", adjoint)
     E.check_matrix(op, "LU", LU, square=True)
     E.check_tensor(op, "pivots", pivots)
     E.check_matrix(op, "B", B)
@@ -1009,14 +1098,16 @@ def lu_solve(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, *, left: b
                            f"{tuple(LU.shape)}, got {tuple(pivots.shape)}")
     E.check_rhs(op, LU, B, left=left, a_name="LU")
     E.broadcast_batch(op, ("LU", "B"), LU, B)
-    return _call(_lu_solve_op, _lu_solve_impl, LU, pivots, B, left, adjoint)
+    X = _call(_lu_solve_op, _lu_solve_impl, LU, pivots, B, left, adjoint)
+    return _store(op, out, X, LU, B)
 
 
 def _vector_case(A: torch.Tensor, B: torch.Tensor) -> bool:
     return B.ndim == 1 or (B.ndim == A.ndim - 1 and B.shape == A.shape[:-1])
 
 
-def solve_ex(A: torch.Tensor, B: torch.Tensor, *, left: bool = True, check_errors: bool = False):
+def solve_ex(A: torch.Tensor, B: torch.Tensor, *, left: bool = True, check_errors: bool = False,
+             out=None):
     r"""Solve ``A X = B`` (or ``X A = B``) without host synchronisation (``torch.linalg.solve_ex``).
 
     Parameters
@@ -1027,6 +1118,8 @@ def solve_ex(A: torch.Tensor, B: torch.Tensor, *, left: bool = True, check_error
     left : bool, optional
     check_errors : bool, optional
         Raise :class:`torch.linalg.LinAlgError` for singular ``A`` (synchronises).
+    out : tuple of Tensor, optional
+        ``(result, info)`` to write into (resized; not differentiable, as in torch).
 
     Returns
     -------
@@ -1040,13 +1133,27 @@ def solve_ex(A: torch.Tensor, B: torch.Tensor, *, left: bool = True, check_error
     >>> X, info = LA.solve_ex(torch.randn(2, 3, 3), torch.randn(2, 3))
     """
     op = "linalg.solve_ex"
+    E.check_bool(op, "check_errors", check_errors)
     X, info = _solve_checked(op, A, B, left)
     if check_errors:
         _raise_for_info(op, info, "The solver failed because the input matrix is singular.")
-    return _RT.linalg_solve_ex((X, info))
+    return _store(op, out, (X, info), A, B, kind=_RT.linalg_solve_ex)
+
+
+def _info_of_A(info: torch.Tensor, a_batch: torch.Size) -> torch.Tensor:
+    """``info`` over the broadcast batch of ``A`` and ``B`` -> over ``A``'s batch (torch's shape).
+
+    ``info`` depends on ``A`` alone, so the copies along broadcast dimensions are equal: take the
+    first (views only, no host sync)."""
+    info = info[(0,) * (info.ndim - len(a_batch))]
+    for d, size in enumerate(a_batch):
+        if size == 1 and info.shape[d] != 1:
+            info = info.narrow(d, 0, 1)
+    return info
 
 
 def _solve_checked(op: str, A: torch.Tensor, B: torch.Tensor, left: bool):
+    E.check_bool(op, "left", left)
     E.check_matrix(op, "A", A, square=True)
     E.check_tensor(op, "B", B)
     if B.ndim < 1:
@@ -1054,23 +1161,35 @@ def _solve_checked(op: str, A: torch.Tensor, B: torch.Tensor, left: bool):
     E.check_dtype(op, "B", B)
     E.check_same(op, ("A", "B"), A, B)
     vec = _vector_case(A, B)
+    if vec and not left:
+        raise E.ShapeError(
+            f"{op}: vector broadcasting of the left hand side is not supported for left=False "
+            f"(B of shape {tuple(B.shape)} is a vector for A of shape {tuple(A.shape)}); in this case "
+            "solve is equivalent to B / A.squeeze(-1)"
+        )
     B2 = B.unsqueeze(-1) if vec else B
     E.check_rhs(op, A, B2, left=left)
     E.broadcast_batch(op, ("A", "B"), A, B2)
     if _use_small(A):
         X, info = _small().solve_ex(A, B2, left=left)
+        info = _info_of_A(info, A.shape[:-2])
     else:
         X, info = _call(_solve_ex_op, _solve_impl, A, B2, left)
     return (X.squeeze(-1) if vec else X), info
 
 
-def solve(A: torch.Tensor, B: torch.Tensor, *, left: bool = True) -> torch.Tensor:
+def solve(A: torch.Tensor, B: torch.Tensor, *, left: bool = True,
+          out: torch.Tensor | None = None) -> torch.Tensor:
     r"""Solve ``A X = B`` (or ``X A = B``) by LU with partial pivoting (``torch.linalg.solve``).
 
     Parameters
     ----------
     A : Tensor, shape ``(*, n, n)``
     B : Tensor, shape ``(*, n)`` or ``(*, n, k)`` (``(*, k, n)`` if not ``left``)
+    left : bool, optional
+        Solve ``A X = B`` (default) or ``X A = B`` (then ``B`` must be a matrix, as in torch).
+    out : Tensor, optional
+        Output tensor (resized; not differentiable, as in torch).
 
     Returns
     -------
@@ -1092,10 +1211,10 @@ def solve(A: torch.Tensor, B: torch.Tensor, *, left: bool = True) -> torch.Tenso
     X, info = _solve_checked(op, A, B, left)
     _raise_for_info(op, info, "The solver failed because the input matrix is singular "
                      "(U[{info},{info}] is zero).")
-    return X
+    return _store(op, out, X, A, B)
 
 
-def inv_ex(A: torch.Tensor, *, check_errors: bool = False):
+def inv_ex(A: torch.Tensor, *, check_errors: bool = False, out=None):
     r"""Inverse of square matrices without host synchronisation (``torch.linalg.inv_ex``).
 
     Complex64 included (a gap of ``torch.linalg.inv`` on mps).
@@ -1104,6 +1223,9 @@ def inv_ex(A: torch.Tensor, *, check_errors: bool = False):
     ----------
     A : Tensor, shape ``(*, n, n)``
     check_errors : bool, optional
+        Raise :class:`torch.linalg.LinAlgError` for singular ``A`` (synchronises).
+    out : tuple of Tensor, optional
+        ``(inverse, info)`` to write into (resized; not differentiable, as in torch).
 
     Returns
     -------
@@ -1117,6 +1239,7 @@ def inv_ex(A: torch.Tensor, *, check_errors: bool = False):
     >>> Ainv, info = LA.inv_ex(torch.randn(8, 5, 5))
     """
     op = "linalg.inv_ex"
+    E.check_bool(op, "check_errors", check_errors)
     E.check_matrix(op, "A", A, square=True)
     if _use_small(A):
         X, info = _small().inv_ex(A)
@@ -1125,15 +1248,17 @@ def inv_ex(A: torch.Tensor, *, check_errors: bool = False):
     if check_errors:
         _raise_for_info(op, info, "The diagonal element {info} is zero, the inversion could not be "
                          "completed because the input matrix is singular.")
-    return _RT.linalg_inv_ex((X, info))
+    return _store(op, out, (X, info), A, kind=_RT.linalg_inv_ex)
 
 
-def inv(A: torch.Tensor) -> torch.Tensor:
+def inv(A: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
     r"""Inverse of square matrices (``torch.linalg.inv``), float32 and complex64 on every device.
 
     Parameters
     ----------
     A : Tensor, shape ``(*, n, n)``
+    out : Tensor, optional
+        Output tensor (resized; not differentiable, as in torch).
 
     Returns
     -------
@@ -1158,10 +1283,10 @@ def inv(A: torch.Tensor) -> torch.Tensor:
         X, info = _call(_inv_ex_op, _inv_impl, A)
     _raise_for_info(op, info, "The diagonal element {info} is zero, the inversion could not be "
                      "completed because the input matrix is singular.")
-    return X
+    return _store(op, out, X, A)
 
 
-def det(A: torch.Tensor) -> torch.Tensor:
+def det(A: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
     r"""Determinant of square matrices (``torch.linalg.det``).
 
     Differentiable, twice; at an exactly singular matrix the gradient is the true derivative, the
@@ -1170,6 +1295,8 @@ def det(A: torch.Tensor) -> torch.Tensor:
     Parameters
     ----------
     A : Tensor, shape ``(*, n, n)``
+    out : Tensor, optional
+        Output tensor (resized; not differentiable, as in torch).
 
     Returns
     -------
@@ -1184,15 +1311,17 @@ def det(A: torch.Tensor) -> torch.Tensor:
     op = "linalg.det"
     E.check_matrix(op, "A", A, square=True)
     if A.shape[-1] == 0:
-        return torch.ones(A.shape[:-2], dtype=A.dtype, device=A.device)
-    if _use_small(A):
-        return _small().det(A)
-    if _needs_op(A):
-        return _det_op(A)[0]
-    return _det_impl(A)
+        d = torch.ones(A.shape[:-2], dtype=A.dtype, device=A.device)
+    elif _use_small(A):
+        d = _small().det(A)
+    elif _needs_op(A):
+        d = _apply(_det_op, A)[0]
+    else:
+        d = _det_impl(A)
+    return _store(op, out, d, A)
 
 
-def slogdet(A: torch.Tensor):
+def slogdet(A: torch.Tensor, *, out=None):
     r"""Sign (phase) and log of the absolute value of the determinant (``torch.linalg.slogdet``).
 
     ``logabsdet`` is finite for matrices whose determinant over- or underflows the dtype.
@@ -1200,6 +1329,8 @@ def slogdet(A: torch.Tensor):
     Parameters
     ----------
     A : Tensor, shape ``(*, n, n)``
+    out : tuple of Tensor, optional
+        ``(sign, logabsdet)`` to write into (resized; not differentiable, as in torch).
 
     Returns
     -------
@@ -1217,10 +1348,10 @@ def slogdet(A: torch.Tensor):
     E.check_matrix(op, "A", A, square=True)
     if A.shape[-1] == 0:
         real = A.real.dtype if A.is_complex() else A.dtype
-        return _RT.linalg_slogdet((torch.ones(A.shape[:-2], dtype=A.dtype, device=A.device),
-                                   torch.zeros(A.shape[:-2], dtype=real, device=A.device)))
-    if _use_small(A):
+        s = torch.ones(A.shape[:-2], dtype=A.dtype, device=A.device)
+        la = torch.zeros(A.shape[:-2], dtype=real, device=A.device)
+    elif _use_small(A):
         s, la = _small().slogdet(A)
     else:
-        s, la = _slogdet_op(A)[:2] if _needs_op(A) else _slogdet_impl(A)
-    return _RT.linalg_slogdet((s, la))
+        s, la = _apply(_slogdet_op, A)[:2] if _needs_op(A) else _slogdet_impl(A)
+    return _store(op, out, (s, la), A, kind=_RT.linalg_slogdet)

@@ -173,3 +173,35 @@ def test_lu_small_solve(lib, order, seed, dtype):
     getattr(lib, f"lu_small_solve_{_sfx(dtype)}")(A, B, X, info, 5, 7, threads=96, group_size=32,
                                                   order=order, seed=seed)
     assert info.tolist() == [0, 3, 0]
+
+
+@pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DID)
+def test_inf_pivot(lib, order, seed, dtype):
+    """An inf in A[0, 0] is the pivot of column 0 (|inf| beats every finite |Re| + |Im|).
+
+    Exact expectations, no rounding involved: real LAPACK scales by 1/inf = 0, so the multipliers
+    are exactly 0 and the trailing matrix is unchanged (0 * finite = 0); complex LAPACK (MKL and
+    OpenBLAS form 1/p from |p|^2: inf/inf) gives NaN multipliers, and so does ``lu_recip``: every
+    entry below the diagonal in column 0 is NaN, and so is the whole trailing block they update
+    (DESIGN §7: NaN where LAPACK's is NaN). Row 0 is never scaled: it stays as it was."""
+    for name, m in (("small", 9), ("panel", 40)):
+        A = matrices.random(m, m, batch=(2,), dtype=dtype, seed=31)
+        A[:, 0, 0] = float("inf")
+        LU = A.clone()
+        piv = torch.zeros(2, m, dtype=torch.int32)
+        info = torch.zeros(2, dtype=torch.int32)
+        if name == "small":
+            getattr(lib, f"lu_small_{_sfx(dtype)}")(LU, piv, info, m, m, threads=2 * 32, group_size=32,
+                                                    order=order, seed=seed)
+        else:
+            getattr(lib, f"lu_panel_{_sfx(dtype)}")(LU, piv, info, m, m, m, 0, 8, threads=2 * 64,
+                                                    group_size=64, order=order, seed=seed)
+        assert torch.equal(piv[:, 0], torch.ones(2, dtype=torch.int32)), name
+        assert torch.equal(LU[:, 0, :], A[:, 0, :]), name
+        if dtype.is_complex:
+            assert bool(LU[:, 1:, 0].isnan().all()), name
+            assert bool(LU[:, 1:, 1:8].isnan().all()), name  # the panel's trailing columns
+        else:
+            assert torch.equal(LU[:, 1:, 0], torch.zeros(2, m - 1)), name
+            assert bool(LU[:, 1:, 1:].isfinite().all()), name

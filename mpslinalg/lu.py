@@ -105,7 +105,10 @@ class Tuning:
     panel_nb: int = 32
     small_max: int = 32
     panel_threads: int = 256
-    direct_max: dict = field(default_factory=lambda: {"cpu": 512, "cuda": 256, "mps": 0})
+    # CUDA: cuSOLVER's getrf is the best leaf at every size on the H200 (2026-11-30, complex64
+    # n = 4096: one call 15.8 ms, our recursion over 256-wide cuSOLVER leaves 170 ms — host-bound
+    # launches), so the torch backend on CUDA never recurses.
+    direct_max: dict = field(default_factory=lambda: {"cpu": 512, "cuda": 2**62, "mps": 0})
     leaf_nb: dict = field(default_factory=lambda: {"cpu": 128, "cuda": 256, "mps": 32})
     gemm: dict = field(default_factory=lambda: {"cpu": "native", "cuda": "native", "mps": "4m"})
 

@@ -1453,12 +1453,22 @@ def _c_library(n: int, is_complex: bool):
         os.makedirs(cache, exist_ok=True)
         so = os.path.join(cache, f"small_{n}_{'c' if is_complex else 'f'}_{digest}.so")
         if not os.path.exists(so):
-            c_path = so[:-3] + ".c"
-            with open(c_path, "w") as f:
+            # per-process temporaries, then atomic renames: concurrent processes never see a
+            # half-written source or library
+            tag = f"{os.getpid()}.{threading.get_ident()}"
+            c_tmp = f"{so[:-3]}.{tag}.c"
+            so_tmp = f"{so}.{tag}.tmp"
+            with open(c_tmp, "w") as f:
                 f.write(src)
-            tmp = f"{so}.{os.getpid()}.tmp"
-            subprocess.run([cc, *flags, c_path, "-o", tmp, "-lm"], check=True, capture_output=True, timeout=120)
-            os.replace(tmp, so)
+            try:
+                subprocess.run([cc, *flags, c_tmp, "-o", so_tmp, "-lm"], check=True, capture_output=True,
+                               timeout=120)
+                os.replace(so_tmp, so)
+                os.replace(c_tmp, so[:-3] + ".c")  # kept for reading
+            finally:
+                for leftover in (c_tmp, so_tmp):
+                    if os.path.exists(leftover):
+                        os.remove(leftover)
         lib = ctypes.CDLL(so)
         i64, vp = ctypes.c_int64, ctypes.c_void_p
         lib.small_inv.argtypes = [vp, vp, vp, i64, i64]

@@ -1948,10 +1948,12 @@ def inv_ex(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     --------
     >>> import torch
     >>> from mpslinalg import small
-    >>> X, info = small.inv_ex(torch.tensor([[2.0, 0.0], [0.0, 4.0]]))
+    >>> X, info = small.inv_ex(torch.tensor([[4.0, 7.0], [2.0, 6.0]]))
     >>> X
-    tensor([[0.5000, 0.0000],
-            [0.0000, 0.2500]])
+    tensor([[ 0.6000, -0.7000],
+            [-0.2000,  0.4000]])
+    >>> info
+    tensor(0, dtype=torch.int32)
     """
     _check_small("inv_ex", A)
     return _inv_ex_op(A) if _needs_op(A) else _inv_impl(A)

@@ -18,6 +18,7 @@ import math
 
 import pytest
 import torch
+from helpers import require_emulator
 
 import mpslinalg
 import reference.matrices as mx
@@ -26,20 +27,6 @@ import reference.mp as rmp
 from mpslinalg import small
 from mpslinalg._errors import LinAlgError, raise_for_info
 from mpslinalg.kernels import load_library
-
-
-def require_emulator() -> None:
-    """Skip (or fail under CI) when the emulator has no compiler — conftest's rule."""
-    import os
-
-    from mpslinalg import emulator
-
-    try:
-        emulator.find_compiler()
-    except Exception as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must run the emulator tests: {exc}")
-        pytest.skip(f"no compiler for the emulator: {exc}")
 
 PASS = metrics.PASS_RATIO
 SIZES = [1, 2, 3, 4]

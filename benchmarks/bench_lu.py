@@ -42,7 +42,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # the repo
 import torch  # noqa: E402
 
 import mpslinalg as LA  # noqa: E402
-from benchmarks.harness import Case, cli  # noqa: E402
+from benchmarks.harness import Case, cli, print_host_sync_check  # noqa: E402
 
 lu_mod = importlib.import_module("mpslinalg.lu")
 
@@ -254,19 +254,7 @@ def _sync_report(device):
         "det": lambda: LA.det(As),
         "slogdet": lambda: LA.slogdet(As),
     }
-    print("host-sync check (torch.cuda.set_sync_debug_mode('error') around our op):")
-    for name, fn in checks.items():
-        torch.cuda.synchronize()
-        torch.cuda.set_sync_debug_mode("error")
-        try:
-            fn()
-            verdict = "PASS"
-        except RuntimeError as exc:
-            verdict = f"FAIL ({str(exc).splitlines()[0][:120]})"
-        finally:
-            torch.cuda.set_sync_debug_mode(0)
-        torch.cuda.synchronize()
-        print(f"  {name}: {verdict}")
+    print_host_sync_check(checks)
 
 
 if __name__ == "__main__":

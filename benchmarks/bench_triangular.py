@@ -35,7 +35,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # the repo
 import torch  # noqa: E402
 
 import mpslinalg  # noqa: E402
-from benchmarks.harness import Case, cli  # noqa: E402
+from benchmarks.harness import Case, cli, print_host_sync_check  # noqa: E402
 from mpslinalg import triangular as tri  # noqa: E402
 
 TUNE = "--tune" in sys.argv
@@ -133,19 +133,7 @@ def cases(device: torch.device, quick: bool) -> list[Case]:
                       unit=False, flops_mult=4.0), A, B, False))
 
     if device.type == "cuda":
-        print("host-sync check (torch.cuda.set_sync_debug_mode('error') around our op):")
-        for case, *_ in out:
-            torch.cuda.synchronize()
-            torch.cuda.set_sync_debug_mode("error")
-            try:
-                case.ours()
-                verdict = "PASS"
-            except RuntimeError as exc:
-                verdict = f"FAIL ({str(exc).splitlines()[0][:120]})"
-            finally:
-                torch.cuda.set_sync_debug_mode(0)
-                torch.cuda.synchronize()
-            print(f"  {case.name}: {verdict}")
+        print_host_sync_check({case.name: case.ours for case, *_ in out})
 
     # accuracy of what is being timed: LAPACK's xTRT02 ratio (pass < 30) on the first 64
     # matrices of the batch and the first 16 right-hand sides (the ratio is a max over columns,

@@ -190,6 +190,27 @@ def _sync_free(fn: Callable[[], Any], device: torch.device) -> bool | str:
         synchronize(device)
 
 
+def print_host_sync_check(checks: Mapping[str, Callable[[], Any]]) -> None:
+    """Print ``host-sync check`` verdicts: each callable once under CUDA's sync debug mode.
+
+    ``PASS`` when ``checks[name]()`` runs under ``torch.cuda.set_sync_debug_mode("error")``
+    without raising, else ``FAIL (<first line of the error>)``. CUDA only.
+    """
+    print("host-sync check (torch.cuda.set_sync_debug_mode('error') around our op):")
+    for name, fn in checks.items():
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            fn()
+            verdict = "PASS"
+        except RuntimeError as exc:
+            verdict = f"FAIL ({str(exc).splitlines()[0][:120]})"
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+            torch.cuda.synchronize()
+        print(f"  {name}: {verdict}")
+
+
 def _launches(fn: Callable[[], Any], device: torch.device) -> dict | str:
     """GPU operations one call of ``fn`` enqueues: ``{"kernels", "memcpy", "memset"}``.
 

@@ -32,6 +32,11 @@ import torch
 from scipy.linalg import blas as _blas
 from scipy.linalg import lapack as _lapack
 
+from ._common import check_square as _square
+from ._common import check_tensor as _check
+from ._common import wide as _wide
+from ._common import wide_dtype as _wide_dtype
+
 __all__ = [
     "LstsqResult",
     "cond",
@@ -56,31 +61,6 @@ __all__ = [
 
 # ----------------------------------------------------------------------------------------------
 # plumbing
-
-
-def _check(name: str, t: object, min_ndim: int = 2) -> torch.Tensor:
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.ndim < min_ndim:
-        raise ValueError(f"{name} must have at least {min_ndim} dimensions, got shape {tuple(t.shape)}")
-    if not (t.is_floating_point() or t.is_complex()):
-        raise TypeError(f"{name} must be a floating or complex tensor, got dtype {t.dtype}")
-    return t
-
-
-def _square(name: str, t: torch.Tensor) -> None:
-    if t.shape[-1] != t.shape[-2]:
-        raise ValueError(f"{name} must be a batch of square matrices, got shape {tuple(t.shape)}")
-
-
-def _wide_dtype(*ts: torch.Tensor) -> torch.dtype:
-    return torch.complex128 if any(t.is_complex() for t in ts) else torch.float64
-
-
-def _wide(t: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
-    t = t.detach().to("cpu")
-    t = t.to(dtype or (torch.complex128 if t.is_complex() else torch.float64))
-    return t.resolve_conj().resolve_neg().contiguous()
 
 
 def _flat(t: torch.Tensor, batch: tuple[int, ...], core: int) -> np.ndarray:
@@ -443,17 +423,12 @@ def inv(A: torch.Tensor) -> torch.Tensor:
     torch.linalg.LinAlgError
         If some ``A`` is exactly singular.
     """
-    _check("A", A)
-    _square("A", A)
-    LU, piv, info = lu_factor_ex(A)
+    LU, info, batch, lu_, p = _lu_batch(A)
     bad = torch.nonzero(info.reshape(-1)).flatten()
     if bad.numel():
         i = int(bad[0])
         raise _singular("inv", _index(tuple(info.shape), i), int(info.reshape(-1)[i]))
-    batch = tuple(A.shape[:-2])
     n = A.shape[-1]
-    lu_ = _flat(LU, batch, 2)
-    p = _flat(piv, batch, 1) - 1
     getri = _lapack.zgetri if LU.is_complex() else _lapack.dgetri
     out = np.empty_like(lu_)
     for i in range(lu_.shape[0]):
@@ -463,10 +438,23 @@ def inv(A: torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(out).reshape(*batch, n, n)
 
 
+def _lu_batch(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, tuple[int, ...], np.ndarray, np.ndarray]:
+    """Check square ``A`` and factor it: ``(LU, info, batch, LU as (N, n, n), 0-based pivots (N, n))``."""
+    _check("A", A)
+    _square("A", A)
+    LU, piv, info = lu_factor_ex(A)
+    batch = tuple(A.shape[:-2])
+    return LU, info, batch, _flat(LU, batch, 2), _flat(piv, batch, 1) - 1
+
+
+def _odd_perm(piv: np.ndarray) -> bool:
+    """Whether the interchanges ``piv`` (0-based, LAPACK's ``ipiv``) make an odd permutation."""
+    return bool(np.count_nonzero(piv != np.arange(piv.size)) % 2)
+
+
 def _logdet_parts(lu_diag: np.ndarray, piv: np.ndarray) -> tuple[complex | float, float]:
     """(sign, log|det|) from U's diagonal and 0-based pivots."""
-    nswaps = int(np.count_nonzero(piv != np.arange(piv.size)))
-    sign: complex | float = -1.0 if nswaps % 2 else 1.0
+    sign: complex | float = -1.0 if _odd_perm(piv) else 1.0
     absd = np.abs(lu_diag)
     if (absd == 0).any():
         return 0.0 * sign, -math.inf
@@ -523,17 +511,11 @@ def det(A: torch.Tensor) -> torch.Tensor:
     torch.Tensor
         float64/complex128, ``(...)``.
     """
-    _check("A", A)
-    _square("A", A)
-    LU, piv, _ = lu_factor_ex(A)
-    batch = tuple(A.shape[:-2])
-    lu_ = _flat(LU, batch, 2)
-    p = _flat(piv, batch, 1) - 1
+    _, _, batch, lu_, p = _lu_batch(A)
     out = np.empty(lu_.shape[0], dtype=lu_.dtype)
     for i in range(lu_.shape[0]):
         d = np.diagonal(lu_[i]).copy()
-        nswaps = int(np.count_nonzero(p[i] != np.arange(p[i].size)))
-        if nswaps % 2:
+        if _odd_perm(p[i]):
             d = np.concatenate([d, np.array([-1.0], dtype=d.dtype)])
         out[i] = _scaled_prod(d) if d.size else 1.0
     return torch.from_numpy(out).reshape(batch)
@@ -555,12 +537,7 @@ def slogdet(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     sign, logabsdet : torch.Tensor
         Shapes ``(...)``.
     """
-    _check("A", A)
-    _square("A", A)
-    LU, piv, _ = lu_factor_ex(A)
-    batch = tuple(A.shape[:-2])
-    lu_ = _flat(LU, batch, 2)
-    p = _flat(piv, batch, 1) - 1
+    _, _, batch, lu_, p = _lu_batch(A)
     signs = np.empty(lu_.shape[0], dtype=lu_.dtype)
     logs = np.empty(lu_.shape[0], dtype=np.float64)
     for i in range(lu_.shape[0]):

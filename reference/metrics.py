@@ -30,6 +30,10 @@ from typing import NamedTuple
 
 import torch
 
+from ._common import check_tensor as _check_tensor
+from ._common import wide as _wide
+from ._common import wide_dtype as _wide_dtype
+
 __all__ = [
     "PASS_RATIO",
     "SVDRatios",
@@ -99,29 +103,10 @@ def unit_roundoff(dtype: torch.dtype) -> float:
 # helpers
 
 
-def _check_tensor(name: str, t: object, min_ndim: int = 2) -> torch.Tensor:
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.ndim < min_ndim:
-        raise ValueError(f"{name} must have at least {min_ndim} dimensions, got shape {tuple(t.shape)}")
-    if not (t.is_floating_point() or t.is_complex()):
-        raise TypeError(f"{name} must be a floating or complex tensor, got dtype {t.dtype}")
-    return t
-
-
-def _wide(t: torch.Tensor) -> torch.Tensor:
-    """``t`` on the CPU in float64 (real) or complex128 (complex), conj/neg bits resolved."""
-    t = t.detach().to("cpu")
-    t = t.to(torch.complex128 if t.is_complex() else torch.float64)
-    return t.resolve_conj().resolve_neg()
-
-
-def _pair(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Widen both; promote to complex128 if either is complex."""
-    a, b = _wide(a), _wide(b)
-    if a.is_complex() != b.is_complex():
-        a, b = a.to(torch.complex128), b.to(torch.complex128)
-    return a, b
+def _pair(*ts: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Widen all to one dtype: complex128 if any is complex, else float64."""
+    dt = _wide_dtype(*ts)
+    return tuple(_wide(t, dt) for t in ts)
 
 
 def _u_of(u: float | None, result: torch.Tensor) -> float:
@@ -235,9 +220,7 @@ def solve_ratio(
             f"solve_ratio: shapes A {tuple(A.shape)}, X {tuple(X.shape)}, B {tuple(B.shape)} do not "
             f"form {'A X = B' if left else 'X A = B'}"
         )
-    A64, X64 = _pair(A, X)
-    A64, B64 = _pair(A64, B)
-    X64 = X64.to(A64.dtype)
+    A64, X64, B64 = _pair(A, X, B)
     if not left:
         A64, X64, B64 = A64.mT, X64.mT, B64.mT
     R = B64 - A64 @ X64
@@ -353,9 +336,7 @@ def lu_ratio(
     for name, t in (("A", A), ("P", P), ("L", L), ("U", U)):
         _check_tensor(name, t)
     uu = _u_of(u, U)
-    A64, L64 = _pair(A, L)
-    A64, U64 = _pair(A64, U)
-    L64, U64 = L64.to(A64.dtype), U64.to(A64.dtype)
+    A64, L64, U64 = _pair(A, L, U)
     P64 = _wide(P).to(A64.dtype)
     n = A64.shape[-1]
     R = A64 - P64 @ (L64 @ U64)
@@ -416,9 +397,7 @@ def qr_ratios(
     for name, t in (("A", A), ("Q", Q), ("R", R)):
         _check_tensor(name, t)
     uu = _u_of(u, Q)
-    A64, Q64 = _pair(A, Q)
-    A64, R64 = _pair(A64, R)
-    Q64, R64 = Q64.to(A64.dtype), R64.to(A64.dtype)
+    A64, Q64, R64 = _pair(A, Q, R)
     m, k = Q64.shape[-2], Q64.shape[-1]
     E = A64 - Q64 @ R64
     recon = _ratio(_amax(_colnorms1(E), -1), m * _amax(_colnorms1(A64), -1) * uu)
@@ -493,9 +472,7 @@ def svd_ratios(
         _check_tensor(name, t)
     _check_tensor("S", S, 1)
     uu = _u_of(u, S)
-    A64, U64 = _pair(A, U)
-    A64, V64 = _pair(A64, Vh)
-    U64, V64 = U64.to(A64.dtype), V64.to(A64.dtype)
+    A64, U64, V64 = _pair(A, U, Vh)
     S64 = _wide(S)
     m, n = A64.shape[-2], A64.shape[-1]
     k = min(m, n)
@@ -549,9 +526,7 @@ def lstsq_ratio(A: torch.Tensor, X: torch.Tensor, B: torch.Tensor, *, u: float |
     uu = _u_of(u, X)
     if B.ndim == A.ndim - 1:  # torch.linalg.lstsq: B (..., m) is a (batch of) vector(s)
         X, B = X.unsqueeze(-1), B.unsqueeze(-1)
-    A64, X64 = _pair(A, X)
-    A64, B64 = _pair(A64, B)
-    X64 = X64.to(A64.dtype)
+    A64, X64, B64 = _pair(A, X, B)
     m, n, k = A64.shape[-2], A64.shape[-1], B64.shape[-1]
     R = B64 - A64 @ X64
     an = _amax(_colnorms1(A64), -1)

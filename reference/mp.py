@@ -42,6 +42,11 @@ import mpmath
 import numpy as np
 import torch
 
+from ._common import check_square as _square
+from ._common import check_tensor as _check
+from ._common import wide as _wide
+from ._common import wide_dtype as _wide_dtype
+
 __all__ = [
     "cond",
     "det",
@@ -66,31 +71,15 @@ class _Singular(Exception):
 # plumbing
 
 
-def _check(name: str, t: object, min_ndim: int = 2) -> torch.Tensor:
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.ndim < min_ndim:
-        raise ValueError(f"{name} must have at least {min_ndim} dimensions, got shape {tuple(t.shape)}")
-    if not (t.is_floating_point() or t.is_complex()):
-        raise TypeError(f"{name} must be a floating or complex tensor, got dtype {t.dtype}")
-    return t
-
-
 def _check_dps(dps: int) -> int:
     if not isinstance(dps, int) or dps < 1:
         raise ValueError(f"dps must be a positive int (decimal digits), got {dps!r}")
     return dps
 
 
-def _wide(t: torch.Tensor, cplx: bool | None = None) -> torch.Tensor:
-    t = t.detach().to("cpu").resolve_conj().resolve_neg()
-    c = t.is_complex() if cplx is None else cplx
-    return t.to(torch.complex128 if c else torch.float64).contiguous()
-
-
-def _square(name: str, t: torch.Tensor) -> None:
-    if t.shape[-1] != t.shape[-2]:
-        raise ValueError(f"{name} must be a batch of square matrices, got shape {tuple(t.shape)}")
+def _flat_wide(A: torch.Tensor) -> np.ndarray:
+    """``A`` widened, as an (N, m, n) numpy array over the flattened batch."""
+    return _wide(A).reshape(math.prod(A.shape[:-2]), *A.shape[-2:]).numpy()
 
 
 def _rows(a: np.ndarray) -> list[list[Any]]:
@@ -268,12 +257,12 @@ def _lu_solve_cols(lu: list[list[Any]], swaps: list[int], cols: list[list[Any]])
 
 
 def _batched_pair(
-    A: torch.Tensor, B: torch.Tensor, cplx: bool
+    A: torch.Tensor, B: torch.Tensor, dt: torch.dtype
 ) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
     batch = tuple(torch.broadcast_shapes(A.shape[:-2], B.shape[:-2]))
     nb = math.prod(batch)
-    a = _wide(A, cplx).expand(*batch, *A.shape[-2:]).reshape(nb, *A.shape[-2:]).numpy()
-    b = _wide(B, cplx).expand(*batch, *B.shape[-2:]).reshape(nb, *B.shape[-2:]).numpy()
+    a = _wide(A, dt).expand(*batch, *A.shape[-2:]).reshape(nb, *A.shape[-2:]).numpy()
+    b = _wide(B, dt).expand(*batch, *B.shape[-2:]).reshape(nb, *B.shape[-2:]).numpy()
     return batch, a, b
 
 
@@ -343,15 +332,15 @@ def solve(A: torch.Tensor, B: torch.Tensor, *, left: bool = True, dps: int = 50)
     Bt = Bm if left else Bm.mT
     if Bt.shape[-2] != A.shape[-1]:
         raise ValueError(f"B has incompatible shape {tuple(B.shape)} for A of shape {tuple(A.shape)}")
-    cplx = A.is_complex() or B.is_complex()
-    batch, a, b = _batched_pair(At, Bt, cplx)
+    dt = _wide_dtype(A, B)
+    batch, a, b = _batched_pair(At, Bt, dt)
     outs = []
     for i in range(a.shape[0]):
         try:
             outs.append(_solve_np(a[i], b[i], dps))
         except _Singular:
             _raise_singular("solve", batch, i)
-    X = torch.from_numpy(np.stack(outs)) if outs else torch.empty(0, *b.shape[1:], dtype=_wide(B, cplx).dtype)
+    X = torch.from_numpy(np.stack(outs)) if outs else torch.empty(0, *b.shape[1:], dtype=dt)
     X = X.reshape(*batch, *Bt.shape[-2:])
     if not left:
         X = X.mT
@@ -436,7 +425,7 @@ def solve_triangular(
     low = (not upper) if left else upper
     Bt = B if left else B.mT
     cplx = A.is_complex() or B.is_complex()
-    batch, a, b = _batched_pair(T, Bt, cplx)
+    batch, a, b = _batched_pair(T, Bt, _wide_dtype(A, B))
     dt = np.complex128 if cplx else np.float64
     outs = []
     for t in range(a.shape[0]):
@@ -524,7 +513,7 @@ def det(A: torch.Tensor, *, dps: int = 50) -> torch.Tensor:
     _square("A", A)
     _check_dps(dps)
     cplx = A.is_complex()
-    a = _wide(A).reshape(math.prod(A.shape[:-2]), *A.shape[-2:]).numpy()
+    a = _flat_wide(A)
     vals = []
     for i in range(a.shape[0]):
         if not np.isfinite(a[i]).all():
@@ -559,7 +548,7 @@ def slogdet(A: torch.Tensor, *, dps: int = 50) -> tuple[torch.Tensor, torch.Tens
     _square("A", A)
     _check_dps(dps)
     cplx = A.is_complex()
-    a = _wide(A).reshape(math.prod(A.shape[:-2]), *A.shape[-2:]).numpy()
+    a = _flat_wide(A)
     signs, logs = [], []
     for i in range(a.shape[0]):
         if not np.isfinite(a[i]).all():
@@ -642,7 +631,7 @@ def svdvals(A: torch.Tensor, *, dps: int = 50) -> torch.Tensor:
     _check_dps(dps)
     m, n = A.shape[-2:]
     k = min(m, n)
-    a = _wide(A).reshape(math.prod(A.shape[:-2]), m, n).numpy()
+    a = _flat_wide(A)
     out = np.empty((a.shape[0], k), dtype=np.float64)
     for i in range(a.shape[0]):
         if not np.isfinite(a[i]).all():
@@ -678,7 +667,7 @@ def cond(A: torch.Tensor, p: float | str | None = None, *, dps: int = 50) -> tor
     if p not in (1, math.inf, "fro"):
         raise ValueError(f"cond: p must be None, 2, 1, inf or 'fro', got {p!r}")
     _square("A", A)
-    a = _wide(A).reshape(math.prod(A.shape[:-2]), *A.shape[-2:]).numpy()
+    a = _flat_wide(A)
     out = np.empty(a.shape[0], dtype=np.float64)
 
     def norm(rows: list[list[Any]]) -> Any:

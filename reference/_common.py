@@ -1,0 +1,35 @@
+"""Argument checks and float64 widening shared by the oracle modules (``lapack``, ``mp``, ``metrics``)."""
+
+from __future__ import annotations
+
+import torch
+
+
+def check_tensor(name: str, t: object, min_ndim: int = 2) -> torch.Tensor:
+    """``t`` if it is a floating or complex tensor with at least ``min_ndim`` dimensions, else raise."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.ndim < min_ndim:
+        raise ValueError(f"{name} must have at least {min_ndim} dimensions, got shape {tuple(t.shape)}")
+    if not (t.is_floating_point() or t.is_complex()):
+        raise TypeError(f"{name} must be a floating or complex tensor, got dtype {t.dtype}")
+    return t
+
+
+def check_square(name: str, t: torch.Tensor) -> None:
+    """Raise unless ``t`` is a batch of square matrices."""
+    if t.shape[-1] != t.shape[-2]:
+        raise ValueError(f"{name} must be a batch of square matrices, got shape {tuple(t.shape)}")
+
+
+def wide_dtype(*ts: torch.Tensor) -> torch.dtype:
+    """complex128 if any of ``ts`` is complex, else float64."""
+    return torch.complex128 if any(t.is_complex() for t in ts) else torch.float64
+
+
+def wide(t: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``t`` detached on the CPU, contiguous, conj/neg bits resolved, in ``dtype`` (default:
+    float64 for real, complex128 for complex ``t``)."""
+    t = t.detach().to("cpu")
+    t = t.to(dtype or wide_dtype(t))
+    return t.resolve_conj().resolve_neg().contiguous()

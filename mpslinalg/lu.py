@@ -547,14 +547,51 @@ def _solve_impl(A: torch.Tensor, B: torch.Tensor, left: bool) -> tuple[torch.Ten
 
 
 #: custom op -> the same forward/setup/backward as a ``torch.autograd.Function`` in the
-#: ``setup_context`` style with a generated vmap rule: what runs under ``torch.func`` transforms
-#: (``vmap``, ``grad``, ``jacrev``, ``hessian`` via ``jacrev(jacrev)``), which the custom ops'
-#: own autograd does not support.
+#: ``setup_context`` style with a generated vmap rule and a forward-mode ``jvp``: what runs under
+#: ``torch.func`` transforms (``vmap``, ``grad``, ``jacrev``, ``jacfwd``, ``jvp``, ``hessian``),
+#: which the custom ops' own autograd does not support.
 _FUNCTIONS: dict = {}
 
 
-def _register_autograd(op, backward, setup_context) -> None:
-    """``op.register_autograd(backward, setup_context=...)`` and the equivalent autograd.Function."""
+class _SavingCtx:
+    """A ``ctx`` proxy: attributes go to ``ctx``; ``save_for_backward`` is recorded (see below)."""
+
+    def __init__(self, ctx) -> None:
+        object.__setattr__(self, "_ctx", ctx)
+        object.__setattr__(self, "saved", ())
+
+    def save_for_backward(self, *tensors) -> None:
+        object.__setattr__(self, "saved", tensors)
+
+    def __getattr__(self, name):
+        return getattr(self._ctx, name)
+
+    def __setattr__(self, name, value) -> None:
+        setattr(self._ctx, name, value)
+
+
+class _BackwardCtx:
+    """A ``ctx`` proxy whose ``saved_tensors`` are the first ``ctx.n_saved`` saved tensors."""
+
+    def __init__(self, ctx) -> None:
+        self._ctx = ctx
+
+    @property
+    def saved_tensors(self):
+        return self._ctx.saved_tensors[: self._ctx.n_saved]
+
+    def __getattr__(self, name):
+        return getattr(self._ctx, name)
+
+
+def _register_autograd(op, backward, setup_context, jvp) -> None:
+    """``op.register_autograd(backward, setup_context=...)`` and the equivalent autograd.Function.
+
+    ``jvp(inputs, outputs, tangents)`` is the forward-mode derivative (one tangent per input,
+    ``None`` for non-tensors and zero tangents; one result per output, ``None`` for integer ones).
+    The Function saves one list of tensors for both modes (the backward's, then the inputs and
+    outputs): torch.func's generated vmap rule keeps one record of the saved tensors' batch
+    dimensions, so ``save_for_backward`` and ``save_for_forward`` must save the same tensors."""
     op.register_autograd(backward, setup_context=setup_context)
 
     def setup(ctx, inputs, output):
@@ -562,14 +599,42 @@ def _register_autograd(op, backward, setup_context) -> None:
         ints = [o for o in outs if not (o.is_floating_point() or o.is_complex())]
         if ints:
             ctx.mark_non_differentiable(*ints)
-        setup_context(ctx, inputs, output)
+        proxy = _SavingCtx(ctx)
+        setup_context(proxy, inputs, output)
+        values = (*inputs, *outs)
+        ctx.n_saved = len(proxy.saved)
+        ctx.fw_layout = (len(inputs), isinstance(output, tuple),
+                         [None if isinstance(v, torch.Tensor) else v for v in values])
+        both = (*proxy.saved, *(v for v in values if isinstance(v, torch.Tensor)))
+        ctx.save_for_backward(*both)
+        ctx.save_for_forward(*both)
+
+    def backward_(ctx, *grads):
+        return backward(_BackwardCtx(ctx), *grads)
+
+    def forward_ad(ctx, *tangents):
+        n_in, multi, layout = ctx.fw_layout
+        saved = iter(ctx.saved_tensors[ctx.n_saved:])
+        values = [next(saved) if v is None else v for v in layout]
+        out = jvp(values[:n_in], values[n_in:], tangents)
+        return out if multi else out[0]
 
     _FUNCTIONS[op] = type(f"_{op._name.split('::')[-1]}_function", (torch.autograd.Function,), {
         "generate_vmap_rule": True,
         "forward": staticmethod(op._init_fn),
         "setup_context": staticmethod(setup),
-        "backward": staticmethod(backward),
+        "backward": staticmethod(backward_),
+        "jvp": staticmethod(forward_ad),
     })
+
+
+def _or_zeros(t: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
+    return torch.zeros_like(like) if t is None else t
+
+
+def _tr_solve(A: torch.Tensor, dA: torch.Tensor) -> torch.Tensor:
+    """``tr(A⁻¹ dA)`` (one solve with our differentiable op)."""
+    return _apply(_solve_ex_op, A, dA, True)[0].diagonal(dim1=-2, dim2=-1).sum(-1)
 
 
 def _apply(op, *args):
@@ -644,7 +709,20 @@ def _lu_factor_backward(ctx, gLU, gpiv, ginfo):
     return _apply_P(piv, gA)
 
 
-_register_autograd(_lu_factor_ex_op, _lu_factor_backward, _lu_factor_setup)
+def _lu_factor_jvp(inputs, outputs, tangents):
+    # square A = P L U:  M = L⁻¹ Pᵀ dA U⁻¹,  dL = L tril(M, -1),  dU = triu(M) U
+    (A,), (LU, piv, _), (dA,) = inputs, outputs, tangents
+    if A.shape[-1] != A.shape[-2]:
+        raise NotImplementedError(
+            "linalg.lu_factor: forward-mode derivatives (jvp, jacfwd, hessian) of rectangular "
+            "factorisations are not implemented; use reverse mode (grad, jacrev)")
+    L, U = _unpack(LU)
+    M = _solve_tri(L, _apply_Pt(piv, _or_zeros(dA, A)), upper=False, left=True, unitriangular=True)
+    M = _solve_tri(U, M, upper=True, left=False)
+    return L @ M.tril(-1) + M.triu() @ U, None, None
+
+
+_register_autograd(_lu_factor_ex_op, _lu_factor_backward, _lu_factor_setup, _lu_factor_jvp)
 
 
 @torch.library.custom_op("mpslinalg::lu_solve", mutates_args=())
@@ -702,7 +780,20 @@ def _apply_Pt(piv: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
     return X.expand(*batch, *X.shape[-2:]).gather(-2, idx)
 
 
-_register_autograd(_lu_solve_op, _lu_solve_backward, _lu_solve_setup)
+def _lu_solve_jvp(inputs, outputs, tangents):
+    # op(A) X = B: dX = op(A)⁻¹ (dB − op(dA) X);  X op(A) = B: dX = (dB − X op(dA)) op(A)⁻¹,
+    # with dA = P (dL U + L dU) from the tangent of the packed LU
+    (LU, piv, _, left, adjoint), (X,), (dLU, _, dB, _, _) = inputs, outputs, tangents
+    R = dB.expand_as(X) if dB is not None else torch.zeros_like(X)
+    if dLU is not None:
+        L, U = _unpack(LU)
+        dA = _apply_P(piv, dLU.tril(-1) @ U + L @ dLU.triu())
+        dA = dA.mH if adjoint else dA
+        R = R - (dA @ X if left else X @ dA)
+    return (_apply(_lu_solve_op, LU, piv, R, left, adjoint),)
+
+
+_register_autograd(_lu_solve_op, _lu_solve_backward, _lu_solve_setup, _lu_solve_jvp)
 
 
 @torch.library.custom_op("mpslinalg::solve_ex", mutates_args=())
@@ -736,7 +827,16 @@ def _solve_backward(ctx, gX, ginfo):
     return gA, gB, None
 
 
-_register_autograd(_solve_ex_op, _solve_backward, _solve_setup)
+def _solve_jvp(inputs, outputs, tangents):
+    # A X = B: dX = A⁻¹ (dB − dA X);  X A = B: dX = (dB − X dA) A⁻¹
+    (A, _, left), (X, _), (dA, dB, _) = inputs, outputs, tangents
+    R = dB.expand_as(X) if dB is not None else torch.zeros_like(X)
+    if dA is not None:
+        R = R - (dA @ X if left else X @ dA)
+    return _apply(_solve_ex_op, A, R, left)[0], None
+
+
+_register_autograd(_solve_ex_op, _solve_backward, _solve_setup, _solve_jvp)
 
 
 @torch.library.custom_op("mpslinalg::inv_ex", mutates_args=())
@@ -760,7 +860,12 @@ def _inv_backward(ctx, gX, ginfo):
     return -(AinvH @ gX @ AinvH)
 
 
-_register_autograd(_inv_ex_op, _inv_backward, _inv_setup)
+def _inv_jvp(inputs, outputs, tangents):
+    (X, _), (dA,) = outputs, tangents
+    return -(X @ _or_zeros(dA, X) @ X), None
+
+
+_register_autograd(_inv_ex_op, _inv_backward, _inv_setup, _inv_jvp)
 
 
 @torch.library.custom_op("mpslinalg::det", mutates_args=())
@@ -829,7 +934,14 @@ def _det_backward(ctx, g, gLU=None, gpiv=None):
     return gA
 
 
-_register_autograd(_det_op, _det_backward, _det_setup)
+def _det_jvp(inputs, outputs, tangents):
+    # d det = det · tr(A⁻¹ dA) (invertible A; at an exactly singular A this is NaN: forward mode
+    # has no adjugate branch, use reverse mode there)
+    (A,), (d, LU, _), (dA,) = inputs, outputs, tangents
+    return d * _tr_solve(A, _or_zeros(dA, A)), torch.zeros_like(LU), None
+
+
+_register_autograd(_det_op, _det_backward, _det_setup, _det_jvp)
 
 
 @torch.library.custom_op("mpslinalg::slogdet", mutates_args=())
@@ -867,7 +979,16 @@ def _slogdet_backward(ctx, gsign, glogabs, gLU=None, gpiv=None):
     return _adjoint_solve_diag(LU, piv, g)
 
 
-_register_autograd(_slogdet_op, _slogdet_backward, _slogdet_setup)
+def _slogdet_jvp(inputs, outputs, tangents):
+    # t = tr(A⁻¹ dA): d logabsdet = Re t, d sign = i Im(t) sign (complex; 0 for real)
+    (A,), (sign, logabs, LU, _), (dA,) = inputs, outputs, tangents
+    t = _tr_solve(A, _or_zeros(dA, A))
+    if not A.is_complex():
+        return torch.zeros_like(sign), t, torch.zeros_like(LU), None
+    return sign * (1j * t.imag), t.real.to(logabs.dtype), torch.zeros_like(LU), None
+
+
+_register_autograd(_slogdet_op, _slogdet_backward, _slogdet_setup, _slogdet_jvp)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -81,23 +81,35 @@ def _cases(dtype):
         "lu_factor": ((A,), lambda M, a: M.lu_factor(a).LU),
         "lu_P": ((A,), lambda M, a: M.lu(a).P),
         "lu_solve": ((LU, B), lambda M, lu, b: M.lu_solve(lu, piv[0], b, adjoint=True)),
+        "lu_solve_right": ((LU, B.mT), lambda M, lu, b: M.lu_solve(lu, piv[0], b, left=False)),
     }
 
 
 def _run(transform, M, f, args):
     if transform == "vmap":
         return torch.vmap(lambda *a: f(M, *a))(*args)
+    if transform == "jvp":  # forward mode, all inputs perturbed, complex included
+        g = torch.Generator().manual_seed(9)
+        tangents = tuple(torch.randn(a.shape, generator=g, dtype=a.dtype) for a in args)
+        return torch.func.jvp(lambda *a: f(M, *a), args, tangents)[1]
     first = tuple(x[0] for x in args)
     if transform == "grad":
         return torch.func.grad(lambda *a: f(M, *a).sum())(*first)
-    return torch.func.jacrev(lambda *a: f(M, *a))(*first)
+    if transform == "hessian":  # jacfwd(jacrev): forward over reverse
+        return torch.func.hessian(lambda *a: f(M, *a).sum())(*first)
+    return getattr(torch.func, transform)(lambda *a: f(M, *a))(*first)
 
 
-@pytest.mark.parametrize("transform", ["vmap", "grad", "jacrev"])
-def test_func_transforms_match_torch(transform):
-    for name, (args, f) in _cases(torch.float64).items():
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex128], ids=["f64", "c128"])
+@pytest.mark.parametrize("transform", ["vmap", "grad", "jacrev", "jacfwd", "jvp", "hessian"])
+def test_func_transforms_match_torch(transform, dtype):
+    if dtype.is_complex and transform not in ("vmap", "jvp"):
+        pytest.skip("torch.func's grad/jacrev/jacfwd/hessian take real inputs only")
+    for name, (args, f) in _cases(dtype).items():
         if name == "lu_P" and transform != "vmap":
             continue  # P is piecewise constant: no derivative to compare
+        if name.startswith("lu_solve") and transform == "jvp":
+            continue  # torch.linalg.lu_solve's own jvp fails on unbatched pivots of a batched LU
         ref, ours = _run(transform, torch.linalg, f, args), _run(transform, LA, f, args)
         assert ours.shape == ref.shape, name
         # LU factors are differentiated: their conditions enter (well below 10x here: Gaussian
@@ -272,3 +284,22 @@ def test_complex_inf_gives_nan_like_lapack(backend, backend_device):
     assert bool(LA.slogdet(Ad).logabsdet.cpu().isnan())
     assert bool(LA.det(Ad).cpu().isnan())
     assert bool(LA.inv_ex(Ad).inverse.cpu().isnan().any())
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex128], ids=["f64", "c128"])
+@pytest.mark.parametrize("left,adjoint", [(True, False), (True, True), (False, False), (False, True)])
+def test_lu_solve_jvp(dtype, left, adjoint):
+    """Forward mode through ``lu_solve`` w.r.t. ``LU`` and ``B`` (batched pivots: torch's own jvp
+    needs them), against torch.linalg.lu_solve's jvp; bound GRAD_BOUND with the LU factors'
+    conditions (10x, as in test_func_transforms_match_torch)."""
+    A = _A(dtype)
+    LU, piv = torch.linalg.lu_factor(A)
+    B = _B((3, N, 2) if left else (3, 2, N), dtype)
+    g = torch.Generator().manual_seed(5)
+    tangents = tuple(torch.randn(x.shape, generator=g, dtype=dtype) for x in (LU, B))
+
+    def run(M):
+        return torch.func.jvp(lambda lu, b: M.lu_solve(lu, piv, b, left=left, adjoint=adjoint),
+                              (LU, B), tangents)[1]
+
+    assert _rel(run(LA), run(torch.linalg)) <= 10 * GRAD_BOUND

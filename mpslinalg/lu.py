@@ -55,6 +55,9 @@ from dataclasses import dataclass, field
 import torch
 
 from . import _errors as E
+from ._func import apply as _apply
+from ._func import functorch_active as _functorch
+from ._func import register_autograd as _register_autograd
 from .kernels import backend_for, load_library
 
 __all__ = [
@@ -120,13 +123,6 @@ TUNING = Tuning()
 # --------------------------------------------------------------------------------------------------
 # Small helpers
 # --------------------------------------------------------------------------------------------------
-
-
-def _functorch() -> bool:
-    """A ``torch.func`` transform (``vmap``, ``grad``, ``jacrev``, ...) is active: the custom ops'
-    autograd (a ``torch.library`` autograd.Function without ``setup_context``) and the kernel
-    backends (raw buffers) cannot run under it; the torch-op path and :data:`_FUNCTIONS` can."""
-    return torch._C._are_functorch_transforms_active()
 
 
 def _trsm(A: torch.Tensor, B: torch.Tensor, *, upper: bool, left: bool, unitriangular: bool) -> torch.Tensor:
@@ -546,88 +542,6 @@ def _solve_impl(A: torch.Tensor, B: torch.Tensor, left: bool) -> tuple[torch.Ten
 # --------------------------------------------------------------------------------------------------
 
 
-#: custom op -> the same forward/setup/backward as a ``torch.autograd.Function`` in the
-#: ``setup_context`` style with a generated vmap rule and a forward-mode ``jvp``: what runs under
-#: ``torch.func`` transforms (``vmap``, ``grad``, ``jacrev``, ``jacfwd``, ``jvp``, ``hessian``),
-#: which the custom ops' own autograd does not support.
-_FUNCTIONS: dict = {}
-
-
-class _SavingCtx:
-    """A ``ctx`` proxy: attributes go to ``ctx``; ``save_for_backward`` is recorded (see below)."""
-
-    def __init__(self, ctx) -> None:
-        object.__setattr__(self, "_ctx", ctx)
-        object.__setattr__(self, "saved", ())
-
-    def save_for_backward(self, *tensors) -> None:
-        object.__setattr__(self, "saved", tensors)
-
-    def __getattr__(self, name):
-        return getattr(self._ctx, name)
-
-    def __setattr__(self, name, value) -> None:
-        setattr(self._ctx, name, value)
-
-
-class _BackwardCtx:
-    """A ``ctx`` proxy whose ``saved_tensors`` are the first ``ctx.n_saved`` saved tensors."""
-
-    def __init__(self, ctx) -> None:
-        self._ctx = ctx
-
-    @property
-    def saved_tensors(self):
-        return self._ctx.saved_tensors[: self._ctx.n_saved]
-
-    def __getattr__(self, name):
-        return getattr(self._ctx, name)
-
-
-def _register_autograd(op, backward, setup_context, jvp) -> None:
-    """``op.register_autograd(backward, setup_context=...)`` and the equivalent autograd.Function.
-
-    ``jvp(inputs, outputs, tangents)`` is the forward-mode derivative (one tangent per input,
-    ``None`` for non-tensors and zero tangents; one result per output, ``None`` for integer ones).
-    The Function saves one list of tensors for both modes (the backward's, then the inputs and
-    outputs): torch.func's generated vmap rule keeps one record of the saved tensors' batch
-    dimensions, so ``save_for_backward`` and ``save_for_forward`` must save the same tensors."""
-    op.register_autograd(backward, setup_context=setup_context)
-
-    def setup(ctx, inputs, output):
-        outs = output if isinstance(output, tuple) else (output,)
-        ints = [o for o in outs if not (o.is_floating_point() or o.is_complex())]
-        if ints:
-            ctx.mark_non_differentiable(*ints)
-        proxy = _SavingCtx(ctx)
-        setup_context(proxy, inputs, output)
-        values = (*inputs, *outs)
-        ctx.n_saved = len(proxy.saved)
-        ctx.fw_layout = (len(inputs), isinstance(output, tuple),
-                         [None if isinstance(v, torch.Tensor) else v for v in values])
-        both = (*proxy.saved, *(v for v in values if isinstance(v, torch.Tensor)))
-        ctx.save_for_backward(*both)
-        ctx.save_for_forward(*both)
-
-    def backward_(ctx, *grads):
-        return backward(_BackwardCtx(ctx), *grads)
-
-    def forward_ad(ctx, *tangents):
-        n_in, multi, layout = ctx.fw_layout
-        saved = iter(ctx.saved_tensors[ctx.n_saved:])
-        values = [next(saved) if v is None else v for v in layout]
-        out = jvp(values[:n_in], values[n_in:], tangents)
-        return out if multi else out[0]
-
-    _FUNCTIONS[op] = type(f"_{op._name.split('::')[-1]}_function", (torch.autograd.Function,), {
-        "generate_vmap_rule": True,
-        "forward": staticmethod(op._init_fn),
-        "setup_context": staticmethod(setup),
-        "backward": staticmethod(backward_),
-        "jvp": staticmethod(forward_ad),
-    })
-
-
 def _or_zeros(t: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
     return torch.zeros_like(like) if t is None else t
 
@@ -635,13 +549,6 @@ def _or_zeros(t: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
 def _tr_solve(A: torch.Tensor, dA: torch.Tensor) -> torch.Tensor:
     """``tr(A⁻¹ dA)`` (one solve with our differentiable op)."""
     return _apply(_solve_ex_op, A, dA, True)[0].diagonal(dim1=-2, dim2=-1).sum(-1)
-
-
-def _apply(op, *args):
-    """Call the custom op ``op``, or its autograd.Function under ``torch.func`` transforms."""
-    if _functorch():
-        return _FUNCTIONS[op].apply(*args)
-    return op(*args)
 
 
 @torch.library.custom_op("mpslinalg::lu_factor_ex", mutates_args=())

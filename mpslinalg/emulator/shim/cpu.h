@@ -8,35 +8,15 @@
 #pragma once
 #include "cpu_abi.h"
 
-#define device __attribute__((opencl_global))
 #define constant __attribute__((opencl_constant))
-#define threadgroup __attribute__((opencl_local))
-#define thread
-#define threadgroup_imageblock __attribute__((opencl_local))
-#define METAL_FUNC inline
 #define __METAL_VERSION__ 310
 
-#include "msl_types.h"
+#include "common.h"  // the other address-space keywords, msl_types.h, what both targets share
 
 #define MPSLE_SITE (__mpsle_line << 12 | (__mpsle_col & 0xFFFu))
 #define MPSLE_SITE_ARGS unsigned __mpsle_line = __builtin_LINE(), unsigned __mpsle_col = __builtin_COLUMN()
 
-// thread-position attributes: the generated launcher converts the runtime's uint[3] to the
-// declared type (uint, ushort, uint2, uint3, ...)
-template <class T> inline T __mpsle_attr(const uint32_t *v) {
-  if constexpr (__mpsle_vt<T>::is_vec) {
-    T r;
-    for (int i = 0; i < __mpsle_vt<T>::n; i++) r[i] = (typename __mpsle_vt<T>::elem)v[i];
-    return r;
-  } else {
-    return (T)v[0];
-  }
-}
-
 namespace metal {
-
-enum class mem_flags { mem_none = 0, mem_device = 1, mem_threadgroup = 2, mem_texture = 4, mem_threadgroup_imageblock = 8 };
-inline constexpr mem_flags operator|(mem_flags a, mem_flags b) { return (mem_flags)((int)a | (int)b); }
 
 inline void threadgroup_barrier(mem_flags, MPSLE_SITE_ARGS) { mpsle_barrier(MPSLE_SITE); }
 inline void simdgroup_barrier(mem_flags, MPSLE_SITE_ARGS) {
@@ -68,13 +48,7 @@ template <class T> inline const void *__mpsle_gather(T x, unsigned site, unsigne
     }                                                                       \
     return a;                                                               \
   }
-MPSLE_REDUCE(simd_sum, a + y)
-MPSLE_REDUCE(simd_product, a * y)
-MPSLE_REDUCE(simd_min, min(a, y))
-MPSLE_REDUCE(simd_max, max(a, y))
-MPSLE_REDUCE(simd_and, a & y)
-MPSLE_REDUCE(simd_or, a | y)
-MPSLE_REDUCE(simd_xor, a ^ y)
+MPSLE_SIMD_REDUCTIONS(MPSLE_REDUCE)
 #undef MPSLE_REDUCE
 
 #define MPSLE_SCAN(name, init, expr, inclusive)                           \
@@ -89,10 +63,7 @@ MPSLE_REDUCE(simd_xor, a ^ y)
     }                                                                     \
     return a;                                                             \
   }
-MPSLE_SCAN(simd_prefix_inclusive_sum, 0, a + y, true)
-MPSLE_SCAN(simd_prefix_exclusive_sum, 0, a + y, false)
-MPSLE_SCAN(simd_prefix_inclusive_product, 1, a * y, true)
-MPSLE_SCAN(simd_prefix_exclusive_product, 1, a * y, false)
+MPSLE_SIMD_SCANS(MPSLE_SCAN)
 #undef MPSLE_SCAN
 
 #define MPSLE_SHUF(name, src)                                                    \
@@ -102,13 +73,7 @@ MPSLE_SCAN(simd_prefix_exclusive_product, 1, a * y, false)
     long s = (src);                                                              \
     return (s >= 0 && s < (long)n) ? __mpsle_lane<T>(b, (unsigned)s) : x;        \
   }
-MPSLE_SHUF(simd_shuffle, (long)arg)
-MPSLE_SHUF(simd_broadcast, (long)arg)
-MPSLE_SHUF(simd_shuffle_down, (long)lane + arg)
-MPSLE_SHUF(simd_shuffle_up, (long)lane - (long)arg)
-MPSLE_SHUF(simd_shuffle_xor, (long)(lane ^ arg))
-MPSLE_SHUF(simd_shuffle_rotate_down, (long)((lane + arg) % n))
-MPSLE_SHUF(simd_shuffle_rotate_up, (long)((lane + n - arg % n) % n))
+MPSLE_SIMD_SHUFFLES(MPSLE_SHUF)
 #undef MPSLE_SHUF
 template <class T> inline T simd_broadcast_first(T x, MPSLE_SITE_ARGS) {
   unsigned n, lane;
@@ -119,14 +84,6 @@ template <class T> inline T simd_broadcast_first(T x, MPSLE_SITE_ARGS) {
 // every lane of a simdgroup is active in the emulator (collectives must be uniform per simdgroup)
 inline bool simd_is_first() { return mpsle_current_lane() == 0; }
 
-struct simd_vote {
-  typedef unsigned long vote_t;
-  vote_t v;
-  explicit simd_vote(vote_t x = 0) : v(x) {}
-  explicit operator vote_t() const { return v; }
-  bool all() const { return v == 0xFFFFFFFFul; }
-  bool any() const { return v != 0; }
-};
 inline simd_vote simd_ballot(bool p, MPSLE_SITE_ARGS) {
   unsigned n, lane;
   const void *b = __mpsle_gather(p, MPSLE_SITE, MPSLE_OP_VOTE, n, lane);
@@ -152,16 +109,6 @@ inline bool simd_all(bool p, MPSLE_SITE_ARGS) {
 // ---------------------------------------------------------------------------------------------
 // atomics (functional; memory order is not emulated)
 // ---------------------------------------------------------------------------------------------
-enum memory_order { memory_order_relaxed, memory_order_acquire, memory_order_release, memory_order_acq_rel, memory_order_seq_cst };
-template <class T> struct atomic {
-  T __v;
-};
-typedef atomic<int> atomic_int;
-typedef atomic<uint> atomic_uint;
-typedef atomic<float> atomic_float;
-typedef atomic<bool> atomic_bool;
-typedef atomic<ulong> atomic_ulong;
-typedef atomic<long> atomic_long;
 
 // Implemented with relaxed __atomic builtins (so that the ThreadSanitizer mode sees atomics, not
 // races); read-modify-writes as compare-exchange loops, which work for int, uint and float alike.

@@ -81,18 +81,13 @@ extern "C" __MPSLE_DEV float __nv_modff(float, float *);
 // ---------------------------------------------------------------------------------------------
 // address spaces
 // ---------------------------------------------------------------------------------------------
-#define device __attribute__((opencl_global))
-#define constant const
-#define threadgroup __attribute__((opencl_local))
-#define thread
-#define threadgroup_imageblock __attribute__((opencl_local))
-#define METAL_FUNC inline
+#define constant const  // the other keywords are in common.h, as on the cpu target
 
 // Everything from here to the generated launchers is host+device code (no __device__ spelling
 // needed in msl_types.h or in the kernel source). The launcher source closes this region.
 #pragma clang force_cuda_host_device begin
 
-#include "msl_types.h"
+#include "common.h"  // the other address-space keywords, msl_types.h, what both targets share
 
 // ---------------------------------------------------------------------------------------------
 // thread-position values (the same record the cpu target fills; the launcher computes it)
@@ -108,16 +103,6 @@ struct mpsle_geom {
   uint32_t goff[3];  // threadgroup offset of this launch (edge groups are launched separately)
   uint32_t exact;    // 1: every CUDA block is exactly one (possibly edge) threadgroup
 };
-
-template <class T> inline T __mpsle_attr(const uint32_t *v) {
-  if constexpr (__mpsle_vt<T>::is_vec) {
-    T r;
-    for (int i = 0; i < __mpsle_vt<T>::n; i++) r[i] = (typename __mpsle_vt<T>::elem)v[i];
-    return r;
-  } else {
-    return (T)v[0];
-  }
-}
 
 #define MPSLE_SREG(r) ((uint32_t)__nvvm_read_ptx_sreg_##r())
 
@@ -163,9 +148,6 @@ template <int S, unsigned long Z, unsigned long A> __MPSLE_DEV inline void *__mp
 
 namespace metal {
 
-enum class mem_flags { mem_none = 0, mem_device = 1, mem_threadgroup = 2, mem_texture = 4, mem_threadgroup_imageblock = 8 };
-inline constexpr mem_flags operator|(mem_flags a, mem_flags b) { return (mem_flags)((int)a | (int)b); }
-
 // lanes of the calling thread's simdgroup (a partial last simdgroup has fewer than 32)
 inline unsigned __mpsle_simd_lanes() {
   const unsigned n = MPSLE_SREG(ntid_x) * MPSLE_SREG(ntid_y) * MPSLE_SREG(ntid_z);
@@ -182,21 +164,18 @@ inline void simdgroup_barrier(mem_flags) { __nvvm_bar_warp_sync(__mpsle_simd_mas
 // ---------------------------------------------------------------------------------------------
 // simdgroup collectives (width 32; lanes = consecutive thread indices = the warp's lanes)
 // ---------------------------------------------------------------------------------------------
-// value of lane `src` (every lane of the simdgroup must call; any type, moved as 32-bit words)
-template <class T> inline T __mpsle_shfl(unsigned mask, T x, unsigned src) {
+// value of lane `src` (XOR: of lane `own lane ^ src`); every lane of the simdgroup must call; any
+// type, moved as 32-bit words
+template <bool XOR = false, class T> inline T __mpsle_shfl(unsigned mask, T x, unsigned src) {
   constexpr int W = (sizeof(T) + 3) / 4;
   int w[W] = {};
   __builtin_memcpy(w, &x, sizeof(T));
-  for (int k = 0; k < W; k++) w[k] = __nvvm_shfl_sync_idx_i32(mask, w[k], (int)src, 0x1f);
-  T r;
-  __builtin_memcpy(&r, w, sizeof(T));
-  return r;
-}
-template <class T> inline T __mpsle_shfl_xor(unsigned mask, T x, unsigned d) {
-  constexpr int W = (sizeof(T) + 3) / 4;
-  int w[W] = {};
-  __builtin_memcpy(w, &x, sizeof(T));
-  for (int k = 0; k < W; k++) w[k] = __nvvm_shfl_sync_bfly_i32(mask, w[k], (int)d, 0x1f);
+  for (int k = 0; k < W; k++) {
+    if constexpr (XOR)
+      w[k] = __nvvm_shfl_sync_bfly_i32(mask, w[k], (int)src, 0x1f);
+    else
+      w[k] = __nvvm_shfl_sync_idx_i32(mask, w[k], (int)src, 0x1f);
+  }
   T r;
   __builtin_memcpy(&r, w, sizeof(T));
   return r;
@@ -211,7 +190,7 @@ template <class T> inline T __mpsle_shfl_xor(unsigned mask, T x, unsigned d) {
     T a = x;                                                       \
     if (n == 32u) {                                                \
       for (unsigned d = 16; d > 0; d >>= 1) {                      \
-        T y = __mpsle_shfl_xor(m, a, d);                           \
+        T y = __mpsle_shfl<true>(m, a, d);                         \
         a = expr;                                                  \
       }                                                            \
       return a;                                                    \
@@ -223,13 +202,7 @@ template <class T> inline T __mpsle_shfl_xor(unsigned mask, T x, unsigned d) {
     }                                                              \
     return a;                                                      \
   }
-MPSLE_REDUCE(simd_sum, a + y)
-MPSLE_REDUCE(simd_product, a * y)
-MPSLE_REDUCE(simd_min, min(a, y))
-MPSLE_REDUCE(simd_max, max(a, y))
-MPSLE_REDUCE(simd_and, a & y)
-MPSLE_REDUCE(simd_or, a | y)
-MPSLE_REDUCE(simd_xor, a ^ y)
+MPSLE_SIMD_REDUCTIONS(MPSLE_REDUCE)
 #undef MPSLE_REDUCE
 
 // Prefix scans in lane order (as the cpu target): lane i combines lanes 0..i (inclusive).
@@ -246,10 +219,7 @@ MPSLE_REDUCE(simd_xor, a ^ y)
     }                                                              \
     return a;                                                      \
   }
-MPSLE_SCAN(simd_prefix_inclusive_sum, 0, a + y, true)
-MPSLE_SCAN(simd_prefix_exclusive_sum, 0, a + y, false)
-MPSLE_SCAN(simd_prefix_inclusive_product, 1, a * y, true)
-MPSLE_SCAN(simd_prefix_exclusive_product, 1, a * y, false)
+MPSLE_SIMD_SCANS(MPSLE_SCAN)
 #undef MPSLE_SCAN
 
 // Shuffles: a source lane outside the simdgroup returns the caller's own value (as the cpu target).
@@ -262,13 +232,7 @@ MPSLE_SCAN(simd_prefix_exclusive_product, 1, a * y, false)
     T y = __mpsle_shfl(__mpsle_simd_mask(n), x, ok ? (unsigned)s : lane); \
     return ok ? y : x;                                             \
   }
-MPSLE_SHUF(simd_shuffle, (long)arg)
-MPSLE_SHUF(simd_broadcast, (long)arg)
-MPSLE_SHUF(simd_shuffle_down, (long)lane + arg)
-MPSLE_SHUF(simd_shuffle_up, (long)lane - (long)arg)
-MPSLE_SHUF(simd_shuffle_xor, (long)(lane ^ arg))
-MPSLE_SHUF(simd_shuffle_rotate_down, (long)((lane + arg) % n))
-MPSLE_SHUF(simd_shuffle_rotate_up, (long)((lane + n - arg % n) % n))
+MPSLE_SIMD_SHUFFLES(MPSLE_SHUF)
 #undef MPSLE_SHUF
 template <class T> inline T simd_broadcast_first(T x) {
   return __mpsle_shfl(__mpsle_simd_mask(__mpsle_simd_lanes()), x, 0);
@@ -280,14 +244,6 @@ inline bool simd_is_first() {
   return __mpsle_lane_id() == (unsigned)__builtin_ctz(m);
 }
 
-struct simd_vote {
-  typedef unsigned long vote_t;
-  vote_t v;
-  explicit simd_vote(vote_t x = 0) : v(x) {}
-  explicit operator vote_t() const { return v; }
-  bool all() const { return v == 0xFFFFFFFFul; }
-  bool any() const { return v != 0; }
-};
 inline simd_vote simd_ballot(bool p) {
   return simd_vote((unsigned long)__nvvm_vote_ballot_sync(__mpsle_simd_mask(__mpsle_simd_lanes()), p));
 }
@@ -297,16 +253,6 @@ inline bool simd_all(bool p) { return __nvvm_vote_all_sync(__mpsle_simd_mask(__m
 // ---------------------------------------------------------------------------------------------
 // atomics: relaxed read-modify-write on device or threadgroup memory (real concurrency here)
 // ---------------------------------------------------------------------------------------------
-enum memory_order { memory_order_relaxed, memory_order_acquire, memory_order_release, memory_order_acq_rel, memory_order_seq_cst };
-template <class T> struct atomic {
-  T __v;
-};
-typedef atomic<int> atomic_int;
-typedef atomic<uint> atomic_uint;
-typedef atomic<float> atomic_float;
-typedef atomic<bool> atomic_bool;
-typedef atomic<ulong> atomic_ulong;
-typedef atomic<long> atomic_long;
 
 #define MPSLE_AT_VAL decltype(+obj->__v)
 template <class P> inline auto atomic_load_explicit(P obj, memory_order) -> MPSLE_AT_VAL {

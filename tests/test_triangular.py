@@ -36,10 +36,11 @@ def blocked_torch_path():
     # On the CPU the torch backend defaults to LAPACK trsm leaves (TUNING.trsm_leaf_cpu); these
     # tests are about the blocked algorithm that CUDA and Metal run, so force it here.
     # test_cpu_default_path checks the CPU default.
-    old = tri.TUNING.trsm_leaf_cpu
+    old = tri.TUNING.trsm_leaf_cpu, tri.TUNING.direct_max
     tri.TUNING.trsm_leaf_cpu = 0
+    tri.TUNING.direct_max = {**old[1], "cpu": 0}  # no single-trsm shortcut either
     yield
-    tri.TUNING.trsm_leaf_cpu = old
+    tri.TUNING.trsm_leaf_cpu, tri.TUNING.direct_max = old
 
 
 def _rhs(n, k, left, batch, dtype, seed):
@@ -127,9 +128,10 @@ def test_recursive_and_trsm_leaves():
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=VID)
 def test_cpu_default_path(variant):
-    # the CPU default: trsm leaves (whole solve below trsm_leaf_rows, GEMM recursion above)
+    # the CPU default: one LAPACK trsm up to direct_max, GEMM recursion over trsm leaves above
     upper, left, unit = variant
     tri.TUNING.trsm_leaf_cpu = 1
+    tri.TUNING.direct_max = tri.Tuning().direct_max
     for n in (70, 600):
         if n < 100:
             T = matrices.triangular(n, upper, unit, "gaussian", batch=(2,), dtype=torch.complex64, seed=26,

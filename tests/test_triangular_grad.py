@@ -28,10 +28,13 @@ VID = [f"{'U' if u else 'L'}{'left' if lf else 'right'}{'-unit' if un else ''}" 
 def small_blocks():
     # the blocked path (not the CPU default of LAPACK leaves), with blocks small enough that a
     # 9x9 system has three of them and one recursion split
-    old = (tri.TUNING.nb, tri.TUNING.nb_unit, tri.TUNING.leaf_blocks, tri.TUNING.trsm_leaf_cpu)
+    old = (tri.TUNING.nb, tri.TUNING.nb_unit, tri.TUNING.leaf_blocks, tri.TUNING.trsm_leaf_cpu,
+           tri.TUNING.direct_max)
     tri.TUNING.nb, tri.TUNING.nb_unit, tri.TUNING.leaf_blocks, tri.TUNING.trsm_leaf_cpu = 4, 4, 2, 0
+    tri.TUNING.direct_max = {**old[4], "cpu": 0}
     yield
-    tri.TUNING.nb, tri.TUNING.nb_unit, tri.TUNING.leaf_blocks, tri.TUNING.trsm_leaf_cpu = old
+    (tri.TUNING.nb, tri.TUNING.nb_unit, tri.TUNING.leaf_blocks, tri.TUNING.trsm_leaf_cpu,
+     tri.TUNING.direct_max) = old
 
 
 def _inputs(n, k, left, dtype, seed, a_batch=(2, 1), b_batch=(3,)):

@@ -42,6 +42,22 @@ RUNTIME_FLAGS = ["-x", "c", "-std=gnu11", "-O2", "-fPIC", "-fvisibility=hidden",
 LINK_FLAGS = ["-shared", "-lm"] + ([] if sys.platform == "darwin" else ["-Wl,-Bsymbolic"])
 
 
+def _unbound_arg(p) -> str:
+    """Argument for a parameter no buffer binds: rejected at call time with a clear message, this
+    only keeps the translation unit compiling."""
+    return f"*({p.type_text.replace('&', '')}*)nullptr" if p.is_reference else "{}"
+
+
+def _sizes(k: Kernel) -> str:
+    """Initializer of a kernel's element-size table: ``sizeof`` of each buffer's element type, 0
+    for other parameters (and for ``void`` buffers)."""
+    sizes = [
+        f"sizeof({p.base_type})" if p.kind == "buffer" and p.base_type and p.base_type != "void" else "0"
+        for p in k.params
+    ]
+    return ", ".join(sizes) or "0"
+
+
 def _attr_expr(p) -> str:
     f = THREAD_ATTRS[p.attr]
     ty = p.type_text
@@ -79,19 +95,12 @@ def launcher_source(kernels: list[Kernel]) -> str:
             elif kind == "thread_attr":
                 args.append(_attr_expr(p))
             else:
-                # rejected at call time with a clear message; keep the TU compiling
-                args.append(f"*({p.type_text.replace('&', '')}*)nullptr" if p.is_reference else "{}")
+                args.append(_unbound_arg(p))
         out.append(f"static void __mpsle_thunk_{i}(void **__b, const mpsle_tid *__t) {{")
         out.append("  (void)__b; (void)__t;")
         out.append(f"  {k.call}({', '.join(args)});")
         out.append("}")
-        sizes = []
-        for p in k.params:
-            if p.kind == "buffer" and p.base_type and p.base_type != "void":
-                sizes.append(f"sizeof({p.base_type})")
-            else:
-                sizes.append("0")
-        out.append(f"static const unsigned long __mpsle_sizes_{i}[] = {{{', '.join(sizes) or '0'}}};")
+        out.append(f"static const unsigned long __mpsle_sizes_{i}[] = {{{_sizes(k)}}};")
     out.append('extern "C" {')
     table = ", ".join(f"{{__mpsle_thunk_{i}, {int(k.uses_sync)}}}" for i, k in enumerate(kernels))
     out.append(f"static const mpsle_kdesc __mpsle_kernels[] = {{{table or '{nullptr, 0}'}}};")

@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ._cpu import _attr_expr
+from ._cpu import _attr_expr, _sizes, _unbound_arg
 from ._prepass import Kernel, PrepassResult
 from ._toolchain import SHIM_DIR, ShaderCompileError, _shim_text, cache_dir, compiler_info, run_compiler
 
@@ -237,8 +237,7 @@ def launcher_source(kernels: list[Kernel]) -> str:
             elif p.kind == "thread_attr":
                 args.append(_attr_expr(p))
             else:
-                # rejected at call time with a clear message; keep the TU compiling
-                args.append(f"*({p.type_text.replace('&', '')}*)nullptr" if p.is_reference else "{}")
+                args.append(_unbound_arg(p))
         bounds = f"__attribute__((launch_bounds({k.max_threads}))) " if k.max_threads else ""
         out.append(f'extern "C" __MPSLE_GLOBAL {bounds}void {entry_name(i, k.name)}({", ".join(params)}) {{')
         out.append("  mpsle_tid __tt;")
@@ -246,15 +245,8 @@ def launcher_source(kernels: list[Kernel]) -> str:
         out.append("  if (!__mpsle_fill(&__tt, __g)) return;")
         out.append(f"  {k.call}({', '.join(args)});")
         out.append("}")
-        sizes = []
-        for p in k.params:
-            if p.kind == "buffer" and p.base_type and p.base_type != "void":
-                sizes.append(f"sizeof({p.base_type})")
-            else:
-                sizes.append("0")
         out.append(
-            f'extern "C" __MPSLE_DEV __attribute__((used)) const unsigned long mpsle_sizes_{i}[] = '
-            f"{{{', '.join(sizes) or '0'}}};"
+            f'extern "C" __MPSLE_DEV __attribute__((used)) const unsigned long mpsle_sizes_{i}[] = {{{_sizes(k)}}};'
         )
     return "\n".join(out) + "\n"
 

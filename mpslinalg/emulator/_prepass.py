@@ -450,14 +450,7 @@ class _Pass:
         tparams: list[tuple[str, str | None]] | None = None
         if texts[0] == "template":
             lt = a + 1
-            depth, k = 0, lt
-            while k < b:
-                x = self.toks[k].text
-                depth += {"<": 1, ">": -1, ">>": -2}.get(x, 0)
-                if depth <= 0:
-                    break
-                k += 1
-            tparams = _template_params(self.toks[lt + 1 : k])
+            tparams = _template_params(self.toks[lt + 1 : self._close_angle(lt, b)])
         name_k = self._func_name_index(a, close)
         name = self.toks[name_k].text
         host = next((_unquote(at.args) for at in attrs if at.name == "host_name"), None)
@@ -474,6 +467,17 @@ class _Pass:
                 "line": self.loc(self.toks[name_k].start),
             }
         )
+
+    def _close_angle(self, lt: int, b: int) -> int:
+        """Index of the ``>`` (or ``>>``) closing the ``<`` at ``toks[lt]``, searching up to ``b``
+        (``b`` if unclosed)."""
+        depth, k = 0, lt
+        while k < b:
+            depth += {"<": 1, ">": -1, ">>": -2}.get(self.toks[k].text, 0)
+            if depth <= 0:
+                break
+            k += 1
+        return k
 
     def _instance(self, a: int, b: int, attrs: list[Attr], ns: list[str], close: int | None) -> None:
         host = next((_unquote(at.args) for at in attrs if at.name == "host_name"), None)
@@ -494,14 +498,7 @@ class _Pass:
         if k_name is None:
             raise self.err(a, "cannot read the kernel name of this template instantiation")
         lt = k_name + 1
-        depth, k = 0, lt
-        while k < b:
-            x = self.toks[k].text
-            depth += {"<": 1, ">": -1, ">>": -2}.get(x, 0)
-            if depth <= 0:
-                break
-            k += 1
-        args = _split_top(self.toks[lt + 1 : k])
+        args = _split_top(self.toks[lt + 1 : self._close_angle(lt, b)])
         self.instances.append(
             {
                 "name": self.toks[k_name].text,

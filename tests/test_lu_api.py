@@ -303,3 +303,18 @@ def test_lu_solve_jvp(dtype, left, adjoint):
                               (LU, B), tangents)[1]
 
     assert _rel(run(LA), run(torch.linalg)) <= 10 * GRAD_BOUND
+
+
+def test_vmap_float32_on_every_backend(backend, backend_device):
+    """Under vmap the kernel backends step aside (BatchedTensors have no raw buffers) and the
+    torch-op path serves float32 too. Bound: two backward-stable solves, LAPACK ratio < 30 each,
+    differ by <= 2 · 30 √n κ u relative (u = 2^-24), as in test_parity.py."""
+    A = _A(torch.float32).to(backend_device)
+    B = _B((3, N, 2), torch.float32).to(backend_device)
+    X = torch.vmap(LA.solve)(A, B)
+    ref = torch.linalg.solve(A.cpu(), B.cpu())
+    assert _rel(X.cpu(), ref) <= 60 * math.sqrt(N) * KAPPA * 2.0**-24
+    _, la = torch.vmap(LA.slogdet)(A)
+    # logabsdet: absolute error <= 60 n² κ u (d log|det| = Re tr(A⁻¹ dA), see test_parity.py)
+    err = (la.cpu() - torch.linalg.slogdet(A.cpu()).logabsdet).abs().max()
+    assert float(err) <= 60 * N * N * KAPPA * 2.0**-24

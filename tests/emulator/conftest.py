@@ -11,36 +11,15 @@ reversed and two shuffles.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 import torch
+from helpers import require_emulator  # tests/helpers.py: skip, or fail under CI, without a compiler
 
 KERNELS = Path(__file__).resolve().parent / "kernels"
 
 ORDERS = [("inorder", 0), ("reverse", 0), ("shuffle", 1), ("shuffle", 2)]
-
-
-def emulator_problem() -> str | None:
-    try:
-        from mpslinalg import emulator
-    except ImportError as exc:
-        return f"mpslinalg.emulator not importable: {exc}"
-    try:
-        emulator.find_compiler()
-    except emulator.CompilerNotFoundError as exc:
-        return str(exc)
-    return None
-
-
-def require_compiler() -> None:
-    problem = emulator_problem()
-    if problem is None:
-        return
-    if os.environ.get("CI"):
-        pytest.fail(f"CI must run the emulator tests: {problem}")
-    pytest.skip(problem)
 
 
 class Shader:
@@ -79,14 +58,14 @@ _SHADERS: dict[str, Shader] = {}
 @pytest.fixture(params=["emulator", pytest.param("metal", marks=pytest.mark.mps)])
 def shader(request) -> Shader:
     if request.param == "emulator":
-        require_compiler()
+        require_emulator()
     return _SHADERS.setdefault(request.param, Shader(request.param))
 
 
 @pytest.fixture
 def emu() -> Shader:
     """Emulator only (faults, orders, binding checks Metal does not make)."""
-    require_compiler()
+    require_emulator()
     return _SHADERS.setdefault("emulator", Shader("emulator"))
 
 

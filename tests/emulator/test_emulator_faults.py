@@ -68,29 +68,25 @@ def test_guard_pages_catch_one_past_the_end(emu, lib):
     _still_works(emu)
 
 
-def test_barrier_reached_by_only_some_threads(emu, lib, order):
-    with pytest.raises(
-        KernelFault,
-        match=r"barrier divergence: thread \d+ waits at threadgroup_barrier \(line \d+ "
-        r"col \d+\) but thread 3 finished",
-    ):
-        lib.barrier_divergence(torch.zeros(64), threads=64, group_size=64, order=order[0], seed=order[1])
-    _still_works(emu)
+# divergence faults: (kernel, threads = group size, message)
+_DIVERGENCE = [
+    # a barrier reached by only some threads
+    (
+        "barrier_divergence",
+        64,
+        r"barrier divergence: thread \d+ waits at threadgroup_barrier \(line \d+ col \d+\) but thread 3 finished",
+    ),
+    # collectives at different call sites
+    ("simd_divergence", 32, r"lanes of simdgroup 0 reached different simdgroup operations"),
+    # a lane leaving before a collective
+    ("simd_lane_exit", 32, r"simdgroup divergence: lane \d+ of simdgroup 0 waits at .* but lane 5 finished the kernel"),
+]
 
 
-def test_collectives_at_different_call_sites(emu, lib, order):
-    with pytest.raises(KernelFault, match=r"lanes of simdgroup 0 reached different simdgroup operations"):
-        lib.simd_divergence(torch.zeros(32), threads=32, group_size=32, order=order[0], seed=order[1])
-    _still_works(emu)
-
-
-def test_lane_leaving_before_a_collective(emu, lib, order):
-    with pytest.raises(
-        KernelFault,
-        match=r"simdgroup divergence: lane \d+ of simdgroup 0 waits at .* but lane 5 "
-        r"finished the kernel",
-    ):
-        lib.simd_lane_exit(torch.zeros(32), threads=32, group_size=32, order=order[0], seed=order[1])
+@pytest.mark.parametrize("kernel, n, message", _DIVERGENCE, ids=[k for k, _, _ in _DIVERGENCE])
+def test_divergence(emu, lib, order, kernel, n, message):
+    with pytest.raises(KernelFault, match=message):
+        getattr(lib, kernel)(torch.zeros(n), threads=n, group_size=n, order=order[0], seed=order[1])
     _still_works(emu)
 
 

@@ -210,6 +210,14 @@ def _kappa(A: torch.Tensor) -> torch.Tensor:
     return torch.linalg.cond(_wide(A))
 
 
+def _grad_of(loss: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[Inputs], torch.Tensor]:
+    """A workload callable: the gradient of the scalar ``loss(A)`` with respect to ``x["A"]``."""
+    def run(x: Inputs) -> torch.Tensor:
+        A = x["A"].detach().requires_grad_()
+        return torch.autograd.grad(loss(A), A)[0]
+    return run
+
+
 def _grad_ratio(A: torch.Tensor, G: torch.Tensor, G_ref: torch.Tensor) -> float:
     """``max_batch ||G - G_ref||_1 / (||G_ref||_1 n kappa_2(A) u)`` for a gradient of det/slogdet.
 
@@ -377,10 +385,7 @@ def _lu() -> list[Workload]:
             accuracy=slogdet_acc))
     if implemented("det"):
         def det_grad(det: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[Inputs], torch.Tensor]:
-            def run(x: Inputs) -> torch.Tensor:
-                A = x["A"].detach().requires_grad_()
-                return torch.autograd.grad(det(A).real.sum(), A)[0]
-            return run
+            return _grad_of(lambda A: det(A).real.sum())
 
         def det_grad_acc(x: Inputs, out: Any) -> tuple[str, float, float]:
             A = _head(x["A"])
@@ -394,10 +399,7 @@ def _lu() -> list[Workload]:
             accuracy=det_grad_acc))
     if implemented("slogdet"):
         def slogdet_grad(fn: Callable[[torch.Tensor], Any]) -> Callable[[Inputs], torch.Tensor]:
-            def run(x: Inputs) -> torch.Tensor:
-                A = x["A"].detach().requires_grad_()
-                return torch.autograd.grad(fn(A)[1].sum(), A)[0]
-            return run
+            return _grad_of(lambda A: fn(A)[1].sum())
 
         def slogdet_grad_acc(x: Inputs, out: Any) -> tuple[str, float, float]:
             A = _head(x["A"])

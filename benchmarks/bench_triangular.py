@@ -37,10 +37,17 @@ import torch  # noqa: E402
 import mpslinalg  # noqa: E402
 from benchmarks.harness import Case, cli, print_host_sync_check  # noqa: E402
 from mpslinalg import triangular as tri  # noqa: E402
+from mpslinalg._timing import resolve_device, synchronize  # noqa: E402
 
 TUNE = "--tune" in sys.argv
 if TUNE:
     sys.argv.remove("--tune")
+COUNT = "--count-ops" in sys.argv
+if COUNT:
+    sys.argv.remove("--count-ops")
+
+#: ``TUNING.direct_max`` that never takes the one-trsm shortcut (for the tuning sweep)
+NODIRECT = {"cpu": 0, "cuda": 0}
 
 
 @contextlib.contextmanager
@@ -96,7 +103,8 @@ def _variant_case(base: Case, A, B, unit, label, **kw):
                 peer={"default": base.ours}, sync_check=False)
 
 
-def cases(device: torch.device, quick: bool) -> list[Case]:
+def _base_cases(device: torch.device, quick: bool) -> list[tuple[Case, torch.Tensor, torch.Tensor, bool]]:
+    """The four workloads: (case, A, B, unit)."""
     gpu = device.type != "cpu"
     out: list[tuple[Case, torch.Tensor, torch.Tensor, bool]] = []
 
@@ -132,6 +140,11 @@ def cases(device: torch.device, quick: bool) -> list[Case]:
     out.append((_case(f"complex64 {n}x{n}, {k} RHS", "scientific: complex triangular solve", A, B,
                       unit=False, flops_mult=4.0), A, B, False))
 
+    return out
+
+
+def cases(device: torch.device, quick: bool) -> list[Case]:
+    out = _base_cases(device, quick)
     if device.type == "cuda":
         print_host_sync_check({case.name: case.ours for case, *_ in out})
 
@@ -179,32 +192,96 @@ def cases(device: torch.device, quick: bool) -> list[Case]:
                                                     "mpslinalg torch path": case.ours},
                                    bytes_moved=case.bytes_moved, flops=case.flops))
     if TUNE:
+        # the default on CUDA/CPU is one trsm up to TUNING.direct_max (every n on CUDA): the
+        # alternatives below switch that off (NODIRECT) to time the blocked/recursive paths
         for case, A, B, unit in out:
             n = A.shape[-1]
             if n <= 64:
                 result += [
-                    _variant_case(case, A, B, unit, "blocked path on cpu", trsm_leaf_cpu=0),
-                    _variant_case(case, A, B, unit, "inverse=doubling", torch_inverse="doubling"),
-                    _variant_case(case, A, B, unit, "nb=32 non-unit", nb=32),
-                    _variant_case(case, A, B, unit, "nb=16 unit", nb_unit=16),
-                    _variant_case(case, A, B, unit, "nb=16 unit, doubling", nb_unit=16,
-                                  torch_inverse="doubling"),
-                    _variant_case(case, A, B, unit, "trsm leaves of 32 + GEMM", trsm_leaf=1,
-                                  trsm_leaf_cpu=1, trsm_leaf_rows=32),
-                    _variant_case(case, A, B, unit, "one trsm (= torch.linalg, transposed)", trsm_leaf=1,
-                                  trsm_leaf_cpu=1, trsm_leaf_rows=64),
+                    _variant_case(case, A, B, unit, "blocked path (inverse leaves)", direct_max=NODIRECT,
+                                  trsm_leaf_cpu=0),
+                    _variant_case(case, A, B, unit, "blocked, inverse=doubling", direct_max=NODIRECT,
+                                  trsm_leaf_cpu=0, torch_inverse="doubling"),
+                    _variant_case(case, A, B, unit, "blocked, nb=32 non-unit", direct_max=NODIRECT,
+                                  trsm_leaf_cpu=0, nb=32),
+                    _variant_case(case, A, B, unit, "blocked, nb=16 unit", direct_max=NODIRECT,
+                                  trsm_leaf_cpu=0, nb_unit=16),
+                    _variant_case(case, A, B, unit, "trsm leaves of 32 + GEMM", direct_max=NODIRECT,
+                                  trsm_leaf=1, trsm_leaf_cpu=1, trsm_leaf_rows=32),
                 ]
             else:
                 result += [
-                    _variant_case(case, A, B, unit, "no trsm leaves (inverse leaves)", trsm_leaf=0,
-                                  trsm_leaf_cpu=0),
-                    _variant_case(case, A, B, unit, "trsm leaves of 256", trsm_leaf_rows=256),
-                    _variant_case(case, A, B, unit, "trsm leaves of 1024", trsm_leaf_rows=1024),
-                    _variant_case(case, A, B, unit, "inverse leaves of 8 blocks", trsm_leaf=0,
-                                  trsm_leaf_cpu=0, leaf_blocks=8),
+                    _variant_case(case, A, B, unit, "no trsm leaves (inverse leaves)", direct_max=NODIRECT,
+                                  trsm_leaf=0, trsm_leaf_cpu=0),
+                    _variant_case(case, A, B, unit, "GEMM recursion, trsm leaves of 256",
+                                  direct_max=NODIRECT, trsm_leaf=1, trsm_leaf_cpu=1, trsm_leaf_rows=256),
+                    _variant_case(case, A, B, unit, "GEMM recursion, trsm leaves of 1024",
+                                  direct_max=NODIRECT, trsm_leaf=1, trsm_leaf_cpu=1, trsm_leaf_rows=1024),
+                    _variant_case(case, A, B, unit, "GEMM recursion, trsm leaves of 2048",
+                                  direct_max=NODIRECT, trsm_leaf=1, trsm_leaf_cpu=1, trsm_leaf_rows=2048),
                 ]
     return result
 
 
+_VIEW_OPS = {
+    "aten::view", "aten::as_strided", "aten::transpose", "aten::expand", "aten::slice", "aten::select",
+    "aten::t", "aten::permute", "aten::alias", "aten::resolve_conj", "aten::detach", "aten::_reshape_alias",
+    "aten::empty", "aten::empty_strided", "aten::unsqueeze", "aten::reshape", "aten::diagonal",
+    "aten::_conj", "aten::conj", "aten::mT", "aten::matrix_H", "aten::squeeze", "aten::contiguous",
+    "aten::lift_fresh", "aten::resize_",
+}
+
+
+def count_ops(device: torch.device, quick: bool) -> None:
+    """Print, per workload, the torch ops of one call of ours and of torch.linalg (``torch.profiler``):
+    top-level ``aten`` ops (each is a dispatcher round trip: host time), those of them that compute
+    (not views/allocations: each is at least one kernel launch), and on CUDA the kernels launched.
+    A structural metric that transfers between machines (the H200 runs were host-bound)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+
+    def count(fn):
+        fn()
+        synchronize(device)
+        with profile(activities=acts) as prof:
+            fn()
+            synchronize(device)
+        ev = prof.events()
+        top = [e for e in ev if e.name.startswith("aten::")
+               and (e.cpu_parent is None or not e.cpu_parent.name.startswith("aten::"))]
+        comp = [e for e in top if e.name not in _VIEW_OPS]
+        kernels = sum(1 for e in ev if e.device_type == torch.autograd.DeviceType.CUDA
+                      and not e.name.startswith("Memcpy") and not e.name.startswith("Memset"))
+        return len(top), len(comp), kernels, sorted({e.name.replace("aten::", "") for e in comp})
+
+    print(f"torch ops per call on {device} (top-level aten ops / computing ops"
+          f"{' / CUDA kernels' if device.type == 'cuda' else ''}):")
+    def old_default(case):
+        # the CUDA default before 2026-11-30 (blocked path below n = 1024, trsm leaves of 512 rows
+        # above), with CUDA's thresholds also on CPU tensors for comparison
+        def run():
+            with tuning(direct_max=NODIRECT, trsm_leaf_cpu=tri.TUNING.trsm_leaf):
+                return case.ours()
+        return run
+
+    for case, *_ in _base_cases(device, quick):
+        for who, fn in (("ours", case.ours), ("ours, old CUDA", old_default(case)),
+                        ("torch.linalg", case.peers()["torch.linalg"])):
+            top, comp, kern, names = count(fn)
+            k = f" / {kern}" if device.type == "cuda" else ""
+            print(f"  {case.name:48s} {who:15s} {top:4d} / {comp:3d}{k}   {', '.join(names)}")
+
+
 if __name__ == "__main__":
+    if COUNT:
+        import argparse
+
+        ap = argparse.ArgumentParser()
+        ap.add_argument("--device", default="cpu")
+        ap.add_argument("--quick", action="store_true")
+        ap.add_argument("--out", default=None)
+        args, _ = ap.parse_known_args()
+        count_ops(resolve_device(args.device), args.quick)
+        raise SystemExit(0)
     raise SystemExit(cli(cases, family="triangular"))

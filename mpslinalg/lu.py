@@ -42,7 +42,9 @@ The ``torch`` backend implements ``panel``/``small`` with the device's own LAPAC
 rule and ``info``), and ``swap`` with a sync-free permutation gather (:func:`_swaps_to_perm`).
 
 Autograd follows PyTorch's formulas (``FunctionsManual.cpp``), conjugate-Wirtinger; every backward
-calls our own differentiable ops, so double backward works. ``det``'s gradient at an exactly
+calls our own differentiable ops, so double backward works. Under ``torch.func`` transforms each op
+runs as the equivalent autograd.Function of :mod:`mpslinalg._func` (same backward, generated vmap
+rule, forward-mode ``jvp``s below), on the torch-op path. ``det``'s gradient at an exactly
 singular matrix is the adjugate (computed from an SVD; ``torch.linalg.svd`` for now, until the
 project's own SVD exists), not the zero matrix ``torch.linalg.det`` returns.
 """

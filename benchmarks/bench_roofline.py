@@ -61,6 +61,11 @@ def _graphed(case: Case) -> Case:
     return case
 
 
+def _kernel_case(A: torch.Tensor, device, **kw) -> Case:
+    """A row for one Metal kernel whose main input is ``A`` (the row's dtype and shape)."""
+    return Case(device=device, dtype=A.dtype, shape=tuple(A.shape), ours_name="Metal kernel", **kw)
+
+
 def _randn(shape, dtype, device, seed):
     g = torch.Generator(device=device).manual_seed(seed)
     return torch.randn(*shape, dtype=dtype, generator=g, device=device)
@@ -80,48 +85,43 @@ def _small_cases(device, quick):
             k_inv = getattr(lib, f"small_inv_{tag}_{n}")
             peer = {"torch.linalg.inv": (lambda A=A: torch.linalg.inv_ex(A))} if n >= 3 else {}
             out.append(
-                Case(
+                _kernel_case(
+                    A,
+                    device,
                     name=f"small_inv_{tag}_{n} batch {batch:.0e}",
                     workload="camera poses / homographies",
-                    device=device,
-                    dtype=dtype,
-                    shape=tuple(A.shape),
                     ours=lambda k=k_inv, A=A, X=X, info=info: k(
                         A, X, info, batch, threads=threads, group_size=group
                     ),
                     peer=peer,
                     bytes_moved=A.nbytes + X.nbytes + info.nbytes,
-                    ours_name="Metal kernel",
                 )
             )
             mant = torch.empty(batch, dtype=dtype, device=device)
             expo = torch.empty(batch, dtype=torch.int32, device=device)
             k_det = getattr(lib, f"small_det_{tag}_{n}")
             out.append(
-                Case(
+                _kernel_case(
+                    A,
+                    device,
                     name=f"small_det_{tag}_{n} batch {batch:.0e}",
                     workload="homography orientation / scale",
-                    device=device,
-                    dtype=dtype,
-                    shape=tuple(A.shape),
                     ours=lambda k=k_det, A=A, m=mant, e=expo, info=info: k(
                         A, m, e, info, batch, threads=threads, group_size=group
                     ),
                     peer={"torch.linalg.det": (lambda A=A: torch.linalg.det(A))} if n == 4 else {},
                     bytes_moved=A.nbytes + mant.nbytes + expo.nbytes + info.nbytes,
-                    ours_name="Metal kernel",
                 )
             )
             B = _randn((batch, n, 1), dtype, device, 10 + n)
             XB = torch.empty_like(B)
             k_sol = getattr(lib, f"small_solve_{tag}_{n}")
             out.append(
-                Case(
+                _kernel_case(
+                    A,
+                    device,
                     name=f"small_solve_{tag}_{n} batch {batch:.0e}, 1 RHS",
                     workload="RANSAC / pose refinement",
-                    device=device,
-                    dtype=dtype,
-                    shape=tuple(A.shape),
                     ours=lambda k=k_sol, A=A, B=B, X=XB, info=info: k(
                         A, B, X, info, batch, 1, threads=batch, group_size=group
                     ),
@@ -129,7 +129,6 @@ def _small_cases(device, quick):
                     if n == 4
                     else {},
                     bytes_moved=A.nbytes + B.nbytes + XB.nbytes + info.nbytes,
-                    ours_name="Metal kernel",
                 )
             )
             del A
@@ -148,12 +147,11 @@ def _triangular_cases(device, quick):
             nblk = n // nb
             blk = bsz * nblk * nb * nb * A.element_size()
             out.append(
-                Case(
+                _kernel_case(
+                    A,
+                    device,
                     name=f"trtri_diag_{'complex64' if dtype.is_complex else 'float'} {bsz}x{n}x{n} nb={nb}",
                     workload="DeltaNet chunk triangles",
-                    device=device,
-                    dtype=dtype,
-                    shape=tuple(A.shape),
                     ours=lambda A=A, nb=nb: triangular._trtri_diag_metal(A, nb, False, True),
                     peer={
                         "torch.linalg.inv (blocks)": (
@@ -162,7 +160,6 @@ def _triangular_cases(device, quick):
                     },
                     bytes_moved=3 * blk,  # read the diagonal blocks, write D and the inverse blocks
                     flops=bsz * nblk * (nb**3 / 3) * (8 if dtype.is_complex else 2) / 2,
-                    ours_name="Metal kernel",
                 )
             )
     return out
@@ -184,17 +181,15 @@ def _lu_cases(device, quick):
         kern = _MetalKernels(torch.device(device), dtype)
         cplx = dtype.is_complex
         out.append(
-            Case(
+            _kernel_case(
+                A,
+                device,
                 name=f"lu_small_{'c64' if cplx else 'f32'} {batch}x{n}x{n}",
                 workload=workload,
-                device=device,
-                dtype=dtype,
-                shape=tuple(A.shape),
                 ours=lambda k=kern, A=A, piv=piv, info=info: k.small(A, piv, info),  # in place (same work)
                 peer={"torch.linalg.lu_factor_ex": (lambda A=A: torch.linalg.lu_factor_ex(A))},
                 bytes_moved=2 * A.nbytes + piv.nbytes + info.nbytes,
                 flops=batch * (2 / 3) * n**3 * (4 if cplx else 1),
-                ours_name="Metal kernel",
             )
         )
     # panel and row interchanges of the blocked LU: 64 matrices of 1024 x 1024, panel width 32
@@ -206,16 +201,14 @@ def _lu_cases(device, quick):
         kern = _MetalKernels(torch.device(device), dtype)
         es = A.element_size()
         out.append(
-            Case(
+            _kernel_case(
+                A,
+                device,
                 name=f"lu_panel_{'c64' if dtype.is_complex else 'f32'} {B}x{M}x{M} width {w}",
                 workload="blocked LU panel",
-                device=device,
-                dtype=dtype,
-                shape=tuple(A.shape),
                 ours=lambda k=kern, A=A, piv=piv, info=info, w=w: k.panel(A, piv, info, 0, w),
                 bytes_moved=2 * B * M * w * es,
                 flops=B * (M * w * w - w**3 / 3) * (4 if dtype.is_complex else 1),
-                ours_name="Metal kernel",
             )
         )
         # pivots of a panel: row i swaps with a distinct row below the panel (worst case: 2w rows)
@@ -223,15 +216,13 @@ def _lu_cases(device, quick):
         piv2 = torch.zeros(B, M, dtype=torch.int32, device=device)
         piv2[:, :w] = pv
         out.append(
-            Case(
+            _kernel_case(
+                A,
+                device,
                 name=f"lu_laswp_{'c64' if dtype.is_complex else 'f32'} {B}x{M}x{M} {w} swaps",
                 workload="blocked LU row interchanges",
-                device=device,
-                dtype=dtype,
-                shape=tuple(A.shape),
                 ours=lambda k=kern, A=A, piv=piv2, w=w, M=M: k.swap(A, piv, 0, w, w, M - w),
                 bytes_moved=2 * B * (2 * w) * (M - w) * es,
-                ours_name="Metal kernel",
             )
         )
     return out

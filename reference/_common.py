@@ -22,6 +22,12 @@ def check_square(name: str, t: torch.Tensor) -> None:
         raise ValueError(f"{name} must be a batch of square matrices, got shape {tuple(t.shape)}")
 
 
+def is_vector_rhs(A: torch.Tensor, B: torch.Tensor) -> bool:
+    """``torch.linalg.solve``'s rule: ``B`` is a (batch of) vector(s) iff ``B.ndim == 1`` or
+    (``B.ndim == A.ndim - 1`` and ``B.shape == A.shape[:-1]``)."""
+    return B.ndim == 1 or (B.ndim == A.ndim - 1 and B.shape == A.shape[:-1])
+
+
 def wide_dtype(*ts: torch.Tensor) -> torch.dtype:
     """complex128 if any of ``ts`` is complex, else float64."""
     return torch.complex128 if any(t.is_complex() for t in ts) else torch.float64

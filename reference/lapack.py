@@ -34,6 +34,7 @@ from scipy.linalg import lapack as _lapack
 
 from ._common import check_square as _square
 from ._common import check_tensor as _check
+from ._common import is_vector_rhs as _is_vector_rhs
 from ._common import wide as _wide
 from ._common import wide_dtype as _wide_dtype
 
@@ -71,12 +72,6 @@ def _flat(t: torch.Tensor, batch: tuple[int, ...], core: int) -> np.ndarray:
 
 def _index(batch: tuple[int, ...], flat_i: int) -> tuple[int, ...]:
     return tuple(int(v) for v in np.unravel_index(flat_i, batch)) if batch else ()
-
-
-def _is_vector_rhs(A: torch.Tensor, B: torch.Tensor) -> bool:
-    # torch.linalg.solve: B is a (batch of) vector(s) iff B.ndim == 1 or
-    # (B.ndim == A.ndim - 1 and B.shape == A.shape[:-1])
-    return B.ndim == 1 or (B.ndim == A.ndim - 1 and B.shape == A.shape[:-1])
 
 
 def _finite(a: np.ndarray) -> bool:
@@ -787,7 +782,7 @@ def lstsq(A: torch.Tensor, B: torch.Tensor, rcond: float | None = None) -> Lstsq
     """
     _check("A", A)
     _check("B", B, 1)
-    vec = B.ndim == 1 or (B.ndim == A.ndim - 1 and B.shape == A.shape[:-1])
+    vec = _is_vector_rhs(A, B)
     Bm = B.unsqueeze(-1) if vec else B
     m, n = A.shape[-2:]
     if Bm.shape[-2] != m:

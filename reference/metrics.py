@@ -31,6 +31,7 @@ from typing import NamedTuple
 import torch
 
 from ._common import check_tensor as _check_tensor
+from ._common import is_vector_rhs as _is_vector_rhs
 from ._common import wide as _wide
 from ._common import wide_dtype as _wide_dtype
 
@@ -155,12 +156,6 @@ def _eye_like(M: torch.Tensor, n: int) -> torch.Tensor:
     return torch.eye(n, dtype=M.dtype)
 
 
-def _as_matrix_rhs(A: torch.Tensor, B: torch.Tensor) -> bool:
-    """torch.linalg.solve's rule: B is a (batch of) vector(s) if B.ndim == 1 or
-    B.ndim == A.ndim - 1 and B.shape == A.shape[:-1]."""
-    return B.ndim == 1 or (B.ndim == A.ndim - 1 and B.shape == A.shape[:-1])
-
-
 # ----------------------------------------------------------------------------------------------
 # ratios
 
@@ -209,7 +204,7 @@ def solve_ratio(
     _check_tensor("X", X, 1)
     _check_tensor("B", B, 1)
     uu = _u_of(u, X)
-    if _as_matrix_rhs(A, B):
+    if _is_vector_rhs(A, B):
         X, B = X.unsqueeze(-1), B.unsqueeze(-1)
     if left:
         ok = X.shape[-2] == A.shape[-1] and B.shape[-2] == A.shape[-2] and X.shape[-1] == B.shape[-1]

@@ -44,6 +44,7 @@ import torch
 
 from ._common import check_square as _square
 from ._common import check_tensor as _check
+from ._common import is_vector_rhs as _is_vector_rhs
 from ._common import wide as _wide
 from ._common import wide_dtype as _wide_dtype
 
@@ -326,7 +327,7 @@ def solve(A: torch.Tensor, B: torch.Tensor, *, left: bool = True, dps: int = 50)
     _check("B", B, 1)
     _square("A", A)
     _check_dps(dps)
-    vec = B.ndim == 1 or (B.ndim == A.ndim - 1 and B.shape == A.shape[:-1])
+    vec = _is_vector_rhs(A, B)
     Bm = (B.unsqueeze(-1) if left else B.unsqueeze(-2)) if vec else B
     At = A if left else A.mT
     Bt = Bm if left else Bm.mT

@@ -48,12 +48,18 @@ On the ``metal``/``emulator`` backends, systems with ``n <= 64`` skip all of thi
 ``trsm_small`` kernel solves them by substitution in one dispatch (bandwidth bound, backward
 stable; see ``metal/triangular.metal``).
 
-On the ``torch`` backend, the leaves may instead be LAPACK/cuBLAS ``trsm``
-(``torch.linalg.solve_triangular`` on a leaf of ``trsm_leaf_rows`` rows): on CUDA for ``n ≥ 1024``
-that keeps the number of host-side dispatches at ``O(n / leaf)`` rather than ``O(n / nb)`` while
-nearly all flops stay in GEMMs; on the CPU always (LAPACK's substitution is 2× faster there than
-the inverse path with its refinement flops). :data:`TUNING` holds these choices;
-``benchmarks/bench_triangular.py --tune`` measures them.
+On the ``torch`` backend (CPU, CUDA) a vendor ``trsm`` exists, and it wins: systems with ``n``
+up to ``TUNING.direct_max[device]`` are ONE ``torch.linalg.solve_triangular`` call (on CUDA at
+every size: on the H200 every variant of the blocked path lost to one cuBLAS ``trsm``, see
+:class:`Tuning`; on the CPU up to 512, LAPACK's substitution being 2× faster there than the
+inverse path with its refinement flops). Larger CPU systems recurse with GEMMs down to
+``trsm_leaf_rows``-row LAPACK leaves, which keeps the number of host-side dispatches at
+``O(n / leaf)`` while nearly all flops are GEMMs. :data:`TUNING` holds these choices;
+``benchmarks/bench_triangular.py --tune`` measures them, ``--count-ops`` counts the ops per call.
+
+Host overhead: the public function runs :func:`_solve_impl` directly unless autograd,
+``torch.compile``, tracing or a tensor subclass needs the custom op (:func:`_needs_op`); the
+custom op's dispatch alone was ~60 µs a call, as much as a whole small solve.
 
 Kernel contract: ``trtri_diag``
 -------------------------------

@@ -30,7 +30,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # the repo
 import torch  # noqa: E402
 
 import mpslinalg  # noqa: E402
-from benchmarks.harness import Case, cli  # noqa: E402
+from benchmarks.harness import Case, cli, print_host_sync_check  # noqa: E402
 from mpslinalg import small  # noqa: E402
 
 
@@ -135,24 +135,11 @@ def cases(device: torch.device, quick: bool) -> list[Case]:
 
 def _no_sync_report(device: torch.device) -> bool:
     """PASS/FAIL: each _ex op runs with torch.cuda.set_sync_debug_mode('error')."""
-    ok = True
     A = _mats(1 << 16, 4, torch.float32, device, seed=1)
     B = torch.randn(1 << 16, 4, 2, device=device)
     calls = {"inv_ex": lambda: small.inv_ex(A), "solve_ex": lambda: small.solve_ex(A, B),
              "det": lambda: small.det(A), "slogdet": lambda: small.slogdet(A)}
-    for name, fn in calls.items():
-        fn()  # compile / warm up outside the check
-        torch.cuda.synchronize()
-        torch.cuda.set_sync_debug_mode("error")
-        try:
-            fn()
-            print(f"[bench_small] no host sync in small.{name}: PASS")
-        except RuntimeError as exc:
-            ok = False
-            print(f"[bench_small] no host sync in small.{name}: FAIL ({exc})")
-        finally:
-            torch.cuda.set_sync_debug_mode(0)
-    return ok
+    return print_host_sync_check({f"small.{name}": fn for name, fn in calls.items()}, warmup=True)
 
 
 def main(argv: list[str] | None = None) -> int:

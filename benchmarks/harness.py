@@ -190,14 +190,19 @@ def _sync_free(fn: Callable[[], Any], device: torch.device) -> bool | str:
         synchronize(device)
 
 
-def print_host_sync_check(checks: Mapping[str, Callable[[], Any]]) -> None:
+def print_host_sync_check(checks: Mapping[str, Callable[[], Any]], *, warmup: bool = False) -> bool:
     """Print ``host-sync check`` verdicts: each callable once under CUDA's sync debug mode.
 
     ``PASS`` when ``checks[name]()`` runs under ``torch.cuda.set_sync_debug_mode("error")``
-    without raising, else ``FAIL (<first line of the error>)``. CUDA only.
+    without raising, else ``FAIL (<first line of the error>)``. With ``warmup``, each callable runs
+    once before its check (first-call compilation may legitimately synchronise). CUDA only.
+    Returns True when every check passed.
     """
     print("host-sync check (torch.cuda.set_sync_debug_mode('error') around our op):")
+    ok = True
     for name, fn in checks.items():
+        if warmup:
+            fn()
         torch.cuda.synchronize()
         torch.cuda.set_sync_debug_mode("error")
         try:
@@ -205,10 +210,12 @@ def print_host_sync_check(checks: Mapping[str, Callable[[], Any]]) -> None:
             verdict = "PASS"
         except RuntimeError as exc:
             verdict = f"FAIL ({str(exc).splitlines()[0][:120]})"
+            ok = False
         finally:
             torch.cuda.set_sync_debug_mode(0)
             torch.cuda.synchronize()
         print(f"  {name}: {verdict}")
+    return ok
 
 
 def _launches(fn: Callable[[], Any], device: torch.device) -> dict | str:

@@ -914,7 +914,8 @@ def _triton_source(kind: str, n: int, is_complex: bool) -> str:
             outs = "OUT0, OUT1, OUT2"
         else:  # solve: program (i, c) handles right-hand-side column c of matrices block i
             lu, piv, r, cs, info = _core_solve_factor(ops, a)
-            col_loads = ["    col = tl.program_id(1)", "    cmask = mask & (col < K)",
+            # masks are block-shaped (offs * 0 + col): Triton's interpreter rejects scalar ones
+            col_loads = ["    col = tl.program_id(1)", "    cmask = mask & ((offs * 0 + col) < K)",
                          f"    rbase = (offs * {n} * K + col) * {w}"]
             b = []
             for i in range(n):
@@ -932,7 +933,7 @@ def _triton_source(kind: str, n: int, is_complex: bool) -> str:
                 for c in range(w):
                     stores.append(f"    tl.store(OUT0 + rbase + {i} * K * {w} + {c}, {_sym_arg(vals[c])}, "
                                   "mask=cmask)")
-            stores.append(f"    tl.store(OUT1 + offs, {_sym_arg(info)}, mask=mask & (col == 0))")
+            stores.append(f"    tl.store(OUT1 + offs, {_sym_arg(info)}, mask=mask & ((offs * 0 + col) == 0))")
             outs = "RHS, OUT0, OUT1, K"
         body = _emitter
     finally:

@@ -77,6 +77,8 @@ diagonal entry gives ``inf``/``nan`` (as LAPACK's ``trsm`` does; ``solve_triangu
 
 from __future__ import annotations
 
+import os
+import warnings
 from dataclasses import dataclass, field
 
 import torch
@@ -156,6 +158,12 @@ class Tuning:
         ``trsm`` is 2× faster than the inverse path up to 512 (module docstring); above, GEMM
         recursion over 512-row ``trsm`` leaves. The kernel backends (``metal``, ``emulator``) keep
         the fused ``trsm_small`` kernel and the blocked algorithm: there is no vendor ``trsm``.
+    triton_max : int
+        ``torch`` backend on CUDA, float32: systems with ``n`` up to this (``<= 64``) are solved by
+        one launch of the Triton kernel of :mod:`mpslinalg._triangular_triton` (blocked
+        substitution with ``tl.dot`` updates, backward stable) instead of cuBLAS. ``0`` (the
+        default) disables it until it has been timed on the H200 (``bench_triangular.py --tune``
+        row "Triton trsm_small"); it was verified in Triton's interpreter only (2026-11-30).
     """
 
     nb: int = 16
@@ -167,6 +175,7 @@ class Tuning:
     torch_inverse: str = "trsm"
     small_n: int = 64
     direct_max: dict = field(default_factory=lambda: {"cpu": 512, "cuda": 2**62})
+    triton_max: int = 0
 
 
 #: The active tuning; benchmarks may modify it (``TUNING.nb = 16``) to compare choices.
@@ -253,6 +262,40 @@ def _trsm_small_metal(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, upper: 
         _flat(a), _flat(b), _flat(x), n, k, ntile, aoff, abs_, ars, acs, boff, bbs, brs, bcs,
         xoff, xbs, xrs, xcs, flags, threads=batch * ntile * 32, group_size=32,
     )
+
+
+def _trsm_small_triton(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, upper: bool, unit: bool) -> None:
+    """``X = A⁻¹ B`` for ``n <= 64``, float32, by the one-launch Triton kernel (same index maps as
+    :func:`_trsm_small_metal`)."""
+    from . import _triangular_triton
+
+    batch, n, k = X.shape
+    a, _, aoff, abs_, ars, acs = _kernel_strides(A, batch, upper, True)
+    b, _, boff, bbs, brs, bcs = _kernel_strides(B, batch, upper, False)
+    x, _, xoff, xbs, xrs, xcs = _kernel_strides(X, batch, upper, False)
+    _triangular_triton.trsm_small(a, b, x, n, k, batch, (aoff, abs_, ars, acs), (boff, bbs, brs, bcs),
+                                  (xoff, xbs, xrs, xcs), unit)
+
+
+_triton_state: dict[str, object] = {}  # "ok": bool once probed; "error": why it was switched off
+
+
+def _use_triton(A: torch.Tensor, n: int) -> bool:
+    """Whether the torch backend solves this system with the Triton kernel (``TUNING.triton_max``)."""
+    if not (0 < n <= min(TUNING.triton_max, 64) and A.dtype == torch.float32):
+        return False
+    dev = A.device.type
+    if dev != "cuda" and not (dev == "cpu" and os.environ.get("TRITON_INTERPRET") == "1"):
+        return False
+    ok = _triton_state.get("ok")
+    if ok is None:
+        try:
+            from . import _triangular_triton  # noqa: F401
+            ok = True
+        except Exception as exc:  # noqa: BLE001 - no Triton: cuBLAS it is
+            ok, _triton_state["error"] = False, repr(exc)
+        _triton_state["ok"] = ok
+    return bool(ok)
 
 
 def _diag_blocks(A3: torch.Tensor, nb: int) -> torch.Tensor:
@@ -390,7 +433,7 @@ def _sub_mm(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor, batch: int) -> to
 
 
 def _solve_left(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, upper: bool, unit: bool,
-                use_kernel_leaves: bool) -> None:
+                use_kernel_leaves: bool, triton: bool = False) -> None:
     """Solve ``A X = B`` for logical triangles ``A [bA, n, n]``, writing ``X [b, n, k]`` (a view).
 
     ``bA`` and ``B``'s batch are either ``b`` or 1 (broadcast). Only the named triangle of ``A`` is
@@ -400,6 +443,9 @@ def _solve_left(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, upper: bool, 
     t = TUNING
     if use_kernel_leaves and n <= min(t.small_n, 64):  # the fused small-system kernel
         _trsm_small_metal(A, B, X, upper, unit)
+        return
+    if triton:  # its CUDA counterpart (n <= 64, float32)
+        _trsm_small_triton(A, B, X, upper, unit)
         return
     trsm_from = t.trsm_leaf_cpu if X.device.type == "cpu" else t.trsm_leaf
     if not use_kernel_leaves and trsm_from and n >= trsm_from:
@@ -475,6 +521,14 @@ def _solve_impl(A: torch.Tensor, B: torch.Tensor, upper: bool, left: bool, unit:
     (``batch``, their broadcast batch shape, when the caller already has it)."""
     kernel = _uses_kernel(A)
     n = A.shape[-1]
+    triton = not kernel and _use_triton(A, n)
+    if triton:
+        try:
+            return _solve_blocked(A, B, upper, left, unit, batch, False, True)
+        except Exception as exc:  # noqa: BLE001 - a Triton compile error is raised at launch
+            _triton_state["ok"], _triton_state["error"] = False, repr(exc)
+            warnings.warn(f"{_OP}: the Triton kernel failed ({exc!r}); using cuBLAS from now on",
+                          RuntimeWarning, stacklevel=3)
     if not kernel and n <= TUNING.direct_max.get(A.device.type, 0):
         # one LAPACK/cuBLAS trsm (it broadcasts, honours conj views and strides, and handles empty
         # shapes itself). Posed as the transposed problem because torch returns column-major
@@ -482,6 +536,12 @@ def _solve_impl(A: torch.Tensor, B: torch.Tensor, upper: bool, left: bool, unit:
         Xt = torch.linalg.solve_triangular(A.mT, B.mT, upper=not upper, left=not left,
                                            unitriangular=unit)
         return Xt.mT.contiguous()  # a no-op for the layouts torch returns (kept for safety)
+    return _solve_blocked(A, B, upper, left, unit, batch, kernel, False)
+
+
+def _solve_blocked(A: torch.Tensor, B: torch.Tensor, upper: bool, left: bool, unit: bool,
+                   batch: torch.Size | None, kernel: bool, triton: bool) -> torch.Tensor:
+    """The blocked algorithm (or a fused small-system kernel) into a new row-major ``X``."""
     if batch is None:
         batch = _batch_shape(A, B)
     X = torch.empty((*batch, *B.shape[-2:]), dtype=A.dtype, device=A.device)
@@ -491,9 +551,9 @@ def _solve_impl(A: torch.Tensor, B: torch.Tensor, upper: bool, left: bool, unit:
     B3 = _as3(B, batch)
     X3 = X.view(-1, *B.shape[-2:])
     if left:
-        _solve_left(A3, B3, X3, upper, unit, kernel)
+        _solve_left(A3, B3, X3, upper, unit, kernel, triton)
     else:  # X A = B  <=>  Aᵀ Xᵀ = Bᵀ, all views
-        _solve_left(A3.mT, B3.mT, X3.mT, not upper, unit, kernel)
+        _solve_left(A3.mT, B3.mT, X3.mT, not upper, unit, kernel, triton)
     return X
 
 

@@ -143,6 +143,20 @@ def _base_cases(device: torch.device, quick: bool) -> list[tuple[Case, torch.Ten
     return out
 
 
+def triangular_ratio(A, B, X, unit) -> float:
+    """LAPACK's xTRT02 ratio (pass < 30) of a lower left solve on the first 64 matrices of the
+    batch and the first 16 right-hand sides (the ratio is a max over columns, so a subset gives
+    exact per-column values), in float64 on the CPU; NaN when the reference package is missing."""
+    try:
+        from reference import metrics
+    except ImportError:  # pragma: no cover - the bench extra has no reference package
+        return float("nan")
+    a = A.reshape(-1, *A.shape[-2:])[:64].cpu()
+    b = B.reshape(-1, *B.shape[-2:])[:64, :, :16].cpu()
+    x = X.reshape(-1, *X.shape[-2:])[:64, :, :16].cpu()
+    return float(metrics.triangular_residual_ratio(a, x, b, False, True, unit).max())
+
+
 def cases(device: torch.device, quick: bool) -> list[Case]:
     out = _base_cases(device, quick)
     if device.type == "cuda":
@@ -158,11 +172,7 @@ def cases(device: torch.device, quick: bool) -> list[Case]:
     if metrics is not None:
         print("accuracy (LAPACK residual ratio, pass < 30):")
         for case, A, B, unit in out:
-            X = case.ours()
-            a = A.reshape(-1, *A.shape[-2:])[:64].cpu()
-            b = B.reshape(-1, *B.shape[-2:])[:64, :, :16].cpu()
-            x = X.reshape(-1, *X.shape[-2:])[:64, :, :16].cpu()
-            r = float(metrics.triangular_residual_ratio(a, x, b, False, True, unit).max())
+            r = triangular_ratio(A, B, case.ours(), unit)
             print(f"  {case.name}: {r:.3g} {'PASS' if r < 30 else 'FAIL'}")
 
     result = [c for c, *_ in out]
@@ -191,6 +201,32 @@ def cases(device: torch.device, quick: bool) -> list[Case]:
                                    ours=ours, peer={"torch.linalg": case.peers()["torch.linalg"],
                                                     "mpslinalg torch path": case.ours},
                                    bytes_moved=case.bytes_moved, flops=case.flops))
+        # The one-launch Triton kernel (opt-in: TUNING.triton_max), timed against torch.linalg and
+        # the default in the same run: the evidence for switching it on. Its accuracy and host-sync
+        # behaviour are checked first; a row that fell back to cuBLAS fails instead of lying.
+        for case, A, B, unit in out:
+            if A.shape[-1] > 64:
+                continue
+
+            def triton_ours(A=A, B=B, unit=unit):
+                with tuning(triton_max=64):
+                    X = mpslinalg.solve_triangular(A, B, upper=False, unitriangular=unit)
+                if tri._triton_state.get("ok") is not True:
+                    raise RuntimeError(f"Triton kernel unavailable: {tri._triton_state}")
+                return X
+
+            try:
+                X = triton_ours()
+                r = triangular_ratio(A, B, X, unit)
+                print(f"  Triton trsm_small accuracy, {case.name}: {r:.3g} {'PASS' if r < 30 else 'FAIL'}")
+            except Exception as exc:  # noqa: BLE001 - report and go on
+                print(f"  Triton trsm_small unavailable for {case.name}: {exc}")
+            print_host_sync_check({f"{case.name} [Triton]": triton_ours})
+            result.append(Case(name=f"{case.name} [Triton trsm_small, TUNING.triton_max=64]",
+                               workload=case.workload, device=device, dtype=case.dtype, shape=case.shape,
+                               ours=triton_ours, peer={"torch.linalg": case.peers()["torch.linalg"],
+                                                       "default (cuBLAS)": case.ours},
+                               bytes_moved=case.bytes_moved, flops=case.flops))
     if TUNE:
         # the default on CUDA/CPU is one trsm up to TUNING.direct_max (every n on CUDA): the
         # alternatives below switch that off (NODIRECT) to time the blocked/recursive paths

@@ -311,10 +311,14 @@ def test_lapack_reference_agrees_on_tiny_example():
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("path", ["default", "blocked"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.complex64, torch.float64], ids=str)
-def test_cuda_torch_path(dtype):
-    # The torch backend on CUDA (cuBLAS GEMMs on views, batched trsm for the diagonal blocks,
-    # trsm leaves above TUNING.trsm_leaf): same bounds as on the CPU, and no host sync.
+def test_cuda_torch_path(dtype, path, monkeypatch):
+    # The torch backend on CUDA — the default (one cuBLAS trsm, TUNING.direct_max) and the blocked
+    # path (cuBLAS GEMMs on views, batched trsm for the diagonal blocks, trsm leaves above
+    # TUNING.trsm_leaf): same bounds as on the CPU, and no host sync.
+    if path == "blocked":
+        monkeypatch.setattr(tri.TUNING, "direct_max", {**tri.TUNING.direct_max, "cuda": 0})
     dev = torch.device("cuda")
     for (upper, left, unit), n in itertools.product(VARIANTS, (64, 70, 1100)):
         batch = (3,) if n < 1000 else ()

@@ -10,8 +10,8 @@ target is 0.25 ms.
 Algorithm: blocked forward substitution, exactly LAPACK's blocked ``trsm`` (backward stable,
 no explicit inverse): one program per (matrix, tile of ``BK`` right-hand sides); the rows are taken
 in blocks of ``NB = 16``; for block row ``j``, ``R = B_j - sum_{i<j} L_ji X_i`` by ``tl.dot`` in IEEE
-float32 (never TF32), then substitution inside the 16×16 diagonal block with correctly rounded
-divisions, and ``X_j`` is stored (and read back by the later block rows of the same program after
+float32 (never TF32), then column-oriented substitution inside the 16×16 diagonal block with
+correctly rounded divisions, and ``X_j`` is stored (and read back by the later block rows of the same program after
 a barrier). Only the strictly lower part of each diagonal block and the blocks below it are read
 (and the diagonal unless ``UNIT``): the other triangle may hold anything, NaN included.
 
@@ -57,22 +57,20 @@ def _trsm_small_kernel(A, B, X, n, k,
             Xi = tl.load(Xb + c[:, None] * x_rs + cols[None, :] * x_cs,
                          mask=(c < n)[:, None] & cmask[None, :], other=0.0)
             R -= tl.dot(Lji, Xi, input_precision="ieee")
-        # the diagonal block: strictly lower part (never the other triangle, never the diagonal)
-        c = j * NB + rid
-        below = (rid[:, None] > rid[None, :]) & rmask[:, None] & (c < n)[None, :]
-        L = tl.load(Ab + r[:, None] * a_rs + c[None, :] * a_cs, mask=below, other=0.0)
-        if not UNIT:
-            d = tl.load(Ab + r * (a_rs + a_cs), mask=rmask, other=1.0)
+        # the diagonal block, column-oriented substitution: x_s = R[s] / L[s, s], then
+        # R[s+1:] -= L[s+1:, s] x_s (an outer product: one reduction per step, to read row s of R).
+        # Only the strictly lower part of the block is read, and the diagonal unless UNIT.
         Y = tl.zeros([NB, BK], dtype=tl.float32)
         for s in tl.static_range(NB):
             row = rid == s
-            ls = tl.sum(tl.where(row[:, None], L, 0.0), axis=0)          # L[s, :] (zero from s on)
-            acc = tl.sum(ls[:, None] * Y, axis=0)                        # sum_{c<s} L[s, c] Y[c, :]
-            ys = tl.sum(tl.where(row[:, None], R, 0.0), axis=0) - acc
+            g = tl.full([], j * NB + s, tl.int32)  # global row/column index of step s
+            ys = tl.sum(tl.where(row[:, None], R, 0.0), axis=0)  # R[s, :]
             if not UNIT:
-                ds = tl.sum(tl.where(row, d, 0.0), axis=0)
+                ds = tl.load(Ab + g * (a_rs + a_cs), mask=g < n, other=1.0)
                 ys = tl.math.div_rn(ys, tl.zeros_like(ys) + ds)
             Y = tl.where(row[:, None], ys[None, :], Y)
+            lcol = tl.load(Ab + r * a_rs + g * a_cs, mask=(rid > s) & rmask, other=0.0)  # rows > g, so g < n
+            R = R - lcol[:, None] * ys[None, :]
         tl.store(Xb + r[:, None] * x_rs + cols[None, :] * x_cs, Y, mask=rmask[:, None] & cmask[None, :])
         tl.debug_barrier()  # X_j visible to every thread of the program before the next block row
 

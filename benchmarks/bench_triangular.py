@@ -301,9 +301,18 @@ def count_ops(device: torch.device, quick: bool) -> None:
                 return case.ours()
         return run
 
-    for case, *_ in _base_cases(device, quick):
-        for who, fn in (("ours", case.ours), ("ours, old CUDA", old_default(case)),
-                        ("torch.linalg", case.peers()["torch.linalg"])):
+    def triton(case):
+        def run():
+            with tuning(triton_max=64):
+                return case.ours()
+        return run
+
+    for case, A, *_ in _base_cases(device, quick):
+        whos = [("ours", case.ours), ("ours, old CUDA", old_default(case)),
+                ("torch.linalg", case.peers()["torch.linalg"])]
+        if device.type == "cuda" and A.shape[-1] <= 64:
+            whos.insert(1, ("ours, Triton", triton(case)))
+        for who, fn in whos:
             top, comp, kern, names = count(fn)
             k = f" / {kern}" if device.type == "cuda" else ""
             print(f"  {case.name:48s} {who:15s} {top:4d} / {comp:3d}{k}   {', '.join(names)}")

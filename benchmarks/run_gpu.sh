@@ -5,7 +5,7 @@
 #   here (clang):   python -m mpslinalg.emulator build --target cuda --out .cubins
 #   on the GPU:     bash benchmarks/run_gpu.sh STEP...      (carry .cubins)
 #
-# STEPs: matmul triangular triangular-tune lu lu-tune small roofline main pytest gpucheck
+# STEPs: matmul triangular triangular-tune lu lu-tune small roofline main main-quick pytest gpucheck
 # Time limit per step: $STEP_LIMIT seconds (default 240), or LIMIT_<step> (dashes as _).
 # Results: $OUT/gpu_results.tgz (markdown + JSON + logs) and $OUT/summary.md (the tables).
 set -u -o pipefail
@@ -38,8 +38,9 @@ for s in "$@"; do
     small) step small $PY benchmarks/bench_small.py --device cuda --out "$RES" ;;
     roofline) step roofline $PY benchmarks/bench_roofline.py --device cuda --out "$RES" ;;
     main) step main $PY -m mpslinalg --device cuda --json "$RES/main_cuda.json" ;;
+    main-quick) step main-quick $PY -m mpslinalg --device cuda --quick --json "$RES/main_cuda_quick.json" ;;
     pytest) step pytest $PY -m pytest -q -p no:cacheprovider -m cuda tests/test_timing.py tests/test_main_job.py \
-              tests/test_triangular.py tests/test_triangular_grad.py tests/test_lu.py tests/test_solve.py \
+              tests/test_triangular.py tests/test_triangular_grad.py tests/test_triangular_triton.py tests/test_lu.py tests/test_solve.py \
               tests/test_inv.py tests/test_det.py tests/test_small.py ;;
     gpucheck) OUT="$RES/gpucheck" step gpucheck bash scripts/gpu_check.sh ;;
     *) echo "unknown step $s" >&2 ;;

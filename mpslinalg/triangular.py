@@ -162,8 +162,18 @@ class Tuning:
         ``torch`` backend on CUDA, float32: systems with ``n`` up to this (``<= 64``) are solved by
         one launch of the Triton kernel of :mod:`mpslinalg._triangular_triton` (blocked
         substitution with ``tl.dot`` updates, backward stable) instead of cuBLAS. ``0`` (the
-        default) disables it until it has been timed on the H200 (``bench_triangular.py --tune``
-        row "Triton trsm_small"); it was verified in Triton's interpreter only (2026-11-30).
+        disables it. Measured on the H200 (2026-11-30, same run, CUDA-event medians): LAPACK
+        residual ratio 0.355 (4096 × 64×64) and 0.226 (DeltaNet), no host sync; 4096 × 64×64, 64
+        RHS 0.304 ms vs torch.linalg 0.526 ms (1.73×) and cuBLAS via the transposed problem
+        0.483 ms; DeltaNet [1,32,16,64,64] unit, 128 RHS 0.111 ms vs 0.138 ms (1.24×). Hence 64.
+        A compile or launch failure switches it off for the process (with a warning).
+    direct_transpose_max : int
+        Direct ``trsm`` calls with ``n`` up to this are posed as the transposed problem (cuBLAS's
+        batched small-system path: 0.484 ms vs 0.524 ms on 4096 × 64×64); above it, as the user
+        posed it: at 8192², 1024 RHS the transposed problem took 4.21 ms against torch.linalg's
+        3.72 ms, and at complex64 4096², 256 RHS 2.41 ms against 1.84 ms (H200, 2026-11-30). The
+        untransposed call is torch.linalg's own, plus one copy into row-major order (not yet
+        re-timed on the H200).
     """
 
     nb: int = 16
@@ -175,7 +185,8 @@ class Tuning:
     torch_inverse: str = "trsm"
     small_n: int = 64
     direct_max: dict = field(default_factory=lambda: {"cpu": 512, "cuda": 2**62})
-    triton_max: int = 0
+    triton_max: int = 64
+    direct_transpose_max: int = 64
 
 
 #: The active tuning; benchmarks may modify it (``TUNING.nb = 16``) to compare choices.
@@ -533,6 +544,10 @@ def _solve_impl(A: torch.Tensor, B: torch.Tensor, upper: bool, left: bool, unit:
         # one LAPACK/cuBLAS trsm (it broadcasts, honours conj views and strides, and handles empty
         # shapes itself). Posed as the transposed problem because torch returns column-major
         # solutions: the transpose of that is our row-major X, no copy.
+        if n > TUNING.direct_transpose_max:
+            # large systems: torch.linalg's own call (the transposed problem was 0.76-0.88x of it)
+            return torch.linalg.solve_triangular(A, B, upper=upper, left=left,
+                                                 unitriangular=unit).contiguous()
         Xt = torch.linalg.solve_triangular(A.mT, B.mT, upper=not upper, left=not left,
                                            unitriangular=unit)
         return Xt.mT.contiguous()  # a no-op for the layouts torch returns (kept for safety)

@@ -527,7 +527,7 @@ def _as3(x: torch.Tensor, batch: torch.Size) -> torch.Tensor:
 
 
 def _solve_impl(A: torch.Tensor, B: torch.Tensor, upper: bool, left: bool, unit: bool,
-                batch: torch.Size | None = None) -> torch.Tensor:
+                batch: torch.Size | None = None, contiguous: bool = True) -> torch.Tensor:
     """The solve on any backend; ``A``, ``B`` checked, same dtype/device, broadcastable batches
     (``batch``, their broadcast batch shape, when the caller already has it)."""
     kernel = _uses_kernel(A)
@@ -546,8 +546,10 @@ def _solve_impl(A: torch.Tensor, B: torch.Tensor, upper: bool, left: bool, unit:
         # solutions: the transpose of that is our row-major X, no copy.
         if n > TUNING.direct_transpose_max:
             # large systems: torch.linalg's own call (the transposed problem was 0.76-0.88x of it)
-            return torch.linalg.solve_triangular(A, B, upper=upper, left=left,
-                                                 unitriangular=unit).contiguous()
+            X = torch.linalg.solve_triangular(A, B, upper=upper, left=left, unitriangular=unit)
+            # the custom op and trsm() promise row-major X; the plain eager call may keep torch's
+            # layout (as torch.linalg does) and save the copy
+            return X.contiguous() if contiguous else X
         Xt = torch.linalg.solve_triangular(A.mT, B.mT, upper=not upper, left=not left,
                                            unitriangular=unit)
         return Xt.mT.contiguous()  # a no-op for the layouts torch returns (kept for safety)
@@ -619,7 +621,7 @@ def _solve(A: torch.Tensor, B: torch.Tensor, upper: bool, left: bool, unit: bool
                                              unitriangular=unit).mT
     if _needs_op(A, B):
         return _solve_triangular_op(A, B, upper, left, unit)
-    return _solve_impl(A, B, upper, left, unit, batch)
+    return _solve_impl(A, B, upper, left, unit, batch, contiguous=False)
 
 
 def _uses_kernel(A: torch.Tensor) -> bool:

@@ -728,17 +728,11 @@ _LEAVES: dict[str, Callable] = {"inv": _leaf_inv, "det": _leaf_det_parts, "solve
 # ---------------------------------------------------------------------------------------------
 
 
-class _Sym:
-    """A value of the Triton kernel being generated: the name of a local variable."""
+class _SymArith:
+    """Operators of a symbolic value of a generated kernel: each builds an expression through the
+    subclass's ``_bin(op, other, reflected)`` (shared by the Triton and C generators)."""
 
-    __slots__ = ("name",)
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def _bin(self, op: str, other, rev: bool = False):
-        a, b = (_sym_arg(other), self.name) if rev else (self.name, _sym_arg(other))
-        return _emit(f"({a}) {op} ({b})")
+    __slots__ = ()
 
     def __add__(self, o):
         return self._bin("+", o)
@@ -758,16 +752,11 @@ class _Sym:
     def __rmul__(self, o):
         return self._bin("*", o, True)
 
-    # Triton's "/" on float32 is an approximate division (2 ulp); div_rn rounds correctly, as
-    # torch and Metal (no fast math) do.
     def __truediv__(self, o):
-        return _emit(f"tl.math.div_rn({self.name}, {_sym_arg(o)})")
+        return self._bin("/", o)
 
     def __rtruediv__(self, o):
-        return _emit(f"tl.math.div_rn({_sym_arg(o)}, {self.name})")
-
-    def __neg__(self):
-        return _emit(f"-({self.name})")
+        return self._bin("/", o, True)
 
     def __gt__(self, o):
         return self._bin(">", o)
@@ -791,6 +780,31 @@ class _Sym:
         return self._bin("^", o)
 
     __hash__ = None  # type: ignore[assignment]
+
+
+class _Sym(_SymArith):
+    """A value of the Triton kernel being generated: the name of a local variable."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def _bin(self, op: str, other, rev: bool = False):
+        a, b = (_sym_arg(other), self.name) if rev else (self.name, _sym_arg(other))
+        return _emit(f"({a}) {op} ({b})")
+
+    # Triton's "/" on float32 is an approximate division (2 ulp); div_rn rounds correctly, as
+    # torch and Metal (no fast math) do.
+    def __truediv__(self, o):
+        return _emit(f"tl.math.div_rn({self.name}, {_sym_arg(o)})")
+
+    def __rtruediv__(self, o):
+        return _emit(f"tl.math.div_rn({_sym_arg(o)}, {self.name})")
+
+    def __neg__(self):
+        return _emit(f"-({self.name})")
+
 
 
 _emitter: list[str] | None = None
@@ -1035,7 +1049,7 @@ def _triton_usable(name: str, A: torch.Tensor) -> bool:
 # ---------------------------------------------------------------------------------------------
 
 
-class _CSym:
+class _CSym(_SymArith):
     """A value of the C function being generated: a local variable and its C type."""
 
     __slots__ = ("name", "ty")
@@ -1055,55 +1069,10 @@ class _CSym:
             ty = "f" if "f" in (self.ty, oty) else "i"
         return _c_emit(f"({a}) {op} ({b})", ty)
 
-    def __add__(self, o):
-        return self._bin("+", o)
-
-    def __radd__(self, o):
-        return self._bin("+", o, True)
-
-    def __sub__(self, o):
-        return self._bin("-", o)
-
-    def __rsub__(self, o):
-        return self._bin("-", o, True)
-
-    def __mul__(self, o):
-        return self._bin("*", o)
-
-    def __rmul__(self, o):
-        return self._bin("*", o, True)
-
-    def __truediv__(self, o):
-        return self._bin("/", o)
-
-    def __rtruediv__(self, o):
-        return self._bin("/", o, True)
 
     def __neg__(self):
         return _c_emit(f"-({self.name})", self.ty)
 
-    def __gt__(self, o):
-        return self._bin(">", o)
-
-    def __ge__(self, o):
-        return self._bin(">=", o)
-
-    def __lt__(self, o):
-        return self._bin("<", o)
-
-    def __eq__(self, o):
-        return self._bin("==", o)
-
-    def __ne__(self, o):
-        return self._bin("!=", o)
-
-    def __and__(self, o):
-        return self._bin("&", o)
-
-    def __xor__(self, o):
-        return self._bin("^", o)
-
-    __hash__ = None  # type: ignore[assignment]
 
 
 _c_lines: list[str] | None = None

@@ -167,13 +167,13 @@ class Tuning:
         RHS 0.304 ms vs torch.linalg 0.526 ms (1.73×) and cuBLAS via the transposed problem
         0.483 ms; DeltaNet [1,32,16,64,64] unit, 128 RHS 0.111 ms vs 0.138 ms (1.24×). Hence 64.
         A compile or launch failure switches it off for the process (with a warning).
-    direct_transpose_max : int
-        Direct ``trsm`` calls with ``n`` up to this are posed as the transposed problem (cuBLAS's
-        batched small-system path: 0.484 ms vs 0.524 ms on 4096 × 64×64); above it, as the user
-        posed it: at 8192², 1024 RHS the transposed problem took 4.21 ms against torch.linalg's
-        3.72 ms, and at complex64 4096², 256 RHS 2.41 ms against 1.84 ms (H200, 2026-11-30). The
-        untransposed call is torch.linalg's own, plus one copy into row-major order (not yet
-        re-timed on the H200).
+    direct_transpose_max : dict
+        Per device type: direct ``trsm`` calls with ``n`` up to this are posed as the transposed
+        problem; above it (and on devices not listed) as the user posed it, i.e. torch.linalg's own
+        call (the custom op and :func:`trsm` then copy the result into row-major order). Measured
+        2026-11-30: CUDA (H200) 4096 × 64×64, 64 RHS: transposed 0.484 ms vs 0.524 ms; 8192²,
+        1024 RHS: transposed 4.21 ms vs 3.72 ms; complex64 4096², 256 RHS: 2.41 vs 1.84 ms.
+        CPU (2 cores) 512 × 64×64, 64 RHS: transposed 19.7 ms vs 11.8 ms, hence not used there.
     """
 
     nb: int = 16
@@ -186,7 +186,7 @@ class Tuning:
     small_n: int = 64
     direct_max: dict = field(default_factory=lambda: {"cpu": 512, "cuda": 2**62})
     triton_max: int = 64
-    direct_transpose_max: int = 64
+    direct_transpose_max: dict = field(default_factory=lambda: {"cuda": 64})
 
 
 #: The active tuning; benchmarks may modify it (``TUNING.nb = 16``) to compare choices.
@@ -544,7 +544,7 @@ def _solve_impl(A: torch.Tensor, B: torch.Tensor, upper: bool, left: bool, unit:
         # one LAPACK/cuBLAS trsm (it broadcasts, honours conj views and strides, and handles empty
         # shapes itself). Posed as the transposed problem because torch returns column-major
         # solutions: the transpose of that is our row-major X, no copy.
-        if n > TUNING.direct_transpose_max:
+        if n > TUNING.direct_transpose_max.get(A.device.type, 0):
             # large systems: torch.linalg's own call (the transposed problem was 0.76-0.88x of it)
             X = torch.linalg.solve_triangular(A, B, upper=upper, left=left, unitriangular=unit)
             # the custom op and trsm() promise row-major X; the plain eager call may keep torch's

@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 import torch
 
-__all__ = ["apply", "functorch_active", "register_autograd"]
+__all__ = ["apply", "functorch_active", "needs_custom_op", "register_autograd"]
 
 #: custom op -> its autograd.Function (what runs under torch.func transforms).
 FUNCTIONS: dict = {}
@@ -35,6 +35,29 @@ FUNCTIONS: dict = {}
 def functorch_active() -> bool:
     """A ``torch.func`` transform is active (custom-op autograd and raw-buffer kernels can't run)."""
     return torch._C._are_functorch_transforms_active()
+
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def needs_custom_op(*args) -> bool:
+    """Whether a public op must dispatch through its ``torch.library`` custom op.
+
+    Needed under ``torch.compile`` and JIT tracing (the fake implementation keeps the graph
+    whole), for tensor subclasses and meta tensors (fake/functional tensors), and when autograd
+    records (the op's backward formula). Elsewhere the families call their implementation directly:
+    the same computation without the custom op's dispatch (~60 µs a call, as much as a whole small
+    solve). ``torch.func`` transforms are decided by each family (see :func:`apply`).
+    """
+    if torch.compiler.is_compiling() or torch._C._get_tracing_state() is not None:
+        return True
+    grad = torch.is_grad_enabled()
+    for a in args:
+        if isinstance(a, torch.Tensor) and (
+            type(a) not in _PLAIN or a.device.type == "meta" or (grad and a.requires_grad)
+        ):
+            return True
+    return False
 
 
 def apply(op, *args):

@@ -59,6 +59,7 @@ import torch
 from . import _errors as E
 from ._func import apply as _apply
 from ._func import functorch_active as _functorch
+from ._func import needs_custom_op as _needs_custom_op
 from ._func import register_autograd as _register_autograd
 from .kernels import backend_for, load_library
 
@@ -932,8 +933,8 @@ def _call(op, impl, *args):
 
 
 def _needs_op(*args) -> bool:
-    return torch.compiler.is_compiling() or _functorch() or (torch.is_grad_enabled() and any(
-        isinstance(a, torch.Tensor) and a.requires_grad for a in args))
+    # under torch.func transforms _apply picks the op's autograd.Function
+    return _functorch() or _needs_custom_op(*args)
 
 
 def _raise_for_info(op: str, info: torch.Tensor, message: str) -> None:

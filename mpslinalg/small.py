@@ -49,6 +49,7 @@ from collections.abc import Callable
 import torch
 
 from ._errors import ShapeError
+from ._func import functorch_active, needs_custom_op
 from .kernels import backend_for, load_library
 
 __all__ = ["adjugate", "det", "inv_ex", "set_compile", "slogdet", "solve_ex"]
@@ -1499,7 +1500,7 @@ def _c_run(name: str, *args: torch.Tensor):
 def _run_program(name: str, *args: torch.Tensor):
     batch = args[0].shape[0]
     device = args[0].device
-    if _functorch_active():
+    if functorch_active():
         return _PROGRAMS[name](*args)
     if _triton_usable(name, args[0]):
         key = (name, args[0].shape[-1], args[0].is_complex())
@@ -1545,7 +1546,7 @@ _KTAG = {torch.float32: "float", torch.complex64: "cfloat"}
 
 def _use_kernels(A: torch.Tensor) -> bool:
     b = backend_for(A.device)
-    return b in ("metal", "emulator") and A.dtype in _KTAG and not _functorch_active()
+    return b in ("metal", "emulator") and A.dtype in _KTAG and not functorch_active()
 
 
 def _padded(batch: int) -> int:
@@ -1874,21 +1875,10 @@ def adjugate(A: torch.Tensor) -> torch.Tensor:
 
 
 def _needs_op(*tensors: torch.Tensor) -> bool:
-    """The custom op is needed under ``torch.compile`` (fake implementation) and when autograd
-    records; otherwise the implementation runs directly (same computation, without the ~60 µs of
-    custom-op dispatch that dominates small batches). Under torch.func transforms (vmap, grad,
-    jacrev), which custom-op autograd does not support, the implementation runs the program in
-    differentiable torch ops (see :func:`_functorch_active`)."""
-    if _functorch_active():
-        return False
-    return torch.compiler.is_compiling() or (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
-
-
-def _functorch_active() -> bool:
-    """True inside torch.func transforms: then only plain torch ops may run (no data pointers, no
-    custom-op autograd), so the torch program itself is used — it is differentiable."""
-    active = getattr(torch._C, "_are_functorch_transforms_active", None)
-    return bool(active()) if active is not None else False
+    """The custom op where :func:`mpslinalg._func.needs_custom_op` says so. Under torch.func
+    transforms (vmap, grad, jacrev), which custom-op autograd does not support, the implementation
+    runs the program in differentiable torch ops instead (see :func:`mpslinalg._func.functorch_active`)."""
+    return not functorch_active() and needs_custom_op(*tensors)
 
 
 def inv_ex(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

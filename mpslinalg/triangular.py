@@ -58,7 +58,7 @@ inverse path with its refinement flops). Larger CPU systems recurse with GEMMs d
 ``benchmarks/bench_triangular.py --tune`` measures them, ``--count-ops`` counts the ops per call.
 
 Host overhead: the public function runs :func:`_solve_impl` directly unless autograd,
-``torch.compile``, tracing or a tensor subclass needs the custom op (:func:`_needs_op`); the
+``torch.compile``, tracing or a tensor subclass needs the custom op (:func:`mpslinalg._func.needs_custom_op`); the
 custom op's dispatch alone was ~60 µs a call, as much as a whole small solve.
 
 Kernel contract: ``trtri_diag``
@@ -84,6 +84,7 @@ from dataclasses import dataclass, field
 import torch
 
 from . import _errors as E
+from ._func import needs_custom_op
 from .kernels import backend_for, load_library
 
 __all__ = ["TUNING", "solve_triangular", "trsm"]
@@ -591,27 +592,9 @@ def _batch_shape(A: torch.Tensor, B: torch.Tensor) -> torch.Size:
     return torch.Size(out)
 
 
-def _needs_op(A: torch.Tensor, B: torch.Tensor) -> bool:
-    """Whether the call must go through the custom op: under ``torch.compile`` (fake
-    implementation, no graph break) and JIT tracing, for tensor
-    subclasses and meta tensors (fake/functional tensors), and when autograd records (the op's
-    backward formula). Elsewhere :func:`_solve_impl` runs directly: the same computation without
-    the custom op's dispatch (~60 µs a call, as much as a whole small solve)."""
-    return (
-        (torch.is_grad_enabled() and (A.requires_grad or B.requires_grad))
-        or type(A) not in _PLAIN or type(B) not in _PLAIN
-        or A.device.type == "meta"
-        or torch.compiler.is_compiling()
-        or torch._C._get_tracing_state() is not None
-    )
-
-
-_PLAIN = (torch.Tensor, torch.nn.Parameter)
-
-
 def _solve(A: torch.Tensor, B: torch.Tensor, upper: bool, left: bool, unit: bool,
            batch: torch.Size | None = None) -> torch.Tensor:
-    """The custom op where it is needed (:func:`_needs_op`), else its implementation directly.
+    """The custom op where it is needed (:func:`mpslinalg._func.needs_custom_op`), else its implementation directly.
 
     Under ``torch.func`` transforms (``vmap``, ``grad``, ``jacrev``, ...) neither the custom op's
     autograd (no vmap rule) nor the kernel backends (raw buffers) can run, so the solve is then
@@ -619,7 +602,7 @@ def _solve(A: torch.Tensor, B: torch.Tensor, upper: bool, left: bool, unit: bool
     if torch._C._are_functorch_transforms_active():
         return torch.linalg.solve_triangular(A.mT, B.mT, upper=not upper, left=not left,
                                              unitriangular=unit).mT
-    if _needs_op(A, B):
+    if needs_custom_op(A, B):
         return _solve_triangular_op(A, B, upper, left, unit)
     return _solve_impl(A, B, upper, left, unit, batch, contiguous=False)
 

@@ -48,7 +48,7 @@ from collections.abc import Callable
 
 import torch
 
-from ._errors import ShapeError
+from . import _errors as E
 from ._func import functorch_active, needs_custom_op
 from .kernels import backend_for, load_library
 
@@ -1598,13 +1598,10 @@ def _resolved3(A: torch.Tensor) -> torch.Tensor:
 
 
 def _check_small(op: str, A: torch.Tensor) -> None:
-    if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
-        raise ShapeError(f"{op}: A must be batches of square matrices, got shape {tuple(A.shape)}")
+    E.check_matrix(op, "A", A, square=True)
     if A.shape[-1] > MAX_N:
-        raise ShapeError(f"{op}: the small-matrix path serves n <= {MAX_N}, got n = {A.shape[-1]} "
-                         f"(shape {tuple(A.shape)}); use the general LU path")
-    if A.dtype not in (torch.float32, torch.float64, torch.complex64, torch.complex128):
-        raise TypeError(f"{op}: expected a float32/float64/complex64/complex128 tensor, got {A.dtype}")
+        raise E.ShapeError(f"{op}: the small-matrix path serves n <= {MAX_N}, got n = {A.shape[-1]} "
+                           f"(shape {tuple(A.shape)}); use the general LU path")
 
 
 def _inv_impl(A: torch.Tensor):
@@ -1851,7 +1848,7 @@ def adjugate(A: torch.Tensor) -> torch.Tensor:
     """
     n = A.shape[-1]
     if n > MAX_N:
-        raise ShapeError(f"adjugate: n <= {MAX_N} expected, got shape {tuple(A.shape)}")
+        raise E.ShapeError(f"adjugate: n <= {MAX_N} expected, got shape {tuple(A.shape)}")
     if n == 0:
         return A.clone()
     if n == 1:
@@ -2008,14 +2005,8 @@ def solve_ex(A: torch.Tensor, B: torch.Tensor, *, left: bool = True) -> tuple[to
     tensor([0.5000, 0.2500])
     """
     _check_small("solve_ex", A)
-    if B.ndim < 2:
-        raise ShapeError(f"solve_ex: B must have at least 2 dimensions, got shape {tuple(B.shape)}")
-    need = B.shape[-2] if left else B.shape[-1]
-    if need != A.shape[-1]:
-        raise ShapeError(f"solve_ex: incompatible shapes of A {tuple(A.shape)} and B {tuple(B.shape)} "
-                         f"(left={left})")
-    if B.dtype != A.dtype or B.device != A.device:
-        raise TypeError(f"solve_ex: A and B must share dtype and device, got {A.dtype}/{A.device} and "
-                        f"{B.dtype}/{B.device}")
+    E.check_matrix("solve_ex", "B", B)
+    E.check_same("solve_ex", ("A", "B"), A, B)
+    E.check_rhs("solve_ex", A, B, left=left)
     return _solve_ex_op(A, B, left) if _needs_op(A, B) else _solve_impl(A, B, left)
 

@@ -731,8 +731,7 @@ def solve_triangular(A: torch.Tensor, B: torch.Tensor, *, upper: bool, left: boo
     B = E.check_matrix(_OP, "B", B)
     E.check_same(_OP, ("A", "B"), A, B)
     for name, val in (("upper", upper), ("left", left), ("unitriangular", unitriangular)):
-        if not isinstance(val, bool):
-            raise TypeError(f"{_OP}: expected {name} to be a bool, got {type(val).__name__}")
+        E.check_bool(_OP, name, val)
     E.check_rhs(_OP, A, B, left=left)
     X = _solve(A, B, upper, left, unitriangular, _batch_shape(A, B))
     return X if out is None else E.store_out(_OP, out, X, A, B)

@@ -279,7 +279,7 @@ def test_bad_input():
         mpslinalg.solve_triangular(A, torch.ones(3, 2), upper=False, left=False)
     with pytest.raises(ValueError, match="batch dimensions"):
         mpslinalg.solve_triangular(torch.eye(3).expand(2, 3, 3), torch.ones(4, 3, 1), upper=False)
-    with pytest.raises(TypeError, match="upper to be a bool"):
+    with pytest.raises(TypeError, match="argument 'upper' must be bool"):
         mpslinalg.solve_triangular(A, B, upper=1)
     with pytest.raises(TypeError):
         mpslinalg.solve_triangular(A, B)  # upper is required, as in torch

@@ -37,7 +37,7 @@ import torch  # noqa: E402
 import mpslinalg  # noqa: E402
 from benchmarks.harness import Case, cli, print_host_sync_check  # noqa: E402
 from mpslinalg import triangular as tri  # noqa: E402
-from mpslinalg._timing import resolve_device, synchronize  # noqa: E402
+from mpslinalg.mainjob.timing import resolve_device, synchronize  # noqa: E402
 
 TUNE = "--tune" in sys.argv
 if TUNE:

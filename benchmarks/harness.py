@@ -34,7 +34,7 @@ What the runner does for each case
   ``torch.cuda.set_sync_debug_mode("error")`` and records whether it synchronised with the host;
 * times ours, every peer and — when the case gives ``bytes_moved`` — a copy of the same number of
   bytes (``torch.empty_like(x).copy_(x)``, read + write) **in the same run**, interleaved round by
-  round (:func:`mpslinalg._timing.time_interleaved`: CUDA events on cuda, MPS events on mps,
+  round (:func:`mpslinalg.mainjob.timing.time_interleaved`: CUDA events on cuda, MPS events on mps,
   ``perf_counter`` on cpu; medians of samples after warm-up);
 * roofline: the time the case could take at the attainable rate — ``bytes_moved`` at the copy
   bandwidth measured in this run, ``flops`` at the float32 GEMM rate measured in this run (once per
@@ -58,8 +58,8 @@ from typing import Any
 
 import torch
 
-from mpslinalg._report import best_device, device_name, environment, fmt_ms, format_table, short_error
-from mpslinalg._timing import Timing, resolve_device, synchronize, time_interleaved
+from mpslinalg.mainjob.report import best_device, device_name, environment, fmt_ms, format_table, short_error
+from mpslinalg.mainjob.timing import Timing, resolve_device, synchronize, time_interleaved
 
 __all__ = ["KNOWN_PEAKS", "Case", "cli", "nominal_peaks", "run_cases"]
 
@@ -366,7 +366,7 @@ def run_cases(
     out_json, out_md : path, optional
         Where to write the JSON record and the markdown table.
     warmup, repeat, min_time, max_time
-        Passed to :func:`mpslinalg._timing.time_interleaved` for each case.
+        Passed to :func:`mpslinalg.mainjob.timing.time_interleaved` for each case.
     quick : bool
         Recorded in the JSON (and sizes the GEMM reference).
     family : str

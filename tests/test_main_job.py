@@ -1,4 +1,4 @@
-"""The main job (``python -m mpslinalg``) and its workload registry (mpslinalg._workloads).
+"""The main job (``python -m mpslinalg``) and its workload registry (mpslinalg.mainjob.workloads).
 
 The registry's rows are exercised before the families' ops exist by standing ``torch.linalg`` in for
 ``mpslinalg``'s ops (LAPACK on the CPU: accurate by construction), and by a deliberately perturbed
@@ -18,9 +18,9 @@ import pytest
 import torch
 
 import mpslinalg
-from mpslinalg import _workloads
-from mpslinalg.__main__ import main, run_workload
 from mpslinalg.kernels import backend_for
+from mpslinalg.mainjob import main, run_workload
+from mpslinalg.mainjob import workloads as _workloads
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""The timing core (mpslinalg._timing) and the report helpers (mpslinalg._report)."""
+"""The timing core (mpslinalg.mainjob.timing) and the report helpers (mpslinalg.mainjob.report)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from mpslinalg._report import Progress, format_table
-from mpslinalg._timing import Timing, time_callable, time_interleaved
+from mpslinalg.mainjob.report import Progress, format_table
+from mpslinalg.mainjob.timing import Timing, time_callable, time_interleaved
 
 
 def test_statistics_of_known_samples():

@@ -95,7 +95,7 @@ def device_name(device: torch.device | str) -> str:
 def _backends(devices: Sequence[str]) -> dict:
     """Backend per device: the default one and the one in force now (env var / context)."""
     try:
-        from .kernels import backend_for, default_backend, requested_backend
+        from ..kernels import backend_for, default_backend, requested_backend
     except ImportError as exc:
         return {"error": f"mpslinalg.kernels unavailable ({exc})",
                 "default": dict.fromkeys(devices, "unknown")}
@@ -111,7 +111,7 @@ def _backends(devices: Sequence[str]) -> dict:
 
 def _emulator_compiler() -> dict:
     try:
-        from .emulator import compiler_info
+        from ..emulator import compiler_info
     except ImportError as exc:
         return {"available": False, "note": f"mpslinalg.emulator not importable ({exc})"}
     try:
@@ -144,7 +144,7 @@ def environment() -> dict:
                          "capability": f"{p.major}.{p.minor}",
                          "memory_GiB": round(p.total_memory / 2**30, 1)})
     try:
-        from . import __version__ as ours
+        from .. import __version__ as ours
     except ImportError:
         ours = "unknown"
     return {

@@ -586,7 +586,7 @@ def workloads() -> list[Workload]:
     names = [w.name for w in rows]
     dup = {n for n in names if names.count(n) > 1}
     if dup:
-        raise RuntimeError(f"mpslinalg._workloads: duplicate workload names {sorted(dup)}")
+        raise RuntimeError(f"mpslinalg.mainjob.workloads: duplicate workload names {sorted(dup)}")
     return rows
 
 

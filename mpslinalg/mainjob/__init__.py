@@ -1,0 +1,219 @@
+"""The main job, ``python -m mpslinalg``: the library's own report (DESIGN §9).
+
+This sub-package holds the main job and the benchmark support, apart from the ops:
+:mod:`.timing` (the timing core shared with ``benchmarks/harness.py``), :mod:`.report` (environment
+and table helpers) and :mod:`.workloads` (the workload registry: one ``_<family>()`` per family).
+
+Prints the environment (versions, devices, MPS availability, the backend each device uses, the
+emulator's compiler), then, for every registered workload (:mod:`mpslinalg.mainjob.workloads`), one row with
+its accuracy (a LAPACK test ratio against the references, pass below the threshold) and its time
+against ``torch.linalg`` — and SciPy when the device is the CPU — measured in the same run.
+
+Exit status: 0 when every row ran and passed its accuracy check (or no op is implemented yet),
+1 when one of our ops raised or failed its accuracy threshold, 2 for bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+import warnings
+from collections.abc import Sequence
+
+import torch
+
+from . import workloads as registry
+from .report import Progress, best_device, environment, fmt_ms, format_environment, format_table, short_error
+from .timing import resolve_device, synchronize, time_interleaved
+from .workloads import ReferenceUnavailable, Workload
+
+#: Timing settings (full, quick): warm-up calls, minimum samples, seconds of samples, seconds cap.
+SETTINGS = {
+    False: {"warmup": 2, "repeat": 10, "min_time": 0.1, "max_time": 10.0},
+    True: {"warmup": 1, "repeat": 3, "min_time": 0.01, "max_time": 1.0},
+}
+
+
+def implemented_ops() -> list[str]:
+    """The linear-algebra ops ``mpslinalg`` exports: names in ``__all__`` that ``torch.linalg`` has."""
+    import mpslinalg
+
+    return [n for n in getattr(mpslinalg, "__all__", ())
+            if callable(getattr(mpslinalg, n, None)) and hasattr(torch.linalg, n)]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m mpslinalg",
+        description="mpslinalg's report: environment, then accuracy and speed of each op against "
+                    "torch.linalg (and SciPy on the CPU), measured in the same run.")
+    p.add_argument("--device", default="auto",
+                   help="cpu, cuda, cuda:N, mps, or auto (mps > cuda > cpu; default)")
+    p.add_argument("--quick", action="store_true", help="small sizes and few repeats (seconds, not minutes)")
+    p.add_argument("--json", metavar="PATH", help="also write the report as JSON to PATH")
+    p.add_argument("--only", action="append", default=[], metavar="TEXT",
+                   help="run only workloads whose name contains TEXT (repeatable)")
+    p.add_argument("--no-timing", action="store_true", help="accuracy only")
+    return p
+
+
+def _shapes(inputs: dict) -> str:
+    return ", ".join(f"{k} {'x'.join(map(str, v.shape)) or 'scalar'}"
+                     for k, v in inputs.items() if isinstance(v, torch.Tensor) and k != "pivots")
+
+
+def run_workload(w: Workload, device: torch.device, quick: bool, timing: bool) -> dict:
+    """Run one workload: make inputs, check accuracy of ours, time ours and the peers together."""
+    row: dict = {"name": w.name, "op": w.op, "description": w.description,
+                 "dtype": str(w.dtype).replace("torch.", ""), "device": str(device)}
+    try:
+        from ..kernels import backend_for
+
+        row["backend"] = backend_for(device)
+    except Exception as exc:  # noqa: BLE001 - e.g. a backend requested that cannot serve the device
+        row["backend"] = f"unavailable: {short_error(exc)}"
+    try:
+        inputs = w.make(device, w.dtype, quick)
+        row["shapes"] = _shapes(inputs)
+        first = next(iter(inputs.values()))
+        row["shape"] = "x".join(map(str, first.shape))
+        out = w.ours(inputs)
+        synchronize(device)
+    except Exception as exc:  # noqa: BLE001 - one broken op must not hide the others
+        row["error"] = short_error(exc)
+        row["traceback"] = traceback.format_exc()
+        row["ok"] = False
+        return row
+    try:
+        name, value, threshold = w.accuracy(inputs, out)
+        row["accuracy"] = {"ratio": name, "value": float(value), "threshold": float(threshold),
+                           "pass": bool(value <= threshold)}
+    except ReferenceUnavailable as exc:  # cannot judge: say so, do not fail the op for it
+        row["accuracy"] = {"error": str(exc), "unavailable": True}
+    except Exception as exc:  # noqa: BLE001
+        row["accuracy"] = {"error": short_error(exc)}
+    del out
+    acc = row["accuracy"]
+    row["ok"] = bool(acc.get("pass", False) or acc.get("unavailable", False))
+    if not timing:
+        return row
+
+    fns = {"mpslinalg": lambda: w.ours(inputs)}
+    peers = {"torch.linalg": w.peer}
+    if device.type == "cpu" and w.scipy is not None:
+        peers["scipy"] = w.scipy
+    row["peers"] = {}
+    for pname, pfn in peers.items():
+        try:  # a peer may lack the op on this device (e.g. complex inv on mps): report, don't fail
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                pfn(inputs)
+            synchronize(device)
+        except Exception as exc:  # noqa: BLE001
+            row["peers"][pname] = {"error": short_error(exc)}
+            continue
+        fns[pname] = (lambda f: lambda: f(inputs))(pfn)
+    try:
+        with warnings.catch_warnings():  # e.g. SciPy's LinAlgWarning per ill-conditioned slice
+            warnings.simplefilter("ignore")
+            times = time_interleaved(fns, device=device, **SETTINGS[quick])
+    except Exception as exc:  # noqa: BLE001 - e.g. ours fails on a repeated call: a failure, reported
+        row["error"] = f"while timing: {short_error(exc)}"
+        row["traceback"] = traceback.format_exc()
+        row["ok"] = False
+        return row
+    row["time"] = times["mpslinalg"].to_dict()
+    for pname, t in times.items():
+        if pname != "mpslinalg":
+            row["peers"][pname] = {**t.to_dict(), "speedup": t.median / times["mpslinalg"].median}
+    return row
+
+
+def _table(rows: list[dict], device: torch.device) -> str:
+    peer_names = ["torch.linalg"] + (["scipy"] if device.type == "cpu" else [])
+    headers = ["workload", "dtype", "shape", "accuracy check", "ratio", "limit", "mpslinalg ms"]
+    for p in peer_names:
+        headers += [f"{p} ms", f"{p}/ours"]
+    out = []
+    for r in rows:
+        acc = r.get("accuracy", {})
+        if "error" in r:
+            out.append([r["name"], r["dtype"], r.get("shape", ""), f"ERROR {r['error']}", "", "", "-"]
+                       + ["-", "-"] * len(peer_names))
+            continue
+        if "value" in acc:
+            verdict = "ok" if acc["pass"] else "FAIL"
+            check, a, lim = acc["ratio"], f"{acc['value']:.3g} {verdict}", f"{acc['threshold']:g}"
+        else:
+            check, a, lim = f"n/a ({acc.get('error', '')})", "-", ""
+        ours_ms = fmt_ms(r["time"]["median_ms"]) if "time" in r else "-"
+        cells = [r["name"], r["dtype"], r.get("shape", ""), check, a, lim, ours_ms]
+        for p in peer_names:
+            pr = r.get("peers", {}).get(p)
+            if pr is None:
+                cells += ["-", "-"]
+            elif "error" in pr:
+                cells += ["n/a", "-"]
+            else:
+                cells += [fmt_ms(pr["median_ms"]), f"{pr['speedup']:.2f}x"]
+        out.append(cells)
+    align = ["l", "l", "l", "l", "r", "r", "r"] + ["r", "r"] * len(peer_names)
+    return format_table(headers, out, align=align)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the report; returns the exit status."""
+    args = _parser().parse_args(argv)
+    for stream in (sys.stdout, sys.stderr):  # norm signs in ratio names on a non-UTF-8 console
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")
+    try:
+        device = resolve_device(best_device() if args.device == "auto" else args.device)
+    except (RuntimeError, ValueError) as exc:
+        print(f"python -m mpslinalg: --device: {exc}", file=sys.stderr)
+        return 2
+
+    env = environment()
+    print("# mpslinalg report\n")
+    print(format_environment(env))
+    ops = implemented_ops()
+    print(f"\nops implemented: {', '.join(ops) if ops else 'none yet'}")
+
+    try:
+        registered = registry.workloads()
+    except Exception as exc:  # noqa: BLE001 - a family's row function is broken: say which, fail
+        print(f"\nthe workload registry (mpslinalg/mainjob/workloads.py) raised {short_error(exc)}", file=sys.stderr)
+        traceback.print_exc()
+        return 1
+    rows_def = [w for w in registered if not args.only or any(s in w.name for s in args.only)]
+    report: dict = {"environment": env, "device": str(device), "quick": bool(args.quick),
+                    "settings": SETTINGS[bool(args.quick)], "implemented_ops": ops, "rows": []}
+    if not rows_def:
+        print("no workloads registered for the implemented ops; nothing to measure"
+              + (" (after --only)" if args.only else ""))
+    else:
+        print(f"\nmeasuring {len(rows_def)} workload(s) on {device} "
+              f"({'quick' if args.quick else 'full'} sizes)\n")
+        bar = Progress(len(rows_def))
+        for w in rows_def:
+            bar.step(w.name)
+            report["rows"].append(run_workload(w, device, bool(args.quick), not args.no_timing))
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+        bar.close()
+        print(_table(report["rows"], device))
+        print("\nratio columns: peer time / our time (> 1: mpslinalg is faster), medians of "
+              "interleaved samples in this run.\naccuracy: LAPACK test ratio over at most "
+              "256 matrices of a batch, float64 on the CPU; pass when <= limit.")
+        for r in report["rows"]:
+            if "error" in r:
+                print(f"\n{r['name']} raised:\n{r['traceback']}", file=sys.stderr)
+    report["ok"] = all(r["ok"] for r in report["rows"])
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({k: v for k, v in report.items()}, f, indent=2, default=str)
+        print(f"\nJSON written to {args.json}")
+    return 0 if report["ok"] else 1
+

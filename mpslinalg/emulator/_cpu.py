@@ -20,13 +20,16 @@ from ._toolchain import SHIM_DIR, cache_dir, digest, run_compiler
 __all__ = ["CpuTarget", "CpuRunner"]
 
 ORDERS = {"inorder": 0, "reverse": 1, "shuffle": 2}
-RC_OK, RC_FAULT, RC_TGMEM, RC_USAGE = 0, 1, 2, 3
+RC_OK, RC_FAULT, RC_TGMEM, RC_USAGE, RC_TIMEOUT, RC_INTERRUPT = 0, 1, 2, 3, 4, 5
 
 # -O1 (fast to compile, fast enough to run), FMA contraction off (as Metal without fast math is
 # closest to), out-of-bounds indexing of fixed-size arrays traps (SIGILL -> KernelFault).
+# -fno-finite-loops: C++ lets the optimiser delete a loop without side effects (a spin-wait on
+# device memory would "succeed" at once); a GPU kernel that spins, spins (and hits the timeout).
 CXX_FLAGS = [
     "-std=c++17",
     "-O1",
+    "-fno-finite-loops",
     "-fPIC",
     "-fno-exceptions",
     "-fno-rtti",
@@ -108,10 +111,10 @@ def launcher_source(kernels: list[Kernel]) -> str:
     out.append(f"static const unsigned long *const __mpsle_sizes[] = {{{sz or 'nullptr'}}};")
     out.append(
         '__attribute__((visibility("default"))) int mpsle_entry_run(int k, void **bufs,\n'
-        "    const uint32_t *grid, const uint32_t *group, int order, uint64_t seed, char *err, int errlen,\n"
-        "    uint32_t *where, void **addr) {\n"
-        "  return mpsle_launch(&__mpsle_kernels[k], bufs, grid, group, order, seed, err, errlen, where,\n"
-        "                      addr);\n"
+        "    const uint32_t *grid, const uint32_t *group, int order, uint64_t seed, double timeout, char *err,\n"
+        "    int errlen, uint32_t *where, void **addr) {\n"
+        "  return mpsle_launch(&__mpsle_kernels[k], bufs, grid, group, order, seed, timeout, err, errlen,\n"
+        "                      where, addr);\n"
         "}"
     )
     out.append(
@@ -220,6 +223,7 @@ class CpuRunner:
             ctypes.POINTER(ctypes.c_uint32),
             ctypes.c_int,
             ctypes.c_uint64,
+            ctypes.c_double,
             ctypes.c_char_p,
             ctypes.c_int,
             ctypes.POINTER(ctypes.c_uint32),
@@ -251,13 +255,16 @@ class CpuRunner:
         group: tuple[int, int, int],
         order: str,
         seed: int,
+        timeout: float = 0.0,
     ) -> tuple[int, str, tuple[int, ...], int]:
+        """Run one launch (``timeout`` seconds of wall clock, 0 = none); returns the runtime's code,
+        its message, where it stopped (group, thread) and the faulting address."""
         bufs = (ctypes.c_void_p * max(1, len(ptrs)))(*ptrs)
         g = (ctypes.c_uint32 * 3)(*grid)
         t = (ctypes.c_uint32 * 3)(*group)
         err, where, addr = self._err, self._where, self._addr  # launches are serialized by a lock
         addr.value = 0
         rc = self._run(
-            k, bufs, g, t, ORDERS[order], seed & 0xFFFFFFFFFFFFFFFF, err, 1024, where, ctypes.byref(addr)
+            k, bufs, g, t, ORDERS[order], seed & 0xFFFFFFFFFFFFFFFF, timeout, err, 1024, where, ctypes.byref(addr)
         )
         return rc, err.value.decode(errors="replace"), tuple(where), int(addr.value or 0)

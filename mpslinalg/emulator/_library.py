@@ -30,6 +30,7 @@ __all__ = [
     "KernelFault",
     "KernelNotFoundError",
     "KernelRace",
+    "KernelTimeout",
     "Library",
     "KernelFunction",
     "compile_shader",
@@ -37,6 +38,7 @@ __all__ = [
 ]
 
 MAX_THREADS_PER_GROUP = 1024
+RC_TIMEOUT, RC_INTERRUPT = 4, 5  # the runtime's return codes (shim/cpu_runtime.c)
 TARGETS = ("cpu", "cuda")
 
 
@@ -274,7 +276,7 @@ class KernelFunction:
                 f"{want} data{hint}"
             )
 
-    def _run_tsan(self, args, ptrs, tensors, scalar_sizes, grid, group, order, seed) -> None:
+    def _run_tsan(self, args, ptrs, tensors, scalar_sizes, grid, group, order, seed, limit) -> None:
         """``tsan=True``: the launch in a ThreadSanitizer subprocess (see ``_tsan.py``)."""
         from ._tsan import run_tsan
 
@@ -289,7 +291,9 @@ class KernelFunction:
                 )
         sizes = {i: avail for i, _t, avail in tensors}
         buffers = [(ptrs[i], sizes.get(i, scalar_sizes.get(i, 0)), i in sizes) for i in range(len(args))]
-        rc, msg, races, _raw = run_tsan(self._lib.source, name, buffers, grid, group, order, seed)
+        rc, msg, races, _raw = run_tsan(self._lib.source, name, buffers, grid, group, order, seed, limit)
+        if rc == RC_TIMEOUT:
+            raise KernelTimeout(f"kernel '{name}' under ThreadSanitizer {msg}", kernel=name)
         if rc != 0:
             raise KernelFault(f"kernel '{name}' failed under ThreadSanitizer: {msg}", kernel=name)
         if races:
@@ -311,6 +315,7 @@ class KernelFunction:
         seed: int = 0,
         guard: bool = False,
         tsan: bool = False,
+        timeout: float | None = None,
     ) -> None:
         """Run the kernel on CPU tensors (torch's ``compile_shader`` call shape).
 
@@ -340,13 +345,20 @@ class KernelFunction:
             Emulator only: run the launch under ThreadSanitizer in a subprocess (every GPU thread a
             TSan fiber, barriers as synchronisation); raises :class:`KernelRace` listing the
             ``.metal`` lines of unordered conflicting accesses. About a second per call.
+        timeout : float, optional
+            Emulator only (cpu target): seconds of wall clock the launch may take before it is
+            abandoned with :class:`KernelTimeout`; default ``$MPSLINALG_EMULATOR_TIMEOUT`` or 60,
+            ``math.inf`` for none. Ctrl-C interrupts a launch (``KeyboardInterrupt``) either way.
 
         Raises
         ------
         TypeError, ValueError
             Binding errors (argument count, dtype vs pointer type, Python int for a float, ...).
         KernelFault
-            A fault inside the kernel (:class:`KernelRace` for races found with ``tsan=True``).
+            A fault inside the kernel (:class:`KernelRace` for races found with ``tsan=True``,
+            :class:`KernelTimeout` for a launch past its ``timeout``).
+        KeyboardInterrupt
+            Ctrl-C during the launch (the launch is abandoned; the emulator stays usable).
         """
         name = self.name
         if order not in ("inorder", "reverse", "shuffle"):
@@ -355,6 +367,11 @@ class KernelFunction:
             )
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise BindingTypeError(f"kernel '{name}': seed must be an int, got {seed!r}")
+        if self._lib.target == "cuda" and timeout is not None:
+            raise BindingError(
+                f"kernel '{name}': timeout= is a cpu-target option (cuda launches are asynchronous)"
+            )
+        limit = launch_timeout(timeout, name)
         if self._bad:
             p = self._bad[0]
             raise BindingError(
@@ -517,7 +534,7 @@ class KernelFunction:
             runner.launch_cuda(self._index, name, args, ptrs, tuple(grid), tuple(group), keep)
             return
         if tsan:
-            self._run_tsan(args, ptrs, tensors, scalar_sizes, grid, group, order, seed)
+            self._run_tsan(args, ptrs, tensors, scalar_sizes, grid, group, order, seed, limit)
             return
         guards: dict[int, _Guarded] = {}
         try:
@@ -539,7 +556,7 @@ class KernelFunction:
                     ptrs[i] = g.ptr
             with _launch_lock:
                 rc, msg, where, addr = runner.launch(
-                    self._index, ptrs, tuple(grid), tuple(group), order, seed
+                    self._index, ptrs, tuple(grid), tuple(group), order, seed, limit
                 )
                 if rc == 0:
                     self._tg_bytes = runner.last_threadgroup_bytes()
@@ -551,6 +568,15 @@ class KernelFunction:
                 g.release()
         if rc == 0:
             return
+        if rc == RC_INTERRUPT:
+            raise KeyboardInterrupt(f"kernel '{name}' interrupted")
+        if rc == RC_TIMEOUT:
+            raise KernelTimeout(
+                f"kernel '{name}' {msg} (timeout=; an endless loop, or a spin-wait on a value that no "
+                "thread writes while the spinning one runs: the emulator runs a group's threads one "
+                "at a time between barriers)",
+                kernel=name,
+            )
         if rc == 1:
             for i, g in guards.items():
                 if g.contains_guard(addr):
@@ -561,6 +587,39 @@ class KernelFunction:
                 f"kernel '{name}' faulted in {where_txt}: {msg}", kernel=name, group=grp, thread=thr
             )
         raise BindingError(f"kernel '{name}': {msg}")
+
+
+class KernelTimeout(KernelFault):
+    """A launch that did not finish within its ``timeout=`` (an endless loop, or a spin-wait on a
+    value no thread of the launch will write while the spinning thread holds the CPU)."""
+
+
+DEFAULT_TIMEOUT_S = 60.0  # per launch, cpu target; $MPSLINALG_EMULATOR_TIMEOUT overrides
+
+
+def launch_timeout(timeout: Any, kname: str) -> float:
+    """Seconds of wall clock a launch may take: ``timeout=`` if given, else
+    ``$MPSLINALG_EMULATOR_TIMEOUT``, else 60. ``math.inf`` (or 0 in the environment) means none;
+    returns 0.0 for "none" (the runtime's encoding)."""
+    if timeout is None:
+        env = os.environ.get("MPSLINALG_EMULATOR_TIMEOUT", "").strip()
+        if not env:
+            return DEFAULT_TIMEOUT_S
+        try:
+            value = float(env)
+        except ValueError:
+            raise BindingError(
+                f"MPSLINALG_EMULATOR_TIMEOUT must be a number of seconds (0 for none), got {env!r}"
+            ) from None
+        if value < 0 or math.isnan(value):
+            raise BindingError(f"MPSLINALG_EMULATOR_TIMEOUT must be >= 0 seconds, got {env!r}")
+        return 0.0 if value == 0 or math.isinf(value) else value
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise BindingError(
+            f"kernel '{kname}': timeout must be a positive number of seconds (math.inf for none), "
+            f"got {timeout!r}"
+        )
+    return 0.0 if math.isinf(timeout) else float(timeout)
 
 
 class KernelRace(KernelFault):

@@ -63,8 +63,8 @@ where = (ctypes.c_uint32 * 7)()
 addr = ctypes.c_void_p(0)
 if spec["alias_div"]:
     lib.mpsle_tsan_set_alias(spec["alias_div"])
-rc = run(spec["kernel"], ptrs, g, t, spec["order"], ctypes.c_uint64(spec["seed"]), err, 1024, where,
-         ctypes.byref(addr))
+rc = run(spec["kernel"], ptrs, g, t, spec["order"], ctypes.c_uint64(spec["seed"]),
+         ctypes.c_double(spec.get("timeout", 0.0)), err, 1024, where, ctypes.byref(addr))
 for b, spec_b in zip(bufs, spec["buffers"]):
     open(spec_b["file"], "wb").write(b.raw[: spec_b["size"]])
 print("MPSLE_RESULT " + json.dumps({"rc": rc, "err": err.value.decode(errors="replace")}))
@@ -140,9 +140,17 @@ def build_tsan_library(source: str) -> tuple[Path, list]:
 
 
 def run_tsan(
-    source: str, kernel_name: str, buffers: list[tuple[int, int, bool]], grid, group, order: str, seed: int
+    source: str,
+    kernel_name: str,
+    buffers: list[tuple[int, int, bool]],
+    grid,
+    group,
+    order: str,
+    seed: int,
+    timeout: float = 0.0,
 ) -> tuple[int, str, list[Race], str]:
-    """Run one launch under TSan. ``buffers``: (address, nbytes, copy_back) per argument.
+    """Run one launch under TSan. ``buffers``: (address, nbytes, copy_back) per argument;
+    ``timeout``: seconds per pass (0 = none), enforced inside the child like any launch.
 
     Returns (rc, message, races, raw TSan text).
     """
@@ -158,7 +166,7 @@ def run_tsan(
     rc, msg = 0, ""
     for k, alias_div in enumerate(passes):
         rc, msg, found, text = _one_pass(
-            so, index, buffers, grid, group, ORDERS[order], seed, alias_div, copy_back=(k == 0)
+            so, index, buffers, grid, group, ORDERS[order], seed, alias_div, timeout, copy_back=(k == 0)
         )
         raw += text
         races += [r for r in found if r not in races]
@@ -167,7 +175,7 @@ def run_tsan(
     return rc, msg, races, raw
 
 
-def _one_pass(so, index, buffers, grid, group, order, seed, alias_div, copy_back):
+def _one_pass(so, index, buffers, grid, group, order, seed, alias_div, timeout, copy_back):
     with tempfile.TemporaryDirectory(prefix="mpsle-tsan-", dir=cache_dir()) as td:
         spec = {
             "so": str(so),
@@ -177,6 +185,7 @@ def _one_pass(so, index, buffers, grid, group, order, seed, alias_div, copy_back
             "order": order,
             "seed": seed & 0xFFFFFFFFFFFFFFFF,
             "alias_div": alias_div,
+            "timeout": timeout,
             "buffers": [],
         }
         for i, (ptr, n, _) in enumerate(buffers):

@@ -46,7 +46,7 @@ const void *mpsle_collective(const void *val, unsigned size, unsigned site, unsi
 void mpsle_kernel_fault(const char *msg);
 unsigned mpsle_current_lane(void);
 int mpsle_launch(const mpsle_kdesc *k, void **bufs, const uint32_t grid[3], const uint32_t req[3], int order,
-                 uint64_t seed, char *err, int errlen, uint32_t *where, void **addr);
+                 uint64_t seed, double timeout, char *err, int errlen, uint32_t *where, void **addr);
 
 #ifdef __cplusplus
 }

@@ -14,7 +14,11 @@
  *     float, -1 for integers) at the start of every threadgroup;
  *   - SIGSEGV/SIGBUS/SIGILL/SIGFPE inside a kernel (out-of-bounds trap, bad pointer, integer
  *     division by zero) jump back to the launcher, which returns an error code and a message
- *     naming the threadgroup and the thread. The Python process survives.
+ *     naming the threadgroup and the thread. The Python process survives;
+ *   - a launch has a wall-clock limit: a POSIX timer (Linux) sends MPSLE_TIMEOUT_SIG to the
+ *     launching thread, and SIGINT (Ctrl-C) is caught during the launch; both jump back to the
+ *     launcher like a fault (RC_TIMEOUT / RC_INTERRUPT), so a kernel that never terminates cannot
+ *     hang the process. Kernel code runs no locks or allocations, so abandoning it is safe.
  */
 #define _GNU_SOURCE
 #if defined(__APPLE__)
@@ -27,8 +31,17 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#define MPSLE_HAVE_TIMER 1
+#ifndef sigev_notify_thread_id /* older glibc */
+#define sigev_notify_thread_id _sigev_un._tid
+#endif
+#endif
 #if !(defined(__x86_64__) && defined(__ELF__)) && !defined(MPSLE_UCONTEXT)
 #define MPSLE_UCONTEXT 1
 #endif
@@ -71,7 +84,9 @@ static char tsan_bar_sync[2], tsan_simd_sync[32][2], tsan_group_sync, tsan_end_s
 
 enum { MAXT = 1024, SIMD = 32, TG_BYTES = 32768, MAXSLOTS = 256, STACK = 128 * 1024 };
 enum { RUNNABLE = 0, AT_BARRIER = 1, AT_SIMD = 2, DONE = 3 };
-enum { RC_OK = 0, RC_FAULT = 1, RC_TGMEM = 2, RC_USAGE = 3 };
+enum { RC_OK = 0, RC_FAULT = 1, RC_TGMEM = 2, RC_USAGE = 3, RC_TIMEOUT = 4, RC_INTERRUPT = 5 };
+/* a real-time signal nobody else in a Python process uses (SIGALRM belongs to pytest-timeout) */
+#define MPSLE_TIMEOUT_SIG (SIGRTMIN + 7)
 
 /* ----------------------------------------------------------------------------------------- */
 /* context switch                                                                              */
@@ -146,7 +161,9 @@ static char *err_buf;
 static int err_len;
 static volatile sig_atomic_t fault_sig;
 static void *volatile fault_addr;
-static int in_kernel;
+static volatile sig_atomic_t in_kernel;
+static pthread_t launch_thread;
+static struct sigaction old_int_sa;
 
 static void fault_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void fault_msg(const char *fmt, ...) {
@@ -389,7 +406,22 @@ EXPORT void mpsle_kernel_fault(const char *msg) {
 /* signals                                                                                     */
 /* ----------------------------------------------------------------------------------------- */
 static void on_signal(int sig, siginfo_t *si, void *uc) {
-  (void)uc;
+  if (sig == MPSLE_TIMEOUT_SIG || sig == SIGINT) {
+    if (in_kernel && pthread_equal(pthread_self(), launch_thread))
+      siglongjmp(fault_jmp, sig == SIGINT ? RC_INTERRUPT : RC_TIMEOUT);
+    if (sig == MPSLE_TIMEOUT_SIG) return; /* a late expiry after the launch ended */
+    if (in_kernel) { /* Ctrl-C landed on another thread: hand it to the launching thread */
+      pthread_kill(launch_thread, SIGINT);
+      return;
+    }
+    /* between launches: whatever handled SIGINT before (Python's handler) */
+    if (old_int_sa.sa_flags & SA_SIGINFO) {
+      if (old_int_sa.sa_sigaction) old_int_sa.sa_sigaction(sig, si, uc);
+    } else if (old_int_sa.sa_handler != SIG_IGN && old_int_sa.sa_handler != SIG_DFL) {
+      old_int_sa.sa_handler(sig);
+    }
+    return;
+  }
   if (!in_kernel) { /* not ours: restore default and re-raise */
     signal(sig, SIG_DFL);
     raise(sig);
@@ -400,7 +432,8 @@ static void on_signal(int sig, siginfo_t *si, void *uc) {
   siglongjmp(fault_jmp, 100 + sig);
 }
 
-static const int SIGS[4] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE};
+enum { NSIGS = 6 };
+static int SIGS[NSIGS] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGINT, 0 /* MPSLE_TIMEOUT_SIG */};
 
 /* ----------------------------------------------------------------------------------------- */
 /* launch                                                                                      */
@@ -440,7 +473,8 @@ static uint64_t gcd_u64(uint64_t a, uint64_t b) {
 }
 
 EXPORT int mpsle_launch(const mpsle_kdesc *k, void **bufs, const uint32_t grid_in[3], const uint32_t req_in[3],
-                        int order, uint64_t seed, char *err, int errlen, uint32_t *where, void **addr) {
+                        int order, uint64_t seed, double timeout, char *err, int errlen, uint32_t *where,
+                        void **addr) {
   uint32_t grid[3], req[3], ngroups[3];
   for (int d = 0; d < 3; d++) {
     grid[d] = grid_in[d];
@@ -477,12 +511,37 @@ EXPORT int mpsle_launch(const mpsle_kdesc *k, void **bufs, const uint32_t grid_i
   static char altstack[64 * 1024];
   stack_t ss = {.ss_sp = altstack, .ss_size = sizeof altstack, .ss_flags = 0}, old_ss;
   sigaltstack(&ss, &old_ss);
-  struct sigaction sa, old_sa[4];
+  struct sigaction sa, old_sa[NSIGS];
   memset(&sa, 0, sizeof sa);
   sa.sa_sigaction = on_signal;
   sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
   sigemptyset(&sa.sa_mask);
-  for (int s = 0; s < 4; s++) sigaction(SIGS[s], &sa, &old_sa[s]);
+  SIGS[NSIGS - 1] = MPSLE_TIMEOUT_SIG;
+  launch_thread = pthread_self();
+  for (int s = 0; s < NSIGS; s++) sigaction(SIGS[s], &sa, &old_sa[s]);
+  old_int_sa = old_sa[4];
+  /* the wall-clock limit: a timer that signals this thread (not the process) */
+#ifdef MPSLE_HAVE_TIMER
+  timer_t timer;
+  int have_timer = 0;
+  struct itimerspec its;
+  memset(&its, 0, sizeof its);
+  its.it_value.tv_sec = (time_t)timeout;
+  its.it_value.tv_nsec = (long)((timeout - (double)(time_t)timeout) * 1e9);
+  if (timeout > 0 && its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0) its.it_value.tv_nsec = 1;
+  if (timeout > 0) {
+    struct sigevent sev;
+    memset(&sev, 0, sizeof sev);
+    sev.sigev_notify = SIGEV_THREAD_ID;
+    sev.sigev_signo = MPSLE_TIMEOUT_SIG;
+    sev.sigev_notify_thread_id = (pid_t)syscall(SYS_gettid);
+    if (timer_create(CLOCK_MONOTONIC, &sev, &timer) == 0) {
+      have_timer = 1;
+    }
+  }
+#else
+  (void)timeout;
+#endif
 
   int rc = RC_OK;
   uint32_t gid[3] = {0, 0, 0};
@@ -494,6 +553,9 @@ EXPORT int mpsle_launch(const mpsle_kdesc *k, void **bufs, const uint32_t grid_i
   if (jr != 0) {
     in_kernel = 0;
     TSAN(__tsan_switch_to_fiber(tsan_sched, 1));
+    if (jr == RC_TIMEOUT)
+      snprintf(err, (size_t)errlen, "did not finish within %g s", timeout);
+    if (jr == RC_INTERRUPT) snprintf(err, (size_t)errlen, "interrupted (SIGINT)");
     if (jr >= 100) {
       int sig = jr - 100;
       const char *what = sig == SIGILL   ? "trap (out-of-bounds index into a fixed-size array, or __builtin_trap)"
@@ -519,6 +581,9 @@ EXPORT int mpsle_launch(const mpsle_kdesc *k, void **bufs, const uint32_t grid_i
     goto done;
   }
   in_kernel = 1;
+#ifdef MPSLE_HAVE_TIMER
+  if (have_timer) timer_settime(timer, 0, &its, NULL); /* armed only now: an early expiry is not lost */
+#endif
 
   /* group order: linear group ids visited as asked */
   {
@@ -619,11 +684,17 @@ EXPORT int mpsle_launch(const mpsle_kdesc *k, void **bufs, const uint32_t grid_i
   in_kernel = 0;
   TSAN(__tsan_acquire(&tsan_end_sync));
 done:
+  in_kernel = 0;
 #ifdef MPSLE_TSAN
   if (tg_mem != tg_arena) free(tg_mem);
   tg_mem = tg_arena;
 #endif
-  for (int s = 0; s < 4; s++) sigaction(SIGS[s], &old_sa[s], NULL);
+#ifdef MPSLE_HAVE_TIMER
+  /* a signal the timer sent before this is delivered on return from timer_delete, while our
+   * handler (which ignores it outside a kernel) is still installed */
+  if (have_timer) timer_delete(timer);
+#endif
+  for (int s = 0; s < NSIGS; s++) sigaction(SIGS[s], &old_sa[s], NULL);
   sigaltstack(&old_ss, NULL);
   cur = -1;
   return rc;

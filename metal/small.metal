@@ -1,29 +1,29 @@
-// small.metal — inverses, determinants and solves of batches of n×n matrices, n = 1…4.
+// small.metal - inverses, determinants and solves of batches of nxn matrices, n = 1...4.
 //
 // One thread per matrix (per matrix and right-hand-side column for solves), straight-line code,
 // float32 (`float`) and complex64 (`float2`, see complex.h). The algorithm is the one of
-// mpslinalg/small.py, operation for operation (DESIGN §6):
+// mpslinalg/small.py, operation for operation (DESIGN section 6):
 //
 //   1. power-of-two equilibration A_s = R A C (exact: only exponents change), from the row maxima
 //      of A and the column maxima of R A, measured with cabs1 = |Re| + |Im|;
-//   2. n = 2 inverse: adjugate / det with det = ad − bc in doubled precision (fma TwoProduct,
-//      TwoSum: Ogita–Rump–Oishi Dot2);
+//   2. n = 2 inverse: adjugate / det with det = ad - bc in doubled precision (fma TwoProduct,
+//      TwoSum: Ogita-Rump-Oishi Dot2);
 //      otherwise: Gaussian elimination with partial pivoting (largest cabs1, smallest index on
 //      ties, like LAPACK i?amax), then LAPACK getri (inv(U), X L = inv(U), column interchanges);
-//   3. unscale exactly: inv(A) = C inv(A_s) R, x = C solve(A_s, R b), det = mant · 2^expo.
+//   3. unscale exactly: inv(A) = C inv(A_s) R, x = C solve(A_s, R b), det = mant * 2^expo.
 //
 // info (int32): 1-based index of the first exactly-zero pivot, 0 if none (LAPACK's rule).
 //
-// Kernels (host names; T = float | cfloat, N = 1…4), all matrices row-major and contiguous:
+// Kernels (host names; T = float | cfloat, N = 1...4), all matrices row-major and contiguous:
 //   small_inv_T_N   (A[batch][N][N], X[batch][N][N], info[batch], long batch)
 //       threads = batch rounded up to a multiple of 64, group_size = 64 (uses barriers: the
 //       group's matrices are staged through threadgroup memory so that loads and stores are
-//       coalesced — consecutive threads touch consecutive words).
+//       coalesced - consecutive threads touch consecutive words).
 //   small_det_T_N   (A[batch][N][N], mant[batch], expo[batch] int32, info[batch], long batch)
-//       det(A) = mant · 2^expo with cabs1(mant) in [2^-N, 2^N) (or mant = 0 / NaN);
+//       det(A) = mant * 2^expo with cabs1(mant) in [2^-N, 2^N) (or mant = 0 / NaN);
 //       same launch shape as small_inv.
 //   small_solve_T_N (A[batch][N][N], B[batch][N][k], X[batch][N][k], info[batch], long batch,
-//       long k)  threads = batch · max(k, 1) (one per right-hand-side column), no barriers.
+//       long k)  threads = batch * max(k, 1) (one per right-hand-side column), no barriers.
 #include <metal_stdlib>
 #include "complex.h"
 using namespace metal;
@@ -108,13 +108,13 @@ inline Dot2 dot2_add(Dot2 d, float a, float b) {
 
 inline float dot2_end(Dot2 d) { return d.s + d.c; }
 
-// a d − b c in doubled precision.
+// a d - b c in doubled precision.
 inline float det2_accurate(float a, float b, float c, float d) {
   return dot2_end(dot2_add(dot2_start(a, d), -b, c));
 }
 
 inline float2 det2_accurate(float2 a, float2 b, float2 c, float2 d) {
-  // Re = ar dr − ai di − br cr + bi ci;  Im = ar di + ai dr − br ci − bi cr
+  // Re = ar dr - ai di - br cr + bi ci;  Im = ar di + ai dr - br ci - bi cr
   Dot2 re = dot2_start(a.x, d.x);
   re = dot2_add(re, -a.y, d.y);
   re = dot2_add(re, -b.x, c.x);
@@ -169,7 +169,7 @@ inline int factor(thread T (&a)[N][N], thread int (&piv)[N], thread bool &odd) {
     piv[k] = p;
     // Swap rows k and p. The loop over the candidate rows keeps every array index a compile-time
     // constant once unrolled, so the matrix stays in registers: indexing a[p][j] with the run-time
-    // p would put it in (slow) thread-local memory — measured on the H200 through the emulator's
+    // p would put it in (slow) thread-local memory - measured on the H200 through the emulator's
     // cuda target, 27% -> 59% of copy bandwidth for 4x4 float (docs/emulator-cuda.md).
     for (int i = k + 1; i < N; ++i) {
       if (i == p) {
@@ -272,7 +272,7 @@ inline int invert_equilibrated(thread T (&a)[N][N]) {
 // Coalesced staging of a threadgroup's matrices through threadgroup memory.
 // ---------------------------------------------------------------------------------------------
 
-// Largest staging tile: SMALL_GROUP complex 4×4 matrices = 64 · 16 · 2 floats = 8 KiB.
+// Largest staging tile: SMALL_GROUP complex 4x4 matrices = 64 * 16 * 2 floats = 8 KiB.
 constant constexpr uint SMALL_TILE_FLOATS = SMALL_GROUP * 16 * 2;
 
 inline void tile_load(device const float *src, long total_floats, long base, threadgroup float *tile,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .kernels import BackendUnavailableError, use_backend
 from .lu import det, inv, inv_ex, lu, lu_factor, lu_factor_ex, lu_solve, slogdet, solve, solve_ex
+from .routing import disable, enable, enabled
 from .triangular import solve_triangular
 
 __version__ = "0.1.0"
@@ -16,6 +17,9 @@ __version__ = "0.1.0"
 __all__ = [
     "BackendUnavailableError",
     "use_backend",
+    "enable",
+    "disable",
+    "enabled",
     "solve_triangular",
     "lu_factor",
     "lu_factor_ex",

@@ -1,0 +1,413 @@
+"""Drop-in routing: unmodified ``torch.linalg`` code runs mpslinalg's ops (issue 13).
+
+::
+
+    import mpslinalg
+    mpslinalg.enable()                    # devices=("mps",): every torch.linalg call on mps below
+    ...                                   # kornia / pytorch3d / your model, unchanged
+    mpslinalg.disable()
+
+    with mpslinalg.enabled(devices=("cpu",), ops=("inv", "solve")):
+        ...
+
+How it works (the full reasoning, and the measured table, are in ``docs/routing.md``)
+--------------------------------------------------------------------------------------
+For each routed ``aten`` operator and each named device, :func:`enable` captures torch's own
+kernel for the device's **autograd** dispatch key (``AutogradMPS``/``AutogradCPU``/``AutogradCUDA``,
+:func:`torch.library.get_kernel`) and registers a Python kernel in its place
+(``torch.library.Library("aten", "IMPL")``). Registering at the autograd key, not the backend key,
+means
+
+* every path into the operator is caught: ``torch.linalg.inv``, ``torch.inverse``,
+  ``Tensor.inverse``, and torch's composite ops that call it (``linalg_inv`` → ``linalg_inv_ex``,
+  ``logdet``/``slogdet`` → ``linalg_slogdet``, ``torch.lu_solve`` → ``linalg_lu_solve``), from any
+  library and any thread;
+* the routed call is mpslinalg's public op, so **our** derivatives are recorded (the singular
+  ``det`` gradient) and ``torch.compile`` traces our custom ops into its graph;
+* a call we do not take goes to the captured kernel with the same dispatch key set — torch's
+  autograd formula and kernel exactly as without routing, at one Python call of extra cost.
+
+The routing kernel hands a call back to torch when
+
+* it is an **internal** call: a thread-local flag is set while mpslinalg computes a routed call, so
+  its own uses of ``torch.linalg`` (e.g. the LAPACK leaf of the ``torch`` backend) never recurse;
+* a ``torch.func`` transform is active (its autograd.Function path cannot be entered from inside
+  the dispatcher's autograd key);
+* the arguments are outside what mpslinalg implements (dtype, rank, ``pivot=False``, a ``driver``):
+  torch then raises its own errors for bad input;
+* the **"never slower" table** :data:`WHEN` says torch.linalg is faster at that size on that device
+  (``when="faster"``, the default; ``when="always"`` routes every call mpslinalg can take).
+
+``torch.inference_mode`` removes the autograd keys from dispatch, so calls made inside it are not
+routed (they run torch's kernels); ``torch.no_grad`` is routed.
+
+:func:`disable` destroys the ``Library`` objects, which deregisters the kernels and restores
+torch's. :func:`stats` counts, per op, the calls that ran ours and those handed to torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+import torch
+
+from .oplayer.checks import supported_dtypes
+
+__all__ = ["ROUTES", "WHEN", "disable", "enable", "enabled", "reset_stats", "routed_ops", "stats"]
+
+#: device type -> the dispatch key whose kernel is replaced.
+_AUTOGRAD_KEY = {"cpu": "AutogradCPU", "cuda": "AutogradCUDA", "mps": "AutogradMPS"}
+
+
+# --------------------------------------------------------------------------------------------------
+# The routes: one aten operator each, the mpslinalg op that replaces it, and its argument mapping
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Route:
+    """One routed ``aten`` operator.
+
+    Attributes
+    ----------
+    name : str
+        The mpslinalg op it runs (``mpslinalg.<name>``); the route exists only when mpslinalg
+        exports it. Also the key of :data:`WHEN`, :func:`stats` and ``enable(ops=...)``.
+    aten : str
+        The operator (and overload) replaced, e.g. ``"linalg_inv_ex"``.
+    call : callable
+        ``call(op, *args, **kwargs)``: run ``op`` (the mpslinalg function) on the aten operator's
+        arguments and return what the aten operator returns; ``None`` hands the call to torch
+        (arguments mpslinalg does not implement, e.g. ``pivot=False``).
+    """
+
+    name: str
+    aten: str
+    call: Callable
+
+
+def _ours(*tensors) -> bool:
+    """Tensors mpslinalg implements (dtype per device, one device); else torch's kernel (and errors)."""
+    first = tensors[0]
+    if not isinstance(first, torch.Tensor) or first.dim() < 2:
+        return False
+    dtypes = supported_dtypes(first.device)
+    for t in tensors:
+        if not isinstance(t, torch.Tensor) or t.dtype not in dtypes or t.device != first.device:
+            return False
+    return True
+
+
+def _inv_ex(op, A, check_errors=False):
+    return op(A, check_errors=check_errors) if _ours(A) else None
+
+
+def _unary(op, A):
+    return op(A) if _ours(A) else None
+
+
+def _solve_ex(op, A, B, left=True, check_errors=False):
+    return op(A, B, left=left, check_errors=check_errors) if _ours(A, B) else None
+
+
+def _solve(op, A, B, left=True):
+    return op(A, B, left=left) if _ours(A, B) else None
+
+
+def _lu_factor_ex(op, A, pivot=True, check_errors=False):
+    return op(A, check_errors=check_errors) if pivot and _ours(A) else None
+
+
+def _lu(op, A, pivot=True):
+    return op(A) if pivot and _ours(A) else None
+
+
+def _lu_solve(op, LU, pivots, B, left=True, adjoint=False):
+    ok = _ours(LU, B) and isinstance(pivots, torch.Tensor) and pivots.dtype == torch.int32
+    return op(LU, pivots, B, left=left, adjoint=adjoint) if ok else None
+
+
+def _solve_triangular(op, A, B, upper, left=True, unitriangular=False):
+    return op(A, B, upper=upper, left=left, unitriangular=unitriangular) if _ours(A, B) else None
+
+
+def _qr(op, A, mode="reduced"):
+    return op(A, mode=mode) if _ours(A) else None
+
+
+def _svd(op, A, full_matrices=True, driver=None):
+    return op(A, full_matrices=full_matrices) if driver is None and _ours(A) else None
+
+
+def _svdvals(op, A, driver=None):
+    return op(A) if driver is None and _ours(A) else None
+
+
+def _lstsq(op, A, B, rcond=None, driver=None):
+    return op(A, B, rcond=rcond) if driver is None and _ours(A, B) else None
+
+
+def _pinv(op, A, atol=None, rtol=None, hermitian=False):
+    return op(A, atol=atol, rtol=rtol, hermitian=hermitian) if _ours(A) else None
+
+
+def _cholesky_ex(op, A, upper=False, check_errors=False):
+    return op(A, upper=upper, check_errors=check_errors) if _ours(A) else None
+
+
+def _eigh(op, A, UPLO="L"):  # noqa: N803  (torch's argument name)
+    return op(A, UPLO=UPLO) if _ours(A) else None
+
+
+#: Every route the module knows, in the order of the families. Composite torch ops need no route of
+#: their own: ``linalg_inv``, ``inverse`` → ``linalg_inv_ex``; ``det`` → ``linalg_det``;
+#: ``slogdet``, ``logdet`` → ``linalg_slogdet``; ``linalg_lu_factor`` → ``linalg_lu_factor_ex``;
+#: ``lu_solve`` → ``linalg_lu_solve``; ``linalg_matrix_rank`` → ``linalg_svdvals``/``linalg_eigvalsh``.
+ROUTES: tuple[Route, ...] = (
+    Route("solve_triangular", "linalg_solve_triangular", _solve_triangular),
+    Route("lu_factor_ex", "linalg_lu_factor_ex", _lu_factor_ex),
+    Route("lu", "linalg_lu", _lu),
+    Route("lu_solve", "linalg_lu_solve", _lu_solve),
+    # linalg_solve calls _linalg_solve_ex (which also returns LU and pivots), not linalg_solve_ex:
+    # both public ops are routed.
+    Route("solve", "linalg_solve", _solve),
+    Route("solve_ex", "linalg_solve_ex", _solve_ex),
+    Route("det", "linalg_det", _unary),
+    Route("slogdet", "linalg_slogdet", _unary),
+    Route("inv_ex", "linalg_inv_ex", _inv_ex),
+    Route("qr", "linalg_qr", _qr),
+    Route("svd", "linalg_svd", _svd),
+    Route("svdvals", "linalg_svdvals", _svdvals),
+    Route("pinv", "linalg_pinv.atol_rtol_tensor", _pinv),
+    Route("lstsq", "linalg_lstsq", _lstsq),
+    Route("cholesky_ex", "linalg_cholesky_ex", _cholesky_ex),
+    Route("eigh", "linalg_eigh", _eigh),
+)
+
+
+def routed_ops() -> tuple[str, ...]:
+    """Names of the ops that :func:`enable` can route now (those ``mpslinalg`` exports)."""
+    import mpslinalg
+
+    return tuple(r.name for r in ROUTES if callable(getattr(mpslinalg, r.name, None)))
+
+
+# --------------------------------------------------------------------------------------------------
+# "Never slower": where each op routes, per device type (measured; docs/routing.md has the table)
+# --------------------------------------------------------------------------------------------------
+
+#: ``WHEN[device_type][op]`` is a tuple of ``(n_max, batch_min)`` regions: a call on an ``n x n``
+#: (for solves: the coefficient matrix) batch of ``batch`` matrices is routed when ``n <= n_max``
+#: and ``batch >= batch_min`` for one of them. An op missing from a device's table is always
+#: routed (``mps``: torch.linalg there falls back to the CPU or lacks ops; not measurable here);
+#: ``()`` never routes.
+WHEN: dict[str, dict[str, tuple[tuple[int, int], ...]]] = {
+    "cpu": {},
+    "cuda": {},
+    "mps": {},
+}
+
+
+def _size(args) -> tuple[int, int]:
+    """``(n, batch)`` of the call's first matrix argument."""
+    A = args[0]
+    shape = A.shape
+    return shape[-1], math.prod(shape[:-2])
+
+
+def _faster(regions, args) -> bool:
+    n, batch = _size(args)
+    return any(n <= n_max and batch >= batch_min for n_max, batch_min in regions)
+
+
+# --------------------------------------------------------------------------------------------------
+# State: the registrations, the internal-call flag, the counters
+# --------------------------------------------------------------------------------------------------
+
+
+class _Local(threading.local):
+    inside: bool = False  # this thread is computing a routed call (its torch calls are internal)
+
+
+_local = _Local()
+_lock = threading.Lock()  # enable/disable and the counters
+_libraries: list[torch.library.Library] = []
+_config: tuple | None = None  # (devices, ops, when) of the active routing, for enabled() to restore
+_OURS, _TORCH, _INTERNAL = range(3)
+_counts: dict[str, list[int]] = {}  # op -> calls [that ran ours, handed to torch, internal]
+
+
+def _count(name: str, path: int) -> None:
+    with _lock:
+        _counts.setdefault(name, [0, 0, 0])[path] += 1
+
+
+def stats() -> dict[str, dict[str, int]]:
+    """Calls seen by the routing since the last :func:`reset_stats`, per op.
+
+    Returns
+    -------
+    dict
+        ``{op: {"ours": n, "torch": m, "internal": k}}``: ``ours`` calls ran the mpslinalg op;
+        ``torch`` calls were handed to torch's kernel (``torch.func`` transforms, arguments mpslinalg
+        does not implement, or sizes where :data:`WHEN` says torch.linalg is faster);
+        ``internal`` calls were made by mpslinalg itself while computing a routed call (torch's
+        kernel, never routed again).
+    """
+    with _lock:
+        return {name: dict(zip(("ours", "torch", "internal"), c)) for name, c in _counts.items()}
+
+
+def reset_stats() -> None:
+    """Zero the counters of :func:`stats`."""
+    with _lock:
+        _counts.clear()
+
+
+def _kernel(route: Route, op: Callable, original, regions) -> Callable:
+    """The kernel registered for ``route`` on one device: ours, or torch's ``original``."""
+    name = route.name
+
+    def kernel(keyset, *args, **kwargs):
+        if _local.inside:
+            _count(name, _INTERNAL)
+            return original.call_boxed(keyset, *args, **kwargs)
+        if not torch._C._are_functorch_transforms_active() and (regions is None or _faster(regions, args)):
+            _local.inside = True
+            try:
+                result = route.call(op, *args, **kwargs)
+            finally:
+                _local.inside = False
+            if result is not None:
+                _count(name, _OURS)
+                return result
+        _count(name, _TORCH)
+        return original.call_boxed(keyset, *args, **kwargs)
+
+    return kernel
+
+
+def _normalise(devices, ops, when) -> tuple[tuple[str, ...], tuple[str, ...], str]:
+    if isinstance(devices, (str, torch.device)):
+        devices = (devices,)
+    types = []
+    for d in devices:
+        t = torch.device(d).type if isinstance(d, (str, torch.device)) else None
+        if t not in _AUTOGRAD_KEY:
+            raise ValueError(f"mpslinalg.enable: devices must name device types among "
+                             f"{sorted(_AUTOGRAD_KEY)}, got {d!r}")
+        if t not in types:
+            types.append(t)
+    available = routed_ops()
+    if ops is None:
+        ops = available
+    else:
+        ops = (ops,) if isinstance(ops, str) else tuple(ops)
+        unknown = [o for o in ops if o not in available]
+        if unknown:
+            raise ValueError(f"mpslinalg.enable: ops {unknown} cannot be routed; the routable ops are "
+                             f"{list(available)}")
+    if when not in ("faster", "always"):
+        raise ValueError(f"mpslinalg.enable: when must be 'faster' or 'always', got {when!r}")
+    return tuple(types), tuple(ops), when
+
+
+def _register(devices, ops, when) -> None:
+    import mpslinalg
+
+    for device in devices:
+        key = _AUTOGRAD_KEY[device]
+        lib = torch.library.Library("aten", "IMPL")
+        _libraries.append(lib)
+        for route in ROUTES:
+            if route.name not in ops:
+                continue
+            regions = WHEN[device].get(route.name) if when == "faster" else None
+            original = torch.library.get_kernel(f"aten::{route.aten}", key)
+            lib.impl(route.aten, _kernel(route, getattr(mpslinalg, route.name), original, regions), key,
+                     with_keyset=True)
+
+
+def _deregister() -> None:
+    while _libraries:
+        _libraries.pop()._destroy()
+
+
+def enable(devices: Iterable[str] | str = ("mps",), ops: Iterable[str] | None = None, *,
+           when: str = "faster") -> None:
+    """Route ``torch.linalg`` calls on ``devices`` to mpslinalg's ops, process-wide.
+
+    Replaces a previous :func:`enable` (its registrations are removed first).
+
+    Parameters
+    ----------
+    devices : str or iterable of str, optional
+        Device types to route: ``"mps"`` (default), ``"cpu"``, ``"cuda"``.
+    ops : iterable of str, optional
+        mpslinalg op names to route (default: all of :func:`routed_ops`), e.g. ``("inv_ex",
+        "det")``. ``torch.linalg.inv``/``torch.inverse`` route through ``"inv_ex"``,
+        ``torch.linalg.lu_factor`` through ``"lu_factor_ex"``, ``logdet`` through ``"slogdet"``.
+    when : {"faster", "always"}, optional
+        ``"faster"`` (default) routes a call only where :data:`WHEN` records that mpslinalg is at
+        least 0.95x torch.linalg on that device at that size; ``"always"`` routes every call
+        mpslinalg can take.
+
+    Raises
+    ------
+    ValueError
+        Unknown device type, op name or ``when``.
+
+    Examples
+    --------
+    >>> import torch, mpslinalg
+    >>> mpslinalg.enable(devices=("cpu",), when="always")
+    >>> X = torch.linalg.inv(torch.randn(1000, 4, 4))       # ran mpslinalg.inv_ex
+    >>> mpslinalg.routing.stats()["inv_ex"]["ours"]
+    1
+    >>> mpslinalg.disable()
+    """
+    global _config
+    config = _normalise(devices, ops, when)
+    with _lock:
+        _deregister()
+        _config = None
+        try:
+            _register(*config)
+        except BaseException:
+            _deregister()
+            raise
+        _config = config
+
+
+def disable() -> None:
+    """Remove every registration of :func:`enable`: torch's kernels serve every call again."""
+    global _config
+    with _lock:
+        _deregister()
+        _config = None
+
+
+@contextlib.contextmanager
+def enabled(devices: Iterable[str] | str = ("mps",), ops: Iterable[str] | None = None, *,
+            when: str = "faster") -> Iterator[None]:
+    """Context manager: :func:`enable` on entry; on exit the routing in force before is restored.
+
+    Examples
+    --------
+    >>> import torch, mpslinalg
+    >>> with mpslinalg.enabled(devices="cpu", ops=("det",), when="always"):
+    ...     d = torch.det(torch.randn(8, 3, 3))
+    """
+    previous = _config
+    enable(devices, ops, when=when)
+    try:
+        yield
+    finally:
+        if previous is None:
+            disable()
+        else:
+            enable(*previous[:2], when=previous[2])

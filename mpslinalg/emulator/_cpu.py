@@ -15,7 +15,15 @@ import threading
 from pathlib import Path
 
 from ._prepass import SCALAR_ATTR_FIELDS, THREAD_ATTRS, Kernel, PrepassResult
-from ._toolchain import SHIM_DIR, cache_dir, digest, run_compiler
+from ._toolchain import (
+    SHIM_DIR,
+    cache_dir,
+    cached_artifact,
+    digest,
+    discard_artifact,
+    run_compiler,
+    verify_artifact,
+)
 
 __all__ = ["CpuTarget", "CpuRunner"]
 
@@ -141,14 +149,12 @@ def _runtime_object(tsan: bool = False) -> Path:
         flags.append("-DMPSLE_TSAN=1")
     key = digest("cpu-runtime", src.read_text(), flags)
     obj = cache_dir() / f"cpu_runtime-{key}.o"
+
+    def build(tmp: Path) -> None:
+        run_compiler([*flags, "-I", str(SHIM_DIR), "-c", str(src), "-o", str(tmp)], what="compiling the runtime")
+
     with _runtime_lock:
-        if not obj.exists():
-            tmp = obj.with_suffix(f".{os.getpid()}.tmp")
-            run_compiler(
-                [*flags, "-I", str(SHIM_DIR), "-c", str(src), "-o", str(tmp)], what="compiling the runtime"
-            )
-            os.replace(tmp, obj)
-    return obj
+        return cached_artifact(obj, build)
 
 
 class CpuTarget:
@@ -171,11 +177,11 @@ class CpuTarget:
         out = cache_dir() / f"{key}.so"
         rt = _runtime_object(self.tsan)
         code = pre.source + launcher_source(pre.kernels)
-        with tempfile.TemporaryDirectory(prefix="mpsle-") as td:
-            cpp = Path(td) / "kernels.cpp"
-            cpp.write_text(code)
-            tmp = out.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-            try:
+
+        def compile_to(tmp: Path) -> None:
+            with tempfile.TemporaryDirectory(prefix="mpsle-") as td:
+                cpp = Path(td) / "kernels.cpp"
+                cpp.write_text(code)
                 run_compiler(
                     [
                         *self.flags(),
@@ -195,14 +201,14 @@ class CpuTarget:
                     ],
                     what="compiling the Metal source for the emulator's cpu target",
                 )
-                os.replace(tmp, out)
-            finally:
-                tmp.unlink(missing_ok=True)
-        return out
+
+        discard_artifact(out)  # asked to build: whatever is there is stale or corrupt
+        return cached_artifact(out, compile_to)
 
     def artifact(self, key: str) -> Path | None:
+        """The cached library of ``key`` if it is complete (size and checksum as stored)."""
         p = cache_dir() / f"{key}.so"
-        return p if p.exists() else None
+        return p if verify_artifact(p) else None
 
     def load(self, artifact: Path) -> CpuRunner:
         return CpuRunner(artifact)

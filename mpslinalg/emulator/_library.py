@@ -781,7 +781,12 @@ def compile_shader(source: str, *, target: str = "cpu") -> Library:
             tmp = meta_path.with_suffix(f".{os.getpid()}.tmp")
             tmp.write_text(json.dumps({"kernels": [k.to_dict() for k in kernels]}))
             os.replace(tmp, meta_path)
-        lib = Library(kernels, tgt.load(art), tgt.name, key)
+        try:
+            runner = tgt.load(art)
+        except OSError:  # verified but unloadable (e.g. built by another libc): rebuild once
+            pre = prepass(preprocess(source))
+            runner = tgt.load(tgt.build(pre, key))
+        lib = Library(kernels, runner, tgt.name, key)
         lib.source = source
         _memo[key] = lib
         return lib

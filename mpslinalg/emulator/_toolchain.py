@@ -11,6 +11,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 __all__ = [
@@ -173,6 +174,80 @@ def digest(target: str, source: str, flags: list[str]) -> str:
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:32]
+
+
+# ---------------------------------------------------------------------------------------------
+# cache entries that survive interrupted writes: each artifact has a sidecar with its size and
+# sha256, written after the artifact is complete; an entry without a matching sidecar is rebuilt
+# (a truncated shared library would otherwise fail every later process with "file too short").
+# ---------------------------------------------------------------------------------------------
+def _sidecar(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+def _file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return f"{path.stat().st_size} {h.hexdigest()}"
+
+
+def verify_artifact(path: Path) -> bool:
+    """True when ``path`` exists and matches the size and sha256 recorded when it was stored."""
+    try:
+        return _sidecar(path).read_text().strip() == _file_digest(path)
+    except OSError:
+        return False
+
+
+def discard_artifact(path: Path) -> None:
+    """Remove a cache entry and its sidecar (a corrupt or unloadable one)."""
+    for p in (path, _sidecar(path)):
+        try:
+            p.unlink()
+        except OSError:
+            pass
+
+
+def store_artifact(tmp: Path, path: Path) -> Path:
+    """Move the finished file ``tmp`` to ``path`` (atomic rename), then record its checksum."""
+    stamp = _file_digest(tmp)
+    os.replace(tmp, path)
+    side = _sidecar(path)
+    side_tmp = side.with_name(f"{side.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    side_tmp.write_text(stamp + "\n")
+    os.replace(side_tmp, side)
+    return path
+
+
+def cached_artifact(path: Path, build) -> Path:
+    """``path`` if it holds a verified artifact, else ``build(tmp)`` writes a new one, which is
+    stored with its checksum. ``build`` writes the file named by its argument (a per-process
+    temporary next to ``path``), so concurrent processes never see a half-written entry."""
+    if verify_artifact(path):
+        return path
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        build(tmp)
+        return store_artifact(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def load_shared_library(path: Path, build):
+    """``ctypes.CDLL`` of the cached shared library ``path``, built by ``build(tmp)`` when it is
+    missing or corrupt (size/sha256 mismatch, or a load failure such as "file too short": the
+    entry is discarded and rebuilt once)."""
+    import ctypes
+
+    cached_artifact(path, build)
+    try:
+        return ctypes.CDLL(str(path))
+    except OSError:
+        discard_artifact(path)
+        cached_artifact(path, build)
+        return ctypes.CDLL(str(path))
 
 
 def run_compiler(args: list[str], *, what: str, input_text: str | None = None, cwd: str | None = None) -> str:

@@ -7,8 +7,10 @@ run on the CPU through :mod:`mpslinalg.emulator` (``use_backend("emulator")``).
 from __future__ import annotations
 
 from .kernels import BackendUnavailableError, use_backend
+from .lstsq import lstsq
 from .lu import det, inv, inv_ex, lu, lu_factor, lu_factor_ex, lu_solve, slogdet, solve, solve_ex
 from .routing import disable, enable, enabled
+from .spectral import cond, matrix_norm, matrix_rank, pinv
 from .triangular import solve_triangular
 
 __version__ = "0.1.0"
@@ -31,4 +33,9 @@ __all__ = [
     "slogdet",
     "inv",
     "inv_ex",
+    "pinv",
+    "lstsq",
+    "matrix_rank",
+    "cond",
+    "matrix_norm",
 ]

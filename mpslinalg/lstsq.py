@@ -1,0 +1,288 @@
+"""``lstsq`` with ``torch.linalg``'s signature and every LAPACK driver on every device (issue 12).
+
+Drivers (all of them on CPU, CUDA and mps; torch offers only ``'gels'`` on GPUs)
+------------------------------------------------------------------------------------
+``'gels'``  (full rank assumed; default on CUDA and mps, as torch)
+    ``m >= n``: ``A = QR`` (the QR family), ``X = R⁻¹ Qᴴ B`` (``solve_triangular``).
+    ``m < n``: the minimum-norm solution from ``Aᴴ = QR``: ``X = Q R⁻ᴴ B`` (as LAPACK ``xgels``).
+    An exactly rank-deficient ``A`` gives a non-finite solution: torch raises there, which needs a
+    host synchronisation; we never synchronise (use a rank-revealing driver).
+``'gelsy'`` (default on CPU, as torch)
+    Complete orthogonal factorisation, as LAPACK ``xgelsy``: Householder QR with column pivoting
+    ``A P = Q R`` (greedy largest remaining column norm, norms recomputed each step, first index on
+    ties, as ``xgeqp3``), numerical rank ``r``, then the minimum-norm solution of
+    ``R[:r] y = (Qᴴ B)[:r]`` through the QR of ``R[:r]ᴴ`` and ``X = P y``.
+    **Rank decision**: ``r`` = the number of leading pivots with ``|r_kk| > rcond·|r_11|``. LAPACK
+    instead estimates ``κ(R[:k, :k])`` incrementally (``xlaic1``) and stops when it exceeds
+    ``1/rcond``. The pivoted diagonal is non-increasing and ``κ(R[:k, :k]) >= |r_11|/|r_kk|``, so
+    our rank is never below LAPACK's; the two agree whenever the pivoted diagonal reveals the gap in
+    the singular values, which greedy pivoting does except for Kahan-type matrices (where it also
+    misleads LAPACK's estimate of the leading block less often). Written in torch ops (one short
+    loop over the ``min(m, n)`` columns), so it runs unchanged on every device.
+``'gelsd'``, ``'gelss'``
+    The SVD (the SVD family): ``X = V Σ⁺ Uᴴ B``, dropping ``σ <= rcond·σ₁`` (``gelss``: also
+    ``σ <= tiny``, and ``eps`` for ``rcond < 0``; ``gelsd``: ``u`` for ``rcond <= 0`` or ``>= 1``,
+    as LAPACK). The same minimum-norm solution for both; ``singular_values`` are returned.
+
+Outputs follow torch's rules per driver: ``rank`` for every driver but ``'gels'``,
+``singular_values`` for ``'gelsd'``/``'gelss'``, ``residuals`` (squared column norms of
+``B − A X``) when ``m > n`` and the driver is not ``'gelsy'``; other fields are empty tensors.
+**One difference**: torch computes ``residuals`` of ``'gelsd'``/``'gelss'`` only when *every*
+matrix has rank ``n`` (a data-dependent output shape, read on the host); we always return them
+(for a rank-deficient matrix: the residual of the minimum-norm solution), so nothing synchronises.
+Rows of ``'gelsy'`` and ``'gels'`` matrices are scaled by a power of two first (exact), so inputs
+near the overflow or underflow threshold work.
+
+Gradients are PyTorch's ``linalg_lstsq_backward`` / ``linalg_lstsq_jvp`` (through ``pinv(A)``,
+whatever the driver): ``residuals`` are computed from the solution with torch ops, so they are
+differentiable too; ``rank`` and ``singular_values`` are not (as torch).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .oplayer import checks as E
+from .oplayer import defop
+from .spectral import _pinv, pinv_backward, pinv_jvp, qr_reduced, svd_parts, tolerances
+from .triangular import solve_triangular
+
+__all__ = ["lstsq"]
+
+DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
+
+
+# --------------------------------------------------------------------------------------------------
+# Drivers
+# --------------------------------------------------------------------------------------------------
+
+
+def _pow2_scale(A: torch.Tensor) -> torch.Tensor:
+    """Per matrix, the power of two ``s`` with ``max|s·A|`` in ``[0.5, 1)`` (1 for zero/non-finite
+    matrices): scaling by it is exact, and squares of scaled column norms cannot overflow."""
+    amax = A.abs().amax((-2, -1), keepdim=True)
+    ok = (amax > 0) & torch.isfinite(amax)
+    e = torch.floor(torch.log2(torch.where(ok, amax, 1.0))) + 1
+    return torch.where(ok, torch.exp2(-e), 1.0)
+
+
+def _gels(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+    m, n = A.shape[-2:]
+    if m >= n:
+        Q, R = qr_reduced(A)
+        return solve_triangular(R, Q.mH @ B, upper=True)
+    Q, R = qr_reduced(A.mH)
+    return Q @ solve_triangular(R.mH, B, upper=False)
+
+
+def _svd_solve(A: torch.Tensor, B: torch.Tensor, rcond: float, driver: str):
+    U, S, Vh = svd_parts(A)
+    eps = torch.finfo(S.dtype).eps
+    if driver == "gelss":  # xgelss: thr = max(rcond·σ₁, sfmin); rcond < 0 means eps
+        thr = torch.clamp_min((eps if rcond < 0 else rcond) * S[..., :1], torch.finfo(S.dtype).tiny)
+    else:  # xlalsd: rcond <= 0 or >= 1 means the unit roundoff
+        thr = (eps / 2 if rcond <= 0 or rcond >= 1 else rcond) * S[..., :1]
+    keep = S > thr
+    Sinv = torch.where(keep, 1.0 / torch.where(keep, S, 1.0), 0.0).to(S.dtype)
+    X = Vh.mH @ (Sinv.unsqueeze(-1).to(A.dtype) * (U.mH @ B))
+    return X, keep.sum(-1), S
+
+
+def _qrcp(A: torch.Tensor, B: torch.Tensor):
+    """Householder QR with column pivoting of ``A`` (``xgeqp3``), with ``Qᴴ`` applied to ``B``.
+
+    Returns ``R (*, K, n)`` upper trapezoidal, ``C = (Qᴴ B)[:K] (*, K, k)`` and the permutation
+    ``perm (*, n)`` (column ``i`` of ``A P`` is column ``perm[i]`` of ``A``), ``K = min(m, n)``.
+    ``R`` is written in place into a copy of ``A`` (batched like ``A``); ``C`` and ``perm``
+    functionally (they may be batched differently under ``torch.func.vmap``).
+    """
+    m, n = A.shape[-2:]
+    K = min(m, n)
+    R, C = A.clone(), B
+    cols = torch.arange(n, device=A.device)
+    perm = cols.expand(A.shape[:-2] + (n,))
+    for j in range(K):
+        rest = R[..., j:, j:]
+        norms = (rest.abs() ** 2).sum(-2)
+        p = norms.argmax(-1, keepdim=True) + j  # first maximum on ties, as idamax
+        src = torch.where(cols == j, p, torch.where(cols == p, j, cols))
+        R[..., :, j:] = R.gather(-1, src.unsqueeze(-2).expand(R.shape))[..., :, j:]
+        perm = perm.gather(-1, src)
+        # xlarfg: H = I - tau v vᴴ with Hᴴ x = beta e1, v[0] = 1
+        x = R[..., j:, j]
+        alpha = x[..., 0]
+        xnorm = torch.linalg.vector_norm(x[..., 1:], dim=-1)
+        beta = torch.linalg.vector_norm(x, dim=-1)
+        beta = torch.where(alpha.real >= 0, -beta, beta)
+        trivial = xnorm == 0
+        if x.is_complex():
+            trivial = trivial & (alpha.imag == 0)
+        tau = torch.where(trivial, 0.0, (beta - alpha) / torch.where(trivial, 1.0, beta))
+        scale = torch.where(trivial, 0.0, 1.0 / torch.where(trivial, 1.0, alpha - beta))
+        v = torch.cat([torch.ones_like(x[..., :1]), x[..., 1:] * scale.unsqueeze(-1)], -1).unsqueeze(-1)
+        ct = tau.conj().unsqueeze(-1).unsqueeze(-1)
+        trail = R[..., j:, j + 1:]
+        R[..., j:, j + 1:] = trail - ct * v * (v.mH @ trail)
+        Cj = C[..., j:, :]
+        C = torch.cat([C[..., :j, :], Cj - ct * v * (v.mH @ Cj)], -2)
+        R[..., j, j] = torch.where(trivial, alpha, beta.to(R.dtype))
+    return R[..., :K, :].triu(), C[..., :K, :], perm
+
+
+def _gelsy(A: torch.Tensor, B: torch.Tensor, rcond: float):
+    R, C, perm = _qrcp(A, B)
+    d = torch.diagonal(R, dim1=-2, dim2=-1).abs()
+    # leading pivots with |r_kk| > rcond·|r_11| (the diagonal is non-increasing; cumprod makes the
+    # first failure final even where rounding breaks that order)
+    keep = ((d > rcond * d[..., :1]) & (d[..., :1] > 0)).to(torch.int64).cumprod(-1).bool()
+    T = R * keep.unsqueeze(-1)
+    C = C * keep.unsqueeze(-1)
+    # minimum-norm solution of T y = C: T = R2ᴴ Q2ᴴ. Rows of T beyond the rank are zero, so the
+    # matching rows and columns of R2 are exactly zero: a unit diagonal there keeps the solve finite
+    # and, with zero right-hand sides in those rows, leaves the solution unchanged.
+    Q2, R2 = qr_reduced(T.mH)
+    R2 = R2 + torch.diag_embed((~keep).to(R2.dtype))
+    Y = Q2 @ solve_triangular(R2.mH, C, upper=False)
+    inverse = torch.argsort(perm, dim=-1)
+    X = Y.gather(-2, inverse.unsqueeze(-1).expand(Y.shape))
+    return X, keep.sum(-1)
+
+
+# --------------------------------------------------------------------------------------------------
+# The op
+# --------------------------------------------------------------------------------------------------
+
+
+def _field_shapes(A: torch.Tensor, driver: str):
+    batch, K = A.shape[:-2], min(A.shape[-2], A.shape[-1])
+    rank = batch if driver != "gels" else (0,)
+    sv = batch + (K,) if driver in ("gelsd", "gelss") else (0,)
+    return rank, sv
+
+
+def _real(dtype: torch.dtype) -> torch.dtype:
+    return dtype.to_real() if dtype.is_complex else dtype
+
+
+def _lstsq_impl(A: torch.Tensor, B: torch.Tensor, rcond: float, driver: str
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    m, n = A.shape[-2:]
+    rank_shape, sv_shape = _field_shapes(A, driver)
+    empty = torch.empty(0, dtype=torch.int64, device=A.device)
+    if m == 0 or n == 0 or A.numel() == 0:
+        X = A.new_zeros(A.shape[:-2] + (n, B.shape[-1]))
+        return (X, A.new_zeros(rank_shape, dtype=torch.int64),
+                A.new_zeros(sv_shape, dtype=_real(A.dtype)))
+    if driver in ("gelsd", "gelss"):
+        return _svd_solve(A, B, rcond, driver)
+    sa, sb = _pow2_scale(A), _pow2_scale(B)
+    As, Bs = A * sa, B * sb
+    if driver == "gels":
+        X, rank = _gels(As, Bs), empty
+    else:
+        X, rank = _gelsy(As, Bs, rcond)
+    # (sa A) X' = sb B  =>  X = (sa / sb) X'
+    return X * (sa / sb), rank, A.new_zeros(sv_shape, dtype=_real(A.dtype))
+
+
+def _lstsq_fake(A, B, rcond, driver):
+    rank_shape, sv_shape = _field_shapes(A, driver)
+    return (A.new_empty(A.shape[:-2] + (A.shape[-1], B.shape[-1])),
+            A.new_empty(rank_shape, dtype=torch.int64), A.new_empty(sv_shape, dtype=_real(A.dtype)))
+
+
+def _lstsq_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0], inputs[1])
+
+
+def _default_pinv(A: torch.Tensor) -> torch.Tensor:
+    # torch's lstsq derivatives use linalg_pinv(A) with default tolerances, whatever the driver
+    return _pinv(A, *tolerances("linalg.lstsq", A, None, None))
+
+
+def _lstsq_backward(ctx, gX, grank=None, gsv=None):
+    A, B = ctx.saved_tensors
+    if gX is None:
+        return None, None, None, None
+    P = _default_pinv(A)
+    gA = pinv_backward(gX @ B.mH, P, A) if ctx.needs_input_grad[0] else None
+    gB = P.mH @ gX if ctx.needs_input_grad[1] else None
+    return gA, gB, None, None
+
+
+def _lstsq_jvp(inputs, outputs, tangents):
+    A, B = inputs[0], inputs[1]
+    dA, dB = tangents[0], tangents[1]
+    P = _default_pinv(A)
+    dX = torch.zeros_like(outputs[0])
+    if dA is not None:
+        dX = dX + pinv_jvp(A, P, dA) @ B
+    if dB is not None:
+        dX = dX + P @ dB
+    return dX, None, torch.zeros_like(outputs[2])
+
+
+_lstsq = defop("lstsq", impl=_lstsq_impl, fake=_lstsq_fake, setup=_lstsq_setup,
+               backward=_lstsq_backward, jvp=_lstsq_jvp)
+
+
+def lstsq(A: torch.Tensor, B: torch.Tensor, rcond: float | None = None, *, driver: str | None = None):
+    """Least-squares solution of ``A X = B``, like ``torch.linalg.lstsq`` (every driver everywhere).
+
+    Parameters
+    ----------
+    A : torch.Tensor
+        ``(*, m, n)``; float32/complex64 on every device, float64/complex128 on CPU/CUDA.
+    B : torch.Tensor
+        ``(*, m, k)``, or ``(*, m)`` when it has one dimension fewer than ``A`` (a batch of
+        vectors); same dtype and device as ``A``; batch dimensions broadcast.
+    rcond : float, optional
+        Rank cut-off relative to the largest singular value (``'gelsy'``: pivot); default
+        ``eps·max(m, n)`` with ``eps`` of ``A``'s dtype. Ignored by ``'gels'``.
+    driver : {'gels', 'gelsy', 'gelsd', 'gelss'}, optional
+        Default ``'gelsy'`` on CPU, ``'gels'`` elsewhere (torch's defaults). See the module
+        docstring for what each does and how ``'gelsy'`` decides the rank.
+
+    Returns
+    -------
+    torch.return_types.linalg_lstsq
+        ``solution (*, n, k)``; ``residuals (*, k)`` if ``m > n`` and the driver is not
+        ``'gelsy'``, else empty; ``rank`` int64 ``(*)`` unless ``'gels'``; ``singular_values``
+        ``(*, min(m, n))`` for ``'gelsd'``/``'gelss'``. No host synchronisation.
+
+    Examples
+    --------
+    >>> import torch, mpslinalg as LA
+    >>> X, res, rank, sv = LA.lstsq(torch.randn(4, 6, 3), torch.randn(4, 6, 2), driver="gelsd")
+    """
+    op = "linalg.lstsq"
+    E.check_matrix(op, "A", A)
+    E.check_tensor(op, "B", B)
+    if B.ndim < 1:
+        raise E.ShapeError(f"{op}: B must have at least 1 dimension, got shape {tuple(B.shape)}")
+    E.check_dtype(op, "B", B)
+    E.check_same(op, ("A", "B"), A, B)
+    vector = B.ndim == A.ndim - 1
+    Bm = B.unsqueeze(-1) if vector else B
+    if Bm.ndim < 2 or Bm.shape[-2] != A.shape[-2]:
+        raise E.ShapeError(f"{op}: B {tuple(B.shape)} must have as many rows as A {tuple(A.shape)} "
+                           f"({A.shape[-2]}; a vector B has shape (*, {A.shape[-2]}))")
+    if driver is None:
+        driver = "gelsy" if A.device.type == "cpu" else "gels"
+    if driver not in DRIVERS:
+        raise ValueError(f"{op}: parameter `driver` should be one of {DRIVERS}, got {driver!r}")
+    if rcond is not None and (isinstance(rcond, bool) or not isinstance(rcond, (int, float))):
+        raise TypeError(f"{op}: expected rcond to be a float, got {type(rcond).__name__}")
+    m, n = A.shape[-2:]
+    rc = torch.finfo(A.dtype).eps * max(m, n) if rcond is None else float(rcond)
+    batch = E.broadcast_batch(op, ("A", "B"), A, Bm)
+    A_ = A.expand(batch + A.shape[-2:])
+    B_ = Bm.expand(batch + Bm.shape[-2:])
+    X, rank, sv = _lstsq(A_, B_, rc, driver)
+    if m > n and driver != "gelsy":
+        residuals = (B_ - A_ @ X).abs().pow(2).sum(-2)
+    else:
+        residuals = X.new_empty(0, dtype=_real(A.dtype))
+    if vector:
+        X = X.squeeze(-1)
+    return torch.return_types.linalg_lstsq((X, residuals, rank, sv.detach()))

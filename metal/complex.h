@@ -1,4 +1,4 @@
-// complex.h — complex64 arithmetic on float2 (x = real, y = imaginary), shared by all families.
+// complex.h - complex64 arithmetic on float2 (x = real, y = imaginary), shared by all families.
 // Included as `#include "complex.h"`; the loader inlines it (torch.mps.compile_shader takes one
 // self-contained source). Plain MSL only: no operator overloading on float2 (it would change the
 // meaning of `*` for real vectors), named functions instead.

@@ -61,7 +61,7 @@ from ._func import apply as _apply
 from ._func import functorch_active as _functorch
 from ._func import needs_custom_op as _needs_custom_op
 from ._func import register_autograd as _register_autograd
-from .kernels import backend_for, load_library
+from .kernels import backend_for, kernel_name, load_library
 
 __all__ = [
     "TUNING",
@@ -264,35 +264,75 @@ class _TorchKernels:
         sub.copy_(sub.gather(-2, perm[:, :, None].expand(-1, -1, nc)))
 
 
+#: Compile-time limits of ``metal/lu.metal`` (LU_PANEL_LANES, LU_PANEL_MAX_THREADS, LU_SMALL_MAX).
+_PANEL_THREADS = (32, 256)
+_SMALL_MAX = 32
+_INT32_MAX = 2**31 - 1
+
+
+def _check_tuning() -> None:
+    """Reject tuning values the kernels cannot run with (a bad one hangs or overflows on a GPU)."""
+    g = TUNING.panel_threads
+    lo, hi = _PANEL_THREADS
+    if not (isinstance(g, int) and lo <= g <= hi and g & (g - 1) == 0):
+        raise ValueError(f"mpslinalg.lu.TUNING.panel_threads must be a power of two in [{lo}, {hi}] "
+                         f"(lu_panel's compile-time limits), got {g!r}")
+    if not (isinstance(TUNING.small_max, int) and 0 <= TUNING.small_max <= _SMALL_MAX):
+        raise ValueError(f"mpslinalg.lu.TUNING.small_max must be an int in [0, {_SMALL_MAX}] "
+                         f"(lu_small's threadgroup tile), got {TUNING.small_max!r}")
+    if not (isinstance(TUNING.panel_nb, int) and TUNING.panel_nb >= 1):
+        raise ValueError(f"mpslinalg.lu.TUNING.panel_nb must be a positive int, got {TUNING.panel_nb!r}")
+
+
+def _check_int32(M: int, N: int) -> None:
+    """The kernels index inside a matrix with 32-bit ints (Apple GPUs have no 64-bit multiply)."""
+    if M * N > _INT32_MAX:
+        raise ValueError(f"mpslinalg: a {M}x{N} matrix has more than 2^31 - 1 entries; the Metal LU "
+                         "kernels index a matrix with 32-bit integers")
+
+
 class _MetalKernels:
     """The kernel contracts with ``metal/lu.metal`` (``metal`` on mps, ``emulator`` on CPU/CUDA)."""
 
     name = "metal"
 
     def __init__(self, device: torch.device, dtype: torch.dtype) -> None:
+        _check_tuning()
         self.lib = load_library("lu", device)
-        self.sfx = "c64" if dtype == torch.complex64 else "f32"
+        self.dtype = dtype
+
+    def _kernel(self, name: str):
+        return getattr(self.lib, kernel_name(name, self.dtype))
 
     def small(self, LU: torch.Tensor, piv: torch.Tensor, info: torch.Tensor) -> None:
         B, M, N = LU.shape
-        getattr(self.lib, f"lu_small_{self.sfx}")(LU, piv, info, M, N, threads=B * 32, group_size=32)
+        if max(M, N) > _SMALL_MAX:
+            raise ValueError(f"lu_small factors matrices up to {_SMALL_MAX}x{_SMALL_MAX}, got {M}x{N}")
+        self._kernel("lu_small")(LU, piv, info, M, N, threads=B * 32, group_size=32)
+
+    def small_solve(self, A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, info: torch.Tensor) -> None:
+        nb, n, k = B.shape
+        if n > _SMALL_MAX or k > _SMALL_MAX:
+            raise ValueError(f"lu_small_solve takes n, k <= {_SMALL_MAX}, got n={n}, k={k}")
+        self._kernel("lu_small_solve")(A, B, X, info, n, k, threads=nb * 32, group_size=32)
 
     def panel(self, LU: torch.Tensor, piv: torch.Tensor, info: torch.Tensor, o: int, w: int) -> None:
         B, M, N = LU.shape
+        _check_int32(M, N)
         K = piv.shape[-1]
         g = TUNING.panel_threads
-        getattr(self.lib, f"lu_panel_{self.sfx}")(LU, piv, info, M, N, K, o, w,
-                                                  threads=B * g, group_size=g)
+        self._kernel("lu_panel")(LU, piv, info, M, N, K, o, w, threads=B * g, group_size=g)
 
     def swap(self, X: torch.Tensor, piv: torch.Tensor, k1: int, k2: int, c0: int, nc: int,
              reverse: bool = False) -> None:
         if k2 <= k1 or nc <= 0:
             return
         B, M, N = X.shape
+        _check_int32(M, N)
         K = piv.shape[-1]
         total = B * nc
-        getattr(self.lib, f"lu_laswp_{self.sfx}")(X, piv, M, N, K, k1, k2, c0, nc, int(reverse), B,
-                                                  threads=total, group_size=min(64, total))
+        self._kernel("lu_laswp")(X, piv, M, N, K, k1, k2, c0, nc, int(reverse), B,
+                                 threads=total, group_size=min(64, total))
 
 
 _TORCH_KERNELS = _TorchKernels()
@@ -527,8 +567,7 @@ def _small_solve_fused(A: torch.Tensor, B: torch.Tensor):
     B3 = E.resolved(B.expand(*batch, n, k)).reshape(nb, n, k)
     X = torch.empty_like(B3)
     info = torch.zeros(nb, dtype=torch.int32, device=A.device)
-    kern = _MetalKernels(A.device, A.dtype)
-    getattr(kern.lib, f"lu_small_solve_{kern.sfx}")(A3, B3, X, info, n, k, threads=nb * 32, group_size=32)
+    _MetalKernels(A.device, A.dtype).small_solve(A3, B3, X, info)
     return X.reshape(*batch, n, k), info.reshape(batch)
 
 

@@ -85,7 +85,7 @@ import torch
 
 from . import _errors as E
 from ._func import needs_custom_op
-from .kernels import backend_for, load_library
+from .kernels import backend_for, kernel_name, load_library
 
 __all__ = ["TUNING", "solve_triangular", "trsm"]
 
@@ -199,8 +199,20 @@ TUNING = Tuning()
 # --------------------------------------------------------------------------------------------------
 
 
-def _kernel_name(dtype: torch.dtype) -> str:
-    return {torch.float32: "trtri_diag_float", torch.complex64: "trtri_diag_complex64"}[dtype]
+#: Compile-time limits of ``metal/triangular.metal`` (TRI_MAXNB, TRI_SMALL_N).
+_TRTRI_MAX_NB = 32
+_TRSM_SMALL_MAX_N = 64
+_INT32_MAX = 2**31 - 1
+
+
+def _index_map(off: int, bs: int, rs: int, cs: int, rows: int, cols: int, what: str) -> list[int]:
+    """``[off, bs, rs, cs]`` for a kernel; the offsets inside one matrix must fit in 31 bits
+    (the kernels index a matrix with 32-bit integers, only the base offset is 64-bit)."""
+    if (rows - 1) * abs(rs) + (cols - 1) * abs(cs) > _INT32_MAX:
+        raise ValueError(f"mpslinalg: {what} spans more than 2^31 - 1 elements within one matrix "
+                         f"({rows}x{cols}, strides {rs}, {cs}); the Metal triangular kernels index "
+                         "a matrix with 32-bit integers")
+    return [off, bs, rs, cs]
 
 
 def _flat(t: torch.Tensor) -> torch.Tensor:
@@ -223,13 +235,16 @@ def _trtri_diag_metal(A3: torch.Tensor, nb: int, upper: bool,
     bs, rs, cs = phys.stride()
     if upper:  # an upper block is the transpose of a lower one: swap the strides, transpose after
         rs, cs = cs, rs
+    if not 1 <= nb <= _TRTRI_MAX_NB:
+        raise ValueError(f"mpslinalg.triangular.TUNING.nb / nb_unit must be in [1, {_TRTRI_MAX_NB}] "
+                         f"(trtri_diag's threadgroup tiles), got {nb}")
     D = torch.empty((bsz, nblk, nb, nb), dtype=A3.dtype, device=A3.device)
     Tb = torch.empty_like(D)
     if D.numel():
         lib = load_library("triangular", A3.device)
         flags = int(unit) | (int(conj) << 1)
-        getattr(lib, _kernel_name(A3.dtype))(
-            _flat(phys), D, Tb, n, nb, nblk, bs, rs, cs, flags,
+        getattr(lib, kernel_name("trtri_diag", A3.dtype))(
+            _flat(phys), D, Tb, [n, nb, nblk, flags], _index_map(0, bs, rs, cs, n, n, "A"),
             threads=bsz * nblk * 32, group_size=32,
         )
     return (D.mT, Tb.mT) if upper else (D, Tb)
@@ -263,16 +278,19 @@ def _trsm_small_metal(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, upper: 
     ``B`` and ``X`` reversed by index maps); transposed and conjugate views are index maps too.
     """
     batch, n, k = X.shape
+    if n > _TRSM_SMALL_MAX_N:
+        raise ValueError(f"mpslinalg.triangular.TUNING.small_n must be at most {_TRSM_SMALL_MAX_N} "
+                         f"(trsm_small's threadgroup triangle), got a system of order {n}")
     a, ca, aoff, abs_, ars, acs = _kernel_strides(A, batch, upper, True)
     b, cb, boff, bbs, brs, bcs = _kernel_strides(B, batch, upper, False)
     x, _, xoff, xbs, xrs, xcs = _kernel_strides(X, batch, upper, False)
     ntile = -(-k // 32)
     lib = load_library("triangular", X.device)
-    name = {torch.float32: "trsm_small_float", torch.complex64: "trsm_small_complex64"}[X.dtype]
     flags = int(unit) | (int(ca) << 1) | (int(cb) << 2)
-    getattr(lib, name)(
-        _flat(a), _flat(b), _flat(x), n, k, ntile, aoff, abs_, ars, acs, boff, bbs, brs, bcs,
-        xoff, xbs, xrs, xcs, flags, threads=batch * ntile * 32, group_size=32,
+    getattr(lib, kernel_name("trsm_small", X.dtype))(
+        _flat(a), _flat(b), _flat(x), [n, k, ntile, flags], _index_map(aoff, abs_, ars, acs, n, n, "A"),
+        _index_map(boff, bbs, brs, bcs, n, k, "B"), _index_map(xoff, xbs, xrs, xcs, n, k, "X"),
+        threads=batch * ntile * 32, group_size=32,
     )
 
 

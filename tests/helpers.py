@@ -34,3 +34,21 @@ def require_emulator() -> None:
     if os.environ.get("CI"):
         pytest.fail(f"CI must run the emulator tests: {problem}")
     pytest.skip(problem)
+
+
+class InOrder:
+    """An emulator kernel library whose every kernel call gets the emulator-only ``order``/``seed``
+    keywords, so a family's own call sites (``monkeypatch`` its ``load_library``) run in that
+    thread order: kernel tests exercise the library's launch code, not a copy of it."""
+
+    def __init__(self, lib, order: str, seed: int):
+        self._lib, self._order, self._seed = lib, order, seed
+
+    def __getattr__(self, name):
+        fn = getattr(self._lib, name)
+        return lambda *args, **kw: fn(*args, order=self._order, seed=self._seed, **kw)
+
+
+#: The emulator's thread orders every kernel test runs in (a missing barrier shows in some).
+ORDERS = [("inorder", 0), ("reverse", 0), ("shuffle", 1), ("shuffle", 2)]
+ORDER_IDS = [f"{o}{s}" for o, s in ORDERS]

@@ -1,7 +1,8 @@
-"""The kernels of ``metal/lu.metal`` called directly in the emulator, in every thread order.
+"""The kernels of ``metal/lu.metal`` in the emulator, in every thread order.
 
 Each case runs in order, in reverse and shuffled (two seeds), so a missing barrier shows, through
-the same call shape as ``mpslinalg.lu._MetalKernels`` plus the emulator-only ``order``/``seed``.
+the library's own launch code (``mpslinalg.lu._MetalKernels`` with its ``load_library`` patched to
+add the emulator-only ``order``/``seed``).
 
 Bounds:
 
@@ -23,15 +24,14 @@ import importlib
 
 import pytest
 import torch
-from helpers import require_emulator
+from helpers import ORDER_IDS as OID
+from helpers import ORDERS, InOrder, require_emulator
 
 from mpslinalg.kernels import load_library
 from reference import lapack, matrices, metrics
 
 lu_mod = importlib.import_module("mpslinalg.lu")
 
-ORDERS = [("inorder", 0), ("reverse", 0), ("shuffle", 1), ("shuffle", 2)]
-OID = [f"{o}{s}" for o, s in ORDERS]
 DTYPES = [torch.float32, torch.complex64]
 DID = ["float32", "complex64"]
 
@@ -42,8 +42,17 @@ def lib():
     return load_library("lu", "cpu")
 
 
-def _sfx(dtype):
-    return "c64" if dtype == torch.complex64 else "f32"
+@pytest.fixture
+def kernels(lib, monkeypatch):
+    """``kernels(dtype, order, seed, panel_threads=256)``: the library's ``_MetalKernels`` whose
+    launches run in that emulator thread order (lu_panel with that many threads per group)."""
+
+    def make(dtype, order, seed, panel_threads=256):
+        monkeypatch.setattr(lu_mod, "load_library", lambda family, device: InOrder(lib, order, seed))
+        monkeypatch.setattr(lu_mod.TUNING, "panel_threads", panel_threads)
+        return lu_mod._MetalKernels(torch.device("cpu"), dtype)
+
+    return make
 
 
 def _ratio(A, LU, piv):
@@ -52,15 +61,15 @@ def _ratio(A, LU, piv):
 
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DID)
-def test_lu_small(lib, order, seed, dtype):
+def test_lu_small(kernels, order, seed, dtype):
+    kern = kernels(dtype, order, seed)
     for m, n in [(9, 9), (32, 32), (12, 5), (5, 12)]:
         A = matrices.random(m, n, batch=(3,), dtype=dtype, seed=m * 100 + n)
         LU = A.clone()
         k = min(m, n)
         piv = torch.zeros(3, k, dtype=torch.int32)
         info = torch.zeros(3, dtype=torch.int32)
-        getattr(lib, f"lu_small_{_sfx(dtype)}")(LU, piv, info, m, n, threads=3 * 32, group_size=32,
-                                                order=order, seed=seed)
+        kern.small(LU, piv, info)
         assert torch.equal(piv, lapack.getrf_pivots(A))
         assert torch.equal(info, torch.zeros(3, dtype=torch.int32))
         assert float(_ratio(A, LU, piv).max()) < metrics.PASS_RATIO
@@ -68,7 +77,8 @@ def test_lu_small(lib, order, seed, dtype):
 
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DID)
-def test_lu_panel(lib, order, seed, dtype):
+def test_lu_panel(kernels, order, seed, dtype):
+    kern = kernels(dtype, order, seed, panel_threads=64)
     M, N = 40, 20
     A = matrices.random(M, N, batch=(2,), dtype=dtype, seed=7)
     for o, w in [(0, 8), (5, 6), (12, 8)]:
@@ -76,8 +86,7 @@ def test_lu_panel(lib, order, seed, dtype):
         K = min(M, N)
         piv = torch.zeros(2, K, dtype=torch.int32)
         info = torch.zeros(2, dtype=torch.int32)
-        getattr(lib, f"lu_panel_{_sfx(dtype)}")(LU, piv, info, M, N, K, o, w, threads=2 * 64,
-                                                group_size=64, order=order, seed=seed)
+        kern.panel(LU, piv, info, o, w)
         panel = A[:, o:, o:o + w]
         # the panel's own pivots (relative to row o) are LAPACK's for that block
         assert torch.equal(piv[:, o:o + w] - o, lapack.getrf_pivots(panel))
@@ -91,7 +100,8 @@ def test_lu_panel(lib, order, seed, dtype):
 
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
 @pytest.mark.parametrize("kernel", ["small", "panel"])
-def test_zero_pivot_sets_info_and_no_nan(lib, order, seed, kernel):
+def test_zero_pivot_sets_info_and_no_nan(kernels, order, seed, kernel):
+    kern = kernels(torch.complex64, order, seed, panel_threads=32)
     n = 12
     A = matrices.random(n, n, batch=(3,), dtype=torch.complex64, seed=3)
     A[0, :, 4] = 0  # info 5
@@ -102,10 +112,9 @@ def test_zero_pivot_sets_info_and_no_nan(lib, order, seed, kernel):
     piv = torch.zeros(3, n, dtype=torch.int32)
     info = torch.zeros(3, dtype=torch.int32)
     if kernel == "small":
-        lib.lu_small_c64(LU, piv, info, n, n, threads=96, group_size=32, order=order, seed=seed)
+        kern.small(LU, piv, info)
     else:
-        lib.lu_panel_c64(LU, piv, info, n, n, n, 0, n, threads=3 * 32, group_size=32, order=order,
-                         seed=seed)
+        kern.panel(LU, piv, info, 0, n)
     assert info.tolist() == [5, 1, 8]
     assert bool(torch.isfinite(LU).all())  # a zero pivot is never divided by
     assert float(_ratio(A, LU, piv).max()) < metrics.PASS_RATIO
@@ -113,7 +122,8 @@ def test_zero_pivot_sets_info_and_no_nan(lib, order, seed, kernel):
 
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DID)
-def test_lu_laswp_exact(lib, order, seed, dtype):
+def test_lu_laswp_exact(kernels, order, seed, dtype):
+    kern = kernels(dtype, order, seed)
     B, M, N = 3, 10, 7
     X = matrices.random(M, N, batch=(B,), dtype=dtype, seed=11)
     g = torch.Generator().manual_seed(5)
@@ -121,8 +131,7 @@ def test_lu_laswp_exact(lib, order, seed, dtype):
     piv = torch.stack([torch.randint(i, M, (B,), generator=g) for i in range(K)], -1).to(torch.int32) + 1
     for k1, k2, c0, nc, rev in [(0, K, 0, N, 0), (2, 6, 1, 4, 0), (0, K, 0, N, 1), (3, 8, 2, 5, 1)]:
         Y = X.clone()
-        getattr(lib, f"lu_laswp_{_sfx(dtype)}")(Y, piv, M, N, K, k1, k2, c0, nc, rev, B,
-                                                threads=B * nc, group_size=4, order=order, seed=seed)
+        kern.swap(Y, piv, k1, k2, c0, nc, reverse=bool(rev))
         ref = X.clone()
         steps = range(k2 - 1, k1 - 1, -1) if rev else range(k1, k2)
         for b in range(B):
@@ -156,7 +165,8 @@ def test_swaps_to_perm_matches_sequential():
 
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DID)
-def test_lu_small_solve(lib, order, seed, dtype):
+def test_lu_small_solve(kernels, order, seed, dtype):
+    kern = kernels(dtype, order, seed)
     # the fused factor + solve: backward stable like getrf + getrs, so LAPACK's xGET02 ratio
     # ‖B − AX‖₁/(‖A‖₁‖X‖₁u) < 30 (Higham Thm 9.4); a zero column gives info exactly.
     for n, k in [(9, 1), (32, 32), (5, 7)]:
@@ -164,20 +174,18 @@ def test_lu_small_solve(lib, order, seed, dtype):
         B = matrices.random(n, k, batch=(3,), dtype=dtype, seed=n * k + 1)
         X = torch.empty_like(B)
         info = torch.zeros(3, dtype=torch.int32)
-        getattr(lib, f"lu_small_solve_{_sfx(dtype)}")(A, B, X, info, n, k, threads=96, group_size=32,
-                                                      order=order, seed=seed)
+        kern.small_solve(A, B, X, info)
         assert torch.equal(info, torch.zeros(3, dtype=torch.int32))
         assert float(metrics.solve_ratio(A, X, B).max()) < metrics.PASS_RATIO
     A[1, :, 2] = 0
     info.zero_()
-    getattr(lib, f"lu_small_solve_{_sfx(dtype)}")(A, B, X, info, 5, 7, threads=96, group_size=32,
-                                                  order=order, seed=seed)
+    kern.small_solve(A, B, X, info)
     assert info.tolist() == [0, 3, 0]
 
 
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DID)
-def test_inf_pivot(lib, order, seed, dtype):
+def test_inf_pivot(kernels, order, seed, dtype):
     """An inf in A[0, 0] is the pivot of column 0 (|inf| beats every finite |Re| + |Im|).
 
     Exact expectations, no rounding involved: real LAPACK scales by 1/inf = 0, so the multipliers
@@ -185,6 +193,7 @@ def test_inf_pivot(lib, order, seed, dtype):
     OpenBLAS form 1/p from |p|^2: inf/inf) gives NaN multipliers, and so does ``lu_recip``: every
     entry below the diagonal in column 0 is NaN, and so is the whole trailing block they update
     (DESIGN §7: NaN where LAPACK's is NaN). Row 0 is never scaled: it stays as it was."""
+    kern = kernels(dtype, order, seed, panel_threads=64)
     for name, m in (("small", 9), ("panel", 40)):
         A = matrices.random(m, m, batch=(2,), dtype=dtype, seed=31)
         A[:, 0, 0] = float("inf")
@@ -192,11 +201,9 @@ def test_inf_pivot(lib, order, seed, dtype):
         piv = torch.zeros(2, m, dtype=torch.int32)
         info = torch.zeros(2, dtype=torch.int32)
         if name == "small":
-            getattr(lib, f"lu_small_{_sfx(dtype)}")(LU, piv, info, m, m, threads=2 * 32, group_size=32,
-                                                    order=order, seed=seed)
+            kern.small(LU, piv, info)
         else:
-            getattr(lib, f"lu_panel_{_sfx(dtype)}")(LU, piv, info, m, m, m, 0, 8, threads=2 * 64,
-                                                    group_size=64, order=order, seed=seed)
+            kern.panel(LU, piv, info, 0, 8)
         assert torch.equal(piv[:, 0], torch.ones(2, dtype=torch.int32)), name
         assert torch.equal(LU[:, 0, :], A[:, 0, :]), name
         if dtype.is_complex:

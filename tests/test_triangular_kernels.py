@@ -1,8 +1,10 @@
-"""The ``trtri_diag`` kernel of ``metal/triangular.metal``, called directly in the emulator.
+"""The kernels of ``metal/triangular.metal`` in the emulator, through the library's own call sites.
 
 Every case runs in the emulator's three thread orders (in order, reverse, shuffled with two seeds)
 so a missing barrier shows up, and is compared with the torch-op implementation of the same
-contract (``mpslinalg.triangular._trtri_diag_torch``).
+contract (``mpslinalg.triangular._trtri_diag_torch``). The kernels are launched by
+``_trtri_diag_metal`` / ``_trsm_small_metal`` themselves (their ``load_library`` patched to add the
+emulator-only ``order``/``seed``), so the index maps and grids the library computes are tested.
 
 Bounds: the clean block copy ``Tb`` and the padding/zero structure are exact (copies, no
 arithmetic). The inverse of a well-conditioned block (κ₁ <= 20 by construction) computed column by
@@ -17,13 +19,11 @@ import itertools
 
 import pytest
 import torch
-from helpers import require_emulator
+from helpers import ORDER_IDS, ORDERS, InOrder, require_emulator
 
 from mpslinalg import triangular as tri
 from mpslinalg.kernels import load_library
 from reference import matrices, metrics
-
-ORDERS = [("inorder", 0), ("reverse", 0), ("shuffle", 1), ("shuffle", 2)]
 
 
 @pytest.fixture(scope="module")
@@ -33,24 +33,13 @@ def lib():
 
 
 def _run(lib, A3, nb, upper, unit, order, seed):
-    """The same call site as ``_trtri_diag_metal``, plus the emulator-only ``order``/``seed``."""
-    bsz, n, _ = A3.shape
-    nblk = -(-n // nb)
-    conj = A3.is_conj()
-    phys = A3.conj() if conj else A3
-    bs, rs, cs = phys.stride()
-    if upper:
-        rs, cs = cs, rs
-    D = torch.empty((bsz, nblk, nb, nb), dtype=A3.dtype)
-    Tb = torch.empty_like(D)
-    getattr(lib, tri._kernel_name(A3.dtype))(
-        tri._flat(phys), D, Tb, n, nb, nblk, bs, rs, cs, int(unit) | (int(conj) << 1),
-        threads=bsz * nblk * 32, group_size=32, order=order, seed=seed,
-    )
-    return (D.mT, Tb.mT) if upper else (D, Tb)
+    """``_trtri_diag_metal`` itself, its kernels run in the given emulator thread order."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tri, "load_library", lambda family, device: InOrder(lib, order, seed))
+        return tri._trtri_diag_metal(A3, nb, upper, unit)
 
 
-@pytest.mark.parametrize("order,seed", ORDERS, ids=[f"{o}{s}" for o, s in ORDERS])
+@pytest.mark.parametrize("order,seed", ORDERS, ids=ORDER_IDS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.complex64], ids=["float32", "complex64"])
 @pytest.mark.parametrize("nb,n", [(32, 70), (16, 40), (8, 8)])
 def test_trtri_diag_matches_contract(lib, order, seed, dtype, nb, n):
@@ -75,7 +64,7 @@ def test_trtri_diag_matches_contract(lib, order, seed, dtype, nb, n):
         assert float(err.max()) <= 2 * 32 * kappa * metrics.unit_roundoff(dtype)
 
 
-@pytest.mark.parametrize("order,seed", ORDERS, ids=[f"{o}{s}" for o, s in ORDERS])
+@pytest.mark.parametrize("order,seed", ORDERS, ids=ORDER_IDS)
 def test_trtri_diag_conj_and_strided_views(lib, order, seed):
     # A conjugate-transpose view (conj bit + swapped strides) and a column-sliced view: the kernel
     # applies the index map itself; same result as on resolved contiguous copies.
@@ -97,19 +86,7 @@ def test_trtri_diag_zero_diagonal_gives_inf_not_a_crash(lib):
     assert not bool(torch.isfinite(D).all())
 
 
-class _InOrder:
-    """The emulator library with ``order``/``seed`` added to every kernel call (emulator-only
-    keywords), so the library's own call sites run in that thread order."""
-
-    def __init__(self, lib, order, seed):
-        self._lib, self._order, self._seed = lib, order, seed
-
-    def __getattr__(self, name):
-        fn = getattr(self._lib, name)
-        return lambda *args, **kw: fn(*args, order=self._order, seed=self._seed, **kw)
-
-
-@pytest.mark.parametrize("order,seed", ORDERS, ids=[f"{o}{s}" for o, s in ORDERS])
+@pytest.mark.parametrize("order,seed", ORDERS, ids=ORDER_IDS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.complex64], ids=["float32", "complex64"])
 def test_trsm_small_all_variants(lib, monkeypatch, order, seed, dtype):
     # The fused n <= 64 kernel through the library's call site (_trsm_small_metal), every variant,
@@ -117,7 +94,7 @@ def test_trsm_small_all_variants(lib, monkeypatch, order, seed, dtype):
     # Bound: LAPACK's residual ratio < 30 (substitution is backward stable: Higham Thm 8.5).
     import mpslinalg
 
-    monkeypatch.setattr(tri, "load_library", lambda family, device: _InOrder(lib, order, seed))
+    monkeypatch.setattr(tri, "load_library", lambda family, device: InOrder(lib, order, seed))
     n = 64
     with mpslinalg.use_backend("emulator"):
         for upper, left, unit in itertools.product([False, True], repeat=3):

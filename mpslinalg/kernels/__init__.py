@@ -14,13 +14,15 @@ from .backends import (
     requested_backend,
     use_backend,
 )
-from .loader import load_library, metal_dir, metal_source, set_compiler
+from .loader import DTYPE_TAGS, kernel_name, load_library, metal_dir, metal_source, set_compiler
 
 __all__ = [
     "BACKENDS",
     "BackendUnavailableError",
+    "DTYPE_TAGS",
     "backend_for",
     "default_backend",
+    "kernel_name",
     "load_library",
     "metal_dir",
     "metal_source",

@@ -8,12 +8,19 @@ any other include (``<c10/...>`` breaks editable installs) is an error.
 
 The shader compiler is injected per device type: ``torch.mps.compile_shader`` for ``mps``,
 ``mpslinalg.emulator.compile_shader`` for ``cpu`` (and its cuda target for ``cuda``).
+
+Kernels are instantiated as ``<kernel>_<dtype>[_<param>...]`` (``metal/scalar.h``'s
+``MPSL_INSTANTIATE``); :func:`kernel_name` builds those names on the host, and every call site
+uses it. PyTorch builds the source string with an ASCII encoding, so a source with any other byte
+is rejected here, before it reaches a Mac.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import threading
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,6 +33,44 @@ ShaderCompiler = Callable[[str], Any]
 
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"]+)[>"]')
 
+#: The dtype tag of kernel host names (``metal/scalar.h``: ``MPSL_INSTANTIATE_DTYPES``).
+DTYPE_TAGS: dict[torch.dtype, str] = {torch.float32: "f32", torch.complex64: "c64"}
+
+
+def kernel_name(kernel: str, dtype: torch.dtype, *params: int) -> str:
+    """The host name of ``kernel`` instantiated for ``dtype`` (and template parameters ``params``).
+
+    Parameters
+    ----------
+    kernel : str
+        The template's name in the ``.metal`` source, e.g. ``"lu_panel"``.
+    dtype : torch.dtype
+        ``torch.float32`` (tag ``f32``) or ``torch.complex64`` (tag ``c64``).
+    *params : int
+        Further template parameters, in order (e.g. the matrix order of the small family).
+
+    Returns
+    -------
+    str
+        ``<kernel>_<dtype tag>[_<param>...]``.
+
+    Raises
+    ------
+    TypeError
+        If ``dtype`` has no Metal kernels.
+
+    Examples
+    --------
+    >>> kernel_name("lu_panel", torch.complex64)
+    'lu_panel_c64'
+    >>> kernel_name("small_inv", torch.float32, 3)
+    'small_inv_f32_3'
+    """
+    tag = DTYPE_TAGS.get(dtype)
+    if tag is None:
+        raise TypeError(f"no Metal kernel {kernel!r} for dtype {dtype}: expected torch.float32 or torch.complex64")
+    return "_".join([kernel, tag, *(str(int(p)) for p in params)])
+
 
 def metal_dir() -> Path:
     """Directory holding the ``.metal`` sources: inside the wheel, else the checkout's ``metal/``."""
@@ -36,9 +81,20 @@ def metal_dir() -> Path:
     raise FileNotFoundError(f"mpslinalg: no metal/ directory next to {pkg} (broken install?)")
 
 
+def _ascii_text(path: Path) -> str:
+    """``path``'s text; a non-ASCII byte is an error (PyTorch passes the source as ASCII)."""
+    data = path.read_bytes()
+    bad = next((i for i, byte in enumerate(data) if byte > 127), None)
+    if bad is not None:
+        line = data.count(b"\n", 0, bad) + 1
+        raise ValueError(f"{path.name}:{line}: non-ASCII byte 0x{data[bad]:02x}; Metal sources must be "
+                         "ASCII (torch.mps.compile_shader encodes the source as ASCII)")
+    return data.decode("ascii")
+
+
 def _inline(path: Path, seen: set[str], root: Path) -> list[str]:
     out = [f'#line 1 "{path.name}"']
-    for lineno, line in enumerate(path.read_text().splitlines(), start=1):
+    for lineno, line in enumerate(_ascii_text(path).splitlines(), start=1):
         m = _INCLUDE.match(line)
         if m is None:
             out.append(line)
@@ -68,9 +124,32 @@ def metal_source(family: str, *, root: Path | None = None) -> str:
     return "\n".join(_inline(path, set(), root)) + "\n"
 
 
+_fast_math_warned: list[bool] = []
+
+
+def _warn_fast_math() -> None:
+    """Warn once per process when ``PYTORCH_MPS_FAST_MATH`` asks torch for fast-math libraries.
+
+    ``metal/scalar.h`` pins safe math with ``#pragma METAL fp`` where the language version has it
+    (MSL 3.2); under an older one torch's fast-math option applies to our kernels too.
+    """
+    if os.environ.get("PYTORCH_MPS_FAST_MATH", "0") in ("", "0") or _fast_math_warned:
+        return
+    _fast_math_warned.append(True)
+    warnings.warn(
+        "mpslinalg: PYTORCH_MPS_FAST_MATH is set. The kernels pin safe math (#pragma METAL fp "
+        "math_mode(safe), contract(off)) only where torch compiles them as Metal 3.2 or newer; "
+        "otherwise NaN/Inf checks may be folded away and results may differ from LAPACK's. "
+        "scripts/mac_smoke.py reports the language version in use.",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+
+
 def _mps_compiler(source: str) -> Any:
     if not mps_available():
         raise BackendUnavailableError("torch.mps.compile_shader needs an Apple GPU; MPS is not available here")
+    _warn_fast_math()
     return torch.mps.compile_shader(source)
 
 

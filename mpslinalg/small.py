@@ -48,9 +48,10 @@ from collections.abc import Callable
 
 import torch
 
-from . import _errors as E
-from ._func import functorch_active, needs_custom_op
-from .kernels import backend_for, load_library
+from .kernels import backend_for, load_library, small_c, small_triton
+from .kernels.codegen import warn_once
+from .oplayer import checks as E
+from .oplayer.op import functorch_active, needs_custom_op
 
 __all__ = ["adjugate", "det", "inv_ex", "set_compile", "slogdet", "solve_ex"]
 
@@ -72,6 +73,7 @@ class _TorchPrims:
 
     def __init__(self, real_dtype: torch.dtype):
         self.real_dtype = real_dtype
+        self.split_factor = _FMT[real_dtype][3]  # Dekker's split constant of the dtype
 
     where = staticmethod(torch.where)
     maximum = staticmethod(torch.maximum)
@@ -292,8 +294,9 @@ def _dot2(terms, factor: float) -> torch.Tensor:
     return s + c
 
 
-def _det2_accurate(ops, a, b, c, d, factor: float):
+def _det2_accurate(ops, a, b, c, d):
     """``a d − b c`` in doubled precision (the FMA-accurate 2×2 determinant)."""
+    factor = ops.P.split_factor
     if not ops.complex:
         return _dot2([(1, a, d), (-1, b, c)], factor)
     (ar, ai), (br, bi), (cr, ci), (dr, di) = a, b, c, d
@@ -436,17 +439,17 @@ def _getri(ops, lu, piv):
     return x
 
 
-def _inv2(ops, a, factor):
+def _inv2(ops, a):
     """2×2 inverse by the adjugate and a doubled-precision determinant; LAPACK-style ``info``."""
     (p, q), (r, s) = a
-    d = _det2_accurate(ops, p, q, r, s, factor)
+    d = _det2_accurate(ops, p, q, r, s)
     first_zero = ops.is_zero(p) & ops.is_zero(r)
     info = ops.P.to_i32(ops.P.where(first_zero, 1, ops.P.where(ops.is_zero(d), 2, 0)))
     x = [[ops.div(s, d), ops.neg(ops.div(q, d))], [ops.neg(ops.div(r, d)), ops.div(p, d)]]
     return x, info
 
 
-def _core_inv(ops, a, factor: float):
+def _core_inv(ops, a):
     """The inverse program on n×n entries: ``(x entries, info)`` (contract of ``small_inv``)."""
     n = len(a)
     a_s, r, c, _, _ = _equilibrate(ops, a)
@@ -454,7 +457,7 @@ def _core_inv(ops, a, factor: float):
         x = [[ops.div(ops.one_like(a_s[0][0]), a_s[0][0])]]
         info = ops.P.to_i32(ops.is_zero(a_s[0][0]))
     elif n == 2:
-        x, info = _inv2(ops, a_s, factor)
+        x, info = _inv2(ops, a_s)
     else:
         lu, piv, _, info = _factor(ops, a_s)
         x = _getri(ops, lu, piv)
@@ -482,7 +485,7 @@ def _nan_unless(ops, fin, e):
     return ops.where(fin, e, (nan, nan) if ops.complex else nan)
 
 
-def _core_det(ops, a, factor: float):
+def _core_det(ops, a):
     """The determinant program: ``(mant, expo, info)`` with det = mant·2^expo (``small_det``)."""
     n = len(a)
     a_s, _, _, er, ec = _equilibrate(ops, a)
@@ -490,7 +493,7 @@ def _core_det(ops, a, factor: float):
     for i in range(1, n):
         expo = expo + er[i] + ec[i]
     if n == 2:
-        d = _det2_accurate(ops, a_s[0][0], a_s[0][1], a_s[1][0], a_s[1][1], factor)
+        d = _det2_accurate(ops, a_s[0][0], a_s[0][1], a_s[1][0], a_s[1][1])
         (p, _), (r, _) = a_s
         info = ops.P.where(ops.is_zero(p) & ops.is_zero(r), 1, ops.P.where(ops.is_zero(d), 2, 0))
         info = ops.P.to_i32(info)
@@ -514,8 +517,8 @@ def _core_det(ops, a, factor: float):
 
 def _program_inv(A: torch.Tensor):
     """(B, n, n) -> (inv (B, n, n), info (B,) int32): the contract of kernel ``small_inv``."""
-    ops, rdt, a = _entries(A)
-    x, info = _core_inv(ops, a, _FMT[rdt][3])
+    ops, _, a = _entries(A)
+    x, info = _core_inv(ops, a)
     return _assemble(ops, x, A.dtype), info
 
 
@@ -524,26 +527,26 @@ def _program_det_parts(A: torch.Tensor):
 
     ``cabs1(mant)`` lies in ``[2^-n, 2^n)`` (or ``mant`` is 0/NaN): the contract of ``small_det``.
     """
-    ops, rdt, a = _entries(A)
-    mant, expo, info = _core_det(ops, a, _FMT[rdt][3])
+    ops, _, a = _entries(A)
+    mant, expo, info = _core_det(ops, a)
     return _assemble(ops, [[mant]], A.dtype)[:, 0, 0], expo, info
 
 
 def _core_solve_factor(ops, a):
-    """Equilibrate and factor for a solve: ``(lu, piv, (r, fin), c, info)``."""
+    """Equilibrate and factor for a solve: ``(state, info)``, the state for :func:`_core_solve_rhs`."""
     a_s, r, c, _, _ = _equilibrate(ops, a)
     lu, piv, _, info = _factor(ops, a_s)
-    return lu, piv, (r, _all_finite(ops, a)), c, info
+    return (lu, piv, (r, _all_finite(ops, a)), c), info
 
 
-def _core_solve_rhs(ops, lu, piv, r, c, b, bc):
+def _core_solve_rhs(ops, state, b, bc):
     """``x = C solve(A_s, R b)`` for right-hand-side entries ``b`` (a list of n), given the factors.
 
     ``bc`` broadcasts a per-matrix value against ``b``'s entries (unsqueeze in torch, identity in
     the generated kernels, which handle one column at a time).
     """
+    lu, piv, (r, fin), c = state
     n = len(lu)
-    r, fin = r
     b = [ops.scale(b[i], bc(r[i])) for i in range(n)]
     for kk in range(n - 1):  # laswp
         for i in range(kk + 1, n):
@@ -568,15 +571,15 @@ def _bc_entry(ops, e, bc):
 
 def _program_solve(A: torch.Tensor, B: torch.Tensor):
     """A (Bt, n, n), B (Bt, n, k) -> (X (Bt, n, k), info (Bt,)): the contract of ``small_solve``."""
-    ops, rdt, a = _entries(A)
+    ops, _, a = _entries(A)
     n = len(a)
-    lu, piv, r, c, info = _core_solve_factor(ops, a)
+    state, info = _core_solve_factor(ops, a)
     if ops.complex:
         Br = torch.view_as_real(B)  # (Bt, n, k, 2)
         b = [(Br[:, i, :, 0], Br[:, i, :, 1]) for i in range(n)]
     else:
         b = [B[:, i, :] for i in range(n)]
-    x = _core_solve_rhs(ops, lu, piv, r, c, b, lambda t: t.unsqueeze(-1))
+    x = _core_solve_rhs(ops, state, b, lambda t: t.unsqueeze(-1))
     if ops.complex:
         X = torch.view_as_complex(torch.stack([torch.stack(xi, dim=-1) for xi in x], dim=1).contiguous())
     else:
@@ -723,803 +726,52 @@ _LEAVES: dict[str, Callable] = {"inv": _leaf_inv, "det": _leaf_det_parts, "solve
 
 
 # ---------------------------------------------------------------------------------------------
-# CUDA: the same program emitted as one Triton kernel (one lane per matrix, everything in
-# registers). The program above is run once on symbolic values that print Triton code, so the
-# kernel performs exactly the operations of the torch program and the Metal kernel.
+# Generated code: the program printed as C (CPU) and as Triton (CUDA) by mpslinalg.kernels
 # ---------------------------------------------------------------------------------------------
 
 
-class _SymArith:
-    """Operators of a symbolic value of a generated kernel: each builds an expression through the
-    subclass's ``_bin(op, other, reflected)`` (shared by the Triton and C generators)."""
-
-    __slots__ = ()
-
-    def __add__(self, o):
-        return self._bin("+", o)
-
-    def __radd__(self, o):
-        return self._bin("+", o, True)
-
-    def __sub__(self, o):
-        return self._bin("-", o)
-
-    def __rsub__(self, o):
-        return self._bin("-", o, True)
-
-    def __mul__(self, o):
-        return self._bin("*", o)
-
-    def __rmul__(self, o):
-        return self._bin("*", o, True)
-
-    def __truediv__(self, o):
-        return self._bin("/", o)
-
-    def __rtruediv__(self, o):
-        return self._bin("/", o, True)
-
-    def __gt__(self, o):
-        return self._bin(">", o)
-
-    def __ge__(self, o):
-        return self._bin(">=", o)
-
-    def __lt__(self, o):
-        return self._bin("<", o)
-
-    def __eq__(self, o):  # noqa: D105 - builds an expression, like torch tensors do
-        return self._bin("==", o)
-
-    def __ne__(self, o):
-        return self._bin("!=", o)
-
-    def __and__(self, o):
-        return self._bin("&", o)
-
-    def __xor__(self, o):
-        return self._bin("^", o)
-
-    __hash__ = None  # type: ignore[assignment]
-
-
-class _Sym(_SymArith):
-    """A value of the Triton kernel being generated: the name of a local variable."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def _bin(self, op: str, other, rev: bool = False):
-        a, b = (_sym_arg(other), self.name) if rev else (self.name, _sym_arg(other))
-        return _emit(f"({a}) {op} ({b})")
-
-    # Triton's "/" on float32 is an approximate division (2 ulp); div_rn rounds correctly, as
-    # torch and Metal (no fast math) do.
-    def __truediv__(self, o):
-        return _emit(f"tl.math.div_rn({self.name}, {_sym_arg(o)})")
-
-    def __rtruediv__(self, o):
-        return _emit(f"tl.math.div_rn({_sym_arg(o)}, {self.name})")
-
-    def __neg__(self):
-        return _emit(f"-({self.name})")
-
-
-
-_emitter: list[str] | None = None
-
-
-def _sym_arg(x) -> str:
-    if isinstance(x, _Sym):
-        return x.name
-    if isinstance(x, bool):
-        return "True" if x else "False"
-    if isinstance(x, int):
-        return str(x)
-    if isinstance(x, float):
-        return repr(x)
-    raise TypeError(f"cannot emit {type(x).__name__}")
-
-
-def _emit(expr: str) -> _Sym:
-    assert _emitter is not None
-    name = f"t{len(_emitter)}"
-    _emitter.append(f"    {name} = {expr}")
-    return _Sym(name)
-
-
-class _TritonPrims:
-    """The primitives of :class:`_TorchPrims`, printed as Triton (float32 only)."""
-
-    @staticmethod
-    def where(c, a, b):
-        return _emit(f"tl.where({_sym_arg(c)}, {_sym_arg(a)}, {_sym_arg(b)})")
-
-    @staticmethod
-    def maximum(a, b):
-        return _emit(f"tl.maximum({_sym_arg(a)}, {_sym_arg(b)})")
-
-    @staticmethod
-    def abs(x):
-        return _emit(f"tl.abs({_sym_arg(x)})")
-
-    @staticmethod
-    def exponent(m):
-        return _emit(f"tl.minimum(tl.maximum((({_sym_arg(m)}.to(tl.int32, bitcast=True) >> 23) & 255) - 127, "
-                     "-126), 126)")
-
-    @staticmethod
-    def pow2(e):
-        return _emit(f"((tl.minimum(tl.maximum({_sym_arg(e)}, -126), 126) + 127) << 23)"
-                     ".to(tl.float32, bitcast=True)")
-
-    @staticmethod
-    def izeros(ref):
-        return _emit("tl.zeros([BLOCK], dtype=tl.int32)")
-
-    @staticmethod
-    def bzeros(ref):
-        return _emit("tl.zeros([BLOCK], dtype=tl.int1)")
-
-    @staticmethod
-    def iconst(ref, k: int):
-        return _emit(f"tl.full([BLOCK], {int(k)}, tl.int32)")
-
-    @staticmethod
-    def to_i32(x):
-        return _emit(f"({_sym_arg(x)}).to(tl.int32)")
-
-    @staticmethod
-    def zeros(ref):
-        return _emit("tl.zeros([BLOCK], dtype=tl.float32)")
-
-    @staticmethod
-    def ones(ref):
-        return _emit("tl.full([BLOCK], 1.0, tl.float32)")
-
-    @staticmethod
-    def isfinite(x):
-        return _emit(f"tl.abs({_sym_arg(x)}) <= 3.4028234663852886e+38")
-
-    @staticmethod
-    def nans(ref):
-        return _emit("tl.full([BLOCK], 0x7FC00000, tl.int32).to(tl.float32, bitcast=True)")
-
-
-def _triton_source(kind: str, n: int, is_complex: bool) -> str:
-    """Source of the Triton kernel ``kind`` ("inv", "det", "solve") for n×n float32/complex64."""
-    global _emitter
-    w = 2 if is_complex else 1
-    P = _TritonPrims()
-    ops = _ComplexOps(P) if is_complex else _RealOps(P)
-    _emitter = []
-    try:
-        loads = []
-        a = []
-        for i in range(n):
-            row = []
-            for j in range(n):
-                parts = []
-                for c in range(w):
-                    name = f"a{i}_{j}_{c}"
-                    loads.append(f"    {name} = tl.load(A + base + {(i * n + j) * w + c}, mask=mask, other=0.0)")
-                    parts.append(_Sym(name))
-                row.append(tuple(parts) if is_complex else parts[0])
-            a.append(row)
-        stores = []
-        if kind == "inv":
-            x, info = _core_inv(ops, a, _FMT[torch.float32][3])
-            for i in range(n):
-                for j in range(n):
-                    vals = x[i][j] if is_complex else (x[i][j],)
-                    for c in range(w):
-                        stores.append(f"    tl.store(OUT0 + base + {(i * n + j) * w + c}, {_sym_arg(vals[c])}, "
-                                      "mask=mask)")
-            stores.append(f"    tl.store(OUT1 + offs, {_sym_arg(info)}, mask=mask)")
-            outs = "OUT0, OUT1"
-        elif kind == "det":
-            mant, expo, info = _core_det(ops, a, _FMT[torch.float32][3])
-            vals = mant if is_complex else (mant,)
-            for c in range(w):
-                stores.append(f"    tl.store(OUT0 + offs * {w} + {c}, {_sym_arg(vals[c])}, mask=mask)")
-            stores.append(f"    tl.store(OUT1 + offs, {_sym_arg(expo)}, mask=mask)")
-            stores.append(f"    tl.store(OUT2 + offs, {_sym_arg(info)}, mask=mask)")
-            outs = "OUT0, OUT1, OUT2"
-        else:  # solve: program (i, c) handles right-hand-side column c of matrices block i
-            lu, piv, r, cs, info = _core_solve_factor(ops, a)
-            # masks are block-shaped (offs * 0 + col): Triton's interpreter rejects scalar ones
-            col_loads = ["    col = tl.program_id(1)", "    cmask = mask & ((offs * 0 + col) < K)",
-                         f"    rbase = (offs * {n} * K + col) * {w}"]
-            b = []
-            for i in range(n):
-                parts = []
-                for c in range(w):
-                    name = f"r{i}_{c}"
-                    col_loads.append(f"    {name} = tl.load(RHS + rbase + {i} * K * {w} + {c}, mask=cmask, "
-                                     "other=0.0)")
-                    parts.append(_Sym(name))
-                b.append(tuple(parts) if is_complex else parts[0])
-            xs = _core_solve_rhs(ops, lu, piv, r, cs, b, lambda t: t)
-            loads.extend(col_loads)
-            for i in range(n):
-                vals = xs[i] if is_complex else (xs[i],)
-                for c in range(w):
-                    stores.append(f"    tl.store(OUT0 + rbase + {i} * K * {w} + {c}, {_sym_arg(vals[c])}, "
-                                  "mask=cmask)")
-            stores.append(f"    tl.store(OUT1 + offs, {_sym_arg(info)}, mask=mask & ((offs * 0 + col) == 0))")
-            outs = "RHS, OUT0, OUT1, K"
-        body = _emitter
-    finally:
-        _emitter = None
-    head = [
-        "# Generated by mpslinalg.small._triton_source: do not edit.",
-        "import triton",
-        "import triton.language as tl",
-        "",
-        "",
-        "@triton.jit",
-        f"def kernel(A, {outs}, B, BLOCK: tl.constexpr):",
-        "    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)",
-        "    mask = offs < B",
-        f"    base = offs * {n * n * w}",
-    ]
-    return "\n".join(head + loads + body + stores) + "\n"
-
-
-_TRITON_BLOCK = 128
-_triton_kernels: dict[tuple[str, int, bool], Callable] = {}
-_triton_failed: set[tuple[str, int, bool]] = set()
-_triton_dir: str | None = None
-
-
-def _triton_kernel(kind: str, n: int, is_complex: bool) -> Callable:
-    """The generated kernel, compiled by Triton on first launch (cached per process)."""
-    global _triton_dir
-    key = (kind, n, is_complex)
-    fn = _triton_kernels.get(key)
-    if fn is None:
-        import importlib.util
-        import tempfile
-
-        with _compile_lock:
-            if _triton_dir is None:
-                _triton_dir = tempfile.mkdtemp(prefix="mpslinalg_small_triton_")
-            path = os.path.join(_triton_dir, f"small_{kind}_{n}_{'c' if is_complex else 'f'}.py")
-            with open(path, "w") as f:
-                f.write(_triton_source(kind, n, is_complex))
-            spec = importlib.util.spec_from_file_location(f"mpslinalg_small_triton_{kind}_{n}_{int(is_complex)}", path)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            fn = module.kernel
-            _triton_kernels[key] = fn
-    return fn
-
-
-def _triton_run(name: str, A: torch.Tensor, *args: torch.Tensor):
-    """Run program ``name`` ("inv", "det" or "solve" with ``B``) as a Triton kernel on contiguous
-    (B, n, n) ``A`` (and (B, n, k) right-hand sides)."""
-    n, batch = A.shape[-1], A.shape[0]
-    cplx = A.is_complex()
-    kern = _triton_kernel(name, n, cplx)
-    grid = (_cdiv(batch, _TRITON_BLOCK),)
-    Af = torch.view_as_real(A) if cplx else A
-    info = torch.empty(batch, dtype=torch.int32, device=A.device)
-    if name == "inv":
-        X = torch.empty_like(A)
-        kern[grid](Af, torch.view_as_real(X) if cplx else X, info, batch, BLOCK=_TRITON_BLOCK)
-        return X, info
-    if name == "solve":
-        B = args[0]
-        X = torch.empty_like(B)
-        k = B.shape[-1]
-        view = torch.view_as_real if cplx else (lambda t: t)
-        grid2 = (grid[0], max(k, 1))  # k = 0: one column of programs that only writes info
-        kern[grid2](Af, view(B), view(X), info, k, batch, BLOCK=_TRITON_BLOCK)
-        return X, info
-    mant = torch.empty(batch, dtype=A.dtype, device=A.device)
-    expo = torch.empty(batch, dtype=torch.int32, device=A.device)
-    kern[grid](Af, torch.view_as_real(mant) if cplx else mant, expo, info, batch, BLOCK=_TRITON_BLOCK)
-    return mant, expo, info
-
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def _triton_usable(name: str, A: torch.Tensor) -> bool:
-    if name not in ("inv", "det", "solve") or A.dtype not in (torch.float32, torch.complex64):
-        return False
-    if A.device.type != "cuda" or _current_compile_mode() != "auto" or torch.compiler.is_compiling():
-        return False
-    if (name, A.shape[-1], A.is_complex()) in _triton_failed:
-        return False
-    try:
-        import triton  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-# ---------------------------------------------------------------------------------------------
-# CPU: the same program emitted as C (one loop iteration per matrix, straight-line code in
-# registers), compiled once by the system C compiler and cached on disk — what inductor does for
-# elementwise graphs, without the intermediate buffers it materialises for this one (measured:
-# 40+ batch-sized temporaries, scalar code, < 2x torch.linalg.inv). Falls back to the LAPACK leaf.
-# ---------------------------------------------------------------------------------------------
-
-
-class _CSym(_SymArith):
-    """A value of the C function being generated: a local variable and its C type."""
-
-    __slots__ = ("name", "ty")
-
-    def __init__(self, name: str, ty: str):
-        self.name = name
-        self.ty = ty  # "f" float, "i" int32_t, "b" int used as a flag
-
-    def _bin(self, op: str, other, rev: bool = False):
-        o, oty = _c_arg(other)
-        a, b = (o, self.name) if rev else (self.name, o)
-        if op in (">", ">=", "<", "==", "!="):
-            ty = "b"
-        elif op in ("&", "^"):
-            ty = "b" if self.ty == "b" and oty == "b" else "i"
-        else:
-            ty = "f" if "f" in (self.ty, oty) else "i"
-        return _c_emit(f"({a}) {op} ({b})", ty)
-
-
-    def __neg__(self):
-        return _c_emit(f"-({self.name})", self.ty)
-
-
-
-_c_lines: list[str] | None = None
-_c_prefix = "t"  # local names of the current phase (distinct per phase: no shadowing in C blocks)
-_c_vector = False  # emitting the multi-lane version (GCC/Clang vector extensions)
-_VL = 4  # lanes of the vector version being emitted (4: SSE2/NEON; 8 with AVX2)
-
-
-def _c_type(ty: str) -> str:
-    if _c_vector:
-        return "vf" if ty == "f" else "vi"
-    return "float" if ty == "f" else "int32_t"
-
-
-def _c_arg(x) -> tuple[str, str]:
-    if isinstance(x, _CSym):
-        return x.name, x.ty
-    if isinstance(x, bool):
-        raise TypeError("boolean literal in the program")
-    if isinstance(x, int):
-        return (f"((vi){{}} + {x})" if _c_vector else str(x)), "i"
-    if isinstance(x, float):
-        return (f"((vf){{}} + {x!r}f)" if _c_vector else f"{x!r}f"), "f"
-    raise TypeError(f"cannot emit {type(x).__name__}")
-
-
-def _c_emit(expr: str, ty: str) -> _CSym:
-    assert _c_lines is not None
-    name = f"{_c_prefix}{len(_c_lines)}"
-    _c_lines.append(f"      {_c_type(ty)} {name} = {expr};")
-    return _CSym(name, ty)
-
-
-class _CPrims:
-    """The primitives of :class:`_TorchPrims`, printed as C (float32) calls of the ``sm_*`` helpers
-    of :data:`_C_PRELUDE` (scalar) or :data:`_C_PRELUDE_VEC` (8 lanes: flags are 0/-1 masks)."""
-
-    @staticmethod
-    def where(c, a, b):
-        (cc, _), (aa, at), (bb, bt) = _c_arg(c), _c_arg(a), _c_arg(b)
-        if "f" in (at, bt):
-            return _c_emit(f"sm_where_f({cc}, {aa}, {bb})", "f")
-        return _c_emit(f"sm_where_i({cc}, {aa}, {bb})", "i")
-
-    @staticmethod
-    def maximum(a, b):  # NaN-propagating, like torch.maximum
-        return _c_emit(f"sm_max({_c_arg(a)[0]}, {_c_arg(b)[0]})", "f")
-
-    @staticmethod
-    def abs(x):
-        return _c_emit(f"sm_abs({_c_arg(x)[0]})", "f")
-
-    @staticmethod
-    def exponent(m):
-        return _c_emit(f"sm_exponent({_c_arg(m)[0]})", "i")
-
-    @staticmethod
-    def pow2(e):
-        return _c_emit(f"sm_pow2({_c_arg(e)[0]})", "f")
-
-    @staticmethod
-    def izeros(ref):
-        return _c_emit(_c_arg(0)[0], "i")
-
-    @staticmethod
-    def bzeros(ref):
-        return _c_emit(_c_arg(0)[0], "b")
-
-    @staticmethod
-    def iconst(ref, k: int):
-        return _c_emit(_c_arg(int(k))[0], "i")
-
-    @staticmethod
-    def to_i32(x):
-        name, ty = _c_arg(x)
-        return _c_emit(f"sm_flag_to_int({name})" if ty == "b" else name, "i")
-
-    @staticmethod
-    def zeros(ref):
-        return _c_emit(_c_arg(0.0)[0], "f")
-
-    @staticmethod
-    def ones(ref):
-        return _c_emit(_c_arg(1.0)[0], "f")
-
-    @staticmethod
-    def isfinite(x):
-        return _c_emit(f"sm_isfinite({_c_arg(x)[0]})", "b")
-
-    @staticmethod
-    def nans(ref):
-        return _c_emit("sm_nan()", "f")
-
-
-_C_PRELUDE = """/* Generated by mpslinalg.small._c_source: do not edit. */
-#include <math.h>
-#include <stdint.h>
-#include <string.h>
-
-static inline float sm_where_f(int32_t c, float a, float b) { return c ? a : b; }
-static inline int32_t sm_where_i(int32_t c, int32_t a, int32_t b) { return c ? a : b; }
-static inline float sm_abs(float x) { return fabsf(x); }
-static inline float sm_max(float a, float b) { return (a != a || a > b) ? a : b; }
-static inline int32_t sm_flag_to_int(int32_t c) { return c ? 1 : 0; }
-static inline int32_t sm_isfinite(float x) { return fabsf(x) <= 3.40282346638528859812e+38f; }
-static inline float sm_nan(void) { return NAN; }
-
-static inline int32_t sm_exponent(float m) {
-  int32_t b;
-  memcpy(&b, &m, 4);
-  b = ((b >> 23) & 255) - 127;
-  return b < -126 ? -126 : (b > 126 ? 126 : b);
-}
-
-static inline float sm_pow2(int32_t e) {
-  e = e < -126 ? -126 : (e > 126 ? 126 : e);
-  int32_t b = (e + 127) << 23;
-  float f;
-  memcpy(&f, &b, 4);
-  return f;
-}
-"""
-
-_C_PRELUDE_VEC = """
-/* Multi-lane versions (GCC/Clang vector extensions; comparisons give 0/-1 masks, casts between
-   same-size vector types reinterpret the bits). */
-typedef float vf __attribute__((vector_size(VEC_BYTES)));
-typedef int32_t vi __attribute__((vector_size(VEC_BYTES)));
-
-static inline vf vsm_where_f(vi c, vf a, vf b) { return (vf)((c & (vi)a) | (~c & (vi)b)); }
-static inline vi vsm_where_i(vi c, vi a, vi b) { return (c & a) | (~c & b); }
-static inline vf vsm_abs(vf x) { return (vf)((vi)x & 0x7fffffff); }
-static inline vf vsm_max(vf a, vf b) { return vsm_where_f((a != a) | (a > b), a, b); }
-static inline vi vsm_flag_to_int(vi c) { return c & 1; }
-static inline vi vsm_isfinite(vf x) { return vsm_abs(x) <= ((vf){} + 3.40282346638528859812e+38f); }
-static inline vf vsm_nan(void) { return (vf){} + NAN; }
-static inline vi vsm_exponent(vf m) {
-  vi b = (((vi)m >> 23) & 255) - 127;
-  b = vsm_where_i(b < -126, (vi){} - 126, b);
-  return vsm_where_i(b > 126, (vi){} + 126, b);
-}
-static inline vf vsm_pow2(vi e) {
-  e = vsm_where_i(e < -126, (vi){} - 126, e);
-  e = vsm_where_i(e > 126, (vi){} + 126, e);
-  return (vf)((e + 127) << 23);
-}
-"""
-
-
-def _c_entries(n: int, w: int, pointer: str, prefix: str, lines: list[str], stride: str = "1",
-               lane_stride: int = 0):
-    """Load n×n (or, with ``stride``, an n-vector) of entries from ``pointer`` into locals.
-
-    In vector mode lane ``l`` reads ``pointer[l * lane_stride + ...]``.
+class Program:
+    """The small family's program, written once over primitives ``P`` (see :class:`_TorchPrims`).
+
+    The torch path runs it on tensors; the code generators of :mod:`mpslinalg.kernels`
+    (``small_c``, ``small_triton``) run it on symbolic values that print a kernel. Entries are
+    n×n nested lists of SoA values (complex: ``(re, im)`` pairs).
     """
-    out = []
-    for i in range(n):
-        row = []
-        for j in range(n if stride == "1" else 1):
-            parts = []
-            for c in range(w):
-                name = f"{prefix}{i}_{j}_{c}"
-                idx = f"{(i * n + j) * w + c}" if stride == "1" else f"{i} * {stride} + {c}"
-                if _c_vector:
-                    lanes = ", ".join(f"{pointer}[{lane * lane_stride} + {idx}]" for lane in range(_VL))
-                    lines.append(f"      vf {name} = {{{lanes}}};")
-                else:
-                    lines.append(f"      float {name} = {pointer}[{idx}];")
-                parts.append(_CSym(name, "f"))
-            row.append(tuple(parts) if w == 2 else parts[0])
-        out.append(row)
-    return out
+
+    @staticmethod
+    def ops(P, is_complex: bool):
+        """Scalar arithmetic over primitives ``P``."""
+        return _ComplexOps(P) if is_complex else _RealOps(P)
+
+    inv = staticmethod(_core_inv)  # (ops, a) -> (x, info)
+    det = staticmethod(_core_det)  # (ops, a) -> (mant, expo, info)
+    solve_factor = staticmethod(_core_solve_factor)  # (ops, a) -> (state, info)
+    solve_rhs = staticmethod(_core_solve_rhs)  # (ops, state, b, bc) -> x
 
 
-def _c_store(vals, w: int, pointer: str, index: str, lane_stride: int = 0) -> str:
-    parts = vals if w == 2 else (vals,)
-    out = []
-    for c in range(w):
-        v = _c_arg(parts[c])[0]
-        if _c_vector:
-            out.extend(f"      {pointer}[{lane * lane_stride} + {index} + {c}] = {v}[{lane}];" for lane in range(_VL))
-        else:
-            out.append(f"      {pointer}[{index} + {c}] = {v};")
-    return "\n".join(out)
-
-
-def _c_int_store(v, pointer: str) -> str:
-    name = _c_arg(v)[0]
-    if _c_vector:
-        return "\n".join(f"      {pointer}[b + {lane}] = {name}[{lane}];" for lane in range(_VL))
-    return f"      {pointer}[b] = {name};"
-
-
-def _c_inv_det(n: int, w: int, ops, suffix: str) -> str:
-    """``small_inv<suffix>`` and ``small_det<suffix>`` (one matrix, or 8 per iteration)."""
-    global _c_lines
-    nn = n * n * w
-    factor = _FMT[torch.float32][3]
-    step = _VL if _c_vector else 1
-    ls = nn if _c_vector else 0
-    _c_lines = []
-    loads: list[str] = []
-    a = _c_entries(n, w, "p", "a", loads, lane_stride=ls)
-    x, info = _core_inv(ops, a, factor)
-    stores = [_c_store(x[i][j], w, "q", str((i * n + j) * w), ls) for i in range(n) for j in range(n)]
-    stores.append(_c_int_store(info, "info"))
-    inv = (f"""
-static void small_inv{suffix}(const float *A, float *X, int32_t *info, int64_t b0, int64_t b1) {{
-  for (int64_t b = b0; b < b1; b += {step}) {{
-    const float *p = A + b * {nn};
-    float *q = X + b * {nn};
-    {{
-""" + "\n".join(loads + _c_lines + stores) + "\n    }\n  }\n}\n")
-    _c_lines = []
-    loads = []
-    a = _c_entries(n, w, "p", "a", loads, lane_stride=ls)
-    mant, expo, info = _core_det(ops, a, factor)
-    stores = [_c_store(mant, w, "mant", f"b * {w}", w), _c_int_store(expo, "expo"), _c_int_store(info, "info")]
-    det = (f"""
-static void small_det{suffix}(const float *A, float *mant, int32_t *expo, int32_t *info, int64_t b0,
-                              int64_t b1) {{
-  for (int64_t b = b0; b < b1; b += {step}) {{
-    const float *p = A + b * {nn};
-    {{
-""" + "\n".join(loads + _c_lines + stores) + "\n    }\n  }\n}\n")
-    return inv + det
-
-
-def _c_source(n: int, is_complex: bool, lanes: int = 4) -> str:
-    """C source of ``small_inv``, ``small_det`` and ``small_solve`` for n×n float32/complex64:
-    the program printed once per matrix (scalar) and once per ``lanes`` matrices (vectors)."""
-    global _c_lines, _c_prefix, _c_vector, _VL
-    _VL = lanes
-    w = 2 if is_complex else 1
-    ops = _ComplexOps(_CPrims()) if is_complex else _RealOps(_CPrims())
-    nn = n * n * w
-    funcs = []
-    try:
-        funcs.append(_c_inv_det(n, w, ops, "_1"))
-        _c_vector = True
-        vec = _c_inv_det(n, w, ops, "_v").replace("sm_", "vsm_")
-        _c_vector = False
-        funcs.append(vec)
-        funcs.append(f"""
-void small_inv(const float *A, float *X, int32_t *info, int64_t b0, int64_t b1) {{
-  int64_t mid = b0 + (b1 - b0) / {lanes} * {lanes};
-  small_inv_v(A, X, info, b0, mid);
-  small_inv_1(A, X, info, mid, b1);
-}}
-
-void small_det(const float *A, float *mant, int32_t *expo, int32_t *info, int64_t b0, int64_t b1) {{
-  int64_t mid = b0 + (b1 - b0) / {lanes} * {lanes};
-  small_det_v(A, mant, expo, info, b0, mid);
-  small_det_1(A, mant, expo, info, mid, b1);
-}}
-""")
-        # solve (scalar): factor once per matrix, then a run-time loop over the k columns
-        _c_lines = []
-        loads: list[str] = []
-        a = _c_entries(n, w, "p", "a", loads)
-        lu, piv, r, c, info = _core_solve_factor(ops, a)
-        head = loads + _c_lines + [f"      info[b] = {_c_arg(info)[0]};"]
-        _c_lines = []
-        _c_prefix = "u"
-        col_loads: list[str] = []
-        bcol = _c_entries(n, w, "rhs", "r", col_loads, stride=f"k * {w}")
-        xs = _core_solve_rhs(ops, lu, piv, r, c, [bcol[i][0] for i in range(n)], lambda t: t)
-        col_stores = [_c_store(xs[i], w, "out", f"{i} * k * {w}") for i in range(n)]
-        funcs.append(f"""
-void small_solve(const float *A, const float *B, float *X, int32_t *info, int64_t k, int64_t b0,
-                 int64_t b1) {{
-  for (int64_t b = b0; b < b1; ++b) {{
-    const float *p = A + b * {nn};
-    {{
-""" + "\n".join(head) + f"""
-      for (int64_t col = 0; col < k; ++col) {{
-      const float *rhs = B + (b * {n} * k + col) * {w};
-      float *out = X + (b * {n} * k + col) * {w};
-""" + "\n".join(col_loads + _c_lines + col_stores) + "\n      }\n    }\n  }\n}\n")
-    finally:
-        _c_lines = None
-        _c_prefix = "t"
-        _c_vector = False
-    return _C_PRELUDE + _C_PRELUDE_VEC.replace("VEC_BYTES", str(4 * lanes)) + "".join(funcs)
-
-
-_C_FLAGS = ["-O2", "-fPIC", "-shared", "-ffp-contract=off", "-fno-fast-math", "-Wno-psabi"]
-
-
-def _c_lanes() -> tuple[int, list[str]]:
-    """Lanes and extra flags: 8 with AVX2 when this x86-64 CPU has it, else 4 (SSE2 / NEON).
-
-    Measured (one core, float32 4x4, batch 1e6): 4 lanes 34 ms, 8 lanes with AVX2 17 ms, against
-    torch.linalg.inv_ex 210-240 ms; 8 lanes without AVX2 is slower than scalar (register spills).
-    """
-    import platform
-
-    if platform.machine() in ("x86_64", "AMD64"):
-        try:
-            with open("/proc/cpuinfo") as f:
-                flags = next((line for line in f if line.startswith("flags")), "")
-        except OSError:
-            flags = ""
-        if " avx2" in flags:
-            return 8, ["-mavx2"]
-    return 4, []
-_c_libs: dict[tuple[int, bool], object] = {}
-_c_failed: set[tuple[int, bool]] = set()
-_C_ENV = "MPSLINALG_SMALL_CC"
-
-
-def _c_compiler() -> str | None:
-    import shutil
-
-    env = os.environ.get(_C_ENV)
-    if env:
-        return env
-    for cand in ("cc", "gcc", "clang"):
-        path = shutil.which(cand)
-        if path:
-            return path
-    return None
-
-
-def _c_library(n: int, is_complex: bool):
-    """The compiled C functions for (n, complex): built once, cached in ~/.cache/mpslinalg/small."""
-    import ctypes
-    import hashlib
-    import subprocess
-
-    key = (n, is_complex)
-    lib = _c_libs.get(key)
-    if lib is not None:
-        return lib
-    with _compile_lock:
-        lib = _c_libs.get(key)
-        if lib is not None:
-            return lib
-        cc = _c_compiler()
-        if cc is None:
-            raise RuntimeError("no C compiler (cc/gcc/clang) found")
-        lanes, extra = _c_lanes()
-        flags = _C_FLAGS + extra
-        src = _c_source(n, is_complex, lanes)
-        digest = hashlib.sha256((src + cc + " ".join(flags)).encode()).hexdigest()[:20]
-        root = os.environ.get("MPSLINALG_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "mpslinalg")
-        cache = os.path.join(root, "small")
-        os.makedirs(cache, exist_ok=True)
-        so = os.path.join(cache, f"small_{n}_{'c' if is_complex else 'f'}_{digest}.so")
-        if not os.path.exists(so):
-            # per-process temporaries, then atomic renames: concurrent processes never see a
-            # half-written source or library
-            tag = f"{os.getpid()}.{threading.get_ident()}"
-            c_tmp = f"{so[:-3]}.{tag}.c"
-            so_tmp = f"{so}.{tag}.tmp"
-            with open(c_tmp, "w") as f:
-                f.write(src)
-            try:
-                subprocess.run([cc, *flags, c_tmp, "-o", so_tmp, "-lm"], check=True, capture_output=True,
-                               timeout=120)
-                os.replace(so_tmp, so)
-                os.replace(c_tmp, so[:-3] + ".c")  # kept for reading
-            finally:
-                for leftover in (c_tmp, so_tmp):
-                    if os.path.exists(leftover):
-                        os.remove(leftover)
-        lib = ctypes.CDLL(so)
-        i64, vp = ctypes.c_int64, ctypes.c_void_p
-        lib.small_inv.argtypes = [vp, vp, vp, i64, i64]
-        lib.small_det.argtypes = [vp, vp, vp, vp, i64, i64]
-        lib.small_solve.argtypes = [vp, vp, vp, vp, i64, i64, i64]
-        _c_libs[key] = lib
-        return lib
-
-
-_c_pool = None
-
-
-def _c_parallel(fn, batch: int, *args) -> None:
-    """Run ``fn(*args, b0, b1)`` over the batch split across torch's intra-op thread count (ctypes
-    releases the GIL, so the chunks run in parallel)."""
-    global _c_pool
-    threads = max(1, min(torch.get_num_threads(), batch // 4096))
-    if threads == 1:
-        fn(*args, 0, batch)
-        return
-    import concurrent.futures
-
-    if _c_pool is None or _c_pool._max_workers < threads:
-        _c_pool = concurrent.futures.ThreadPoolExecutor(max_workers=threads)
-    step = -(-batch // threads)
-    futures = [_c_pool.submit(fn, *args, b0, min(batch, b0 + step)) for b0 in range(0, batch, step)]
-    for f in futures:
-        f.result()
-
-
-def _c_usable(A: torch.Tensor) -> bool:
-    return (A.device.type == "cpu" and A.dtype in (torch.float32, torch.complex64)
-            and _current_compile_mode() == "auto" and not torch.compiler.is_compiling()
-            and (A.shape[-1], A.is_complex()) not in _c_failed)
-
-
-def _c_run(name: str, *args: torch.Tensor):
-    """Run program ``name`` with the generated C on contiguous CPU tensors."""
-    A = args[0]
-    n, batch = A.shape[-1], A.shape[0]
-    lib = _c_library(n, A.is_complex())
-    info = torch.empty(batch, dtype=torch.int32)
-    if name == "inv":
-        X = torch.empty_like(A)
-        _c_parallel(lib.small_inv, batch, A.data_ptr(), X.data_ptr(), info.data_ptr())
-        return X, info
-    if name == "det":
-        mant = torch.empty(batch, dtype=A.dtype)
-        expo = torch.empty(batch, dtype=torch.int32)
-        _c_parallel(lib.small_det, batch, A.data_ptr(), mant.data_ptr(), expo.data_ptr(), info.data_ptr())
-        return mant, expo, info
-    B = args[1]
-    X = torch.empty_like(B)
-    _c_parallel(lib.small_solve, batch, A.data_ptr(), B.data_ptr(), X.data_ptr(), info.data_ptr(), B.shape[-1])
-    return X, info
+_C = small_c.CKernels(Program, tag="small")
+_TRITON = small_triton.TritonKernels(Program)
 
 
 def _run_program(name: str, *args: torch.Tensor):
-    batch = args[0].shape[0]
-    device = args[0].device
+    """Run program ``name`` on (B, n, n) inputs by the fastest available route on their device."""
+    A = args[0]
     if functorch_active():
         return _PROGRAMS[name](*args)
-    if _triton_usable(name, args[0]):
-        key = (name, args[0].shape[-1], args[0].is_complex())
-        try:
-            return _triton_run(name, *args)
-        except Exception:  # e.g. an old Triton: the compiled/eager program computes the same thing
-            _triton_failed.add(key)
-    if _c_usable(args[0]):
-        try:
-            _c_library(args[0].shape[-1], args[0].is_complex())
-        except Exception:  # no compiler, or it failed: the LAPACK leaf below computes the same
-            _c_failed.add((args[0].shape[-1], args[0].is_complex()))
-        else:
-            return _c_run(name, *args)
-    want = _want_compile(batch, device)
-    if device.type == "cpu" and not want and not torch.compiler.is_compiling():
+    mode = _current_compile_mode()
+    generated = mode == "auto" and not torch.compiler.is_compiling()
+    if generated and _TRITON.usable(name, A):
+        out = _TRITON.try_run(name, *args)
+        if out is not None:
+            return out
+    if (generated and A.device.type == "cpu" and A.dtype in (torch.float32, torch.complex64)
+            and _C.usable(A.shape[-1], A.is_complex())):
+        return _C.run(name, *args)
+    want = _want_compile(A.shape[0], A.device)
+    if A.device.type == "cpu" and not want and not torch.compiler.is_compiling():
         return _LEAVES[name](*args)
     if want:
-        key = f"{name}:{args[0].device.type}"
+        key = f"{name}:{A.device.type}"
         fn = _compiled.get(key)
         if fn is None and key not in _compile_failed:
             with _compile_lock:
@@ -1530,11 +782,12 @@ def _run_program(name: str, *args: torch.Tensor):
         if fn is not None:
             try:
                 return fn(*args)
-            except Exception:  # the eager program computes the same thing
+            except Exception as exc:  # noqa: BLE001 - the eager program computes the same thing
                 _compiled.pop(key, None)
                 _compile_failed.add(key)
+                warn_once(f"compile:{key}", f"mpslinalg: torch.compile of the small-matrix program failed "
+                          f"({type(exc).__name__}); using the eager program (same results, slower)")
     return _PROGRAMS[name](*args)
-
 
 # ---------------------------------------------------------------------------------------------
 # Kernel dispatch: torch program, or the Metal kernels (metal / emulator), one call site

@@ -25,8 +25,8 @@ import reference.matrices as mx
 import reference.metrics as metrics
 import reference.mp as rmp
 from mpslinalg import small
-from mpslinalg._errors import LinAlgError, raise_for_info
 from mpslinalg.kernels import load_library
+from mpslinalg.oplayer.checks import LinAlgError, raise_for_info
 
 PASS = metrics.PASS_RATIO
 SIZES = [1, 2, 3, 4]
@@ -408,7 +408,7 @@ def test_torch_func_transforms(dtype):
         if not dtype.is_complex:
             assert rel(torch.func.jacrev(ours)(A[0]), torch.func.jacrev(ref)(A[0])) <= bound
     assert rel(torch.vmap(lambda a, b: small.solve_ex(a, b)[0])(A, B), torch.linalg.solve(A, B)) <= bound
-    assert not small._c_failed
+    assert not small._C.failed
 
 
 def test_views_broadcast_and_inputs_unchanged(backend, backend_device):
@@ -510,9 +510,9 @@ def _check_triton_against_program(device: str):
             A = mx.with_condition(n, 100.0, batch=(300,), dtype=dtype, seed=n).contiguous()
             A[5] = 0  # exactly singular: info and NaN handling
             A = A.to(device)
-            X, info = small._triton_run("inv", A)
+            X, info = small._TRITON.run("inv", A)
             X0, i0 = small._program_inv(A)
-            m, e, i1 = small._triton_run("det", A)
+            m, e, i1 = small._TRITON.run("det", A)
             m0, e0, i10 = small._program_det_parts(A)
             assert torch.equal(info, i0) and torch.equal(e, e0) and torch.equal(i1, i10)
             # same operations; on a GPU FMA contraction may change the last bits: c·κ·u (κ = 100)
@@ -522,7 +522,7 @@ def _check_triton_against_program(device: str):
             assert (rel <= bound).all()
             assert ((m - m0)[good].abs() <= bound * n * m0[good].abs()).all()
             Bm = mx.random(n, 3, batch=(300,), dtype=dtype, seed=2).contiguous().to(device)
-            Y, j1 = small._triton_run("solve", A, Bm)
+            Y, j1 = small._TRITON.run("solve", A, Bm)
             Y0, j0 = small._program_solve(A, Bm)
             assert torch.equal(j1, j0)
             rel = (Y - Y0)[good].abs().amax((-2, -1)) / Y0[good].abs().amax((-2, -1))
@@ -561,12 +561,12 @@ def test_cuda_accuracy(gpu_dtype, kind):
         assert metrics.solve_ratio(A, Y.cpu(), B).max() < PASS
         _, logabs = small.slogdet(A.cuda())
         assert torch.isfinite(logabs).all()
-    assert not small._triton_failed
+    assert not small._TRITON.failed
 
 
 @pytest.mark.cuda
 def test_triton_kernel_cuda(monkeypatch):
-    monkeypatch.setattr(small, "_triton_kernels", {})
+    monkeypatch.setattr(small._TRITON, "kernels", {})
     _check_triton_against_program("cuda")
     # and the public path uses it without host synchronisation
     A = mx.random(4, batch=(1000,), seed=1).cuda()
@@ -577,7 +577,7 @@ def test_triton_kernel_cuda(monkeypatch):
         small.slogdet(A)
     finally:
         torch.cuda.set_sync_debug_mode(0)
-    assert not small._triton_failed
+    assert not small._TRITON.failed
 
 
 # --------------------------------------------------------------------------------------------
@@ -587,8 +587,8 @@ def test_triton_kernel_cuda(monkeypatch):
 
 @pytest.mark.parametrize("n", SIZES)
 def test_generated_c_matches_program(gpu_dtype, n):
-    if small._c_compiler() is None:
-        pytest.skip("no C compiler (cc/gcc/clang): the CPU path falls back to the LAPACK leaf")
+    if small._C.compiler() is None:
+        pytest.skip("no C compiler (the emulator's discovery found none): the CPU path falls back")
     batch = 37  # vector blocks and a scalar tail
     A = mx.with_condition(n, 100.0, batch=(batch,), dtype=gpu_dtype, seed=n).contiguous()
     A[3] = 0  # exactly singular
@@ -603,13 +603,13 @@ def test_generated_c_matches_program(gpu_dtype, n):
         scale = b[ok].abs().reshape(ok.sum(), -1).amax(-1)
         return ((a[ok] - b[ok]).abs().reshape(ok.sum(), -1).amax(-1) <= 4 * u * scale).all()
 
-    X, info = small._c_run("inv", A)
+    X, info = small._C.run("inv", A)
     X0, i0 = small._program_inv(A)
     assert torch.equal(info, i0) and close(X, X0) and torch.isnan(X[4]).all()
-    m, e, i1 = small._c_run("det", A)
+    m, e, i1 = small._C.run("det", A)
     m0, e0, i10 = small._program_det_parts(A)
     assert torch.equal(e[ok], e0[ok]) and torch.equal(i1, i10) and close(m, m0)
-    Y, j1 = small._c_run("solve", A, B)
+    Y, j1 = small._C.run("solve", A, B)
     Y0, j0 = small._program_solve(A, B)
     assert torch.equal(j1, j0) and close(Y, Y0)
 

@@ -56,11 +56,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import _errors as E
-from ._func import apply as _apply
-from ._func import functorch_active as _functorch
-from ._func import needs_custom_op as _needs_custom_op
-from ._func import register_autograd as _register_autograd
+from .oplayer import checks as E
+from .oplayer import defop
+from .oplayer import derivatives as D
+from .oplayer import functorch_active as _functorch
 from .kernels import backend_for, kernel_name, load_library
 
 __all__ = [
@@ -520,17 +519,6 @@ def _det_parts(LU: torch.Tensor, piv: torch.Tensor):
     return d, 1 - 2 * odd
 
 
-def _det_impl(A: torch.Tensor) -> torch.Tensor:
-    LU, piv, _ = _getrf(A)
-    d, sign = _det_parts(LU, piv)
-    return d.prod(-1) * sign
-
-
-def _slogdet_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    LU, piv, _ = _getrf(A)
-    return _slogdet_from_lu(LU, piv)
-
-
 def _slogdet_from_lu(LU: torch.Tensor, piv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     d, sign = _det_parts(LU, piv)
     absd = d.abs()
@@ -584,23 +572,17 @@ def _solve_impl(A: torch.Tensor, B: torch.Tensor, left: bool) -> tuple[torch.Ten
 # --------------------------------------------------------------------------------------------------
 
 
-def _or_zeros(t: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
-    return torch.zeros_like(like) if t is None else t
-
-
 def _tr_solve(A: torch.Tensor, dA: torch.Tensor) -> torch.Tensor:
     """``tr(A⁻¹ dA)`` (one solve with our differentiable op)."""
-    return _apply(_solve_ex_op, A, dA, True)[0].diagonal(dim1=-2, dim2=-1).sum(-1)
+    return _solve_ex_op(A, dA, True)[0].diagonal(dim1=-2, dim2=-1).sum(-1)
 
 
-@torch.library.custom_op("mpslinalg::lu_factor_ex", mutates_args=())
-def _lu_factor_ex_op(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _lu_factor_ex_op_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     LU, piv, info = _getrf(A)
     return LU.contiguous(), piv.contiguous(), info.contiguous()
 
 
-@_lu_factor_ex_op.register_fake
-def _(A):
+def _lu_factor_ex_op_fake(A):
     K = min(A.shape[-2], A.shape[-1])
     return (A.new_empty(A.shape), A.new_empty((*A.shape[:-2], K), dtype=torch.int32),
             A.new_empty(A.shape[:-2], dtype=torch.int32))
@@ -666,22 +648,21 @@ def _lu_factor_jvp(inputs, outputs, tangents):
             "linalg.lu_factor: forward-mode derivatives (jvp, jacfwd, hessian) of rectangular "
             "factorisations are not implemented; use reverse mode (grad, jacrev)")
     L, U = _unpack(LU)
-    M = _solve_tri(L, _apply_Pt(piv, _or_zeros(dA, A)), upper=False, left=True, unitriangular=True)
+    M = _solve_tri(L, _apply_Pt(piv, D.or_zeros(dA, A)), upper=False, left=True, unitriangular=True)
     M = _solve_tri(U, M, upper=True, left=False)
     return L @ M.tril(-1) + M.triu() @ U, None, None
 
 
-_register_autograd(_lu_factor_ex_op, _lu_factor_backward, _lu_factor_setup, _lu_factor_jvp)
+_lu_factor_ex_op = defop("lu_factor_ex", impl=_lu_factor_ex_op_impl, fake=_lu_factor_ex_op_fake, setup=_lu_factor_setup,
+                          backward=_lu_factor_backward, jvp=_lu_factor_jvp)
 
 
-@torch.library.custom_op("mpslinalg::lu_solve", mutates_args=())
-def _lu_solve_op(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, left: bool,
+def _lu_solve_op_impl(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, left: bool,
                  adjoint: bool) -> torch.Tensor:
     return _lu_solve_impl(LU, pivots, B, left, adjoint).contiguous()
 
 
-@_lu_solve_op.register_fake
-def _(LU, pivots, B, left, adjoint):
+def _lu_solve_op_fake(LU, pivots, B, left, adjoint):
     batch = torch.broadcast_shapes(LU.shape[:-2], B.shape[:-2])
     return B.new_empty((*batch, *B.shape[-2:]))
 
@@ -699,7 +680,7 @@ def _lu_solve_backward(ctx, gX):
     lu_shape, b_shape = ctx.shapes
     gLU = gB = None
     if ctx.needs_input_grad[2]:
-        gB = _apply(_lu_solve_op, LU, piv, gX, left, not adjoint).sum_to_size(b_shape)
+        gB = _lu_solve_op(LU, piv, gX, left, not adjoint).sum_to_size(b_shape)
     if ctx.needs_input_grad[0]:
         L, U = _unpack(LU)
         if left != adjoint:
@@ -739,94 +720,46 @@ def _lu_solve_jvp(inputs, outputs, tangents):
         dA = _apply_P(piv, dLU.tril(-1) @ U + L @ dLU.triu())
         dA = dA.mH if adjoint else dA
         R = R - (dA @ X if left else X @ dA)
-    return (_apply(_lu_solve_op, LU, piv, R, left, adjoint),)
+    return (_lu_solve_op(LU, piv, R, left, adjoint),)
 
 
-_register_autograd(_lu_solve_op, _lu_solve_backward, _lu_solve_setup, _lu_solve_jvp)
+_lu_solve_op = defop("lu_solve", impl=_lu_solve_op_impl, fake=_lu_solve_op_fake, setup=_lu_solve_setup,
+                      backward=_lu_solve_backward, jvp=_lu_solve_jvp)
 
 
-@torch.library.custom_op("mpslinalg::solve_ex", mutates_args=())
-def _solve_ex_op(A: torch.Tensor, B: torch.Tensor, left: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _solve_ex_op_impl(A: torch.Tensor, B: torch.Tensor, left: bool) -> tuple[torch.Tensor, torch.Tensor]:
     return _solve_impl(A, B, left)
 
 
-@_solve_ex_op.register_fake
-def _(A, B, left):
+def _solve_ex_op_fake(A, B, left):
     batch = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
     return B.new_empty((*batch, *B.shape[-2:])), A.new_empty(A.shape[:-2], dtype=torch.int32)
 
 
-def _solve_setup(ctx, inputs, output):
-    A, B, left = inputs
-    ctx.left = left
-    ctx.shapes = (A.shape, B.shape)
-    ctx.save_for_backward(A, output[0])
+_solve_ex_op = defop("solve_ex", impl=_solve_ex_op_impl, fake=_solve_ex_op_fake,
+                     **D.solve_rules(lambda A, B, left: _solve_ex_op(A, B, left)[0]))
 
 
-def _solve_backward(ctx, gX, ginfo):
-    # linalg_solve_backward: gB = A^{-H} gX (left) / gX A^{-H} (right); gA = -gB Xᴴ / -Xᴴ gB
-    A, X = ctx.saved_tensors
-    a_shape, b_shape = ctx.shapes
-    gA = gB = None
-    gBf = _apply(_solve_ex_op, A.mH, gX, ctx.left)[0]
-    if ctx.needs_input_grad[1]:
-        gB = gBf.sum_to_size(b_shape)
-    if ctx.needs_input_grad[0]:
-        gA = (-(gBf @ X.mH) if ctx.left else -(X.mH @ gBf)).sum_to_size(a_shape)
-    return gA, gB, None
-
-
-def _solve_jvp(inputs, outputs, tangents):
-    # A X = B: dX = A⁻¹ (dB − dA X);  X A = B: dX = (dB − X dA) A⁻¹
-    (A, _, left), (X, _), (dA, dB, _) = inputs, outputs, tangents
-    R = dB.expand_as(X) if dB is not None else torch.zeros_like(X)
-    if dA is not None:
-        R = R - (dA @ X if left else X @ dA)
-    return _apply(_solve_ex_op, A, R, left)[0], None
-
-
-_register_autograd(_solve_ex_op, _solve_backward, _solve_setup, _solve_jvp)
-
-
-@torch.library.custom_op("mpslinalg::inv_ex", mutates_args=())
-def _inv_ex_op(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _inv_ex_op_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     X, info = _inv_impl(A)
     return X.contiguous(), info
 
 
-@_inv_ex_op.register_fake
-def _(A):
+def _inv_ex_op_fake(A):
     return A.new_empty(A.shape), A.new_empty(A.shape[:-2], dtype=torch.int32)
 
 
-def _inv_setup(ctx, inputs, output):
-    ctx.save_for_backward(output[0])
+_inv_ex_op = defop("inv_ex", impl=_inv_ex_op_impl, fake=_inv_ex_op_fake, **D.inv_rules())
 
 
-def _inv_backward(ctx, gX, ginfo):
-    (Ainv,) = ctx.saved_tensors
-    AinvH = Ainv.mH
-    return -(AinvH @ gX @ AinvH)
-
-
-def _inv_jvp(inputs, outputs, tangents):
-    (X, _), (dA,) = outputs, tangents
-    return -(X @ _or_zeros(dA, X) @ X), None
-
-
-_register_autograd(_inv_ex_op, _inv_backward, _inv_setup, _inv_jvp)
-
-
-@torch.library.custom_op("mpslinalg::det", mutates_args=())
-def _det_op(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _det_op_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     # LU and pivots are internal outputs (the public det drops them): the backward reuses them
     LU, piv, _ = _getrf(A)
     d, sign = _det_parts(LU, piv)
     return d.prod(-1) * sign, LU.contiguous(), piv.contiguous()
 
 
-@_det_op.register_fake
-def _(A):
+def _det_op_fake(A):
     return (A.new_empty(A.shape[:-2]), A.new_empty(A.shape),
             A.new_empty(A.shape[:-1], dtype=torch.int32))
 
@@ -887,22 +820,21 @@ def _det_jvp(inputs, outputs, tangents):
     # d det = det · tr(A⁻¹ dA) (invertible A; at an exactly singular A this is NaN: forward mode
     # has no adjugate branch, use reverse mode there)
     (A,), (d, LU, _), (dA,) = inputs, outputs, tangents
-    return d * _tr_solve(A, _or_zeros(dA, A)), torch.zeros_like(LU), None
+    return d * _tr_solve(A, D.or_zeros(dA, A)), torch.zeros_like(LU), None
 
 
-_register_autograd(_det_op, _det_backward, _det_setup, _det_jvp)
+_det_op = defop("det", impl=_det_op_impl, fake=_det_op_fake, setup=_det_setup,
+                 backward=_det_backward, jvp=_det_jvp)
 
 
-@torch.library.custom_op("mpslinalg::slogdet", mutates_args=())
-def _slogdet_op(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def _slogdet_op_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     # LU and pivots are internal outputs (the public slogdet drops them): the backward reuses them
     LU, piv, _ = _getrf(A)
     s, la = _slogdet_from_lu(LU, piv)
     return s, la, LU.contiguous(), piv.contiguous()
 
 
-@_slogdet_op.register_fake
-def _(A):
+def _slogdet_op_fake(A):
     real = A.real.dtype if A.is_complex() else A.dtype
     return (A.new_empty(A.shape[:-2]), A.new_empty(A.shape[:-2], dtype=real), A.new_empty(A.shape),
             A.new_empty(A.shape[:-1], dtype=torch.int32))
@@ -913,31 +845,22 @@ def _slogdet_setup(ctx, inputs, output):
 
 
 def _slogdet_backward(ctx, gsign, glogabs, gLU=None, gpiv=None):
-    # slogdet_backward: g = g_logabs - i Im(conj(g_sign) sign) (complex), gA = g A^{-H}.
+    # slogdet_backward: gA = g A^{-H}
     A, sign, LU, piv = ctx.saved_tensors
-    if glogabs is None:
-        glogabs = torch.zeros(sign.shape, dtype=A.real.dtype if A.is_complex() else A.dtype,
-                              device=A.device)
-    g = glogabs
-    if A.is_complex():
-        g = g.to(A.dtype)
-        if gsign is not None:
-            g = g - 1j * (gsign.conj() * sign).imag
+    g = D.slogdet_cotangent(A, sign, gsign, glogabs)
     if torch.is_grad_enabled():  # create_graph: through our differentiable inverse
         return g[..., None, None] * inv_ex(A)[0].mH
     return _adjoint_solve_diag(LU, piv, g)
 
 
 def _slogdet_jvp(inputs, outputs, tangents):
-    # t = tr(A⁻¹ dA): d logabsdet = Re t, d sign = i Im(t) sign (complex; 0 for real)
     (A,), (sign, logabs, LU, _), (dA,) = inputs, outputs, tangents
-    t = _tr_solve(A, _or_zeros(dA, A))
-    if not A.is_complex():
-        return torch.zeros_like(sign), t, torch.zeros_like(LU), None
-    return sign * (1j * t.imag), t.real.to(logabs.dtype), torch.zeros_like(LU), None
+    t = _tr_solve(A, D.or_zeros(dA, A))
+    return (*D.slogdet_jvp(t, sign, logabs, A.is_complex()), torch.zeros_like(LU), None)
 
 
-_register_autograd(_slogdet_op, _slogdet_backward, _slogdet_setup, _slogdet_jvp)
+_slogdet_op = defop("slogdet", impl=_slogdet_op_impl, fake=_slogdet_op_fake, setup=_slogdet_setup,
+                     backward=_slogdet_backward, jvp=_slogdet_jvp)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -961,47 +884,6 @@ def _use_small(A: torch.Tensor) -> bool:
 # --------------------------------------------------------------------------------------------------
 # Public API
 # --------------------------------------------------------------------------------------------------
-
-
-def _call(op, impl, *args):
-    """Run the custom op where it is needed — under ``torch.compile`` (fake implementations, no
-    graph break) and when autograd records (its backward formulas) — else its implementation
-    directly: the same computation, without the custom op's dispatch cost (~60 µs per call, which
-    dominates small batched problems)."""
-    return _apply(op, *args) if _needs_op(*args) else impl(*args)
-
-
-def _needs_op(*args) -> bool:
-    # under torch.func transforms _apply picks the op's autograd.Function
-    return _functorch() or _needs_custom_op(*args)
-
-
-def _raise_for_info(op: str, info: torch.Tensor, message: str) -> None:
-    """:func:`mpslinalg._errors.raise_for_info`; under ``torch.compile`` a device-side assertion
-    instead (a data-dependent Python branch would break the graph): it still fails the call, with a
-    ``RuntimeError`` that does not name the batch element."""
-    if torch.compiler.is_compiling():
-        torch._assert_async((info <= 0).all(), f"{op}: the input matrix is singular (info > 0)")
-        return
-    if info.device.type == "meta":  # shape inference only: there are no values to check
-        return
-    while torch._C._functorch.is_functorch_wrapped_tensor(info):  # vmap/grad: check every element
-        info = torch._C._functorch.get_unwrapped(info)
-    E.raise_for_info(op, info, message)
-
-
-def _store(op: str, out, result, *inputs: torch.Tensor, kind=None):
-    """``result`` (a tensor, or a tuple of tensors returned as the named tuple ``kind``), written into
-    the user's ``out=`` (a tensor, or a tuple of as many tensors) as ``torch.linalg`` does."""
-    if out is None:
-        return result if kind is None else kind(result)
-    if kind is None:
-        return E.store_out(op, out, result, *inputs)
-    if not isinstance(out, (tuple, list)) or len(out) != len(result):
-        raise TypeError(f"{op}: expected out to be a tuple of {len(result)} tensors, got "
-                        f"{type(out).__name__}")
-    return kind(tuple(E.store_out(op, o, r, *inputs, name=f"out[{i}]")
-                      for i, (o, r) in enumerate(zip(out, result))))
 
 
 def _check_pivot(op: str, pivot: bool) -> None:
@@ -1047,10 +929,10 @@ def lu_factor_ex(A: torch.Tensor, *, pivot: bool = True, check_errors: bool = Fa
     E.check_bool(op, "pivot", pivot)
     E.check_bool(op, "check_errors", check_errors)
     _check_pivot(op, pivot)
-    LU, piv, info = _call(_lu_factor_ex_op, _getrf, A)
+    LU, piv, info = _lu_factor_ex_op(A)
     if check_errors:
-        _raise_for_info(op, info, "U[{info},{info}] is zero (1-based), the matrix is singular.")
-    return _store(op, out, (LU, piv, info), A, kind=_RT.linalg_lu_factor_ex)
+        E.raise_for_info(op, info, "U[{info},{info}] is zero (1-based), the matrix is singular.")
+    return E.store(op, out, (LU, piv, info), A, kind=_RT.linalg_lu_factor_ex)
 
 
 def lu_factor(A: torch.Tensor, *, pivot: bool = True, out=None):
@@ -1074,11 +956,11 @@ def lu_factor(A: torch.Tensor, *, pivot: bool = True, out=None):
     E.check_matrix(op, "A", A)
     E.check_bool(op, "pivot", pivot)
     _check_pivot(op, pivot)
-    LU, piv, info = _call(_lu_factor_ex_op, _getrf, A)
-    _raise_for_info(op, info, "U[{info},{info}] is zero (1-based pivot {info}), the matrix is singular "
+    LU, piv, info = _lu_factor_ex_op(A)
+    E.raise_for_info(op, info, "U[{info},{info}] is zero (1-based pivot {info}), the matrix is singular "
                      "and using it in lu_solve would divide by zero. Use lu_factor_ex or lu to factor it "
                      "anyway.")
-    return _store(op, out, (LU, piv), A, kind=_RT.linalg_lu_factor)
+    return E.store(op, out, (LU, piv), A, kind=_RT.linalg_lu_factor)
 
 
 def lu(A: torch.Tensor, *, pivot: bool = True, out=None):
@@ -1115,13 +997,13 @@ def lu(A: torch.Tensor, *, pivot: bool = True, out=None):
     E.check_matrix(op, "A", A)
     E.check_bool(op, "pivot", pivot)
     _check_pivot(op, pivot)
-    LU, piv, _ = _call(_lu_factor_ex_op, _getrf, A)
+    LU, piv, _ = _lu_factor_ex_op(A)
     m = A.shape[-2]
     L, U = _unpack(LU)
     perm = _perm_from_pivots(piv, m)
     # P[i, j] = 1 where perm[j] == i (out of place: works under torch.vmap and on meta tensors)
     P = (perm[..., None, :] == torch.arange(m, device=A.device)[:, None]).to(A.dtype)
-    return _store(op, out, (P, L, U), A, kind=_RT.linalg_lu)
+    return E.store(op, out, (P, L, U), A, kind=_RT.linalg_lu)
 
 
 def lu_solve(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, *, left: bool = True,
@@ -1171,8 +1053,8 @@ def lu_solve(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, *, left: b
                            f"{tuple(LU.shape)}, got {tuple(pivots.shape)}")
     E.check_rhs(op, LU, B, left=left, a_name="LU")
     E.broadcast_batch(op, ("LU", "B"), LU, B)
-    X = _call(_lu_solve_op, _lu_solve_impl, LU, pivots, B, left, adjoint)
-    return _store(op, out, X, LU, B)
+    X = _lu_solve_op(LU, pivots, B, left, adjoint)
+    return E.store(op, out, X, LU, B)
 
 
 def _vector_case(A: torch.Tensor, B: torch.Tensor) -> bool:
@@ -1209,8 +1091,8 @@ def solve_ex(A: torch.Tensor, B: torch.Tensor, *, left: bool = True, check_error
     E.check_bool(op, "check_errors", check_errors)
     X, info = _solve_checked(op, A, B, left)
     if check_errors:
-        _raise_for_info(op, info, "The solver failed because the input matrix is singular.")
-    return _store(op, out, (X, info), A, B, kind=_RT.linalg_solve_ex)
+        E.raise_for_info(op, info, "The solver failed because the input matrix is singular.")
+    return E.store(op, out, (X, info), A, B, kind=_RT.linalg_solve_ex)
 
 
 def _info_of_A(info: torch.Tensor, a_batch: torch.Size) -> torch.Tensor:
@@ -1247,7 +1129,7 @@ def _solve_checked(op: str, A: torch.Tensor, B: torch.Tensor, left: bool):
         X, info = _small().solve_ex(A, B2, left=left)
         info = _info_of_A(info, A.shape[:-2])
     else:
-        X, info = _call(_solve_ex_op, _solve_impl, A, B2, left)
+        X, info = _solve_ex_op(A, B2, left)
     return (X.squeeze(-1) if vec else X), info
 
 
@@ -1282,9 +1164,9 @@ def solve(A: torch.Tensor, B: torch.Tensor, *, left: bool = True,
     """
     op = "linalg.solve"
     X, info = _solve_checked(op, A, B, left)
-    _raise_for_info(op, info, "The solver failed because the input matrix is singular "
+    E.raise_for_info(op, info, "The solver failed because the input matrix is singular "
                      "(U[{info},{info}] is zero).")
-    return _store(op, out, X, A, B)
+    return E.store(op, out, X, A, B)
 
 
 def inv_ex(A: torch.Tensor, *, check_errors: bool = False, out=None):
@@ -1317,11 +1199,11 @@ def inv_ex(A: torch.Tensor, *, check_errors: bool = False, out=None):
     if _use_small(A):
         X, info = _small().inv_ex(A)
     else:
-        X, info = _call(_inv_ex_op, _inv_impl, A)
+        X, info = _inv_ex_op(A)
     if check_errors:
-        _raise_for_info(op, info, "The diagonal element {info} is zero, the inversion could not be "
+        E.raise_for_info(op, info, "The diagonal element {info} is zero, the inversion could not be "
                          "completed because the input matrix is singular.")
-    return _store(op, out, (X, info), A, kind=_RT.linalg_inv_ex)
+    return E.store(op, out, (X, info), A, kind=_RT.linalg_inv_ex)
 
 
 def inv(A: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -1353,10 +1235,10 @@ def inv(A: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
     if _use_small(A):
         X, info = _small().inv_ex(A)
     else:
-        X, info = _call(_inv_ex_op, _inv_impl, A)
-    _raise_for_info(op, info, "The diagonal element {info} is zero, the inversion could not be "
+        X, info = _inv_ex_op(A)
+    E.raise_for_info(op, info, "The diagonal element {info} is zero, the inversion could not be "
                      "completed because the input matrix is singular.")
-    return _store(op, out, X, A)
+    return E.store(op, out, X, A)
 
 
 def det(A: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -1387,11 +1269,9 @@ def det(A: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
         d = torch.ones(A.shape[:-2], dtype=A.dtype, device=A.device)
     elif _use_small(A):
         d = _small().det(A)
-    elif _needs_op(A):
-        d = _apply(_det_op, A)[0]
     else:
-        d = _det_impl(A)
-    return _store(op, out, d, A)
+        d = _det_op(A)[0]
+    return E.store(op, out, d, A)
 
 
 def slogdet(A: torch.Tensor, *, out=None):
@@ -1426,5 +1306,5 @@ def slogdet(A: torch.Tensor, *, out=None):
     elif _use_small(A):
         s, la = _small().slogdet(A)
     else:
-        s, la = _apply(_slogdet_op, A)[:2] if _needs_op(A) else _slogdet_impl(A)
-    return _store(op, out, (s, la), A, kind=_RT.linalg_slogdet)
+        s, la = _slogdet_op(A)[:2]
+    return E.store(op, out, (s, la), A, kind=_RT.linalg_slogdet)

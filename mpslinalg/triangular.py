@@ -83,8 +83,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import _errors as E
-from ._func import needs_custom_op
+from .oplayer import checks as E
+from .oplayer.op import needs_custom_op
 from .kernels import backend_for, kernel_name, load_library
 
 __all__ = ["TUNING", "solve_triangular", "trsm"]
@@ -752,4 +752,4 @@ def solve_triangular(A: torch.Tensor, B: torch.Tensor, *, upper: bool, left: boo
         E.check_bool(_OP, name, val)
     E.check_rhs(_OP, A, B, left=left)
     X = _solve(A, B, upper, left, unitriangular, _batch_shape(A, B))
-    return X if out is None else E.store_out(_OP, out, X, A, B)
+    return E.store(_OP, out, X, A, B)

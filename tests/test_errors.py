@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from mpslinalg import _errors as E
+from mpslinalg.oplayer import checks as E
 
 
 def test_error_classes_catchable_both_ways():

@@ -25,7 +25,6 @@ import reference.matrices as mx
 import reference.metrics as metrics
 import reference.mp as rmp
 from mpslinalg import small
-from mpslinalg.kernels import load_library
 from mpslinalg.oplayer.checks import LinAlgError, raise_for_info
 
 PASS = metrics.PASS_RATIO
@@ -240,7 +239,6 @@ def test_nonfinite_input_gives_nan(backend, backend_device, gpu_dtype, val):
 
 ORDERS = [dict(order="inorder"), dict(order="reverse"), dict(order="shuffle", seed=1),
           dict(order="shuffle", seed=2)]
-_TAG = {torch.float32: "float", torch.complex64: "cfloat"}
 
 
 def _close(a, b, u, factor=64.0):
@@ -255,32 +253,21 @@ def _close(a, b, u, factor=64.0):
 @pytest.mark.parametrize("n", SIZES)
 def test_kernels_all_orders(gpu_dtype, n, order):
     require_emulator()
-    lib = load_library("small", "cpu")
     batch = 130  # three threadgroups of 64, the last one partial
     A = mx.with_condition(n, 100.0, batch=(batch,), dtype=gpu_dtype, seed=n).contiguous()
     u = _u(gpu_dtype)
-    tag = _TAG[gpu_dtype]
-    threads = -(-batch // 64) * 64
 
-    X = torch.empty_like(A)
-    info = torch.full((batch,), -7, dtype=torch.int32)
-    getattr(lib, f"small_inv_{tag}_{n}")(A, X, info, batch, threads=threads, group_size=64, **order)
+    # through the library's own launch code (small._kernel_*), with the emulator's order keywords
+    X, info = small._kernel_inv(A, **order)
     X0, info0 = small._program_inv(A)
     assert _close(X, X0, u) and torch.equal(info, info0)
 
-    mant = torch.empty(batch, dtype=gpu_dtype)
-    expo = torch.empty(batch, dtype=torch.int32)
-    info = torch.full((batch,), -7, dtype=torch.int32)
-    getattr(lib, f"small_det_{tag}_{n}")(A, mant, expo, info, batch, threads=threads, group_size=64, **order)
+    mant, expo, info = small._kernel_det_parts(A, **order)
     m0, e0, i0 = small._program_det_parts(A)
     assert torch.equal(expo, e0) and torch.equal(info, i0) and _close(mant, m0, u)
 
-    k = 3
-    B = mx.random(n, k, batch=(batch,), dtype=gpu_dtype, seed=9).contiguous()
-    Xs = torch.empty_like(B)
-    info = torch.full((batch,), -7, dtype=torch.int32)
-    getattr(lib, f"small_solve_{tag}_{n}")(A, B, Xs, info, batch, k, threads=batch * k, group_size=64,
-                                           **order)
+    B = mx.random(n, 3, batch=(batch,), dtype=gpu_dtype, seed=9).contiguous()
+    Xs, info = small._kernel_solve(A, B, **order)
     Xs0, i0 = small._program_solve(A, B)
     assert _close(Xs, Xs0, u) and torch.equal(info, i0)
 

@@ -11,6 +11,7 @@ against either convention catch them.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import torch
@@ -131,8 +132,18 @@ def raise_for_info(op: str, info: torch.Tensor, message: str) -> None:
     """Raise :class:`torch.linalg.LinAlgError` for the first batch element with ``info > 0``.
 
     ``message`` is formatted with ``{info}`` (LAPACK's 1-based index). This synchronises with the
-    device, so only non-``_ex`` ops call it.
+    device, so only non-``_ex`` ops call it. Under ``torch.compile`` torch's own check runs at run
+    time (a data-dependent Python branch would break the graph): the same ``LinAlgError`` with
+    torch's wording and the batch element. On meta tensors there is nothing to check; under
+    ``torch.func`` every element is checked.
     """
+    if torch.compiler.is_compiling():
+        torch._linalg_check_errors(info, op, is_matrix=info.ndim == 0)
+        return
+    if info.device.type == "meta":
+        return
+    while torch._C._functorch.is_functorch_wrapped_tensor(info):
+        info = torch._C._functorch.get_unwrapped(info)
     if info.numel() == 0:
         return
     bad = torch.nonzero(info.reshape(-1) > 0)
@@ -148,26 +159,51 @@ def raise_for_info(op: str, info: torch.Tensor, message: str) -> None:
     raise LinAlgError(f"{op}: {text}")
 
 
-def store_out(op: str, out: object, result: torch.Tensor, *inputs: torch.Tensor,
-              name: str = "out") -> torch.Tensor:
-    """Write ``result`` into a user's ``out=`` tensor as ``torch.linalg`` does, and return ``out``.
-
-    ``out`` must be a tensor of the result's dtype and device; it is resized to the result's shape.
-    Like torch, ``out=`` is refused while autograd would have to track an input (functions with
-    ``out=`` are not differentiable). Ops with several outputs call this once per output.
-    """
+def _store_one(op: str, out: object, result: torch.Tensor, name: str) -> torch.Tensor:
     out = check_tensor(op, name, out)
-    if torch.is_grad_enabled() and any(x.requires_grad for x in inputs):
-        raise RuntimeError(
-            f"{op}(): functions with out=... arguments don't support automatic differentiation, "
-            "but one of the arguments requires grad."
-        )
     if out.dtype != result.dtype or out.device != result.device:
         raise DTypeError(
             f"{op}: {name} has dtype {out.dtype} on {out.device}, expected {result.dtype} on {result.device}"
         )
-    out.resize_(result.shape).copy_(result)
     return out
+
+
+def _write(out: torch.Tensor, result: torch.Tensor) -> torch.Tensor:
+    if out.shape != result.shape:
+        if out.numel() != 0:  # torch's deprecation warning for resizing a non-empty out
+            warnings.warn(
+                f"An output with one or more elements was resized since it had shape {list(out.shape)}, "
+                f"which does not match the required output shape {list(result.shape)}. This behavior is "
+                "deprecated, and in a future PyTorch release outputs will not be resized unless they "
+                "have zero elements. You can explicitly reuse an out tensor t by resizing it, inplace, "
+                "to zero elements with t.resize_(0).",
+                UserWarning, stacklevel=4)
+        out.resize_(result.shape)
+    return out.copy_(result)
+
+
+def store(op: str, out: object, result, *inputs: torch.Tensor, kind=None):
+    """``result`` (a tensor, or a tuple returned as the named tuple ``kind``), written into the
+    user's ``out=`` (a tensor, or a tuple of as many tensors) as ``torch.linalg`` does.
+
+    Every output is checked before any is written (a bad ``out[1]`` leaves ``out[0]`` untouched);
+    ``out=`` is refused while autograd would have to track an input (functions with ``out=`` are
+    not differentiable); a non-empty ``out`` of another shape is resized with torch's warning.
+    """
+    if out is None:
+        return result if kind is None else kind(result)
+    if torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in inputs):
+        raise RuntimeError(
+            f"{op}(): functions with out=... arguments don't support automatic differentiation, "
+            "but one of the arguments requires grad."
+        )
+    if kind is None:
+        return _write(_store_one(op, out, result, "out"), result)
+    if not isinstance(out, (tuple, list)) or len(out) != len(result):
+        raise TypeError(f"{op}: expected out to be a tuple of {len(result)} tensors, got "
+                        f"{type(out).__name__}")
+    outs = [_store_one(op, o, r, f"out[{i}]") for i, (o, r) in enumerate(zip(out, result))]
+    return kind(tuple(_write(o, r) for o, r in zip(outs, result)))
 
 
 def check_bool(op: str, name: str, value: object) -> bool:

@@ -1,23 +1,28 @@
-"""``torch.func`` support for the families' custom ops (shared; first used by ``mpslinalg.lu``).
+"""The op factory: one declaration per op, everything else generated (JAX's ``linalg_primitive`` model).
 
-A ``torch.library.custom_op`` with ``register_autograd`` cannot run under ``torch.func`` transforms
-(``vmap``, ``grad``, ``jacrev``, ``jacfwd``, ``jvp``, ``hessian``): its autograd is a generated
-``torch.autograd.Function`` without ``setup_context`` ("In order to use an autograd.Function with
-functorch transforms ... it must override the setup_context staticmethod"). So each op is also
-registered as an equivalent ``autograd.Function`` in the ``setup_context`` style — the same
-forward (the op's Python body), the same ``setup_context`` and backward, a generated vmap rule and
-an optional forward-mode ``jvp`` — and :func:`apply` calls that one while a transform is active::
+A family declares each op once::
 
-    @torch.library.custom_op("mpslinalg::foo", mutates_args=())
-    def _foo_op(A: torch.Tensor) -> torch.Tensor: ...
+    _qr = defop("qr", impl=_qr_impl, fake=_qr_fake,
+                setup=_qr_setup, backward=_qr_backward, jvp=_qr_jvp)
+    Q, R = _qr(A, mode)
 
-    register_autograd(_foo_op, _foo_backward, _foo_setup, _foo_jvp)   # instead of
-                                                                      # _foo_op.register_autograd
-    X = apply(_foo_op, A)                  # in the public wrapper and in other ops' backwards
+and gets:
 
-The forward must then be vmap-friendly torch ops (no raw-buffer kernels, no in-place writes of
-batched values into fresh tensors, no data-dependent host branches): check
-:func:`functorch_active` in the implementation and take the torch-op path.
+* the ``torch.library`` custom op ``mpslinalg::<name>`` (schema from ``impl``'s annotations) with
+  its fake implementation, so ``torch.compile(fullgraph=True)`` and ``torch.export`` see one node;
+* reverse-mode autograd on it (``setup`` + ``backward``, the ``torch.library`` conventions);
+* an equivalent ``torch.autograd.Function`` in the ``setup_context`` style (same forward, backward,
+  a generated vmap rule and the forward-mode ``jvp``): what runs under ``torch.func`` transforms and
+  for forward-mode dual tensors (``torch.autograd.forward_ad``), which a custom op's autograd cannot
+  serve (it returns no tangent, silently);
+* the eager fast path: when nothing needs the custom op (no autograd, compile, tracing, tensor
+  subclass or meta tensor) :meth:`Op.__call__` runs ``impl`` directly, without the dispatcher's
+  ~60 µs per call (as much as a whole small solve).
+
+``impl`` takes tensors and Python scalars and returns fresh tensors (never views of its inputs, as
+custom ops require). Under :func:`functorch_active` it must use vmap-friendly torch ops only (no
+raw-buffer kernels, no in-place writes of batched values into fresh tensors, no data-dependent host
+branches). Backward formulas call Ops (not impls), so double backward works.
 """
 
 from __future__ import annotations
@@ -25,11 +30,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+import torch.autograd.forward_ad as _fwad
 
-__all__ = ["apply", "functorch_active", "needs_custom_op", "register_autograd"]
+__all__ = ["Op", "defop", "functorch_active", "needs_custom_op"]
 
-#: custom op -> its autograd.Function (what runs under torch.func transforms).
-FUNCTIONS: dict = {}
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
 def functorch_active() -> bool:
@@ -37,17 +42,19 @@ def functorch_active() -> bool:
     return torch._C._are_functorch_transforms_active()
 
 
-_PLAIN = (torch.Tensor, torch.nn.Parameter)
+def _dual(args) -> bool:
+    """Some argument carries a forward-mode tangent (only possible inside a dual level)."""
+    if _fwad._current_level < 0:
+        return False
+    return any(isinstance(a, torch.Tensor) and _fwad.unpack_dual(a).tangent is not None for a in args)
 
 
 def needs_custom_op(*args) -> bool:
-    """Whether a public op must dispatch through its ``torch.library`` custom op.
+    """Whether a call must dispatch through its ``torch.library`` custom op.
 
     Needed under ``torch.compile`` and JIT tracing (the fake implementation keeps the graph
     whole), for tensor subclasses and meta tensors (fake/functional tensors), and when autograd
-    records (the op's backward formula). Elsewhere the families call their implementation directly:
-    the same computation without the custom op's dispatch (~60 µs a call, as much as a whole small
-    solve). ``torch.func`` transforms are decided by each family (see :func:`apply`).
+    records (the op's backward formula).
     """
     if torch.compiler.is_compiling() or torch._C._get_tracing_state() is not None:
         return True
@@ -60,16 +67,9 @@ def needs_custom_op(*args) -> bool:
     return False
 
 
-def apply(op, *args):
-    """Call the custom op ``op``, or its autograd.Function under ``torch.func`` transforms."""
-    if functorch_active():
-        return FUNCTIONS[op].apply(*args)
-    return op(*args)
-
-
 class _SavingCtx:
-    """A ``ctx`` proxy for ``setup_context``: attributes go to ``ctx``; ``save_for_backward`` is
-    recorded (saved later together with the forward-mode tensors)."""
+    """A ``ctx`` proxy for ``setup``: attributes go to ``ctx``; ``save_for_backward`` is recorded
+    (saved later together with the forward-mode tensors)."""
 
     def __init__(self, ctx) -> None:
         object.__setattr__(self, "_ctx", ctx)
@@ -86,7 +86,7 @@ class _SavingCtx:
 
 
 class _BackwardCtx:
-    """A ``ctx`` proxy for the backward: ``saved_tensors`` are the first ``ctx.n_saved``."""
+    """A ``ctx`` proxy for ``backward``: ``saved_tensors`` are the first ``ctx.n_saved``."""
 
     def __init__(self, ctx) -> None:
         self._ctx = ctx
@@ -99,51 +99,107 @@ class _BackwardCtx:
         return getattr(self._ctx, name)
 
 
-def register_autograd(op, backward: Callable, setup_context: Callable, jvp: Callable | None = None) -> None:
-    """``op.register_autograd(backward, setup_context=...)`` and the equivalent autograd.Function.
+def _no_backward(ctx, *grads):
+    raise RuntimeError(f"{ctx.op_name}: this op is not differentiable")
 
-    ``jvp(inputs, outputs, tangents)`` is the forward-mode derivative: ``inputs`` and ``outputs``
-    as the op takes and returns them (a tuple each), one tangent per input (``None`` for
-    non-tensors and zero tangents); it returns one tangent per output (``None`` for integer ones).
-    Without it, forward mode raises torch's error. Integer outputs are non-differentiable.
 
-    The Function saves one list of tensors for both modes (the backward's, then the inputs and
-    outputs): torch.func's generated vmap rule keeps one record of the saved tensors' batch
-    dimensions, so ``save_for_backward`` and ``save_for_forward`` must save the same tensors.
+class Op:
+    """One declared op. Call it like its ``impl``; see the module docstring for what it runs."""
+
+    def __init__(self, name: str, impl: Callable, fake: Callable, setup: Callable | None,
+                 backward: Callable | None, jvp: Callable | None) -> None:
+        self.name = name
+        self.impl = impl
+        self.custom = torch.library.custom_op(f"mpslinalg::{name}", mutates_args=())(impl)
+        self.custom.register_fake(fake)
+        self.differentiable = backward is not None
+        if backward is not None:
+            self.custom.register_autograd(backward, setup_context=setup or (lambda ctx, i, o: None))
+        self.function = self._function(setup, backward, jvp)
+
+    def _function(self, setup, backward, jvp) -> type:
+        """The ``setup_context``-style autograd.Function equivalent to the custom op.
+
+        It saves one list of tensors for both modes (the backward's, then the inputs and outputs):
+        torch.func's generated vmap rule keeps one record of the saved tensors' batch dimensions, so
+        ``save_for_backward`` and ``save_for_forward`` must save the same tensors.
+        """
+        op_name = self.name
+
+        def setup_(ctx, inputs, output):
+            outs = output if isinstance(output, tuple) else (output,)
+            ints = [o for o in outs if not (o.is_floating_point() or o.is_complex())]
+            if ints:
+                ctx.mark_non_differentiable(*ints)
+            proxy = _SavingCtx(ctx)
+            if setup is not None:
+                setup(proxy, inputs, output)
+            values = (*inputs, *outs)
+            ctx.op_name = op_name
+            ctx.n_saved = len(proxy.saved)
+            ctx.fw_layout = (len(inputs), isinstance(output, tuple),
+                             [None if isinstance(v, torch.Tensor) else v for v in values])
+            both = (*proxy.saved, *(v for v in values if isinstance(v, torch.Tensor)))
+            ctx.save_for_backward(*both)
+            ctx.save_for_forward(*both)
+
+        def backward_(ctx, *grads):
+            return (backward or _no_backward)(_BackwardCtx(ctx), *grads)
+
+        body = {
+            "generate_vmap_rule": True,
+            "forward": staticmethod(self.impl),
+            "setup_context": staticmethod(setup_),
+            "backward": staticmethod(backward_),
+        }
+        if jvp is not None:
+            def forward_ad(ctx, *tangents):
+                n_in, multi, layout = ctx.fw_layout
+                saved = iter(ctx.saved_tensors[ctx.n_saved:])
+                values = [next(saved) if v is None else v for v in layout]
+                out = jvp(values[:n_in], values[n_in:], tangents)
+                return out if multi else out[0]
+
+            body["jvp"] = staticmethod(forward_ad)
+        return type(f"_{self.name}_function", (torch.autograd.Function,), body)
+
+    def __call__(self, *args):
+        if functorch_active() or _dual(args):
+            return self.function.apply(*args)
+        if needs_custom_op(*args):
+            return self.custom(*args)
+        return self.impl(*args)
+
+    def __repr__(self) -> str:
+        return f"<mpslinalg op {self.name}>"
+
+
+def defop(name: str, *, impl: Callable, fake: Callable, setup: Callable | None = None,
+          backward: Callable | None = None, jvp: Callable | None = None) -> Op:
+    """Declare the op ``mpslinalg::<name>``.
+
+    Parameters
+    ----------
+    name : str
+        The op's name (``torch.ops.mpslinalg.<name>``).
+    impl : callable
+        The computation, annotated (the custom op's schema is inferred from it): tensors and
+        Python scalars in, fresh tensors out.
+    fake : callable
+        Same arguments; returns empty tensors of the outputs' shapes and dtypes (meta / compile).
+    setup : callable, optional
+        ``setup(ctx, inputs, output)``: saves what the derivatives need (``ctx.save_for_backward``,
+        attributes on ``ctx``).
+    backward : callable, optional
+        ``backward(ctx, *grads)``: one gradient per input (``None`` for non-tensors). Without it
+        the op is not differentiable.
+    jvp : callable, optional
+        ``jvp(inputs, outputs, tangents)``: forward mode; one tangent per output (``None`` for
+        integer outputs); input tangents may be ``None`` (zero). Without it forward mode raises.
+
+    Returns
+    -------
+    Op
+        Callable like ``impl``.
     """
-    op.register_autograd(backward, setup_context=setup_context)
-
-    def setup(ctx, inputs, output):
-        outs = output if isinstance(output, tuple) else (output,)
-        ints = [o for o in outs if not (o.is_floating_point() or o.is_complex())]
-        if ints:
-            ctx.mark_non_differentiable(*ints)
-        proxy = _SavingCtx(ctx)
-        setup_context(proxy, inputs, output)
-        values = (*inputs, *outs)
-        ctx.n_saved = len(proxy.saved)
-        ctx.fw_layout = (len(inputs), isinstance(output, tuple),
-                         [None if isinstance(v, torch.Tensor) else v for v in values])
-        both = (*proxy.saved, *(v for v in values if isinstance(v, torch.Tensor)))
-        ctx.save_for_backward(*both)
-        ctx.save_for_forward(*both)
-
-    def backward_(ctx, *grads):
-        return backward(_BackwardCtx(ctx), *grads)
-
-    body = {
-        "generate_vmap_rule": True,
-        "forward": staticmethod(op._init_fn),
-        "setup_context": staticmethod(setup),
-        "backward": staticmethod(backward_),
-    }
-    if jvp is not None:
-        def forward_ad(ctx, *tangents):
-            n_in, multi, layout = ctx.fw_layout
-            saved = iter(ctx.saved_tensors[ctx.n_saved:])
-            values = [next(saved) if v is None else v for v in layout]
-            out = jvp(values[:n_in], values[n_in:], tangents)
-            return out if multi else out[0]
-
-        body["jvp"] = staticmethod(forward_ad)
-    FUNCTIONS[op] = type(f"_{op._name.split('::')[-1]}_function", (torch.autograd.Function,), body)
+    return Op(name, impl, fake, setup, backward, jvp)

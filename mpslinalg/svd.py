@@ -31,11 +31,13 @@ digit.
 
 Kernel contract (identical on every backend)
 --------------------------------------------
-``jacobi(X, V, sweeps, tol) -> rotated``
+``jacobi(X, V, sweeps, tol, early_exit) -> (X', V', rotated)``
     One-sided Jacobi on the columns of the contiguous ``[B, n, n]`` buffer ``X`` (``n`` even; a
     zero padding column is never rotated), the same rotations applied to the columns of ``V``
-    (``[B, n, n]`` or ``None``), in place, for at most ``sweeps`` sweeps. Returns a ``[B]`` bool
-    tensor: the matrix was rotated in the last sweep run.
+    (``[B, n, n]`` or ``None``), for at most ``sweeps`` sweeps (fewer if ``early_exit`` and a sweep
+    rotated nothing). Returns the rotated ``X``, ``V`` (the Metal kernels rotate the fresh
+    buffers in place and return them; the torch kernels return new tensors, as ``torch.func``
+    needs) and a ``[B]`` bool tensor: the matrix was rotated in the last sweep run.
 """
 
 from __future__ import annotations
@@ -44,8 +46,12 @@ import math
 from dataclasses import dataclass
 
 import torch
+import torch.autograd.forward_ad as _fwad
 
-__all__ = ["TUNING", "svd_impl"]
+from .oplayer import checks as E
+from .oplayer import defop, functorch_active
+
+__all__ = ["TUNING", "SVDExResult", "svd", "svd_backward", "svd_ex", "svd_impl", "svd_jvp", "svdvals"]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -178,17 +184,14 @@ class _TorchKernels:
                 P = Y.unflatten(-1, (h, 2))
                 yp, yq = P[..., 0], P[..., 1]
                 c, se, rot = _rotations(yp[:, :rows], yq[:, :rows], tol)
-                rotated |= rot.any(-1)
+                rotated = rotated | rot.any(-1)
                 c, se = c[:, None, :], se[:, None, :]
                 new_p = c * yp - se.conj() * yq
                 new_q = se * yp + c * yq
                 Y = torch.stack([new_p, new_q], dim=-1).flatten(-2).index_select(-1, perm)
             if early_exit and not bool(rotated.any()):
                 break
-        X.copy_(Y[:, :rows])
-        if V is not None:
-            V.copy_(Y[:, rows:])
-        return rotated
+        return Y[:, :rows], (None if V is None else Y[:, rows:]), rotated
 
 
 _TORCH_KERNELS = _TorchKernels()
@@ -223,7 +226,7 @@ def _complete(Ux: torch.Tensor, S: torch.Tensor) -> torch.Tensor:
     basis of their complement.
     """
     zero = S == 0
-    if Ux.device.type == "cpu" and not bool(zero.any()):
+    if Ux.device.type == "cpu" and not functorch_active() and not bool(zero.any()):
         return Ux
     Qc, _ = _householder_qr(Ux, "complete")
     return torch.where(zero[:, None, :], Qc, Ux)
@@ -250,14 +253,14 @@ def _svd_tall(A: torch.Tensor, full: bool, compute_uv: bool):
 
     # one-sided Jacobi on X = Rᴴ, padded to an even number of columns
     npad = n + (n % 2)
-    X = torch.zeros(Bn, npad, npad, dtype=A.dtype, device=A.device)
-    X[:, :n, :n] = R.mH
+    X = torch.nn.functional.pad(R.mH, (0, npad - n, 0, npad - n)).contiguous()
     V = None
     if compute_uv:
         V = torch.eye(npad, dtype=A.dtype, device=A.device).expand(Bn, -1, -1).contiguous()
     sweeps, early = TUNING.sweeps(A.device, rdt)
+    early = early and not functorch_active()
     tol = math.sqrt(n) * _unit_roundoff(rdt)
-    rotated = _kernels(X).jacobi(X, V, sweeps, tol, early)
+    X, V, rotated = _kernels(X).jacobi(X, V, sweeps, tol, early)
     X, V = X[:, :n, :n], (V[:, :n, :n] if V is not None else None)
 
     S = torch.linalg.vector_norm(X, dim=-2)
@@ -274,11 +277,11 @@ def _svd_tall(A: torch.Tensor, full: bool, compute_uv: bool):
     Ux = W / torch.where(S > 0, S, torch.ones_like(S))[:, None, :].to(W.dtype)
     Ux = _complete(Ux, S)
     # V_A = Pc Ux: row i of Ux belongs to column cperm[i] of A
-    Vout = torch.empty_like(Ux).scatter_(-2, cperm[:, :, None].expand(-1, -1, n), Ux)
+    Vout = Ux.gather(-2, cperm.argsort(dim=-1)[:, :, None].expand(-1, -1, n))
     # U_A = Prᵀ Q [Vj 0; 0 I]
     Un = Q[:, :, :n] @ Vj
     Uq = torch.cat([Un, Q[:, :, n:]], dim=-1) if full else Un
-    Uout = torch.empty_like(Uq).scatter_(-2, rperm[:, :, None].expand(-1, -1, Uq.shape[-1]), Uq)
+    Uout = Uq.gather(-2, rperm.argsort(dim=-1)[:, :, None].expand(-1, -1, Uq.shape[-1]))
     bad = ~finite[:, None, None]
     Uout = torch.where(bad, torch.full_like(Uout, float("nan")), Uout)
     Vout = torch.where(bad, torch.full_like(Vout, float("nan")), Vout)
@@ -339,5 +342,318 @@ def svd_impl(A: torch.Tensor, full_matrices: bool, compute_uv: bool
         return empty, S, empty, info
     if wide:  # A = (U' S V'ᴴ)ᴴ = V' S U'ᴴ
         U, V = V, U
-    Vh = V.mH
-    return U.reshape(*batch, m, U.shape[-1]), S, Vh.reshape(*batch, Vh.shape[-2], n), info
+    Vh = V.mH.resolve_conj().contiguous()  # fresh, plain layout (tangents get the same)
+    return U.contiguous().reshape(*batch, m, U.shape[-1]), S, Vh.reshape(*batch, Vh.shape[-2], n), info
+
+
+# --------------------------------------------------------------------------------------------------
+# Autograd (PyTorch's svd_backward / linalg_svd_jvp, FunctionsManual.cpp; conjugate Wirtinger)
+# --------------------------------------------------------------------------------------------------
+
+_GAUGE_ERROR = (
+    "svd_backward: The singular vectors in the complex case are specified up to multiplication "
+    "by e^{i phi}. The specified loss function depends on this phase term, making it ill-defined."
+)
+
+
+def _gap_matrix(S: torch.Tensor) -> torch.Tensor:
+    """``E_jk = S_k² − S_j²`` off the diagonal, 1 on it (the diagonal is divided into zeros)."""
+    S2 = S * S
+    E = S2.unsqueeze(-2) - S2.unsqueeze(-1)
+    return E + torch.eye(S.shape[-1], dtype=S.dtype, device=S.device)
+
+
+def svd_backward(gU, gS, gVh, U, S, Vh):
+    """``gA`` of ``A = U diag(S) Vh`` (reduced factors), torch's formula and gauge check."""
+    m, n = U.shape[-2], Vh.shape[-1]
+    if gU is None and gVh is None:
+        if gS is None:
+            return None
+        return U @ (gS.unsqueeze(-1).to(U.dtype) * Vh) if m >= n else (U * gS.unsqueeze(-2).to(U.dtype)) @ Vh
+    is_complex = U.is_complex()
+    UhgU = VhgV = None
+    if gU is not None:
+        UhgU = U.mH @ gU
+        UhgU = UhgU - UhgU.mH
+    if gVh is not None:
+        VhgV = Vh @ gVh.mH
+        VhgV = VhgV - VhgV.mH
+    if is_complex:
+        im_u = UhgU.diagonal(0, -2, -1).imag if UhgU is not None else torch.zeros_like(S)
+        im_v = VhgV.diagonal(0, -2, -1).imag if VhgV is not None else torch.zeros_like(S)
+        if not torch.allclose(im_u, -im_v, rtol=1e-2, atol=1e-2):  # torch's lax tolerances
+            raise RuntimeError(_GAUGE_ERROR)
+    E = _gap_matrix(S)
+    Sc = S.to(U.dtype)
+    if UhgU is not None and VhgV is not None:
+        gA = (UhgU * Sc.unsqueeze(-2) + Sc.unsqueeze(-1) * VhgV) / E
+    elif UhgU is not None:
+        gA = UhgU * (Sc.unsqueeze(-2) / E)
+    else:
+        gA = Sc.unsqueeze(-1) * (VhgV / E)
+    if gS is not None:
+        gA = gA + torch.diag_embed(gS.to(U.dtype))
+    if is_complex and UhgU is not None:
+        gA = gA + torch.diag_embed(UhgU.diagonal(0, -2, -1) / (2 * Sc))
+    if m > n and gU is not None:
+        gA = U @ gA
+        gUSinv = gU / Sc.unsqueeze(-2)
+        gA = (gA + gUSinv - U @ (U.mH @ gUSinv)) @ Vh
+    elif m < n and gVh is not None:
+        gA = gA @ Vh
+        SinvgVh = gVh / Sc.unsqueeze(-1)
+        gA = U @ (gA + SinvgVh - (SinvgVh @ Vh.mH) @ Vh)
+    else:
+        gA = U @ (gA @ Vh) if m >= n else (U @ gA) @ Vh
+    return gA
+
+
+def svd_jvp(dA, U, S, Vh, full_matrices: bool):
+    """``(dU, dS, dVh)`` of ``A = U diag(S) Vh`` along ``dA`` (torch's ``linalg_svd_jvp``)."""
+    m, n = dA.shape[-2], dA.shape[-1]
+    k = S.shape[-1]
+    U = U[..., :k] if full_matrices else U
+    Vh = Vh[..., :k, :] if full_matrices else Vh
+    V = Vh.mH
+    Sc = S.to(U.dtype)
+    dP = U.mH @ (dA @ V) if m >= n else (U.mH @ dA) @ V
+    dS = dP.diagonal(0, -2, -1).real if dA.is_complex() else dP.diagonal(0, -2, -1)
+    dP = dP - torch.diag_embed(dS.to(dP.dtype))
+    E = _gap_matrix(S)
+    dU = dP * Sc.unsqueeze(-2)
+    dU = (dU + dU.mH) / E
+    dVh = dP * (-Sc).unsqueeze(-1)
+    dVh = (dVh + dVh.mH) / E
+    if dA.is_complex():
+        d2 = torch.diag_embed(dP.diagonal(0, -2, -1) / (2 * Sc))
+        dU, dVh = dU + d2, dVh + d2
+    dU, dVh = U @ dU, dVh @ Vh
+    if m > n:
+        dAVSinv = dA @ (V / Sc.unsqueeze(-2))
+        dU = dU + dAVSinv - U @ (U.mH @ dAVSinv)
+        if full_matrices:
+            dU = torch.cat([dU, dU.new_zeros(*dU.shape[:-1], m - n)], dim=-1)
+    if m < n:
+        UhdASinv = (U.mH / Sc.unsqueeze(-1)) @ dA
+        dVh = dVh + UhdASinv - (UhdASinv @ V) @ Vh
+        if full_matrices:
+            dVh = torch.cat([dVh, dVh.new_zeros(*dVh.shape[:-2], n - m, n)], dim=-2)
+    return dU, dS, dVh
+
+
+# --------------------------------------------------------------------------------------------------
+# The op
+# --------------------------------------------------------------------------------------------------
+
+
+def _svd_op_impl(A: torch.Tensor, full_matrices: bool, compute_uv: bool
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    U, S, Vh, info = svd_impl(A, full_matrices, compute_uv)
+    if not compute_uv:  # custom ops must not return the same tensor twice
+        U, Vh = A.new_empty(0), A.new_empty(0)
+    # outputs are fresh tensors, never views of intermediates (forward-mode layouts, custom ops)
+    return tuple(t.clone() if t._base is not None else t for t in (U, S, Vh, info))
+
+
+def _svd_fake(A, full_matrices, compute_uv):
+    *batch, m, n = A.shape
+    k = min(m, n)
+    rdt = A.real.dtype if A.is_complex() else A.dtype
+    S = A.new_empty((*batch, k), dtype=rdt)
+    info = A.new_empty(batch, dtype=torch.int32)
+    if not compute_uv:
+        return A.new_empty(0), S, A.new_empty(0), info
+    uc, vr = (m, n) if full_matrices else (k, k)
+    return A.new_empty((*batch, m, uc)), S, A.new_empty((*batch, vr, n)), info
+
+
+def _svd_setup(ctx, inputs, output):
+    A, full_matrices, compute_uv = inputs
+    U, S, Vh, _ = output
+    ctx.full_matrices, ctx.compute_uv = full_matrices, compute_uv
+    ctx.save_for_backward(U, S, Vh)
+
+
+def _svd_backward(ctx, gU, gS, gVh, ginfo=None):
+    if not ctx.compute_uv:
+        raise RuntimeError("linalg.svd: the derivative needs the singular vectors; call svd or svdvals "
+                           "(which compute them when A requires grad)")
+    U, S, Vh = ctx.saved_tensors
+    k = S.shape[-1]
+    if ctx.full_matrices:  # torch differentiates only the first k columns of U and rows of Vh
+        U, Vh = U[..., :k], Vh[..., :k, :]
+        gU = None if gU is None else gU[..., :k]
+        gVh = None if gVh is None else gVh[..., :k, :]
+    return svd_backward(gU, gS, gVh, U, S, Vh), None, None
+
+
+def _svd_jvp(inputs, outputs, tangents):
+    A, full_matrices, compute_uv = inputs
+    U, S, Vh, _ = outputs
+    dA = tangents[0]
+    if dA is None:
+        return None, None, None, None
+    dU, dS, dVh = svd_jvp(dA, U, S, Vh, full_matrices)
+    return dU, dS, dVh, None
+
+
+_svd = defop("svd", impl=_svd_op_impl, fake=_svd_fake, setup=_svd_setup, backward=_svd_backward,
+             jvp=_svd_jvp)
+
+
+# --------------------------------------------------------------------------------------------------
+# Public API
+# --------------------------------------------------------------------------------------------------
+
+_DRIVERS = (None, "gesvd", "gesvdj", "gesvda")
+_NONFINITE = "The algorithm failed to converge because the input matrix contained non-finite values."
+_NOCONV = ("The algorithm failed to converge because the input matrix is ill-conditioned or has too "
+           "many repeated singular values (error code: {info}).")
+
+
+def _check(op: str, A, driver) -> torch.Tensor:
+    A = E.check_matrix(op, "A", A)
+    if driver not in _DRIVERS:
+        raise ValueError(f"{op}: driver must be None or one of 'gesvd', 'gesvdj', 'gesvda', got {driver!r}")
+    return A
+
+
+def _raise(info: torch.Tensor) -> None:
+    # torch names linalg.svd in the errors of svdvals too
+    E.raise_for_info("linalg.svd", (info == INFO_NONFINITE).to(torch.int32), _NONFINITE)
+    E.raise_for_info("linalg.svd", torch.where(info == INFO_NOCONV, info, 0), _NOCONV)
+
+
+def _wants_grad(A: torch.Tensor) -> bool:
+    if functorch_active() or (torch.is_grad_enabled() and A.requires_grad):
+        return True
+    return _fwad.unpack_dual(A).tangent is not None
+
+
+def svd_ex(A: torch.Tensor, full_matrices: bool = True, *, driver: str | None = None, out=None):
+    """SVD with a per-matrix status instead of errors, and no host synchronisation.
+
+    Parameters
+    ----------
+    A : torch.Tensor
+        ``(*, m, n)``; float32/complex64 on every device, float64/complex128 on CPU/CUDA.
+    full_matrices : bool
+        As :func:`svd`.
+    driver : None or str
+        Accepted for compatibility with ``torch.linalg.svd`` (``'gesvd'``, ``'gesvdj'``,
+        ``'gesvda'``) on every device; the algorithm is always the preconditioned Jacobi method.
+    out : tuple of four tensors, optional
+
+    Returns
+    -------
+    (U, S, Vh, info)
+        As :func:`svd`, plus ``info`` int32 ``(*)``: 0 success, 1 non-finite input (``U``, ``S``,
+        ``Vh`` of that matrix are NaN), 2 not converged within the sweep bound.
+
+    Examples
+    --------
+    >>> import torch, mpslinalg
+    >>> U, S, Vh, info = mpslinalg.svd_ex(torch.eye(3))
+    >>> S.tolist(), int(info)
+    ([1.0, 1.0, 1.0], 0)
+    """
+    op = "linalg.svd_ex"
+    A = _check(op, A, driver)
+    full_matrices = E.check_bool(op, "full_matrices", full_matrices)
+    U, S, Vh, info = _svd(A, full_matrices, True)
+    return E.store(op, out, (U, S, Vh, info), A, kind=SVDExResult)
+
+
+def svd(A: torch.Tensor, full_matrices: bool = True, *, driver: str | None = None, out=None):
+    """Singular value decomposition ``A = U diag(S) Vh``, as ``torch.linalg.svd``.
+
+    Preconditioned one-sided Jacobi (module docstring): small singular values of graded matrices
+    are relatively accurate, inputs of any scale are handled, ``U``/``Vh`` are orthonormal also
+    for rank-deficient and zero matrices.
+
+    Parameters
+    ----------
+    A : torch.Tensor
+        ``(*, m, n)``; float32/complex64 on every device, float64/complex128 on CPU/CUDA.
+    full_matrices : bool
+        ``U`` ``(*, m, m)`` and ``Vh`` ``(*, n, n)`` if true (default), else ``(*, m, k)`` and
+        ``(*, k, n)`` with ``k = min(m, n)``.
+    driver : None or str
+        Accepted for compatibility (see :func:`svd_ex`).
+    out : tuple of three tensors, optional
+
+    Returns
+    -------
+    (U, S, Vh)
+        ``torch.return_types.linalg_svd``; ``S`` real, descending, non-negative.
+
+    Raises
+    ------
+    torch.linalg.LinAlgError
+        Non-finite input or no convergence, naming the batch element (as torch).
+
+    Examples
+    --------
+    >>> import torch, mpslinalg
+    >>> A = torch.tensor([[3.0, 0.0], [0.0, -4.0]])
+    >>> mpslinalg.svd(A).S.tolist()
+    [4.0, 3.0]
+    """
+    op = "linalg.svd"
+    A = _check(op, A, driver)
+    full_matrices = E.check_bool(op, "full_matrices", full_matrices)
+    U, S, Vh, info = _svd(A, full_matrices, True)
+    _raise(info)
+    return E.store(op, out, (U, S, Vh), A, kind=torch.return_types.linalg_svd)
+
+
+def svdvals(A: torch.Tensor, *, driver: str | None = None, out=None) -> torch.Tensor:
+    """Singular values of ``A``, descending, as ``torch.linalg.svdvals``.
+
+    The singular vectors are computed only when a gradient is needed (``A`` requires grad, a
+    forward-mode tangent or a ``torch.func`` transform).
+
+    Parameters
+    ----------
+    A : torch.Tensor
+        ``(*, m, n)``.
+    driver : None or str
+        Accepted for compatibility (see :func:`svd_ex`).
+    out : torch.Tensor, optional
+
+    Returns
+    -------
+    torch.Tensor
+        Real ``(*, min(m, n))``.
+
+    Raises
+    ------
+    torch.linalg.LinAlgError
+        Non-finite input or no convergence.
+
+    Examples
+    --------
+    >>> import torch, mpslinalg
+    >>> mpslinalg.svdvals(torch.tensor([[0.0, 2.0], [1.0, 0.0]])).tolist()
+    [2.0, 1.0]
+    """
+    op = "linalg.svdvals"
+    A = _check(op, A, driver)
+    _, S, _, info = _svd(A, False, _wants_grad(A))
+    _raise(info)
+    return E.store(op, out, S, A)
+
+
+class SVDExResult(tuple):
+    """``(U, S, Vh, info)`` of :func:`svd_ex`, with named fields."""
+
+    __slots__ = ()
+    _fields = ("U", "S", "Vh", "info")
+
+    def __new__(cls, seq):
+        return super().__new__(cls, seq)
+
+    U = property(lambda self: self[0])
+    S = property(lambda self: self[1])
+    Vh = property(lambda self: self[2])
+    info = property(lambda self: self[3])

@@ -11,6 +11,7 @@ from .lstsq import lstsq
 from .lu import det, inv, inv_ex, lu, lu_factor, lu_factor_ex, lu_solve, slogdet, solve, solve_ex
 from .routing import disable, enable, enabled
 from .spectral import cond, matrix_norm, matrix_rank, pinv
+from .svd import svd, svd_ex, svdvals
 from .triangular import solve_triangular
 
 __version__ = "0.1.0"
@@ -33,6 +34,9 @@ __all__ = [
     "slogdet",
     "inv",
     "inv_ex",
+    "svd",
+    "svd_ex",
+    "svdvals",
     "pinv",
     "lstsq",
     "matrix_rank",

@@ -9,6 +9,7 @@ from __future__ import annotations
 from .kernels import BackendUnavailableError, use_backend
 from .lstsq import lstsq
 from .lu import det, inv, inv_ex, lu, lu_factor, lu_factor_ex, lu_solve, slogdet, solve, solve_ex
+from .qr import geqrf, householder_product, ormqr, qr
 from .routing import disable, enable, enabled
 from .spectral import cond, matrix_norm, matrix_rank, pinv
 from .svd import svd, svd_ex, svdvals
@@ -34,6 +35,10 @@ __all__ = [
     "slogdet",
     "inv",
     "inv_ex",
+    "qr",
+    "geqrf",
+    "householder_product",
+    "ormqr",
     "svd",
     "svd_ex",
     "svdvals",

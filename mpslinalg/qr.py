@@ -1,0 +1,728 @@
+"""The QR family: ``qr``, ``geqrf``, ``householder_product`` (``orgqr``), ``ormqr`` with torch's
+signatures and semantics (DESIGN §6, §7).
+
+LAPACK's Householder conventions exactly, so results equal torch's/SciPy's up to rounding, signs
+included: ``larfg`` gives ``beta`` real, ``tau`` complex with ``1 <= Re tau <= 2``, ``tau = 0`` for
+an already-zero column (``H = I``); ``geqrf`` packs ``R`` on and above the diagonal and the
+reflectors ``v`` (unit first entry implied) below; ``Q = H_1 H_2 ... H_k``, ``H_i = I - tau_i v_i
+v_iᴴ``; ``R`` has a real diagonal.
+
+Algorithm
+---------
+``geqrf`` of a batch ``[B, M, N]`` (a copy of the input, factored in place):
+
+* small matrices are one **whole-matrix** call (``small``: the ``qr_small`` Metal kernel with the
+  matrix in threadgroup memory; on CUDA float32 the Triton kernel of :mod:`mpslinalg._qr_triton`;
+  else a Householder loop over columns vectorised over the batch);
+* larger ones are **compact-WY blocked** (LAPACK ``geqrf``): factor an ``nb``-wide panel
+  (``panel``: ``geqr2`` plus its ``T`` factor, ``larft``), then apply ``Qᴴ = I - V Tᴴ Vᴴ`` to the
+  trailing columns by three matrix products (``larfb``);
+* on the ``torch`` backend, single large matrices call the device's ``geqrf`` (LAPACK on CPU,
+  cuSOLVER on CUDA) — never slower than ``torch.linalg`` —, see :class:`Tuning`.
+
+``householder_product`` and ``ormqr`` apply the blocks by matrix products (backward accumulation
+for ``Q``, touching only the trailing part); the thin ``Q`` never forms the ``m x m`` one.
+Tall-skinny ``qr`` (``m >= Tuning.tsqr_ratio * n``) is a Householder **TSQR** (:mod:`._qr_tsqr`):
+batched small QRs in a tree, then LAPACK's signs recovered from the first ``n`` rows of ``Q``.
+
+Internal entry points (no checks; torch conventions; used by the SVD family):
+:func:`geqrf_impl`, :func:`householder_product_impl`, :func:`ormqr_impl`, :func:`qr_impl`.
+
+Kernel contracts (identical on every backend)
+---------------------------------------------
+``small(A, tau)``
+    ``geqr2`` of every matrix of the contiguous ``[B, M, N]`` buffer ``A`` in place (packed
+    ``R``/``v``); writes ``tau [B, min(M, N)]``.
+``panel(A, tau, o, w) -> T``
+    ``geqr2`` of rows ``[o, M)`` x columns ``[o, o+w)`` of every matrix of ``A`` (``w <= M - o``),
+    in place; writes ``tau[:, o:o+w]``; returns the ``[B, w, w]`` upper triangular ``T`` of the
+    compact WY form ``H_o ... H_{o+w-1} = I - V T Vᴴ`` (LAPACK ``larft``, forward, columnwise).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from .kernels import backend_for, load_library
+from .oplayer import checks as E
+from .oplayer import defop
+from .oplayer import functorch_active as _functorch
+
+__all__ = [
+    "TUNING",
+    "geqrf",
+    "geqrf_impl",
+    "householder_product",
+    "householder_product_impl",
+    "ormqr",
+    "ormqr_impl",
+    "qr",
+    "qr_impl",
+]
+
+_RT = torch.return_types
+
+
+@dataclass
+class Tuning:
+    """Block sizes and routing of the QR family (``benchmarks/bench_qr.py`` measures them).
+
+    Attributes
+    ----------
+    nb : int
+        Panel width of the blocked algorithms (``geqrf``, ``householder_product``, ``ormqr``).
+    small_elems : int
+        Kernel backends: matrices with ``M * N`` up to this (and ``M, N <= 64``) are one ``qr_small``
+        dispatch (the tile in threadgroup memory: 16 KiB of float32, 32 KiB of complex64).
+    torch_small_max : int
+        ``torch`` backend: batches of matrices with ``max(M, N)`` up to this are factored by the
+        batch-vectorised Householder loop (or Triton on CUDA float32).
+    torch_batch_min : int
+        ``torch`` backend: ... and at least this many matrices; smaller batches and larger matrices
+        call the device's ``geqrf`` (LAPACK on CPU, cuSOLVER on CUDA), per matrix.
+    torch_blocked : bool
+        ``torch`` backend: run the blocked compact-WY algorithm instead of the device's ``geqrf``
+        for large matrices (tests use it to check the blocked code on the torch backend).
+    tsqr_ratio : dict
+        Per device type: ``qr`` uses TSQR when ``M >= ratio * N`` (and ``N <= tsqr_max_n``).
+    tsqr_max_n : int
+        Widest matrix for TSQR.
+    tsqr_leaf : int
+        Rows per TSQR leaf (a multiple of ``N`` is not needed; at least ``N``).
+    triton : bool
+        Use the Triton whole-matrix kernel on CUDA (float32, ``M, N <= 64``).
+    """
+
+    nb: int = 32
+    small_elems: int = 4096
+    torch_small_max: int = 64
+    torch_batch_min: dict = field(default_factory=lambda: {"cpu": 64, "cuda": 2})
+    torch_blocked: bool = False
+    tsqr_ratio: dict = field(default_factory=lambda: {"cpu": 2**62, "cuda": 2**62, "mps": 2**62})
+    tsqr_max_n: int = 64
+    tsqr_leaf: int = 256
+    triton: bool = False
+
+
+#: The tuning in use (module-level, mutable: benchmarks and tests adjust it).
+TUNING = Tuning()
+
+
+# --------------------------------------------------------------------------------------------------
+# Householder building blocks in torch ops (vectorised over the batch)
+# --------------------------------------------------------------------------------------------------
+
+
+def _scaled_norm(x: torch.Tensor) -> torch.Tensor:
+    """2-norm over the last dim without under/overflow of the squares (LAPACK ``nrm2``'s purpose):
+    scale by the largest magnitude first (float32 squares of 1e-30 vanish)."""
+    big = x.abs().amax(-1)
+    s = torch.where(big > 0, big, torch.ones_like(big))
+    return s * torch.linalg.vector_norm(x / s[..., None], dim=-1)
+
+
+def _larfg(alpha: torch.Tensor, x2: torch.Tensor):
+    """LAPACK ``larfg`` for a batch of columns ``[alpha; x2]``.
+
+    Returns ``(beta, tau, v2)``: ``beta`` real (in the dtype of ``alpha``), ``H = I - tau v vᴴ``
+    with ``v = [1; v2]`` and ``Hᴴ [alpha; x2] = [beta; 0]``. A column with ``x2 = 0`` and a real
+    ``alpha`` gets ``tau = 0`` and ``beta = alpha`` (LAPACK: ``H = I``, nothing negated).
+    """
+    xnorm = _scaled_norm(x2) if x2.shape[-1] > 0 else alpha.real.abs() * 0
+    re = alpha.real if alpha.is_complex() else alpha
+    im = alpha.imag if alpha.is_complex() else torch.zeros_like(alpha)
+    mag = torch.hypot(alpha.abs(), xnorm)
+    beta_r = torch.where(re >= 0, -mag, mag)  # -sign(Re alpha) * ||x||, sign(0) = +1
+    skip = (xnorm == 0) & (im == 0)
+    beta_r = torch.where(skip, re, beta_r)
+    safe_b = torch.where(skip, torch.ones_like(beta_r), beta_r)
+    beta = beta_r.to(alpha.dtype)
+    tau = torch.where(skip, torch.zeros_like(alpha), (beta - alpha) / safe_b.to(alpha.dtype))
+    denom = torch.where(skip, torch.ones_like(alpha), alpha - beta)
+    v2 = x2 / denom[..., None]
+    v2 = torch.where(skip[..., None], x2, v2)
+    return beta, tau, v2
+
+
+def _geqr2_torch(P: torch.Tensor, tau: torch.Tensor) -> None:
+    """``geqr2`` of the ``[B, R, W]`` view ``P`` in place (``tau [B, min(R, W)]`` a view), one
+    column at a time, vectorised over the batch."""
+    R, W = P.shape[-2], P.shape[-1]
+    for j in range(min(R, W)):
+        beta, t, v2 = _larfg(P[:, j, j], P[:, j + 1:, j])
+        P[:, j + 1:, j] = v2
+        P[:, j, j] = beta
+        tau[:, j] = t
+        if j + 1 < W:
+            v = torch.cat([v2.new_ones(v2.shape[0], 1), v2], dim=-1)
+            C = P[:, j:, j + 1:]
+            w = torch.matmul(v.conj().unsqueeze(-2), C)  # vᴴ C, [B, 1, W-j-1]
+            C.sub_((t.conj()[:, None, None] * v[:, :, None]) * w)
+
+
+def _unit_lower(P: torch.Tensor) -> torch.Tensor:
+    """The reflectors ``V`` (unit lower trapezoidal) stored below the diagonal of ``P [..., r, w]``."""
+    r, w = P.shape[-2], P.shape[-1]
+    return P.tril(-1) + torch.eye(r, w, dtype=P.dtype, device=P.device)
+
+
+def _larft(V: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
+    """``T`` of ``H_1 ... H_w = I - V T Vᴴ`` (LAPACK ``larft``, forward, columnwise).
+
+    LAPACK's recursion ``T[:i, i] = -tau_i T[:i, :i] V[:, :i]ᴴ v_i`` is the triangular solve
+    ``T = (I + D N)⁻¹ D`` with ``D = diag(tau)``, ``N = striu(Vᴴ V)`` (``T⁻¹ = N + D⁻¹`` where tau
+    is invertible; this form also holds for ``tau_i = 0``, where column ``i`` of ``T`` is zero):
+    one matrix product and one unit-triangular solve instead of ``w`` dependent steps.
+    """
+    w = V.shape[-1]
+    G = torch.matmul(V.mH, V).triu(1)
+    M = G * tau[..., :, None] + torch.eye(w, dtype=V.dtype, device=V.device)
+    return _trsm(M, torch.diag_embed(tau), upper=True)
+
+
+def _trsm(A: torch.Tensor, B: torch.Tensor, *, upper: bool) -> torch.Tensor:
+    """Unit-triangular solve ``A X = B`` through the triangular family (its kernels on mps)."""
+    if _functorch():
+        return torch.linalg.solve_triangular(A, B, upper=upper, unitriangular=True)
+    from .triangular import trsm
+
+    return trsm(A, B, upper=upper, left=True, unitriangular=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# Kernels: torch ops for the torch backend, metal/qr.metal for metal and the emulator
+# --------------------------------------------------------------------------------------------------
+
+
+class _TorchKernels:
+    """The kernel contracts with torch ops (any device and dtype)."""
+
+    name = "torch"
+
+    def small(self, A: torch.Tensor, tau: torch.Tensor) -> None:
+        if _triton_ok(A):
+            from ._qr_triton import geqrf_small
+
+            geqrf_small(A, tau)
+            return
+        _geqr2_torch(A, tau)
+
+    def panel(self, A: torch.Tensor, tau: torch.Tensor, o: int, w: int) -> torch.Tensor:
+        P = A[:, o:, o:o + w]
+        _geqr2_torch(P, tau[:, o:o + w])
+        return _larft(_unit_lower(P), tau[:, o:o + w])
+
+
+class _MetalKernels:
+    """The kernel contracts with ``metal/qr.metal`` (``metal`` on mps, ``emulator`` on CPU)."""
+
+    name = "metal"
+
+    def __init__(self, device: torch.device, dtype: torch.dtype) -> None:
+        self.lib = load_library("qr", device)
+        self.sfx = "c64" if dtype == torch.complex64 else "f32"
+
+    def small(self, A: torch.Tensor, tau: torch.Tensor) -> None:
+        B, M, N = A.shape
+        getattr(self.lib, f"qr_small_{self.sfx}")(A, tau, M, N, threads=B * 32, group_size=32)
+
+    def panel(self, A: torch.Tensor, tau: torch.Tensor, o: int, w: int) -> torch.Tensor:
+        B, M, N = A.shape
+        K = tau.shape[-1]
+        T = A.new_zeros(B, w, w)
+        g = 256
+        getattr(self.lib, f"qr_panel_{self.sfx}")(A, tau, T, M, N, K, o, w, threads=B * g, group_size=g)
+        return T
+
+
+_TORCH_KERNELS = _TorchKernels()
+
+
+def _on_kernels(x: torch.Tensor) -> bool:
+    """``x`` is served by the ``.metal`` kernels (metal/emulator backend, float32/complex64, no
+    ``torch.func`` transform); else by torch ops."""
+    return x.dtype in E.GPU_DTYPES and backend_for(x.device) != "torch" and not _functorch()
+
+
+def _kernels(x: torch.Tensor):
+    return _MetalKernels(x.device, x.dtype) if _on_kernels(x) else _TORCH_KERNELS
+
+
+def _triton_ok(A: torch.Tensor) -> bool:
+    return (TUNING.triton and A.device.type == "cuda" and A.dtype == torch.float32
+            and max(A.shape[-2], A.shape[-1]) <= 64)
+
+
+def _small_on_kernels(M: int, N: int) -> bool:
+    return M <= 64 and N <= 64 and M * N <= TUNING.small_elems
+
+
+# --------------------------------------------------------------------------------------------------
+# The algorithms (internal entry points: no checks, torch conventions)
+# --------------------------------------------------------------------------------------------------
+
+
+def _torch_leaf(A: torch.Tensor) -> bool:
+    """The ``torch`` backend hands ``A`` to the device's own ``geqrf`` (not batched-small)."""
+    if _functorch():
+        return True
+    M, N = A.shape[-2], A.shape[-1]
+    B = math.prod(A.shape[:-2])
+    small = max(M, N) <= TUNING.torch_small_max and B >= TUNING.torch_batch_min.get(A.device.type, 2)
+    return not small and not TUNING.torch_blocked
+
+
+def geqrf_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``torch.geqrf`` without checks: ``(QR [..., M, N], tau [..., min(M, N)])``, fresh tensors.
+
+    LAPACK's packed layout and ``larfg`` conventions (module docstring). Any batch shape; the input
+    is never modified. Under ``torch.func`` transforms it is ``torch.geqrf``.
+    """
+    batch = A.shape[:-2]
+    M, N = A.shape[-2], A.shape[-1]
+    K = min(M, N)
+    if not _on_kernels(A) and _torch_leaf(A):
+        QR, tau = torch.geqrf(A)
+        return QR, tau
+    QR = E.resolved(A).reshape(math.prod(batch), M, N).clone()
+    B = QR.shape[0]
+    tau = QR.new_zeros(B, K)
+    if B > 0 and K > 0:
+        _geqrf3(QR, tau)
+    return QR.reshape(*batch, M, N), tau.reshape(*batch, K)
+
+
+def _geqrf3(QR: torch.Tensor, tau: torch.Tensor) -> None:
+    """``geqrf`` of the contiguous ``[B, M, N]`` buffer in place (whole-matrix kernel or blocked)."""
+    B, M, N = QR.shape
+    K = min(M, N)
+    kern = _kernels(QR)
+    if kern.name == "metal" and _small_on_kernels(M, N):
+        kern.small(QR, tau)
+        return
+    if kern.name == "torch" and max(M, N) <= TUNING.torch_small_max:
+        kern.small(QR, tau)
+        return
+    nb = TUNING.nb
+    for j in range(0, K, nb):
+        w = min(nb, K - j)
+        T = kern.panel(QR, tau, j, w)
+        if j + w < N:
+            V = _unit_lower(QR[:, j:, j:j + w])
+            C = QR[:, j:, j + w:]
+            C.sub_(torch.matmul(V, torch.matmul(T.mH, torch.matmul(V.mH, C))))
+
+
+def _blocks(k: int, nb: int) -> list[tuple[int, int]]:
+    return [(j, min(nb, k - j)) for j in range(0, k, nb)]
+
+
+def _block_reflector(V: torch.Tensor, tau: torch.Tensor, j: int, w: int):
+    """``(V_b, T_b)`` of reflectors ``j .. j+w-1`` stored in ``V [B, m, *]`` (rows ``j:``)."""
+    Vb = _unit_lower(V[:, j:, j:j + w])
+    return Vb, _larft(Vb, tau[:, j:j + w])
+
+
+def householder_product_impl(V: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
+    """``torch.linalg.householder_product`` without checks: the first ``n`` columns of
+    ``H_1 ... H_k`` for ``V [..., m, n]`` (``n <= m``) and ``tau [..., k]`` (``k <= n``).
+
+    Blocked backward accumulation: ``Q = I[:, :n]``, then for each block of ``nb`` reflectors from
+    the last, ``Q[j:, j:] -= V_b (T_b (V_bᴴ Q[j:, j:]))`` (rows and columns before ``j`` are
+    untouched by the later blocks). Batch dims of ``V`` and ``tau`` broadcast.
+    """
+    m, n = V.shape[-2], V.shape[-1]
+    k = tau.shape[-1]
+    batch = torch.broadcast_shapes(V.shape[:-2], tau.shape[:-1])
+    if not _on_kernels(V) and _torch_leaf(V.expand(*batch, m, n)):
+        return torch.linalg.householder_product(V.expand(*batch, m, n), tau.expand(*batch, k))
+    nbat = math.prod(batch)
+    V3 = E.resolved(V.expand(*batch, m, n)).reshape(nbat, m, n)
+    t3 = E.resolved(tau.expand(*batch, k)).reshape(nbat, k)
+    Q = torch.eye(m, n, dtype=V.dtype, device=V.device).expand(nbat, m, n).clone()
+    for j, w in reversed(_blocks(k, TUNING.nb)):
+        Vb, T = _block_reflector(V3, t3, j, w)
+        C = Q[:, j:, j:]
+        C.sub_(torch.matmul(Vb, torch.matmul(T, torch.matmul(Vb.mH, C))))
+    return Q.reshape(*batch, m, n)
+
+
+def ormqr_impl(V: torch.Tensor, tau: torch.Tensor, C: torch.Tensor, left: bool,
+               transpose: bool) -> torch.Tensor:
+    """``torch.ormqr`` without checks: ``op(Q) C`` (``left``) or ``C op(Q)``, ``op(Q) = Qᴴ`` when
+    ``transpose`` (the conjugate transpose for complex), ``Q = H_1 ... H_k`` of order ``mn``
+    (``V [..., mn, k']``, ``tau [..., k]``). Batch dims broadcast."""
+    mn = V.shape[-2]
+    k = tau.shape[-1]
+    batch = torch.broadcast_shapes(V.shape[:-2], tau.shape[:-1], C.shape[:-2])
+    r, c = C.shape[-2], C.shape[-1]
+    out_shape = (*batch, r, c)
+    nbat = math.prod(batch)
+    if nbat == 0 or r == 0 or c == 0:
+        return C.new_zeros(out_shape) + C.expand(out_shape)
+    if not _on_kernels(C) and _torch_leaf(V.expand(*batch, *V.shape[-2:])):
+        return torch.ormqr(V.expand(*batch, *V.shape[-2:]), tau.expand(*batch, k), C.expand(out_shape),
+                           left=left, transpose=transpose)
+    V3 = E.resolved(V.expand(*batch, *V.shape[-2:])).reshape(nbat, mn, V.shape[-1])
+    t3 = E.resolved(tau.expand(*batch, k)).reshape(nbat, k)
+    X = E.resolved(C.expand(out_shape)).reshape(nbat, r, c).clone()
+    blocks = _blocks(k, TUNING.nb)
+    # Q C and C Qᴴ apply the last block first; Qᴴ C and C Q the first block first
+    if left != transpose:
+        blocks = blocks[::-1]
+    for j, w in blocks:
+        Vb, T = _block_reflector(V3, t3, j, w)
+        Tb = T.mH if transpose else T
+        if left:  # rows j: of X  <-  (I - V Tb Vᴴ) X
+            Xs = X[:, j:, :]
+            Xs.sub_(torch.matmul(Vb, torch.matmul(Tb, torch.matmul(Vb.mH, Xs))))
+        else:  # columns j: of X  <-  X (I - V Tb Vᴴ)
+            Xs = X[:, :, j:]
+            Xs.sub_(torch.matmul(torch.matmul(torch.matmul(Xs, Vb), Tb), Vb.mH))
+    return X.reshape(out_shape)
+
+
+def _r_from(QR: torch.Tensor, rows: int) -> torch.Tensor:
+    return QR[..., :rows, :].triu().contiguous()
+
+
+def qr_impl(A: torch.Tensor, mode: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """``torch.linalg.qr`` without checks: ``(Q, R)``; ``mode="r"`` returns an empty ``Q``.
+
+    Tall-skinny matrices go through TSQR (:mod:`mpslinalg._qr_tsqr`); everything else is
+    :func:`geqrf_impl` followed by :func:`householder_product_impl` on the first ``k`` columns
+    (reduced) or on ``[QR | 0]`` (complete, ``m > n``).
+    """
+    M, N = A.shape[-2], A.shape[-1]
+    K = min(M, N)
+    if _functorch():
+        Q, R = torch.linalg.qr(A, mode=mode)
+        return Q, R
+    if mode != "complete" and _use_tsqr(A):
+        from ._qr_tsqr import tsqr
+
+        return tsqr(A, want_q=mode == "reduced")
+    QR, tau = geqrf_impl(A)
+    if mode == "r":
+        return A.new_empty(0), _r_from(QR, K)
+    R = _r_from(QR, M if mode == "complete" else K)
+    if mode == "complete" and M > N:
+        V = torch.cat([QR, QR.new_zeros(*QR.shape[:-1], M - N)], dim=-1)
+    else:
+        V = QR[..., :, :K]
+    return householder_product_impl(V, tau).contiguous(), R
+
+
+def _use_tsqr(A: torch.Tensor) -> bool:
+    M, N = A.shape[-2], A.shape[-1]
+    dev = "mps" if _on_kernels(A) else A.device.type
+    return 0 < N <= TUNING.tsqr_max_n and M >= TUNING.tsqr_ratio.get(dev, 2**62) * N
+
+
+# --------------------------------------------------------------------------------------------------
+# Ops: fake implementations and derivatives (PyTorch's linalg_qr_backward / linalg_qr_jvp)
+# --------------------------------------------------------------------------------------------------
+
+
+def _solve_tri(A: torch.Tensor, B: torch.Tensor, *, upper: bool, left: bool) -> torch.Tensor:
+    """Differentiable triangular solve for the derivative formulas (our op; torch's under
+    ``torch.func``, which the triangular custom op does not serve)."""
+    if _functorch():
+        return torch.linalg.solve_triangular(A, B, upper=upper, left=left)
+    from .triangular import solve_triangular
+
+    return solve_triangular(A, B, upper=upper, left=left)
+
+
+_Q_MISSING = ("The derivative of linalg.qr depends on Q, which is not computed when mode='r'. Please use "
+              "linalg.qr(A, mode='reduced') if you are going to differentiate through linalg.qr.")
+_COMPLETE_TALL = "The QR decomposition is not differentiable when mode='complete' and nrows > ncols."
+
+
+def _qr_fake(A: torch.Tensor, mode: str) -> tuple[torch.Tensor, torch.Tensor]:
+    M, N = A.shape[-2], A.shape[-1]
+    K = min(M, N)
+    rows = M if mode == "complete" else K
+    Q = A.new_empty(0) if mode == "r" else A.new_empty((*A.shape[:-2], M, rows))
+    return Q, A.new_empty((*A.shape[:-2], rows, N))
+
+
+def _qr_setup(ctx, inputs, output) -> None:
+    ctx.mode = inputs[1]
+    ctx.save_for_backward(*output)
+
+
+def _check_differentiable(mode: str, m: int, n: int) -> None:
+    if mode == "r":
+        raise RuntimeError(_Q_MISSING)
+    if mode == "complete" and m > n:
+        raise RuntimeError(_COMPLETE_TALL)
+
+
+def _tril_im(X: torch.Tensor) -> torch.Tensor:
+    """Strictly lower part of ``X`` plus ``i Im(diag X)``: the lower half of a skew-Hermitian
+    matrix whose strictly lower part and imaginary diagonal are those of ``X``."""
+    L = X.tril(-1)
+    if X.is_complex():
+        L = L + torch.diag_embed(1j * X.diagonal(dim1=-2, dim2=-1).imag)
+    return L
+
+
+def _qr_backward(ctx, gQ, gR):
+    """``linalg_qr_backward`` (PyTorch, FunctionsManual.cpp), conjugate-Wirtinger convention."""
+    Q, R = ctx.saved_tensors
+    m, n = Q.shape[-2], R.shape[-1]
+    _check_differentiable(ctx.mode, m, n)
+    if gQ is None and gR is None:
+        return None, None
+    gA = gR @ R.mH if gR is not None else None
+    if gQ is not None:
+        gA = -(Q.mH @ gQ) if gA is None else gA - Q.mH @ gQ
+    if m >= n:
+        # Q (triu(gA) + triu(gA)ᴴ with the real diagonal halved) + gQ, then · R⁻ᴴ
+        S = gA.triu()
+        S = S + S.mH
+        S = S - torch.diag_embed(0.5 * S.diagonal(dim1=-2, dim2=-1).real.to(S.dtype))
+        X = Q @ S
+        if gQ is not None:
+            X = X + gQ
+        return _solve_tri(R.mH, X, upper=False, left=False), None
+    # wide: skew-Hermitian part from the lower triangle, through the leading square block of R
+    L = (gA.mH - gA).tril()  # the adjoint of X -> Qᴴ dQ (see _qr_jvp), M = -gA
+    L = L - torch.diag_embed(0.5 * L.diagonal(dim1=-2, dim2=-1))
+    X = _solve_tri(R[..., :, :m].mH, Q @ L, upper=False, left=False)
+    X = torch.cat([X, X.new_zeros(*X.shape[:-1], n - m)], dim=-1)
+    if gR is not None:
+        X = X + Q @ gR
+    return X, None
+
+
+def _qr_jvp(inputs, outputs, tangents):
+    """``linalg_qr_jvp``: ``dA = dQ R + Q dR`` with ``Qᴴ dQ`` skew-Hermitian and ``dR R⁻¹`` upper
+    triangular with a real diagonal."""
+    A, mode = inputs
+    Q, R = outputs
+    dA = tangents[0]
+    m, n = A.shape[-2], A.shape[-1]
+    _check_differentiable(mode, m, n)
+    if dA is None:
+        return torch.zeros_like(Q), torch.zeros_like(R)
+    if m >= n:
+        dARinv = _solve_tri(R, dA, upper=True, left=False)
+        X = Q.mH @ dARinv
+        C = _tril_im(X) - X.tril(-1).mH  # Qᴴ dQ
+        dR = (X - C) @ R
+        dQ = dARinv - Q @ (X - C)
+        return dQ, dR
+    QhdA = Q.mH @ dA
+    X = _solve_tri(R[..., :, :m], QhdA[..., :, :m], upper=True, left=False)
+    C = _tril_im(X) - X.tril(-1).mH
+    return Q @ C, QhdA - C @ R
+
+
+def _geqrf_fake(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return A.new_empty(A.shape), A.new_empty((*A.shape[:-2], min(A.shape[-2], A.shape[-1])))
+
+
+def _hp_fake(V: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
+    return V.new_empty(V.shape)
+
+
+def _ormqr_fake(V: torch.Tensor, tau: torch.Tensor, C: torch.Tensor, left: bool, transpose: bool) -> torch.Tensor:
+    return C.new_empty(C.shape)
+
+
+def _qr_op_impl(A: torch.Tensor, mode: str) -> tuple[torch.Tensor, torch.Tensor]:
+    return qr_impl(A, mode)
+
+
+_qr = defop("qr", impl=_qr_op_impl, fake=_qr_fake, setup=_qr_setup, backward=_qr_backward, jvp=_qr_jvp)
+# torch.geqrf, householder_product and ormqr are declared without derivatives here (torch.geqrf has
+# none either; householder_product/ormqr's are not written yet: backward raises, it never lies)
+_geqrf = defop("geqrf", impl=geqrf_impl, fake=_geqrf_fake)
+_householder_product = defop("householder_product", impl=householder_product_impl, fake=_hp_fake)
+_ormqr = defop("ormqr", impl=ormqr_impl, fake=_ormqr_fake)
+
+
+# --------------------------------------------------------------------------------------------------
+# Public API
+# --------------------------------------------------------------------------------------------------
+
+
+def qr(A: torch.Tensor, mode: str = "reduced", *, out=None):
+    """QR decomposition ``A = Q R``, like :func:`torch.linalg.qr`.
+
+    Householder QR with LAPACK's conventions (``R`` has a real diagonal whose signs follow
+    ``larfg``), so ``Q`` and ``R`` equal torch's/SciPy's up to rounding.
+
+    Parameters
+    ----------
+    A : torch.Tensor
+        ``(*, m, n)``, float32/complex64 on any device, float64/complex128 on CPU/CUDA.
+    mode : {"reduced", "complete", "r"}
+        ``"reduced"``: ``Q (*, m, k)``, ``R (*, k, n)`` with ``k = min(m, n)``; ``"complete"``:
+        ``Q (*, m, m)``, ``R (*, m, n)``; ``"r"``: ``R`` only (``Q`` is empty).
+    out : tuple of torch.Tensor, optional
+        ``(Q, R)`` to write into.
+
+    Returns
+    -------
+    torch.return_types.linalg_qr
+        ``(Q, R)``.
+
+    Raises
+    ------
+    RuntimeError
+        Bad mode, rank below 2, unsupported dtype; in backward, ``mode="r"`` and ``"complete"`` with
+        ``m > n`` (torch's messages).
+
+    Examples
+    --------
+    >>> A = torch.randn(4, 3)
+    >>> Q, R = qr(A)
+    >>> torch.allclose(Q @ R, A, atol=1e-5)
+    True
+    """
+    op = "linalg.qr"
+    E.check_matrix(op, "A", A)
+    if mode not in ("reduced", "complete", "r"):
+        raise ValueError(f"qr received unrecognized mode {mode!r} but expected one of 'reduced' (default), "
+                         "'r', or 'complete'")
+    return E.store(op, out, _qr(A, mode), A, kind=_RT.linalg_qr)
+
+
+def geqrf(A: torch.Tensor, *, out=None):
+    """Householder QR in LAPACK's packed form, like :func:`torch.geqrf`.
+
+    Parameters
+    ----------
+    A : torch.Tensor
+        ``(*, m, n)``.
+    out : tuple of torch.Tensor, optional
+
+    Returns
+    -------
+    torch.return_types.geqrf
+        ``(a, tau)``: ``R`` on and above the diagonal of ``a``, the reflectors' ``v`` (unit first
+        entry implied) below it; ``tau (*, min(m, n))``. Use :func:`householder_product` or
+        :func:`ormqr` to form or apply ``Q``. Not differentiable (as torch's).
+
+    Examples
+    --------
+    >>> a, tau = geqrf(torch.randn(5, 3))
+    >>> householder_product(a, tau).shape
+    torch.Size([5, 3])
+    """
+    op = "torch.geqrf"
+    E.check_matrix(op, "input", A)
+    return E.store(op, out, _geqrf(A), A, kind=_RT.geqrf)
+
+
+def _check_reflectors(op: str, V: torch.Tensor, tau: torch.Tensor) -> None:
+    E.check_matrix(op, "input", V)
+    E.check_tensor(op, "tau", tau)
+    if tau.ndim != V.ndim - 1:
+        raise E.ShapeError(f"{op}: Expected tau to have one dimension less than input, but got tau.ndim "
+                           f"equal to {tau.ndim} and input.ndim is equal to {V.ndim}")
+    if tau.shape[:-1] != V.shape[:-2]:
+        raise E.ShapeError(f"{op}: Expected batch dimensions of tau to be equal to input.shape[:-2], but got "
+                           f"{list(tau.shape[:-1])}")
+    E.check_same(op, ("input", "tau"), V, tau)
+
+
+def householder_product(A: torch.Tensor, tau: torch.Tensor, *, out=None) -> torch.Tensor:
+    """The first ``n`` columns of ``H_1 ... H_k``, like :func:`torch.linalg.householder_product`
+    (LAPACK ``orgqr``/``ungqr``).
+
+    Parameters
+    ----------
+    A : torch.Tensor
+        ``(*, m, n)`` with ``m >= n``: the reflectors below the diagonal (as :func:`geqrf` packs them).
+    tau : torch.Tensor
+        ``(*, k)`` with ``k <= n``, same batch shape and dtype.
+    out : torch.Tensor, optional
+
+    Returns
+    -------
+    torch.Tensor
+        ``(*, m, n)`` with orthonormal columns. Not differentiable yet (backward raises).
+
+    Examples
+    --------
+    >>> a, tau = geqrf(torch.randn(6, 4))
+    >>> Q = householder_product(a, tau)
+    >>> torch.allclose(Q.mT @ Q, torch.eye(4), atol=1e-5)
+    True
+    """
+    op = "torch.linalg.householder_product"
+    E.check_tensor(op, "input", A)
+    if A.ndim < 2:
+        raise E.ShapeError(f"{op}: input must have at least 2 dimensions.")
+    if A.shape[-2] < A.shape[-1]:
+        raise E.ShapeError(f"{op}: input.shape[-2] must be greater than or equal to input.shape[-1]")
+    E.check_tensor(op, "tau", tau)
+    if A.shape[-1] < tau.shape[-1]:
+        raise E.ShapeError(f"{op}: input.shape[-1] must be greater than or equal to tau.shape[-1]")
+    _check_reflectors(op, A, tau)
+    return E.store(op, out, _householder_product(A, tau), A, tau)
+
+
+def ormqr(A: torch.Tensor, tau: torch.Tensor, other: torch.Tensor, left: bool = True, transpose: bool = False,
+          *, out=None) -> torch.Tensor:
+    """Multiply ``other`` by ``Q = H_1 ... H_k`` of :func:`geqrf`, like :func:`torch.ormqr`
+    (LAPACK ``ormqr``/``unmqr``), without forming ``Q``.
+
+    Parameters
+    ----------
+    A : torch.Tensor
+        ``(*, mn, k')``: the reflectors (as :func:`geqrf` packs them); ``Q`` is ``mn x mn``.
+    tau : torch.Tensor
+        ``(*, k)``, ``k = min(mn, k')``.
+    other : torch.Tensor
+        ``(*, m, n)``: ``m = mn`` if ``left`` else ``n = mn``; same batch shape and dtype.
+    left : bool
+        ``op(Q) @ other`` if True, else ``other @ op(Q)``.
+    transpose : bool
+        ``op(Q) = Qᴴ`` (the conjugate transpose for complex) if True, else ``Q``.
+    out : torch.Tensor, optional
+
+    Returns
+    -------
+    torch.Tensor
+        ``(*, m, n)``. Not differentiable yet (backward raises).
+
+    Examples
+    --------
+    >>> A = torch.randn(5, 3)
+    >>> a, tau = geqrf(A)
+    >>> R = ormqr(a, tau, A, transpose=True)[:3]
+    >>> torch.allclose(R.tril(-1), torch.zeros(3, 3), atol=1e-5)
+    True
+    """
+    op = "torch.ormqr"
+    E.check_tensor(op, "input", A)
+    E.check_tensor(op, "other", other)
+    if A.ndim < 2:
+        raise E.ShapeError(f"{op}: input must have at least 2 dimensions.")
+    if other.ndim < 2:
+        raise E.ShapeError(f"{op}: other must have at least 2 dimensions.")
+    E.check_bool(op, "left", left)
+    E.check_bool(op, "transpose", transpose)
+    side = -2 if left else -1
+    if other.shape[side] != A.shape[-2]:
+        raise E.ShapeError(f"{op}: other.shape[{side}] must be equal to input.shape[-2]")
+    E.check_tensor(op, "tau", tau)
+    if tau.shape[-1] != min(other.shape[side], A.shape[-1]):
+        raise E.ShapeError(f"{op}: tau.shape[-1] must be equal to min(other.shape[{side}], input.shape[-1])")
+    if other.ndim != A.ndim:
+        raise E.ShapeError(f"{op}: Expected other to have the same number of dimensions as input, but got "
+                           f"other.ndim equal to {other.ndim} and input.ndim is equal to {A.ndim}")
+    _check_reflectors(op, A, tau)
+    if other.shape[:-2] != A.shape[:-2]:
+        raise E.ShapeError(f"{op}: Expected batch dimensions of other to be equal to input.shape[:-2], but got "
+                           f"{list(other.shape[:-2])}")
+    E.check_same(op, ("input", "other"), A, other)
+    return E.store(op, out, _ormqr(A, tau, other, left, transpose), A, tau, other)

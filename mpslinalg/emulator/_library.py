@@ -146,31 +146,63 @@ _PAGE = mmap.PAGESIZE
 
 
 class _Guarded:
-    """A copy of a buffer whose end touches a PROT_NONE page (16-byte granularity)."""
+    """A copy of a buffer between two PROT_NONE pages, the slack around it filled with a canary.
 
-    def __init__(self, src_ptr: int, nbytes: int):
+    By default the copy ends at the upper guard page (16-byte granularity), so a read or write
+    past the end faults at once; a write into the slack before the start (or into the few padding
+    bytes after the end) changes the canary, found by :meth:`damage` after the launch; anything
+    further before the start faults on the lower guard page. ``at_start=True`` places the copy
+    right after the lower guard page instead, so a write before the start faults in the thread
+    that made it (used to name that thread once the canary has shown there is one).
+    """
+
+    CANARY = 0xA5
+    GUARD = 16 * _PAGE  # each guard region: an index off by up to 64 KiB still faults
+
+    def __init__(self, src_ptr: int, nbytes: int, *, at_start: bool = False):
         self.nbytes = nbytes
         padded = (nbytes + 15) // 16 * 16
-        pages = max(1, math.ceil(padded / _PAGE))
-        self.map = mmap.mmap(-1, (pages + 1) * _PAGE)
+        size = max(1, math.ceil(padded / _PAGE)) * _PAGE
+        self.map = mmap.mmap(-1, size + 2 * self.GUARD)
         self.base = ctypes.addressof(ctypes.c_char.from_buffer(self.map))
-        self.guard = self.base + pages * _PAGE
-        self.ptr = self.guard - padded
+        self.low = self.base  # lower guard region
+        self.data = self.base + self.GUARD  # start of the usable pages
+        self.guard = self.data + size  # upper guard region
+        self.ptr = self.data if at_start else self.guard - padded
+        ctypes.memset(self.data, self.CANARY, size)
         if nbytes:
             ctypes.memmove(self.ptr, src_ptr, nbytes)
-        if _libc.mprotect(self.guard, _PAGE, 0) != 0:
-            raise OSError(ctypes.get_errno(), "mprotect failed for a guard page")
+        for region in (self.low, self.guard):
+            if _libc.mprotect(region, self.GUARD, 0) != 0:
+                raise OSError(ctypes.get_errno(), "mprotect failed for a guard page")
 
     def copy_back(self, dst_ptr: int) -> None:
         if self.nbytes:
             ctypes.memmove(dst_ptr, self.ptr, self.nbytes)
 
     def release(self) -> None:
-        _libc.mprotect(self.guard, _PAGE, 3)
+        for region in (self.low, self.guard):
+            _libc.mprotect(region, self.GUARD, 3)
         self.map.close()
 
-    def contains_guard(self, addr: int) -> bool:
-        return self.guard <= addr < self.guard + _PAGE
+    def where(self, addr: int) -> str | None:
+        """'past the end' / 'before the start' when ``addr`` is in a guard region, else None."""
+        if self.guard <= addr < self.guard + self.GUARD:
+            return "past the end"
+        if self.low <= addr < self.low + self.GUARD:
+            return "before the start"
+        return None
+
+    def damage(self) -> str | None:
+        """'before the start' / 'past the end' when the kernel wrote into the canary slack."""
+        canary = bytes([self.CANARY])
+        head = ctypes.string_at(self.data, self.ptr - self.data)
+        if head.strip(canary):
+            return "before the start"
+        tail = ctypes.string_at(self.ptr + self.nbytes, self.guard - self.ptr - self.nbytes)
+        if tail.strip(canary):
+            return "past the end"
+        return None
 
 
 _launch_lock = threading.Lock()
@@ -224,7 +256,7 @@ class KernelFunction:
         return self._tg_bytes
 
     def __repr__(self) -> str:
-        return f"<emulated Metal kernel {self.name!r} ({self._lib.target}) from {self.kernel.line}>"
+        return f"<emulated Metal kernel {self.name!r} ({self._lib._target}) from {self.kernel.line}>"
 
     # -- argument binding ----------------------------------------------------------------------
     def _scalar_bytes(self, i: int, value: Any, cast: str | None) -> tuple[bytes, str]:
@@ -281,7 +313,7 @@ class KernelFunction:
         from ._tsan import run_tsan
 
         name = self.name
-        if self._lib.target != "cpu" or self._lib.source is None:
+        if self._lib._target != "cpu" or self._lib._source is None:
             raise BindingError(f"kernel '{name}': tsan=True is a cpu-target mode")
         spans = sorted((t.data_ptr(), t.data_ptr() + avail, i) for i, t, avail in tensors if avail)
         for (_a0, a1, i0), (b0, _b1, i1) in zip(spans, spans[1:]):
@@ -291,7 +323,7 @@ class KernelFunction:
                 )
         sizes = {i: avail for i, _t, avail in tensors}
         buffers = [(ptrs[i], sizes.get(i, scalar_sizes.get(i, 0)), i in sizes) for i in range(len(args))]
-        rc, msg, races, _raw = run_tsan(self._lib.source, name, buffers, grid, group, order, seed, limit)
+        rc, msg, races, _raw = run_tsan(self._lib._source, name, buffers, grid, group, order, seed, limit)
         if rc == RC_TIMEOUT:
             raise KernelTimeout(f"kernel '{name}' under ThreadSanitizer {msg}", kernel=name)
         if rc != 0:
@@ -367,7 +399,7 @@ class KernelFunction:
             )
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise BindingTypeError(f"kernel '{name}': seed must be an int, got {seed!r}")
-        if self._lib.target == "cuda" and timeout is not None:
+        if self._lib._target == "cuda" and timeout is not None:
             raise BindingError(
                 f"kernel '{name}': timeout= is a cpu-target option (cuda launches are asynchronous)"
             )
@@ -406,10 +438,10 @@ class KernelFunction:
         for i, a in enumerate(args):
             p = self._buffers.get(i)
             if isinstance(a, torch.Tensor):
-                if a.device.type != self._lib.device_type:
+                if a.device.type != self._lib._device_type:
                     raise BindingError(
                         f"kernel '{name}': argument {i} is on {a.device}; this library "
-                        f"(target {self._lib.target}) runs {self._lib.device_type} tensors"
+                        f"(target {self._lib._target}) runs {self._lib._device_type} tensors"
                     )
                 if a.is_conj() or a.is_neg():
                     raise BindingError(
@@ -525,7 +557,7 @@ class KernelFunction:
         if any(x >= 2**32 for x in grid):
             raise BindingError(f"kernel '{name}': threads {th} too large")
 
-        if self._lib.target == "cuda":  # the cuda target's leaf (_cuda.py): enqueue on torch's stream
+        if self._lib._target == "cuda":  # the cuda target's leaf (_cuda.py): enqueue on torch's stream
             if guard:
                 raise BindingError(
                     f"kernel '{name}': guard=True is a cpu-target check; on the cuda target run "
@@ -536,36 +568,59 @@ class KernelFunction:
         if tsan:
             self._run_tsan(args, ptrs, tensors, scalar_sizes, grid, group, order, seed, limit)
             return
-        guards: dict[int, _Guarded] = {}
-        try:
-            if guard:
-                spans = []
-                for i, t, avail in tensors:
-                    lo = t.data_ptr()
-                    spans.append((lo, lo + avail, i))
-                spans.sort()
-                for (_a0, a1, i0), (b0, _b1, i1) in zip(spans, spans[1:]):
-                    if b0 < a1:
-                        raise BindingError(
-                            f"kernel '{name}': guard=True cannot run arguments {i0} and {i1}, which "
-                            "share memory"
-                        )
-                for i, t, avail in tensors:
-                    g = _Guarded(t.data_ptr(), avail)
-                    guards[i] = g
-                    ptrs[i] = g.ptr
+        self._launch_cpu(runner, ptrs, tensors, grid, group, order, seed, limit, guard)
+
+    def _launch_cpu(self, runner, ptrs, tensors, grid, group, order, seed, limit, guard) -> None:
+        """One cpu launch (on guarded copies with ``guard=True``), its return code decoded."""
+        if not guard:
             with _launch_lock:
-                rc, msg, where, addr = runner.launch(
-                    self._index, ptrs, tuple(grid), tuple(group), order, seed, limit
-                )
+                rc, msg, where, addr = runner.launch(self._index, ptrs, tuple(grid), tuple(group), order, seed, limit)
                 if rc == 0:
                     self._tg_bytes = runner.last_threadgroup_bytes()
-            if guard:
-                for i, t, _avail in tensors:
-                    guards[i].copy_back(t.data_ptr())
-        finally:
-            for g in guards.values():
-                g.release()
+            self._decode(rc, msg, where, addr, {})
+            return
+        spans = sorted((t.data_ptr(), t.data_ptr() + avail, i) for i, t, avail in tensors)
+        for (_a0, a1, i0), (b0, _b1, i1) in zip(spans, spans[1:]):
+            if b0 < a1:
+                raise BindingError(
+                    f"kernel '{self.name}': guard=True cannot run arguments {i0} and {i1}, which share memory"
+                )
+        # first with each copy ending at a guard page; a write before a start (seen in the canary)
+        # runs again from the original data with each copy starting at a guard page, to name the
+        # thread; the caller's tensors get the results of a clean run only
+        for at_start in (False, True):
+            guards: dict[int, _Guarded] = {}
+            try:
+                for i, t, avail in tensors:
+                    guards[i] = _Guarded(t.data_ptr(), avail, at_start=at_start)
+                    ptrs[i] = guards[i].ptr
+                with _launch_lock:
+                    rc, msg, where, addr = runner.launch(
+                        self._index, ptrs, tuple(grid), tuple(group), order, seed, limit
+                    )
+                    if rc == 0:
+                        self._tg_bytes = runner.last_threadgroup_bytes()
+                damaged = {i: d for i, g in guards.items() if (d := g.damage()) is not None}
+                if rc == 0 and not damaged:
+                    for i, t, _avail in tensors:
+                        guards[i].copy_back(t.data_ptr())
+            finally:
+                for g in guards.values():
+                    g.release()
+            self._decode(rc, msg, where, addr, guards)
+            if not damaged:
+                return
+            if at_start or all(d == "past the end" for d in damaged.values()):
+                i, d = next(iter(damaged.items()))
+                raise KernelFault(
+                    f"kernel '{self.name}' wrote {d} of argument {i} (guard=True found the bytes "
+                    "around the buffer changed after the launch; no thread faulted on a guard page)",
+                    kernel=self.name,
+                )
+
+    def _decode(self, rc: int, msg: str, where, addr: int, guards: dict) -> None:
+        """Raise the Python error of a runtime return code (nothing for success)."""
+        name = self.name
         if rc == 0:
             return
         if rc == RC_INTERRUPT:
@@ -579,8 +634,9 @@ class KernelFunction:
             )
         if rc == 1:
             for i, g in guards.items():
-                if g.contains_guard(addr):
-                    msg = f"out-of-bounds access past the end of argument {i} (guard page)"
+                side = g.where(addr)
+                if side is not None:
+                    msg = f"out-of-bounds access {side} of argument {i} (guard page)"
             grp, thr = tuple(where[0:3]), tuple(where[3:6])
             where_txt = f"threadgroup {grp}, thread {thr} (thread_position_in_threadgroup)"
             raise KernelFault(
@@ -631,15 +687,19 @@ class KernelRace(KernelFault):
 
 
 class Library:
-    """A compiled Metal source: one attribute per kernel (``dir(lib)`` lists them)."""
+    """A compiled Metal source: one attribute per kernel (``dir(lib)`` lists them).
+
+    The library's own data lives under underscore names (``_target``, ``_key``, ``_source``), so
+    that any kernel name -- ``source``, ``target``, ``key`` -- is an attribute that calls it.
+    """
 
     def __init__(self, kernels: list[Kernel], runner: Any, target: str, key: str):
         self._kernels = {k.name: KernelFunction(self, i, k) for i, k in enumerate(kernels)}
         self._runner = runner
-        self.target = target
-        self.device_type = "cpu" if target == "cpu" else target
-        self.key = key
-        self.source: str | None = None  # set by compile_shader (the TSan mode rebuilds from it)
+        self._target = target
+        self._device_type = "cpu" if target == "cpu" else target
+        self._key = key
+        self._source: str | None = None  # set by compile_shader (the TSan mode rebuilds from it)
 
     def __getattr__(self, name: str) -> KernelFunction:
         kernels = self.__dict__.get("_kernels", {})
@@ -653,7 +713,7 @@ class Library:
         return sorted(self._kernels)
 
     def __repr__(self) -> str:
-        return f"<emulated Metal library ({self.target}) with kernels {sorted(self._kernels)}>"
+        return f"<emulated Metal library ({self._target}) with kernels {sorted(self._kernels)}>"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -787,7 +847,7 @@ def compile_shader(source: str, *, target: str = "cpu") -> Library:
             pre = prepass(preprocess(source))
             runner = tgt.load(tgt.build(pre, key))
         lib = Library(kernels, runner, tgt.name, key)
-        lib.source = source
+        lib._source = source
         _memo[key] = lib
         return lib
 

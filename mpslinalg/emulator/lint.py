@@ -34,6 +34,13 @@ Rules (``LintProblem.rule``):
                          emulator) makes these bit casts, Metal makes them conversions
 ``threadgroup-memory``   more than 32 KiB of threadgroup variables in one kernel (per template
                          instantiation where the sizes depend on template arguments)
+``asm``                  inline assembly (``asm``, ``__asm__``)
+``linkage``              ``extern`` declarations and ``extern "C"`` blocks: Metal links no host
+                         code (in the emulator such a declaration would reach libc)
+``function-pointer``     a barrier or simdgroup function used as a value (its address taken):
+                         they must be called directly, in uniform control flow
+``non-ascii``            bytes outside ASCII: PyTorch passes the source to Metal as an ASCII
+                         string
 ``unsupported``          features the project does not use and the emulator does not model:
                          textures, samplers, ``simdgroup_matrix``, ``[[stage_in]]``,
                          ``vertex`` / ``fragment`` functions, ``[[threadgroup(n)]]`` buffers
@@ -57,6 +64,8 @@ from itertools import accumulate, chain, repeat
 from operator import itemgetter
 from pathlib import Path
 from typing import NamedTuple
+
+from ._prepass import SYNC_NAMES
 
 __all__ = [
     "RULES",
@@ -88,6 +97,10 @@ RULES: dict[str, str] = {
     "program-scope-variable": "program-scope variables must be in the constant address space",
     "vector-cast": "C-style vector casts are bit casts in clang but conversions in Metal",
     "threadgroup-memory": "at most 32 KiB of threadgroup memory per kernel",
+    "asm": "no inline assembly in Metal",
+    "linkage": "no extern declarations or extern \"C\" linkage in Metal",
+    "function-pointer": "barriers and simdgroup functions must be called directly",
+    "non-ascii": "Metal sources must be ASCII (PyTorch encodes them as ASCII)",
     "unsupported": "feature not supported by the project / emulator",
 }
 
@@ -439,6 +452,14 @@ _KEYWORD_RULES = {
         "`new` (dynamic memory) is not available in Metal; use fixed-size thread or threadgroup arrays",
     ),
     "delete": ("dynamic-memory", "`delete` (dynamic memory) is not available in Metal"),
+    "asm": ("asm", "inline assembly (`asm`) does not exist in Metal"),
+    "__asm__": ("asm", "inline assembly (`__asm__`) does not exist in Metal"),
+    "__asm": ("asm", "inline assembly (`__asm`) does not exist in Metal"),
+    "extern": (
+        "linkage",
+        "`extern` declarations (and `extern \"C\"` linkage) are not Metal: a kernel library links no "
+        "host code, so define every function in the source",
+    ),
 }
 
 _HOST_FUNCTIONS = {
@@ -892,6 +913,7 @@ _INTERESTING = frozenset(
     | set(_UNSUPPORTED_ATTRS)
     | _VECTOR_TYPES
     | {"vec"}
+    | SYNC_NAMES
 )
 _LONG_SUFFIX_RE = re.compile(r"[0-9.][lL]\b")  # cheap pre-filter for the one below
 # a decimal floating literal with an L suffix (long double), e.g. 1.0L, .5l, 1e3L
@@ -957,6 +979,8 @@ class _Linter:
     def run(self) -> list[LintProblem]:
         raw = self.raw
         events = self.check_directives()
+        if not self.source.isascii():
+            self.check_ascii()
         for i in self.cands:
             self.check_token(raw, i, in_macro=False)
         for m in self.macros_ever:
@@ -983,6 +1007,22 @@ class _Linter:
                     f"`{t.text}()` is a host C library function that does not exist in Metal",
                 )
         return sorted(set(self.problems))
+
+    def check_ascii(self) -> None:
+        """One problem per line holding non-ASCII characters (comments included: PyTorch encodes
+        the whole source string as ASCII before handing it to Metal)."""
+        pos = 0
+        for line in self.source.splitlines(keepends=True):
+            if not line.isascii():
+                k = next(k for k, ch in enumerate(line) if ord(ch) > 127)
+                ch = line[k]
+                self.report(
+                    _Tok(ch, pos + k),
+                    "non-ascii",
+                    f"non-ASCII character {ch!r} (U+{ord(ch):04X}): PyTorch passes Metal sources as "
+                    "ASCII; spell it in ASCII (e.g. 'x' for U+00D7, '<=' for U+2264)",
+                )
+            pos += len(line)
 
     # -- preprocessor ------------------------------------------------------------------------
     def check_directives(self) -> list:
@@ -1243,6 +1283,26 @@ class _Linter:
         elif text in _UNSUPPORTED_ATTRS:
             if self.in_attribute(toks, i):
                 report(t, "unsupported", _UNSUPPORTED_ATTRS[text])
+        elif text in SYNC_NAMES:
+            j = i + 1
+            if nxt == "<":  # explicit template arguments: look past them
+                depth = 0
+                while j < n:
+                    depth += {"<": 1, ">": -1, ">>": -2}.get(toks[j].text, 0)
+                    j += 1
+                    if depth <= 0:
+                        break
+            called = j < n and toks[j].text == "("
+            # a value where an expression starts (not a member access, not a declared name)
+            as_value = prev in ("=", "&", "(", ",", "return", "?", ":", "{", "::")
+            if not called and as_value and not in_macro:
+                report(
+                    t,
+                    "function-pointer",
+                    f"`{text}` used as a value (a function pointer): call barriers and simdgroup "
+                    "functions directly, in uniform control flow (the emulator finds the kernels that "
+                    "need them from direct calls)",
+                )
         elif not in_macro and (text in _VECTOR_TYPES or text == "vec"):
             k = i - 1
             if k >= 1 and toks[k].text == "::" and toks[k - 1].text == "metal":

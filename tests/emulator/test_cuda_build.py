@@ -223,7 +223,7 @@ def test_binding_checks_run_before_any_gpu_work(cuda_mod):
     from mpslinalg import emulator
 
     lib = emulator.compile_shader((KERNELS / "basics.metal").read_text(), target="cuda")
-    assert lib.target == "cuda"
+    assert lib._target == "cuda"
     with pytest.raises(ValueError, match="target cuda"):
         lib.scale_float(torch.zeros(4), 2.0)  # a CPU tensor
     if torch.cuda.is_available():  # pragma: no cover - the GPU machine

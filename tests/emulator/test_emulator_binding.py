@@ -177,3 +177,21 @@ def test_kernel_properties(emu):
     )
     # float a[16][16] (1024 bytes) + uint piv_s (4 bytes)
     assert k.static_thread_group_memory_length == 16 * 16 * 4 + 4
+
+
+def test_any_kernel_name_is_callable(emu):
+    # issue 14.15: the library's own data must not shadow kernels named like it
+    names = ["source", "target", "key", "device_type", "name", "kernels"]
+    src = "#include <metal_stdlib>\nusing namespace metal;\n" + "".join(
+        f"kernel void {n}(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) "
+        f"{{ x[i] = {k}.0f; }}\n"
+        for k, n in enumerate(names)
+    )
+    from mpslinalg import emulator
+
+    lib = emulator.compile_shader(src)
+    assert set(names) <= set(dir(lib))
+    for k, n in enumerate(names):
+        x = torch.zeros(3)
+        getattr(lib, n)(x)
+        assert x.tolist() == [float(k)] * 3, n

@@ -34,7 +34,7 @@ _CHILD = """
     lib = emulator.compile_shader({src!r})
     y = torch.ones(4)
     lib.axpy(y, torch.arange(4.0), 2.0)
-    print(lib.key, y.tolist())
+    print(lib._key, y.tolist())
 """
 
 

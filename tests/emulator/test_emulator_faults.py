@@ -50,6 +50,32 @@ def test_segfault_becomes_kernel_fault(emu, lib):
     _still_works(emu)
 
 
+@pytest.mark.parametrize("k", [6, 7, 64, 5 + 4096])  # x[-1], x[-2], far before, pages before
+def test_guard_pages_catch_writes_before_the_start(emu, lib, k):
+    # issue 14.15: x[-k] used to land in the slack before the copy, unnoticed
+    x = torch.arange(64.0)
+    with pytest.raises(
+        KernelFault, match=r"'before_start' faulted .*thread \(5, 0, 0\).*before the start of argument 0"
+    ) as ei:
+        lib.before_start(x, k, threads=64, group_size=32, guard=True)
+    assert ei.value.thread == (5, 0, 0)
+    assert torch.equal(x, torch.arange(64.0))  # a faulting launch leaves the caller's tensor alone
+    # without a bad write the guarded run is clean and its results land in the tensor
+    lib.before_start(x, 5, threads=64, group_size=32, guard=True)
+    assert x[0] == 1.0 and torch.equal(x[1:], torch.arange(1.0, 64.0))
+    _still_works(emu)
+
+
+def test_barrier_through_a_function_pointer_is_a_clear_error(emu, lib):
+    # the lint rejects barrier functions used as values; a user function that holds the barrier,
+    # called through a pointer, is found at run time with a message that says what to do
+    with pytest.raises(KernelFault, match=r"'barrier_via_pointer' faulted .*threadgroup_barrier \(line \d+\) reached "
+                       r"through a call the emulator cannot follow \(a function pointer\?\)") as ei:
+        lib.barrier_via_pointer(torch.zeros(4), threads=4, group_size=4)
+    assert "emulator bug" not in str(ei.value)
+    _still_works(emu)
+
+
 def test_integer_division_by_zero(emu, lib):
     with pytest.raises(KernelFault, match=r"'div_zero' faulted .*thread \(2, 0, 0\).*division by zero"):
         lib.div_zero(torch.tensor([1, 2, 0, 4], dtype=torch.int32), threads=4, group_size=4)

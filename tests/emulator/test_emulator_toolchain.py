@@ -42,7 +42,7 @@ def test_compile_cache_hit_needs_no_compiler(emu, tmp_path, monkeypatch):
     monkeypatch.setenv("MPSLINALG_CACHE_DIR", str(tmp_path))
     src = SAXPY + "\n// cache test\n"
     lib = emulator.compile_shader(src)
-    assert sorted(p.name for p in tmp_path.glob("*.so")) == [f"{lib.key}.so"]
+    assert sorted(p.name for p in tmp_path.glob("*.so")) == [f"{lib._key}.so"]
     # a fresh process: no in-memory library, and any compiler call would fail
     from mpslinalg.emulator import _cpu, _library
 

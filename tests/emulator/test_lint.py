@@ -229,6 +229,25 @@ VIOLATIONS = [
     ("host-function", "kernel void k(device float* x [[buffer(0)]]) {\n  memcpy(x, x + 1, 4);  // <-\n}\n"),
     ("host-function", "kernel void k(device float* x [[buffer(0)]]) {\n  assert(x[0] > 0);  // <-\n}\n"),
     ("host-function", "kernel void k(device float* x [[buffer(0)]]) {\n  free(x);  // <-\n}\n"),
+    # issue 14.15: a kernel could reach libc's system() through an extern declaration
+    ("linkage", 'extern "C" int system(const char* cmd);  // <-\n'),
+    ("linkage", 'extern "C" {  // <-\nint system(const char* cmd);\n}\n'),
+    ("linkage", "extern float helper(float x);  // <-\n"),
+    ("asm", 'kernel void k(device float* x [[buffer(0)]]) {\n  asm volatile("nop");  // <-\n}\n'),
+    ("asm", 'inline void f() {\n  __asm__("int3");  // <-\n}\n'),
+    (
+        "function-pointer",
+        "kernel void k(device float* x [[buffer(0)]]) {\n"
+        "  void (*f)(mem_flags) = threadgroup_barrier;  // <-\n  f(mem_flags::mem_none);\n}\n",
+    ),
+    (
+        "function-pointer",
+        "kernel void k(device float* x [[buffer(0)]]) {\n  auto f = &metal::simd_sum<float>;  // <-\n"
+        "  x[0] = f(x[0]);\n}\n",
+    ),
+    # issue 17.4: PyTorch encodes the source as ASCII (comments included)
+    ("non-ascii", "// x \u2264 y  // <-\nconstant float A = 1.0f;\n"),
+    ("non-ascii", "constant float A = 1.0f;  // \u00d7 twice on one line counts once  \u00d7 // <-\n"),
     (
         "dynamic-memory",
         "kernel void k(device float* x [[buffer(0)]]) {\n  thread float* p = new float[4];  // <-\n}\n",
@@ -400,6 +419,11 @@ NOT_VIOLATIONS = [
     "  threadgroup atomic_uint counter;\n  threadgroup uint flag;\n"
     "  a[t] = b[t] = float2(x[t]);\n  c[t].v = x[t];\n  flag = 0;\n"
     "  atomic_store_explicit(&counter, 0u, memory_order_relaxed);\n}",
+    # barriers and collectives called directly (also with explicit template arguments), and
+    # member functions that happen to share their names
+    "kernel void k(device float* x [[buffer(0)]]) {\n  threadgroup_barrier(mem_flags::mem_threadgroup);\n"
+    "  x[0] = metal::simd_sum<float>(x[0]) + simd_max(x[1]);\n}",
+    "struct Q { float simd_sum; };\ninline float f(Q q) { return q.simd_sum; }",
     "[[kernel, max_total_threads_per_threadgroup(256)]] void k(device half4* x [[buffer(0)]]) {\n"
     "  x[0] = half4(1.0h) + half4(0x1p-3h);\n}",
 ]

@@ -319,9 +319,11 @@ EXPORT void *mpsle_tg_slot(int slot, unsigned long size, unsigned long align) {
 EXPORT void mpsle_barrier(unsigned site) {
   int i = cur;
   if (i < 0) {
-    fault_msg("threadgroup_barrier (line %u) in a kernel the emulator classified as barrier-free "
-              "(emulator bug: please report)", SITE_LINE(site));
-    raise_fault(RC_USAGE);
+    fault_msg("threadgroup_barrier (line %u) reached through a call the emulator cannot follow (a "
+              "function pointer?): this kernel was found barrier-free from its direct calls, so its "
+              "threads do not run as fibers; call functions that use barriers directly",
+              SITE_LINE(site));
+    raise_fault(RC_FAULT);
   }
   if (bar_arrived == 0) {
     bar_site = site;
@@ -354,9 +356,11 @@ EXPORT const void *mpsle_collective(const void *val, unsigned size, unsigned sit
                                     unsigned *nlanes, unsigned *lane) {
   int i = cur;
   if (i < 0) {
-    fault_msg("%s (line %u) in a kernel the emulator classified as collective-free (emulator bug)",
+    fault_msg("%s (line %u) reached through a call the emulator cannot follow (a function pointer?): "
+              "this kernel was found free of simdgroup operations from its direct calls, so its threads "
+              "do not run as fibers; call functions that use them directly",
               op_name(op), SITE_LINE(site));
-    raise_fault(RC_USAGE);
+    raise_fault(RC_FAULT);
   }
   int s = i / SIMD;
   int first = s * SIMD;

@@ -1,4 +1,4 @@
-// basics.metal — test kernels for the emulator: complex (float2) arithmetic, the MSL surface
+// basics.metal -- test kernels for the emulator: complex (float2) arithmetic, the MSL surface
 // (vector constructors, conversions, math, select/clamp/mix/fma, as_type, numeric_limits),
 // thread-position attributes on 1-D/2-D/3-D grids, templates with host_name, atomics.
 #include <metal_stdlib>

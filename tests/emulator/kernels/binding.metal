@@ -1,4 +1,4 @@
-// binding.metal — test kernels for the emulator's argument binding (torch.mps.compile_shader's
+// binding.metal -- test kernels for the emulator's argument binding (torch.mps.compile_shader's
 // rules: argument i <-> [[buffer(i)]], storage offset honoured, strides ignored, Python int ->
 // 8-byte long, float -> float, lists -> arrays).
 #include <metal_stdlib>

@@ -1,4 +1,4 @@
-// faults.metal — test kernels for the emulator's safety net: each one is wrong on purpose.
+// faults.metal -- test kernels for the emulator's safety net: each one is wrong on purpose.
 #include <metal_stdlib>
 using namespace metal;
 
@@ -30,6 +30,19 @@ kernel void div_zero(device int* x [[buffer(0)]], uint i [[thread_position_in_gr
 // one past the end of the buffer: caught only with guard=True
 kernel void past_end(device float* x [[buffer(0)]], constant long& n [[buffer(1)]], uint i [[thread_position_in_grid]]) {
   x[i] = x[i] + x[uint(n)];
+}
+
+// thread 5 writes k elements before the start of the buffer: caught only with guard=True
+kernel void before_start(device float* x [[buffer(0)]], constant long& k [[buffer(1)]], uint i [[thread_position_in_grid]]) {
+  if (i == 5) x[long(i) - k] = 1.0f;
+}
+
+// a barrier reached through a function pointer: the kernel looks barrier-free from its direct calls
+inline void sync_helper() { threadgroup_barrier(mem_flags::mem_threadgroup); }
+kernel void barrier_via_pointer(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  void (*f)() = sync_helper;
+  f();
+  x[i] = 1.0f;
 }
 
 // thread 3 returns before the barrier the others wait at

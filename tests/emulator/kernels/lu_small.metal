@@ -1,4 +1,4 @@
-// lu_small.metal — test kernel for the emulator: LU with partial pivoting of a batch of n x n
+// lu_small.metal -- test kernel for the emulator: LU with partial pivoting of a batch of n x n
 // matrices (n <= 16), one threadgroup of 16 x 16 threads per matrix, the matrix in threadgroup
 // memory. Pivot = largest |a_ik| (smallest index on ties, as LAPACK's isamax), found with
 // simd_max / simd_min by simdgroup 0. Four barriers per column plus one after the load: 65 for

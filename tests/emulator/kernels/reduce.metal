@@ -1,4 +1,4 @@
-// reduce.metal — test kernels for the emulator: a threadgroup reduction with barriers and
+// reduce.metal -- test kernels for the emulator: a threadgroup reduction with barriers and
 // simdgroup collectives, prefix sums, shuffles, broadcast, ballot.
 #include <metal_stdlib>
 using namespace metal;

@@ -1,4 +1,4 @@
-// surface2.metal — more of the MSL surface for the emulator's tests: half/bfloat/integer vectors,
+// surface2.metal -- more of the MSL surface for the emulator's tests: half/bfloat/integer vectors,
 // bool vectors, vector simdgroup collectives, struct parameters, namespaces,
 // program-scope constant arrays.
 #include <metal_stdlib>

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 import torch
 import torch.autograd.forward_ad as _fwad
 
+from .kernels import backend_for, kernel_name, load_library
 from .oplayer import checks as E
 from .oplayer import defop, functorch_active
 
@@ -67,6 +68,8 @@ class Tuning:
     ----------
     max_sweeps : int
         Most sweeps run on the CPU (which stops early once converged); ``xGESVJ``'s ``NSWEEP``.
+    round_threads : int
+        Threads per threadgroup of ``svd_jacobi_round`` (a multiple of 32, at most 256).
     gpu_sweeps : dict
         Fixed number of sweeps on devices where checking convergence would synchronise, per real
         dtype. Quadratic convergence after QR preconditioning: the worst case measured over
@@ -75,6 +78,7 @@ class Tuning:
 
     max_sweeps: int = 30
     gpu_sweeps: dict | None = None
+    round_threads: int = 64
 
     def sweeps(self, device: torch.device, dtype: torch.dtype) -> tuple[int, bool]:
         """``(sweeps, early_exit)`` for a matrix of real ``dtype`` on ``device``."""
@@ -97,13 +101,18 @@ def _unit_roundoff(dtype: torch.dtype) -> float:
 
 
 # --------------------------------------------------------------------------------------------------
-# Householder QR helper (one function to switch to the QR family's internals once they exist)
+# Householder QR (the QR family)
 # --------------------------------------------------------------------------------------------------
 
 
 def _householder_qr(A: torch.Tensor, mode: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """Householder QR ``A = Q R`` (``mode`` as ``torch.linalg.qr``: reduced/complete/r)."""
-    return torch.linalg.qr(A, mode=mode)
+    """Householder QR ``A = Q R`` (``mode`` as ``torch.linalg.qr``: reduced/complete/r), the QR
+    family's internal entry point (its kernels on mps/emulator, no host sync)."""
+    try:
+        from .qr import qr_impl
+    except ImportError:  # pragma: no cover - the QR family ships with the package
+        return torch.linalg.qr(A, mode=mode)
+    return qr_impl(A, mode)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -194,11 +203,52 @@ class _TorchKernels:
         return Y[:, :rows], (None if V is None else Y[:, rows:]), rotated
 
 
+class _MetalKernels:
+    """The kernel contract with ``metal/svd.metal`` (``metal`` on mps, ``emulator`` on CPU/CUDA)."""
+
+    name = "metal"
+
+    def __init__(self, device: torch.device, dtype: torch.dtype) -> None:
+        self.lib = load_library("svd", device)
+        self.dtype = dtype
+
+    def jacobi(self, X: torch.Tensor, V: torch.Tensor | None, sweeps: int, tol: float,
+               early_exit: bool) -> torch.Tensor:
+        Bn, rows, n = X.shape
+        want_v = int(V is not None)
+        Vb = V if V is not None else X.new_empty(1)
+        if rows == n and n <= SMALL_MAX:  # whole iteration in threadgroup memory, stops on the GPU
+            rotated = torch.zeros(Bn, dtype=torch.int32, device=X.device)
+            kern = getattr(self.lib, kernel_name("svd_jacobi_small", self.dtype))
+            kern(X, Vb, rotated, n, sweeps, tol, want_v, threads=Bn * 32, group_size=32)
+            return X, V, rotated != 0
+        h = n // 2
+        g = TUNING.round_threads
+        flags = torch.zeros(Bn, h, dtype=torch.int32, device=X.device)
+        kern = getattr(self.lib, kernel_name("svd_jacobi_round", self.dtype))
+        for _ in range(sweeps):
+            flags.zero_()
+            for r in range(n - 1):
+                kern(X, Vb, flags, rows, n, r, tol, want_v, threads=Bn * h * g, group_size=g)
+            if early_exit and not bool(flags.any()):
+                break
+        return X, V, flags.any(-1)
+
+
 _TORCH_KERNELS = _TorchKernels()
+
+#: Largest (even) order of the whole-matrix ``svd_jacobi_small`` kernel (its tiles are 32 x 33).
+SMALL_MAX = 32
+
+
+def _on_kernels(x: torch.Tensor) -> bool:
+    """``x`` is served by the ``.metal`` kernels (``metal``/``emulator``, float32/complex64, no
+    ``torch.func`` transform); else by torch ops."""
+    return x.dtype in E.GPU_DTYPES and backend_for(x.device) != "torch" and not functorch_active()
 
 
 def _kernels(x: torch.Tensor):
-    return _TORCH_KERNELS
+    return _MetalKernels(x.device, x.dtype) if _on_kernels(x) else _TORCH_KERNELS
 
 
 # --------------------------------------------------------------------------------------------------
@@ -253,7 +303,7 @@ def _svd_tall(A: torch.Tensor, full: bool, compute_uv: bool):
 
     # one-sided Jacobi on X = Rᴴ, padded to an even number of columns
     npad = n + (n % 2)
-    X = torch.nn.functional.pad(R.mH, (0, npad - n, 0, npad - n)).contiguous()
+    X = torch.nn.functional.pad(R.mH.resolve_conj(), (0, npad - n, 0, npad - n)).contiguous()
     V = None
     if compute_uv:
         V = torch.eye(npad, dtype=A.dtype, device=A.device).expand(Bn, -1, -1).contiguous()

@@ -58,7 +58,7 @@ def _emulator_kernel_case(A: torch.Tensor, name: str) -> Case | None:
     """The Metal kernel small_inv run by the emulator's cuda target, if that target exists."""
     try:
         with mpslinalg.use_backend("emulator"):
-            small.inv_ex(A[:64])
+            small.inv_ex_op(A[:64])
     except Exception as exc:  # the cuda target is optional (issue 7)
         print(f"[bench_small] Metal kernel on {A.device} via the emulator: unavailable ({exc})",
               file=sys.stderr)
@@ -121,7 +121,7 @@ def cases(device: torch.device, quick: bool) -> list[Case]:
     B4 = torch.randn(batch, 4, 1, device=device)
     out.append(Case(name=f"solve_ex 4x4 float32 batch {batch:.0e}, 1 RHS",
                     workload="point transfer through poses", device=device, dtype=torch.float32,
-                    shape=tuple(A4.shape), ours=lambda: small.solve_ex(A4, B4),
+                    shape=tuple(A4.shape), ours=lambda: small.solve_ex_op(A4, B4, True),
                     peer={"torch.linalg.solve_ex": lambda: torch.linalg.solve_ex(A4, B4)},
                     bytes_moved=A4.nbytes + 2 * B4.nbytes + 4 * batch))
 

@@ -28,7 +28,7 @@ import time
 
 import torch
 
-from mpslinalg import small
+import mpslinalg as LA
 
 
 def _sync(device: torch.device) -> None:
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # 1. pose inversion --------------------------------------------------------------------
     P = make_poses(n_poses, g).to(dev)
-    (Pinv, info), t_ours = timed(lambda: small.inv_ex(P), dev)
+    (Pinv, info), t_ours = timed(lambda: LA.inv_ex(P), dev)
     Pinv_ref, t_ref = timed(lambda: torch.linalg.inv(P), dev)
     kappa = torch.linalg.cond(P[:4096].double().cpu(), 1)
     # both are backward-stable inverses: they differ by at most ~2·c·κ·u (c = 4n·2^(n-1) = 128)
@@ -129,10 +129,10 @@ def main(argv: list[str] | None = None) -> int:
 
     # 2. homography normalisation: H / det(H)^(1/3) via slogdet, then H^-1 -------------------
     H = make_homographies(args.hypotheses, g).to(dev)
-    (sign, logabs), t_ours = timed(lambda: small.slogdet(H), dev)
+    (sign, logabs), t_ours = timed(lambda: LA.slogdet(H), dev)
     (sign_r, logabs_r), t_ref = timed(lambda: torch.linalg.slogdet(H), dev)
     Hn = H * (sign * torch.exp(-logabs / 3)).reshape(-1, 1, 1)
-    det_n = small.det(Hn)
+    det_n = LA.det(Hn)
     kH = torch.linalg.cond(H.double().cpu(), 1)
     # |Δ log|det|| <= c·n·κ·u (relative condition of det <= n·κ): det(Hn) = 1 to that accuracy
     good = bool(((det_n.cpu().double() - 1).abs() <= 128 * 3 * kH * u * 4).all()) and bool(
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                    480 * torch.rand(args.hypotheses, 1, args.points, generator=g),
                    torch.ones(args.hypotheses, 1, args.points)], dim=1).to(dev)
     Xp = Hn @ X
-    (Xb, info), t_ours = timed(lambda: small.solve_ex(Hn, Xp), dev)
+    (Xb, info), t_ours = timed(lambda: LA.solve_ex(Hn, Xp), dev)
     Xb_ref, t_ref = timed(lambda: torch.linalg.solve(Hn, Xp), dev)
     back = Xb[:, :2] / Xb[:, 2:]
     transfer = (back - X[:, :2]).norm(dim=1).amax(-1)  # pixels

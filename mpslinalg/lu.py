@@ -56,11 +56,12 @@ from dataclasses import dataclass, field
 
 import torch
 
+from . import small
+from .kernels import backend_for, kernel_name, load_library
 from .oplayer import checks as E
 from .oplayer import defop
 from .oplayer import derivatives as D
 from .oplayer import functorch_active as _functorch
-from .kernels import backend_for, kernel_name, load_library
 
 __all__ = [
     "TUNING",
@@ -868,17 +869,9 @@ _slogdet_op = defop("slogdet", impl=_slogdet_op_impl, fake=_slogdet_op_fake, set
 # --------------------------------------------------------------------------------------------------
 
 
-def _small():
-    try:
-        from . import small
-    except ImportError:  # pragma: no cover - the small family ships with the package
-        return None
-    return small
-
-
 def _use_small(A: torch.Tensor) -> bool:
     # under torch.func transforms and on meta tensors the LU path serves n <= 4 too (it supports them)
-    return 0 < A.shape[-1] <= 4 and not _functorch() and A.device.type != "meta" and _small() is not None
+    return 0 < A.shape[-1] <= 4 and not _functorch() and A.device.type != "meta"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -1095,18 +1088,6 @@ def solve_ex(A: torch.Tensor, B: torch.Tensor, *, left: bool = True, check_error
     return E.store(op, out, (X, info), A, B, kind=_RT.linalg_solve_ex)
 
 
-def _info_of_A(info: torch.Tensor, a_batch: torch.Size) -> torch.Tensor:
-    """``info`` over the broadcast batch of ``A`` and ``B`` -> over ``A``'s batch (torch's shape).
-
-    ``info`` depends on ``A`` alone, so the copies along broadcast dimensions are equal: take the
-    first (views only, no host sync)."""
-    info = info[(0,) * (info.ndim - len(a_batch))]
-    for d, size in enumerate(a_batch):
-        if size == 1 and info.shape[d] != 1:
-            info = info.narrow(d, 0, 1)
-    return info
-
-
 def _solve_checked(op: str, A: torch.Tensor, B: torch.Tensor, left: bool):
     E.check_bool(op, "left", left)
     E.check_matrix(op, "A", A, square=True)
@@ -1126,8 +1107,7 @@ def _solve_checked(op: str, A: torch.Tensor, B: torch.Tensor, left: bool):
     E.check_rhs(op, A, B2, left=left)
     E.broadcast_batch(op, ("A", "B"), A, B2)
     if _use_small(A):
-        X, info = _small().solve_ex(A, B2, left=left)
-        info = _info_of_A(info, A.shape[:-2])
+        X, info = small.solve_ex_op(A, B2, left)  # info of A's batch, as torch's
     else:
         X, info = _solve_ex_op(A, B2, left)
     return (X.squeeze(-1) if vec else X), info
@@ -1197,7 +1177,7 @@ def inv_ex(A: torch.Tensor, *, check_errors: bool = False, out=None):
     E.check_bool(op, "check_errors", check_errors)
     E.check_matrix(op, "A", A, square=True)
     if _use_small(A):
-        X, info = _small().inv_ex(A)
+        X, info = small.inv_ex_op(A)
     else:
         X, info = _inv_ex_op(A)
     if check_errors:
@@ -1233,7 +1213,7 @@ def inv(A: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
     op = "linalg.inv"
     E.check_matrix(op, "A", A, square=True)
     if _use_small(A):
-        X, info = _small().inv_ex(A)
+        X, info = small.inv_ex_op(A)
     else:
         X, info = _inv_ex_op(A)
     E.raise_for_info(op, info, "The diagonal element {info} is zero, the inversion could not be "
@@ -1268,7 +1248,7 @@ def det(A: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
     if A.shape[-1] == 0:
         d = torch.ones(A.shape[:-2], dtype=A.dtype, device=A.device)
     elif _use_small(A):
-        d = _small().det(A)
+        d = small.det_op(A)
     else:
         d = _det_op(A)[0]
     return E.store(op, out, d, A)
@@ -1304,7 +1284,7 @@ def slogdet(A: torch.Tensor, *, out=None):
         s = torch.ones(A.shape[:-2], dtype=A.dtype, device=A.device)
         la = torch.zeros(A.shape[:-2], dtype=real, device=A.device)
     elif _use_small(A):
-        s, la = _small().slogdet(A)
+        s, la = small.slogdet_op(A)
     else:
         s, la = _slogdet_op(A)[:2]
     return E.store(op, out, (s, la), A, kind=_RT.linalg_slogdet)

@@ -48,12 +48,13 @@ from collections.abc import Callable
 
 import torch
 
-from .kernels import backend_for, load_library, small_c, small_triton
+from .kernels import backend_for, kernel_name, load_library, small_c, small_triton
 from .kernels.codegen import warn_once
 from .oplayer import checks as E
-from .oplayer.op import functorch_active, needs_custom_op
+from .oplayer import defop, functorch_active
+from .oplayer import derivatives as D
 
-__all__ = ["adjugate", "det", "inv_ex", "set_compile", "slogdet", "solve_ex"]
+__all__ = ["adjugate", "det_op", "inv_ex_op", "set_compile", "slogdet_op", "solve_ex_op"]
 
 #: Largest matrix order served by this family.
 MAX_N = 4
@@ -794,12 +795,12 @@ def _run_program(name: str, *args: torch.Tensor):
 # ---------------------------------------------------------------------------------------------
 
 _GROUP = 64  # threads per threadgroup of the Metal kernels (one matrix per thread)
-_KTAG = {torch.float32: "float", torch.complex64: "cfloat"}
+_KERNEL_DTYPES = (torch.float32, torch.complex64)
 
 
 def _use_kernels(A: torch.Tensor) -> bool:
     b = backend_for(A.device)
-    return b in ("metal", "emulator") and A.dtype in _KTAG and not functorch_active()
+    return b in ("metal", "emulator") and A.dtype in _KERNEL_DTYPES and not functorch_active()
 
 
 def _padded(batch: int) -> int:
@@ -807,38 +808,35 @@ def _padded(batch: int) -> int:
     return -(-batch // _GROUP) * _GROUP
 
 
-def _kernel_inv(A3: torch.Tensor):
-    n = A3.shape[-1]
-    batch = A3.shape[0]
+def _kernel_inv(A3: torch.Tensor, **launch):
+    """Kernel ``small_inv`` on contiguous (B, n, n) ``A3``. ``launch``: emulator-only keywords
+    (``order``, ``seed``, ...) for the kernel tests, which go through this call site."""
+    n, batch = A3.shape[-1], A3.shape[0]
     X = torch.empty_like(A3)
     info = torch.empty(batch, dtype=torch.int32, device=A3.device)
-    lib = load_library("small", A3.device)
-    getattr(lib, f"small_inv_{_KTAG[A3.dtype]}_{n}")(A3, X, info, batch, threads=_padded(batch),
-                                                     group_size=_GROUP)
+    kern = getattr(load_library("small", A3.device), kernel_name("small_inv", A3.dtype, n))
+    kern(A3, X, info, batch, threads=_padded(batch), group_size=_GROUP, **launch)
     return X, info
 
 
-def _kernel_det_parts(A3: torch.Tensor):
-    n = A3.shape[-1]
-    batch = A3.shape[0]
+def _kernel_det_parts(A3: torch.Tensor, **launch):
+    """Kernel ``small_det`` (see :func:`_kernel_inv`)."""
+    n, batch = A3.shape[-1], A3.shape[0]
     mant = torch.empty(batch, dtype=A3.dtype, device=A3.device)
     expo = torch.empty(batch, dtype=torch.int32, device=A3.device)
     info = torch.empty(batch, dtype=torch.int32, device=A3.device)
-    lib = load_library("small", A3.device)
-    getattr(lib, f"small_det_{_KTAG[A3.dtype]}_{n}")(A3, mant, expo, info, batch, threads=_padded(batch),
-                                                     group_size=_GROUP)
+    kern = getattr(load_library("small", A3.device), kernel_name("small_det", A3.dtype, n))
+    kern(A3, mant, expo, info, batch, threads=_padded(batch), group_size=_GROUP, **launch)
     return mant, expo, info
 
 
-def _kernel_solve(A3: torch.Tensor, B3: torch.Tensor):
-    n = A3.shape[-1]
-    batch, k = A3.shape[0], B3.shape[-1]
+def _kernel_solve(A3: torch.Tensor, B3: torch.Tensor, **launch):
+    """Kernel ``small_solve`` on (B, n, n) ``A3`` and (B, n, k) ``B3`` (see :func:`_kernel_inv`)."""
+    n, batch, k = A3.shape[-1], A3.shape[0], B3.shape[-1]
     X = torch.empty_like(B3)
     info = torch.empty(batch, dtype=torch.int32, device=A3.device)
-    lib = load_library("small", A3.device)
-    threads = batch * max(k, 1)
-    getattr(lib, f"small_solve_{_KTAG[A3.dtype]}_{n}")(A3, B3, X, info, batch, k, threads=threads,
-                                                       group_size=_GROUP)
+    kern = getattr(load_library("small", A3.device), kernel_name("small_solve", A3.dtype, n))
+    kern(A3, B3, X, info, batch, k, threads=batch * max(k, 1), group_size=_GROUP, **launch)
     return X, info
 
 
@@ -848,13 +846,6 @@ def _resolved3(A: torch.Tensor) -> torch.Tensor:
     for d in A.shape[:-2]:
         batch *= d
     return A.resolve_conj().resolve_neg().reshape(batch, A.shape[-2], A.shape[-1]).contiguous()
-
-
-def _check_small(op: str, A: torch.Tensor) -> None:
-    E.check_matrix(op, "A", A, square=True)
-    if A.shape[-1] > MAX_N:
-        raise E.ShapeError(f"{op}: the small-matrix path serves n <= {MAX_N}, got n = {A.shape[-1]} "
-                           f"(shape {tuple(A.shape)}); use the general LU path")
 
 
 def _inv_impl(A: torch.Tensor):
@@ -937,44 +928,27 @@ def _info_of_a(info: torch.Tensor, a_batch: torch.Size) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------------------------------------
-# Custom ops with autograd (formulas of PyTorch's FunctionsManual.cpp; backward uses our own ops)
+# Op declarations (the implementation behind mpslinalg.inv/inv_ex/det/slogdet/solve/solve_ex for
+# n <= 4: those public ops check the inputs once and route here; derivatives are the shared
+# formulas of mpslinalg.oplayer.derivatives, det's from the cofactor adjugate)
 # ---------------------------------------------------------------------------------------------
 
 
-@torch.library.custom_op("mpslinalg::small_inv_ex", mutates_args=())
-def _inv_ex_op(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    return _inv_impl(A)
-
-
-@_inv_ex_op.register_fake
-def _(A):
+def _inv_ex_fake(A):
     return (torch.empty_like(A, memory_format=torch.contiguous_format),
             A.new_empty(A.shape[:-2], dtype=torch.int32))
 
 
-def _inv_setup(ctx, inputs, output):
-    ctx.save_for_backward(output[0])
+def _inv_ex(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return _inv_impl(A)
 
 
-def _inv_backward(ctx, gX, ginfo):
-    (X,) = ctx.saved_tensors
-    if gX is None:
-        return None
-    XH = X.mH
-    return -(XH @ gX @ XH)
+#: ``A -> (A⁻¹, info)`` for ``n <= 4`` (no checks: the public ``inv``/``inv_ex`` check).
+inv_ex_op = defop("small_inv_ex", impl=_inv_ex, fake=_inv_ex_fake, **D.inv_rules())
 
 
-_inv_ex_op.register_autograd(_inv_backward, setup_context=_inv_setup)
-
-
-@torch.library.custom_op("mpslinalg::small_det", mutates_args=())
-def _det_op(A: torch.Tensor) -> torch.Tensor:
+def _det(A: torch.Tensor) -> torch.Tensor:
     return _det_impl(A)
-
-
-@_det_op.register_fake
-def _(A):
-    return A.new_empty(A.shape[:-2])
 
 
 def _det_setup(ctx, inputs, output):
@@ -982,21 +956,27 @@ def _det_setup(ctx, inputs, output):
 
 
 def _det_backward(ctx, g):
+    # d det = tr(adj(A) dA): grad = g * adj(A)^H (= g conj(det) A^{-H}), exact for singular A too,
+    # and a polynomial in A, so differentiable to any order
     (A,) = ctx.saved_tensors
-    # d det = tr(adj(A) dA): grad = g * adj(A)^H (= g conj(det) A^{-H}), valid for singular A too
-    return g.unsqueeze(-1).unsqueeze(-1) * adjugate(A).mH
+    return g[..., None, None] * adjugate(A).mH
 
 
-_det_op.register_autograd(_det_backward, setup_context=_det_setup)
+def _det_jvp(inputs, outputs, tangents):
+    (A,), (dA,) = inputs, tangents
+    return ((adjugate(A) * D.or_zeros(dA, A).mT).sum((-2, -1)),)
 
 
-@torch.library.custom_op("mpslinalg::small_slogdet", mutates_args=())
-def _slogdet_op(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+#: ``A -> det(A)`` for ``n <= 4``.
+det_op = defop("small_det", impl=_det, fake=lambda A: A.new_empty(A.shape[:-2]), setup=_det_setup,
+               backward=_det_backward, jvp=_det_jvp)
+
+
+def _slogdet(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return _slogdet_impl(A)
 
 
-@_slogdet_op.register_fake
-def _(A):
+def _slogdet_fake(A):
     return A.new_empty(A.shape[:-2]), A.new_empty(A.shape[:-2], dtype=_real_dtype(A.dtype))
 
 
@@ -1006,63 +986,33 @@ def _slogdet_setup(ctx, inputs, output):
 
 def _slogdet_backward(ctx, gsign, glogabs):
     A, sign = ctx.saved_tensors
-    # PyTorch's slogdet_backward: g = glogabs (- i Im(conj(gsign) sign) for complex); grad = g A^{-H}
-    if A.is_complex():
-        g = torch.zeros_like(sign) if glogabs is None else glogabs.to(A.dtype)
-        if gsign is not None:
-            g = g - 1j * torch.imag(gsign.conj() * sign)
-    else:
-        if glogabs is None:
-            return None
-        g = glogabs
-    Ainv, _ = _inv_ex_op(A)
-    return g.unsqueeze(-1).unsqueeze(-1) * Ainv.mH
+    g = D.slogdet_cotangent(A, sign, gsign, glogabs)
+    return g[..., None, None] * inv_ex_op(A)[0].mH
 
 
-_slogdet_op.register_autograd(_slogdet_backward, setup_context=_slogdet_setup)
+def _slogdet_jvp(inputs, outputs, tangents):
+    (A,), (sign, logabs), (dA,) = inputs, outputs, tangents
+    t = (inv_ex_op(A)[0] * D.or_zeros(dA, A).mT).sum((-2, -1))  # tr(A⁻¹ dA)
+    return D.slogdet_jvp(t, sign, logabs, A.is_complex())
 
 
-@torch.library.custom_op("mpslinalg::small_solve_ex", mutates_args=())
-def _solve_ex_op(A: torch.Tensor, B: torch.Tensor, left: bool) -> tuple[torch.Tensor, torch.Tensor]:
+#: ``A -> (sign, logabsdet)`` for ``n <= 4``.
+slogdet_op = defop("small_slogdet", impl=_slogdet, fake=_slogdet_fake, setup=_slogdet_setup,
+                   backward=_slogdet_backward, jvp=_slogdet_jvp)
+
+
+def _solve_ex(A: torch.Tensor, B: torch.Tensor, left: bool) -> tuple[torch.Tensor, torch.Tensor]:
     return _solve_impl(A, B, left)
 
 
-@_solve_ex_op.register_fake
-def _(A, B, left):
+def _solve_ex_fake(A, B, left):
     batch = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
     return B.new_empty(*batch, B.shape[-2], B.shape[-1]), A.new_empty(A.shape[:-2], dtype=torch.int32)
 
 
-def _solve_setup(ctx, inputs, output):
-    A, B, left = inputs
-    ctx.left = left
-    ctx.b_shape = B.shape
-    ctx.save_for_backward(A, output[0])
-
-
-def _sum_to(x: torch.Tensor, shape: torch.Size) -> torch.Tensor:
-    """Reduce broadcast batch dimensions of ``x`` back to ``shape``."""
-    if x.shape == shape:
-        return x
-    lead = x.ndim - len(shape)
-    x = x.sum(dim=tuple(range(lead))) if lead > 0 else x
-    dims = tuple(i for i, (a, b) in enumerate(zip(x.shape, shape)) if b == 1 and a != 1)
-    return x.sum(dim=dims, keepdim=True) if dims else x
-
-
-def _solve_backward(ctx, gX, ginfo):
-    A, X = ctx.saved_tensors
-    if gX is None:
-        return None, None, None
-    left = ctx.left
-    # left:  X = A^{-1} B -> gB = A^{-H} gX, gA = -gB X^H
-    # right: X = B A^{-1} -> gB = gX A^{-H}, gA = -X^H gB
-    gB, _ = _solve_ex_op(A.mH, gX, left)
-    gA = -(gB @ X.mH) if left else -(X.mH @ gB)
-    return _sum_to(gA, A.shape), _sum_to(gB, ctx.b_shape), None
-
-
-_solve_ex_op.register_autograd(_solve_backward, setup_context=_solve_setup)
+#: ``(A, B, left) -> (X, info)`` for ``n <= 4``, ``B`` a matrix (``info`` of ``A``'s batch).
+solve_ex_op = defop("small_solve_ex", impl=_solve_ex, fake=_solve_ex_fake,
+                    **D.solve_rules(lambda A, B, left: solve_ex_op(A, B, left)[0]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1117,149 +1067,3 @@ def adjugate(A: torch.Tensor) -> torch.Tensor:
         cof_rows.append(torch.stack(row, dim=-1))
     cof = torch.stack(cof_rows, dim=-2)
     return cof.mT
-
-
-# ---------------------------------------------------------------------------------------------
-# Public functions of the family (checked inputs; the LU family routes n <= 4 here)
-# ---------------------------------------------------------------------------------------------
-
-
-def _needs_op(*tensors: torch.Tensor) -> bool:
-    """The custom op where :func:`mpslinalg._func.needs_custom_op` says so. Under torch.func
-    transforms (vmap, grad, jacrev), which custom-op autograd does not support, the implementation
-    runs the program in differentiable torch ops instead (see :func:`mpslinalg._func.functorch_active`)."""
-    return not functorch_active() and needs_custom_op(*tensors)
-
-
-def inv_ex(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Inverses of a batch of square matrices with ``n <= 4``, and LAPACK's ``info``.
-
-    Parameters
-    ----------
-    A : torch.Tensor
-        Shape ``(*, n, n)`` with ``n <= 4``; float32/complex64 on every device, float64/complex128
-        on CPU/CUDA. Not modified; conjugate views and non-contiguous inputs are fine.
-
-    Returns
-    -------
-    inv : torch.Tensor
-        Shape ``(*, n, n)``, dtype of ``A``. Where ``info > 0`` the values are Inf/NaN, as LAPACK's
-        ``getri`` would not have produced them.
-    info : torch.Tensor
-        int32, shape ``(*)``: the 1-based index of the first exactly-zero pivot of the
-        partial-pivoted elimination of the equilibrated matrix, or 0. No host synchronisation.
-
-    Raises
-    ------
-    ValueError
-        If ``n > 4`` or ``A`` is not a batch of square matrices.
-
-    Examples
-    --------
-    >>> import torch
-    >>> from mpslinalg import small
-    >>> X, info = small.inv_ex(torch.tensor([[4.0, 7.0], [2.0, 6.0]]))
-    >>> X
-    tensor([[ 0.6000, -0.7000],
-            [-0.2000,  0.4000]])
-    >>> info
-    tensor(0, dtype=torch.int32)
-    """
-    _check_small("inv_ex", A)
-    return _inv_ex_op(A) if _needs_op(A) else _inv_impl(A)
-
-
-def det(A: torch.Tensor) -> torch.Tensor:
-    """Determinants of a batch of square matrices with ``n <= 4``.
-
-    Computed from the equilibrated pivoted factorisation (``n = 2``: doubled-precision ``ad − bc``)
-    with the powers of two kept apart, so the result overflows or underflows only if the true
-    determinant does. Differentiable (also at singular matrices: the gradient is ``adj(A)^H``).
-
-    Parameters
-    ----------
-    A : torch.Tensor
-        Shape ``(*, n, n)``, ``n <= 4``.
-
-    Returns
-    -------
-    torch.Tensor
-        Shape ``(*)``, dtype of ``A``.
-
-    Examples
-    --------
-    >>> import torch
-    >>> from mpslinalg import small
-    >>> small.det(torch.tensor([[1.0, 2.0], [3.0, 4.0]]))
-    tensor(-2.)
-    """
-    _check_small("det", A)
-    return _det_op(A) if _needs_op(A) else _det_impl(A)
-
-
-def slogdet(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sign (phase) and log of the absolute value of the determinant, ``n <= 4``.
-
-    Entries near 1e±30 work: the determinant's power of two is carried as an integer.
-
-    Parameters
-    ----------
-    A : torch.Tensor
-        Shape ``(*, n, n)``, ``n <= 4``.
-
-    Returns
-    -------
-    sign : torch.Tensor
-        Shape ``(*)``, dtype of ``A`` (``det/|det|``; 0 for singular matrices).
-    logabsdet : torch.Tensor
-        Shape ``(*)``, real dtype (``-inf`` for singular matrices).
-
-    Examples
-    --------
-    >>> import torch
-    >>> from mpslinalg import small
-    >>> sign, logabs = small.slogdet(1e30 * torch.eye(4))
-    >>> sign, logabs
-    (tensor(1.), tensor(276.3102))
-    """
-    _check_small("slogdet", A)
-    return _slogdet_op(A) if _needs_op(A) else _slogdet_impl(A)
-
-
-def solve_ex(A: torch.Tensor, B: torch.Tensor, *, left: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-    """Solve ``A X = B`` (``left=True``) or ``X A = B`` for square ``A`` with ``n <= 4``.
-
-    Equilibrated Gaussian elimination with partial pivoting (backward stable).
-
-    Parameters
-    ----------
-    A : torch.Tensor
-        Shape ``(*, n, n)``, ``n <= 4``.
-    B : torch.Tensor
-        Shape ``(*, n, k)`` (``left=True``) or ``(*, k, n)``; batch dimensions broadcast with ``A``'s;
-        same dtype and device as ``A``.
-    left : bool
-        Which side ``A`` is on.
-
-    Returns
-    -------
-    X : torch.Tensor
-        Shape of ``B`` broadcast to the common batch shape.
-    info : torch.Tensor
-        int32 of ``A``'s batch shape (as ``torch.linalg.solve_ex``): first exactly-zero pivot
-        (1-based) or 0.
-
-    Examples
-    --------
-    >>> import torch
-    >>> from mpslinalg import small
-    >>> X, info = small.solve_ex(torch.tensor([[2.0, 0.0], [0.0, 4.0]]), torch.ones(2, 1))
-    >>> X.flatten()
-    tensor([0.5000, 0.2500])
-    """
-    _check_small("solve_ex", A)
-    E.check_matrix("solve_ex", "B", B)
-    E.check_same("solve_ex", ("A", "B"), A, B)
-    E.check_rhs("solve_ex", A, B, left=left)
-    return _solve_ex_op(A, B, left) if _needs_op(A, B) else _solve_impl(A, B, left)
-

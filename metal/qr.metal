@@ -1,0 +1,318 @@
+// qr.metal - kernels of the QR family (mpslinalg/qr.py), float32 and complex64 (float2).
+//
+// Two kernels; everything else of blocked Householder QR (the block reflector applied by larfb,
+// the thin Q of orgqr, ormqr) is matrix products issued from Python (DESIGN sec. 6):
+//
+//   qr_small_{f32,c64}  geqr2 of whole M x N matrices (M, N <= 64, M*N*sizeof(T) <= 32 KiB) in
+//                       threadgroup memory; one simdgroup (32 threads) per matrix;
+//   qr_panel_{f32,c64}  geqr2 of the panel rows [o, M) x columns [o, o+w) (w <= 32) of every matrix
+//                       in device memory, plus the w x w triangular factor T of its compact WY form
+//                       H_o ... H_{o+w-1} = I - V T V^H (LAPACK larft, forward, columnwise);
+//                       one threadgroup of 256 threads per matrix.
+//
+// LAPACK semantics, exactly (geqr2 / larfg / larft):
+//   * larfg of [alpha; x]: xnorm = ||x||; if xnorm == 0 and Im(alpha) == 0 then tau = 0, nothing is
+//     written (H = I, beta = alpha); else beta = -sign(Re alpha) * ||[alpha; x]|| (real),
+//     tau = (beta - alpha) / beta, x <- x / (alpha - beta), alpha <- beta;
+//   * H^H = I - conj(tau) v v^H is applied to the columns to the right (zlarf with conj(tau));
+//   * norms are scaled by the largest magnitude first, so 1e-30 or 1e30 columns neither underflow
+//     nor overflow in float32 (LAPACK's nrm2 does the same by other means).
+//
+// Layout: A is a contiguous [batch, M, N] row-major buffer (the Python side passes resolved,
+// contiguous tensors: Metal ignores strides and conjugate bits); tau is [batch, K] with
+// K = min(M, N); T is [batch, w, w], zero-initialised by the caller. Sizes arrive as 8-byte longs.
+#include <metal_stdlib>
+#include "complex.h"
+using namespace metal;
+
+// Largest tile of qr_small in elements (32 KiB of complex64, 16 KiB of float32).
+constant constexpr int QR_SMALL_ELEMS = 4096;
+// Threads per threadgroup of qr_panel, its simdgroups, and the widest panel.
+constant constexpr int QR_PANEL_THREADS = 256;
+constant constexpr int QR_PANEL_SIMDS = QR_PANEL_THREADS / 32;
+constant constexpr int QR_PANEL_MAX_W = 32;
+
+// ---- element helpers, overloaded for float (real) and float2 (complex) ------------------------
+
+inline float qr_conj(float a) { return a; }
+inline float2 qr_conj(float2 a) { return cconj(a); }
+inline float qr_mul(float a, float b) { return a * b; }
+inline float2 qr_mul(float2 a, float2 b) { return cmul(a, b); }
+inline float qr_div(float a, float b) { return a / b; }
+inline float2 qr_div(float2 a, float2 b) { return cdiv(a, b); }
+inline float qr_re(float a) { return a; }
+inline float qr_re(float2 a) { return a.x; }
+inline float qr_im(float a) { return 0.0f; }
+inline float qr_im(float2 a) { return a.y; }
+inline float qr_abs(float a) { return fabs(a); }
+inline float qr_abs(float2 a) { return cmodulus(a); }
+// |a / s|^2 for a scale s > 0 (the scaled sum of squares of a norm).
+inline float qr_sq(float a, float s) { const float t = a / s; return t * t; }
+inline float qr_sq(float2 a, float s) { const float x = a.x / s, y = a.y / s; return x * x + y * y; }
+inline float qr_simd_sum(float a) { return simd_sum(a); }
+inline float2 qr_simd_sum(float2 a) { return float2(simd_sum(a.x), simd_sum(a.y)); }
+template <typename T> inline T qr_real(float a);
+template <> inline float qr_real<float>(float a) { return a; }
+template <> inline float2 qr_real<float2>(float a) { return float2(a, 0.0f); }
+template <typename T> inline T qr_zero() { return qr_real<T>(0.0f); }
+
+// sqrt(a^2 + b^2 + c^2) without overflow or underflow (LAPACK lapy3).
+inline float qr_lapy3(float a, float b, float c) {
+  const float x = fabs(a), y = fabs(b), z = fabs(c);
+  const float w = max(x, max(y, z));
+  if (w == 0.0f || isinf(w)) {
+    return x + y + z;
+  }
+  const float p = x / w, q = y / w, r = z / w;
+  return w * sqrt(p * p + q * q + r * r);
+}
+
+// The reflector of [alpha; x] from the column's norm (larfg, see the header). Every thread of the
+// group computes the same values (uniform control flow).
+template <typename T>
+struct QrReflector {
+  bool skip;  // tau = 0, H = I: nothing is written
+  T beta;     // real
+  T tau;
+  T denom;    // alpha - beta: x <- x / denom
+};
+
+template <typename T>
+inline QrReflector<T> qr_larfg(T alpha, float xnorm) {
+  QrReflector<T> h;
+  h.skip = xnorm == 0.0f && qr_im(alpha) == 0.0f;
+  const float ar = qr_re(alpha);
+  const float mag = qr_lapy3(ar, qr_im(alpha), xnorm);
+  const float b = ar >= 0.0f ? -mag : mag;
+  h.beta = qr_real<T>(b);
+  h.tau = h.skip ? qr_zero<T>() : qr_div(h.beta - alpha, h.beta);
+  h.denom = alpha - h.beta;
+  return h;
+}
+
+// ---- qr_small ------------------------------------------------------------------------------------
+//
+// Whole-matrix geqr2 in threadgroup memory. Grid: threads = batch * 32, group_size = 32 (one
+// simdgroup per matrix). Column j: the norm of the subdiagonal by two simd reductions (largest
+// magnitude, then the scaled sum of squares), larfg, x scaled by lanes over rows; then each lane
+// applies H^H to its own columns (w_c = v^H a_c, a_c -= conj(tau) v w_c), so no two lanes write
+// the same element.
+template <typename T>
+[[max_total_threads_per_threadgroup(32)]]  // the host launches one simdgroup per matrix
+kernel void qr_small(device T* A [[buffer(0)]],
+                     device T* tau [[buffer(1)]],
+                     constant long& M [[buffer(2)]],
+                     constant long& N [[buffer(3)]],
+                     uint tid [[thread_index_in_threadgroup]],
+                     uint b [[threadgroup_position_in_grid]]) {
+  threadgroup T s[QR_SMALL_ELEMS];
+  const int m = (int)M;
+  const int n = (int)N;
+  const int k = min(m, n);
+  const int t0 = (int)tid;
+  device T* a = A + (long)b * M * N;
+  for (int t = t0; t < m * n; t += 32) {
+    s[t] = a[t];
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  for (int j = 0; j < k; ++j) {
+    float big = 0.0f;
+    for (int r = j + 1 + t0; r < m; r += 32) {
+      big = max(big, qr_abs(s[r * n + j]));
+    }
+    big = simd_max(big);
+    float ss = 0.0f;
+    if (big > 0.0f && !isinf(big)) {
+      for (int r = j + 1 + t0; r < m; r += 32) {
+        ss += qr_sq(s[r * n + j], big);
+      }
+    }
+    ss = simd_sum(ss);
+    const float xnorm = isinf(big) ? big : big * sqrt(ss);
+    const T alpha = s[j * n + j];
+    const QrReflector<T> h = qr_larfg<T>(alpha, xnorm);
+    threadgroup_barrier(mem_flags::mem_threadgroup);  // alpha read by all before it is replaced
+    if (!h.skip) {
+      for (int r = j + 1 + t0; r < m; r += 32) {
+        s[r * n + j] = qr_div(s[r * n + j], h.denom);
+      }
+      if (t0 == 0) {
+        s[j * n + j] = h.beta;
+      }
+    }
+    if (t0 == 0) {
+      tau[(long)b * k + j] = h.tau;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (!h.skip) {
+      const T ct = qr_conj(h.tau);
+      for (int c = j + 1 + t0; c < n; c += 32) {
+        T w = s[j * n + c];
+        for (int r = j + 1; r < m; ++r) {
+          w += qr_mul(qr_conj(s[r * n + j]), s[r * n + c]);
+        }
+        const T f = qr_mul(ct, w);
+        s[j * n + c] -= f;
+        for (int r = j + 1; r < m; ++r) {
+          s[r * n + c] -= qr_mul(s[r * n + j], f);
+        }
+      }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+  }
+  for (int t = t0; t < m * n; t += 32) {
+    a[t] = s[t];
+  }
+}
+
+// ---- qr_panel ------------------------------------------------------------------------------------
+//
+// geqr2 of the panel rows [o, M) x columns [o, o+w) of every matrix, in device memory, and its T.
+// Grid: threads = batch * 256, group_size = 256. For column j (global column o+j, rows from
+// rj = o+j): the norm of the subdiagonal (two reductions over the group), larfg, x scaled; then
+// one pass over the rows computes d_c = v^H a_c for every other panel column c: for c > j that
+// is larfb's w_c (then a_c -= conj(tau) v d_c), for c < j it is conj(V_c^H v) - exactly what
+// larft needs for column j of T: T[i][j] = -tau T[i][i:j] conj(d[i:j]), T[j][j] = tau. Row i of
+// T is written only by thread i (at every step), so it needs no barrier of its own.
+
+// Sum of one float/float2 per thread over the group (all threads get the total).
+template <typename T>
+inline T qr_group_sum(T v, threadgroup T* part, uint tid) {
+  v = qr_simd_sum(v);
+  if (tid % 32 == 0) {
+    part[tid / 32] = v;
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  T total = part[0];
+  for (int i = 1; i < QR_PANEL_SIMDS; ++i) {
+    total += part[i];
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);  // part reusable
+  return total;
+}
+
+template <typename T>
+[[max_total_threads_per_threadgroup(256)]]
+kernel void qr_panel(device T* A [[buffer(0)]],
+                     device T* tau [[buffer(1)]],
+                     device T* Tf [[buffer(2)]],
+                     constant long& M [[buffer(3)]],
+                     constant long& N [[buffer(4)]],
+                     constant long& K [[buffer(5)]],
+                     constant long& o [[buffer(6)]],
+                     constant long& w [[buffer(7)]],
+                     uint tid [[thread_index_in_threadgroup]],
+                     uint b [[threadgroup_position_in_grid]]) {
+  threadgroup float fpart[QR_PANEL_SIMDS];
+  threadgroup T dpart[QR_PANEL_SIMDS * QR_PANEL_MAX_W];
+  threadgroup T d[QR_PANEL_MAX_W];
+  device T* a = A + (long)b * M * N;
+  device T* tf = Tf + (long)b * w * w;
+  const int ww = (int)w;
+  const long kl = min(M - o, w);
+  const uint lane = tid % 32, sg = tid / 32;
+  for (long j = 0; j < kl; ++j) {
+    const long col = o + j;
+    // 1. norm of the subdiagonal: the largest magnitude, then the scaled sum of squares
+    float big = 0.0f;
+    for (long r = col + 1 + tid; r < M; r += QR_PANEL_THREADS) {
+      big = max(big, qr_abs(a[r * N + col]));
+    }
+    big = simd_max(big);
+    if (lane == 0) {
+      fpart[sg] = big;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    big = fpart[0];
+    for (int i = 1; i < QR_PANEL_SIMDS; ++i) {
+      big = max(big, fpart[i]);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float ss = 0.0f;
+    if (big > 0.0f && !isinf(big)) {
+      for (long r = col + 1 + tid; r < M; r += QR_PANEL_THREADS) {
+        ss += qr_sq(a[r * N + col], big);
+      }
+    }
+    ss = qr_group_sum(ss, fpart, tid);
+    const float xnorm = isinf(big) ? big : big * sqrt(ss);
+    const T alpha = a[col * N + col];
+    const QrReflector<T> h = qr_larfg<T>(alpha, xnorm);
+    threadgroup_barrier(mem_flags::mem_device);  // alpha read by all before it is replaced
+    // 2. v = x / (alpha - beta), R's diagonal entry, tau
+    if (!h.skip) {
+      for (long r = col + 1 + tid; r < M; r += QR_PANEL_THREADS) {
+        a[r * N + col] = qr_div(a[r * N + col], h.denom);
+      }
+    }
+    if (tid == 0) {
+      if (!h.skip) {
+        a[col * N + col] = h.beta;
+      }
+      tau[(long)b * K + col] = h.tau;
+    }
+    threadgroup_barrier(mem_flags::mem_device);
+    // 3. d_c = v^H a_c for every panel column c != j (v_rj = 1 implied)
+    T acc[QR_PANEL_MAX_W];
+    for (int c = 0; c < ww; ++c) {
+      acc[c] = qr_zero<T>();
+    }
+    for (long r = col + tid; r < M; r += QR_PANEL_THREADS) {
+      const T vr = r == col ? qr_real<T>(1.0f) : a[r * N + col];
+      const T cv = qr_conj(vr);
+      for (int c = 0; c < ww; ++c) {
+        // rows r >= col of a column c < j hold its reflector (below its diagonal): read as is;
+        // row col of column c < j is an entry of V_c too (col > o + c)
+        if (c != (int)j) {
+          acc[c] += qr_mul(cv, a[r * N + o + c]);
+        }
+      }
+    }
+    for (int c = 0; c < ww; ++c) {
+      const T sc = qr_simd_sum(acc[c]);
+      if (lane == 0) {
+        dpart[sg * QR_PANEL_MAX_W + c] = sc;
+      }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if ((int)tid < ww) {
+      T total = dpart[tid];
+      for (int i = 1; i < QR_PANEL_SIMDS; ++i) {
+        total += dpart[i * QR_PANEL_MAX_W + tid];
+      }
+      d[tid] = total;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    // 4. trailing panel columns: a_c -= conj(tau) v d_c (c > j); column j of T
+    if (!h.skip) {
+      const T ct = qr_conj(h.tau);
+      for (long r = col + tid; r < M; r += QR_PANEL_THREADS) {
+        const T vr = r == col ? qr_real<T>(1.0f) : a[r * N + col];
+        for (int c = (int)j + 1; c < ww; ++c) {
+          a[r * N + o + c] -= qr_mul(vr, qr_mul(ct, d[c]));
+        }
+      }
+    }
+    if ((long)tid < j) {
+      T sum = qr_zero<T>();
+      for (long l = tid; l < j; ++l) {
+        sum += qr_mul(tf[tid * w + l], qr_conj(d[l]));
+      }
+      tf[tid * w + j] = -qr_mul(h.tau, sum);
+    } else if ((long)tid == j) {
+      tf[j * w + j] = h.tau;
+    }
+    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
+  }
+}
+
+template [[host_name("qr_small_f32")]] kernel void qr_small<float>(
+    device float*, device float*, constant long&, constant long&, uint, uint);
+template [[host_name("qr_small_c64")]] kernel void qr_small<float2>(
+    device float2*, device float2*, constant long&, constant long&, uint, uint);
+template [[host_name("qr_panel_f32")]] kernel void qr_panel<float>(
+    device float*, device float*, device float*, constant long&, constant long&, constant long&,
+    constant long&, constant long&, uint, uint);
+template [[host_name("qr_panel_c64")]] kernel void qr_panel<float2>(
+    device float2*, device float2*, device float2*, constant long&, constant long&, constant long&,
+    constant long&, constant long&, uint, uint);

@@ -77,7 +77,7 @@ def _small_cases(device, quick):
     lib = load_library("small", device)
     group = 64  # mpslinalg.small._GROUP: the host launches groups of this size
     threads = -(-batch // group) * group
-    for dtype, tag in ((torch.float32, "float"), (torch.complex64, "cfloat")):
+    for dtype, tag in ((torch.float32, "f32"), (torch.complex64, "c64")):  # kernel_name() tags
         for n in (1, 2, 3, 4):
             A = _randn((batch, n, n), dtype, device, n)
             X = torch.empty_like(A)

@@ -1,7 +1,7 @@
 // small.metal - inverses, determinants and solves of batches of nxn matrices, n = 1...4.
 //
 // One thread per matrix (per matrix and right-hand-side column for solves), straight-line code,
-// float32 (`float`) and complex64 (`float2`, see complex.h). The algorithm is the one of
+// float32 (`float`) and complex64 (`float2`, scalar operations of scalar.h). The algorithm is the one of
 // mpslinalg/small.py, operation for operation (DESIGN section 6):
 //
 //   1. power-of-two equilibration A_s = R A C (exact: only exponents change), from the row maxima
@@ -14,7 +14,7 @@
 //
 // info (int32): 1-based index of the first exactly-zero pivot, 0 if none (LAPACK's rule).
 //
-// Kernels (host names; T = float | cfloat, N = 1...4), all matrices row-major and contiguous:
+// Kernels (host names; T = f32 | c64, N = 1...4), all matrices row-major and contiguous:
 //   small_inv_T_N   (A[batch][N][N], X[batch][N][N], info[batch], long batch)
 //       threads = batch rounded up to a multiple of 64, group_size = 64 (uses barriers: the
 //       group's matrices are staged through threadgroup memory so that loads and stores are
@@ -24,40 +24,19 @@
 //       same launch shape as small_inv.
 //   small_solve_T_N (A[batch][N][N], B[batch][N][k], X[batch][N][k], info[batch], long batch,
 //       long k)  threads = batch * max(k, 1) (one per right-hand-side column), no barriers.
-#include <metal_stdlib>
-#include "complex.h"
-using namespace metal;
+#include "scalar.h"
 
 // Threads per threadgroup of small_inv / small_det (the host always launches groups of this size).
 constant constexpr uint SMALL_GROUP = 64;
 
-// ---------------------------------------------------------------------------------------------
-// Scalar operations, overloaded for float and float2 (complex). Never use `*` or `/` on float2
-// values directly: those are element-wise.
-// ---------------------------------------------------------------------------------------------
-inline float s_mul(float a, float b) { return a * b; }
-inline float2 s_mul(float2 a, float2 b) { return cmul(a, b); }
-inline float s_div(float a, float b) { return a / b; }
-inline float2 s_div(float2 a, float2 b) { return cdiv(a, b); }
-inline float s_abs1(float a) { return fabs(a); }
-inline float s_abs1(float2 a) { return cabs1(a); }
-inline bool s_is_zero(float a) { return a == 0.0f; }
-inline bool s_is_zero(float2 a) { return a.x == 0.0f && a.y == 0.0f; }
-inline float s_one(float) { return 1.0f; }
-inline float2 s_one(float2) { return float2(1.0f, 0.0f); }
-inline float s_zero(float) { return 0.0f; }
-inline float2 s_zero(float2) { return float2(0.0f, 0.0f); }
-inline float s_nan(float) { return NAN; }
-inline float2 s_nan(float2) { return float2(NAN, NAN); }
-
-// True when every entry is finite. A matrix with an Inf or NaN entry gets an all-NaN inverse or
-// solution: LAPACK's elimination spreads the NaN to nearly every entry, and a finite-looking
-// number there would hide bad input (same rule as mpslinalg/small.py).
+// True when every entry is finite (scalar.h's element-wise rule). A matrix with an Inf or NaN
+// entry gets an all-NaN inverse or solution: LAPACK's elimination spreads the NaN to nearly every
+// entry, and a finite-looking number there would hide bad input (same rule as mpslinalg/small.py).
 template <typename T, int N>
 inline bool all_finite(thread const T (&a)[N][N]) {
   bool fin = true;
   for (int i = 0; i < N; ++i)
-    for (int j = 0; j < N; ++j) fin = fin && isfinite(s_abs1(a[i][j]));
+    for (int j = 0; j < N; ++j) fin = fin && s_isfinite(a[i][j]);
   return fin;
 }
 
@@ -203,7 +182,7 @@ inline void getri(thread T (&a)[N][N], thread const int (&piv)[N]) {
   // k >= i of the same column, which ascending i has not overwritten yet.
   #pragma unroll
   for (int j = 0; j < N; ++j) {
-    T yjj = s_div(s_one(a[0][0]), a[j][j]);
+    T yjj = s_div(s_one<T>(), a[j][j]);
     T ajj = -yjj;
     for (int i = 0; i < j; ++i) {
       T acc = s_mul(a[i][i], a[i][j]);
@@ -218,7 +197,7 @@ inline void getri(thread T (&a)[N][N], thread const int (&piv)[N]) {
     T work[N];
     for (int i = j + 1; i < N; ++i) {
       work[i] = a[i][j];
-      a[i][j] = s_zero(a[0][0]);
+      a[i][j] = s_zero<T>();
     }
     for (int i = 0; i < N; ++i) {
       T acc = a[i][j];
@@ -247,7 +226,7 @@ template <typename T, int N>
 inline int invert_equilibrated(thread T (&a)[N][N]) {
   if (N == 1) {
     bool zero = s_is_zero(a[0][0]);
-    a[0][0] = s_div(s_one(a[0][0]), a[0][0]);
+    a[0][0] = s_div(s_one<T>(), a[0][0]);
     return zero ? 1 : 0;
   }
   if (N == 2) {
@@ -310,7 +289,7 @@ kernel void small_inv(device const T *A [[buffer(0)]], device T *X [[buffer(1)]]
                       uint gid [[threadgroup_position_in_grid]],
                       uint group [[threads_per_threadgroup]]) {
   threadgroup float tile[SMALL_TILE_FLOATS];
-  T zero = s_zero(A[0]);
+  T zero = s_zero<T>();
   const int W = s_words(zero);
   const uint per = uint(N * N * W);           // floats per matrix
   const uint count = min(group, SMALL_GROUP) * per;
@@ -329,7 +308,7 @@ kernel void small_inv(device const T *A [[buffer(0)]], device T *X [[buffer(1)]]
   int inf = invert_equilibrated(a);
   // inv(A) = C inv(A_s) R
   for (int i = 0; i < N; ++i)
-    for (int j = 0; j < N; ++j) a[i][j] = fin ? (a[i][j] * pow2(-ec[i])) * pow2(-er[j]) : s_nan(zero);
+    for (int j = 0; j < N; ++j) a[i][j] = fin ? (a[i][j] * pow2(-ec[i])) * pow2(-er[j]) : s_nan<T>();
   if (long(tid) < batch) info[tid] = inf;
 
   // each thread overwrites only its own matrix's words: no barrier needed before this
@@ -347,7 +326,7 @@ kernel void small_det(device const T *A [[buffer(0)]], device T *mant [[buffer(1
                       uint gid [[threadgroup_position_in_grid]],
                       uint group [[threads_per_threadgroup]]) {
   threadgroup float tile[SMALL_TILE_FLOATS];
-  T zero = s_zero(A[0]);
+  T zero = s_zero<T>();
   const int W = s_words(zero);
   const uint per = uint(N * N * W);
   const uint count = min(group, SMALL_GROUP) * per;
@@ -383,7 +362,7 @@ kernel void small_det(device const T *A [[buffer(0)]], device T *mant [[buffer(1
     for (int k = 0; k < N; ++k) piv_val[k] = a[k][k];
     npiv = N;
   }
-  T m = s_one(zero);
+  T m = s_one<T>();
   for (int k = 0; k < npiv; ++k) {
     int g = exponent_of(s_abs1(piv_val[k]));
     T f = piv_val[k] * pow2(-g);
@@ -391,7 +370,7 @@ kernel void small_det(device const T *A [[buffer(0)]], device T *mant [[buffer(1
     m = k == 0 ? f : s_mul(m, f);
   }
   if (odd) m = -m;
-  mant[tid] = fin ? m : s_nan(zero);  // an Inf/NaN entry: the determinant is undefined
+  mant[tid] = fin ? m : s_nan<T>();  // an Inf/NaN entry: the determinant is undefined
   expo[tid] = e;
   info[tid] = inf;
 }
@@ -440,71 +419,18 @@ kernel void small_solve(device const T *A [[buffer(0)]], device const T *B [[buf
     for (int j = i + 1; j < N; ++j) acc = acc - s_mul(a[i][j], b[j]);
     b[i] = s_div(acc, a[i][i]);
   }
-  for (int i = 0; i < N; ++i) X[(mat * N + i) * k + col] = fin ? b[i] * pow2(-ec[i]) : s_nan(b[0]);
+  for (int i = 0; i < N; ++i) X[(mat * N + i) * k + col] = fin ? b[i] * pow2(-ec[i]) : s_nan<T>();
 }
 
-// Instantiations (written out: one host name per kernel, float = float32, cfloat = complex64).
-template [[host_name("small_inv_float_1")]] kernel void small_inv<float, 1>(
-    device const float *, device float *, device int *, constant long &, uint, uint, uint, uint);
-template [[host_name("small_det_float_1")]] kernel void small_det<float, 1>(
-    device const float *, device float *, device int *, device int *, constant long &, uint, uint, uint,
-    uint);
-template [[host_name("small_solve_float_1")]] kernel void small_solve<float, 1>(
-    device const float *, device const float *, device float *, device int *, constant long &,
-    constant long &, uint);
-template [[host_name("small_inv_float_2")]] kernel void small_inv<float, 2>(
-    device const float *, device float *, device int *, constant long &, uint, uint, uint, uint);
-template [[host_name("small_det_float_2")]] kernel void small_det<float, 2>(
-    device const float *, device float *, device int *, device int *, constant long &, uint, uint, uint,
-    uint);
-template [[host_name("small_solve_float_2")]] kernel void small_solve<float, 2>(
-    device const float *, device const float *, device float *, device int *, constant long &,
-    constant long &, uint);
-template [[host_name("small_inv_float_3")]] kernel void small_inv<float, 3>(
-    device const float *, device float *, device int *, constant long &, uint, uint, uint, uint);
-template [[host_name("small_det_float_3")]] kernel void small_det<float, 3>(
-    device const float *, device float *, device int *, device int *, constant long &, uint, uint, uint,
-    uint);
-template [[host_name("small_solve_float_3")]] kernel void small_solve<float, 3>(
-    device const float *, device const float *, device float *, device int *, constant long &,
-    constant long &, uint);
-template [[host_name("small_inv_float_4")]] kernel void small_inv<float, 4>(
-    device const float *, device float *, device int *, constant long &, uint, uint, uint, uint);
-template [[host_name("small_det_float_4")]] kernel void small_det<float, 4>(
-    device const float *, device float *, device int *, device int *, constant long &, uint, uint, uint,
-    uint);
-template [[host_name("small_solve_float_4")]] kernel void small_solve<float, 4>(
-    device const float *, device const float *, device float *, device int *, constant long &,
-    constant long &, uint);
-template [[host_name("small_inv_cfloat_1")]] kernel void small_inv<float2, 1>(
-    device const float2 *, device float2 *, device int *, constant long &, uint, uint, uint, uint);
-template [[host_name("small_det_cfloat_1")]] kernel void small_det<float2, 1>(
-    device const float2 *, device float2 *, device int *, device int *, constant long &, uint, uint, uint,
-    uint);
-template [[host_name("small_solve_cfloat_1")]] kernel void small_solve<float2, 1>(
-    device const float2 *, device const float2 *, device float2 *, device int *, constant long &,
-    constant long &, uint);
-template [[host_name("small_inv_cfloat_2")]] kernel void small_inv<float2, 2>(
-    device const float2 *, device float2 *, device int *, constant long &, uint, uint, uint, uint);
-template [[host_name("small_det_cfloat_2")]] kernel void small_det<float2, 2>(
-    device const float2 *, device float2 *, device int *, device int *, constant long &, uint, uint, uint,
-    uint);
-template [[host_name("small_solve_cfloat_2")]] kernel void small_solve<float2, 2>(
-    device const float2 *, device const float2 *, device float2 *, device int *, constant long &,
-    constant long &, uint);
-template [[host_name("small_inv_cfloat_3")]] kernel void small_inv<float2, 3>(
-    device const float2 *, device float2 *, device int *, constant long &, uint, uint, uint, uint);
-template [[host_name("small_det_cfloat_3")]] kernel void small_det<float2, 3>(
-    device const float2 *, device float2 *, device int *, device int *, constant long &, uint, uint, uint,
-    uint);
-template [[host_name("small_solve_cfloat_3")]] kernel void small_solve<float2, 3>(
-    device const float2 *, device const float2 *, device float2 *, device int *, constant long &,
-    constant long &, uint);
-template [[host_name("small_inv_cfloat_4")]] kernel void small_inv<float2, 4>(
-    device const float2 *, device float2 *, device int *, constant long &, uint, uint, uint, uint);
-template [[host_name("small_det_cfloat_4")]] kernel void small_det<float2, 4>(
-    device const float2 *, device float2 *, device int *, device int *, constant long &, uint, uint, uint,
-    uint);
-template [[host_name("small_solve_cfloat_4")]] kernel void small_solve<float2, 4>(
-    device const float2 *, device const float2 *, device float2 *, device int *, constant long &,
-    constant long &, uint);
+// Instantiations: host names <kernel>_<f32|c64>_<N> (scalar.h's idiom; kernel_name() on the host).
+#define SMALL_INSTANTIATE(N)                                    \
+  MPSL_INSTANTIATE("small_inv_f32_" #N, small_inv, float, N)     \
+  MPSL_INSTANTIATE("small_det_f32_" #N, small_det, float, N)     \
+  MPSL_INSTANTIATE("small_solve_f32_" #N, small_solve, float, N) \
+  MPSL_INSTANTIATE("small_inv_c64_" #N, small_inv, float2, N)    \
+  MPSL_INSTANTIATE("small_det_c64_" #N, small_det, float2, N)    \
+  MPSL_INSTANTIATE("small_solve_c64_" #N, small_solve, float2, N)
+SMALL_INSTANTIATE(1)
+SMALL_INSTANTIATE(2)
+SMALL_INSTANTIATE(3)
+SMALL_INSTANTIATE(4)

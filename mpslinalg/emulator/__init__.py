@@ -21,6 +21,7 @@ compiler accepts newer MSL features, and performance.
 from ._library import (
     BindingError,
     BindingTypeError,
+    BindingWarning,
     KernelFault,
     KernelFunction,
     KernelNotFoundError,
@@ -37,6 +38,7 @@ from ._toolchain import CompilerNotFoundError, cache_dir, compiler_info, find_co
 __all__ = [
     "BindingError",
     "BindingTypeError",
+    "BindingWarning",
     "CompilerNotFoundError",
     "KernelNotFoundError",
     "KernelFault",

@@ -34,8 +34,11 @@ RC_OK, RC_FAULT, RC_TGMEM, RC_USAGE, RC_TIMEOUT, RC_INTERRUPT = 0, 1, 2, 3, 4, 5
 # closest to), out-of-bounds indexing of fixed-size arrays traps (SIGILL -> KernelFault).
 # -fno-finite-loops: C++ lets the optimiser delete a loop without side effects (a spin-wait on
 # device memory would "succeed" at once); a GPU kernel that spins, spins (and hits the timeout).
+# MSL is C++14-based: clang accepts newer syntax in C++14 mode as "extensions" (warnings), which
+# CXX14_ONLY makes errors while every other warning stays off.
+CXX14_ONLY = ["-std=c++14", "-Wno-everything", "-Werror=c++17-extensions", "-Werror=c++20-extensions"]
 CXX_FLAGS = [
-    "-std=c++17",
+    *CXX14_ONLY,
     "-O1",
     "-fno-finite-loops",
     "-fPIC",
@@ -46,8 +49,10 @@ CXX_FLAGS = [
     "-fsanitize=array-bounds",
     "-fsanitize-trap=array-bounds",
     "-fvisibility=hidden",
-    "-w",
 ]
+# PYTORCH_MPS_FAST_MATH=1 (Metal's fast math): no inf/nan, reassociation, reciprocal division,
+# contraction; -DMPSLE_FAST_MATH makes each launch flush denormals (x86 MXCSR FTZ|DAZ).
+FAST_MATH_FLAGS = ["-ffast-math", "-fdenormal-fp-math=preserve-sign", "-ffp-contract=fast", "-DMPSLE_FAST_MATH=1"]
 RUNTIME_FLAGS = ["-x", "c", "-std=gnu11", "-O2", "-fPIC", "-fvisibility=hidden", "-w"]
 # -Bsymbolic: each library binds to its own copy of the runtime (GNU/LLVM linkers; not on macOS)
 LINK_FLAGS = ["-shared", "-lm"] + ([] if sys.platform == "darwin" else ["-Wl,-Bsymbolic"])
@@ -121,8 +126,16 @@ def launcher_source(kernels: list[Kernel]) -> str:
         '__attribute__((visibility("default"))) int mpsle_entry_run(int k, void **bufs,\n'
         "    const uint32_t *grid, const uint32_t *group, int order, uint64_t seed, double timeout, char *err,\n"
         "    int errlen, uint32_t *where, void **addr) {\n"
-        "  return mpsle_launch(&__mpsle_kernels[k], bufs, grid, group, order, seed, timeout, err, errlen,\n"
-        "                      where, addr);\n"
+        "#if defined(MPSLE_FAST_MATH) && defined(__x86_64__)\n"
+        "  const unsigned __csr = __builtin_ia32_stmxcsr();\n"
+        "  __builtin_ia32_ldmxcsr(__csr | 0x8040u); /* flush-to-zero | denormals-are-zero */\n"
+        "#endif\n"
+        "  const int __rc = mpsle_launch(&__mpsle_kernels[k], bufs, grid, group, order, seed, timeout, err,\n"
+        "                                errlen, where, addr);\n"
+        "#if defined(MPSLE_FAST_MATH) && defined(__x86_64__)\n"
+        "  __builtin_ia32_ldmxcsr(__csr);\n"
+        "#endif\n"
+        "  return __rc;\n"
         "}"
     )
     out.append(
@@ -162,8 +175,9 @@ class CpuTarget:
 
     name = "cpu"
 
-    def __init__(self, tsan: bool = False):
+    def __init__(self, tsan: bool = False, fast_math: bool = False):
         self.tsan = tsan  # ThreadSanitizer variant: only loadable with the TSan runtime preloaded
+        self.fast_math = fast_math
 
     def flags(self) -> list[str]:
         f = list(CXX_FLAGS)
@@ -171,6 +185,8 @@ class CpuTarget:
             f.append("-DMPSLE_UCONTEXT=1")
         if self.tsan:
             f += TSAN_FLAGS
+        if self.fast_math:
+            f += FAST_MATH_FLAGS
         return f
 
     def build(self, pre: PrepassResult, key: str) -> Path:

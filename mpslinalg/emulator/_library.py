@@ -15,6 +15,7 @@ import os
 import struct
 import tempfile
 import threading
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from .lint import check_source
 __all__ = [
     "BindingError",
     "BindingTypeError",
+    "BindingWarning",
     "KernelFault",
     "KernelNotFoundError",
     "KernelRace",
@@ -51,6 +53,11 @@ class BindingError(RuntimeError, ValueError):
 
 class BindingTypeError(RuntimeError, TypeError):
     """A kernel argument of the wrong type (tensor dtype vs pointer type, int bound to float, ...)."""
+
+
+class BindingWarning(UserWarning):
+    """A binding PyTorch accepts silently but that rarely means what was intended (a tensor whose
+    conjugate/negative bit Metal ignores)."""
 
 
 class KernelNotFoundError(AttributeError, RuntimeError):
@@ -444,9 +451,14 @@ class KernelFunction:
                         f"(target {self._lib._target}) runs {self._lib._device_type} tensors"
                     )
                 if a.is_conj() or a.is_neg():
-                    raise BindingError(
-                        f"kernel '{name}': argument {i} has the conjugate/negative bit set, which "
-                        "Metal ignores; pass .resolve_conj().resolve_neg()"
+                    # PyTorch binds the storage and ignores the bits; a Mac reads the unresolved values
+                    bit = "conjugate" if a.is_conj() else "negative"
+                    warnings.warn(
+                        f"kernel '{name}': argument {i} has the {bit} bit set; PyTorch binds its storage "
+                        "and Metal reads the values without the conjugation/negation, as here. Pass "
+                        ".resolve_conj().resolve_neg() if the kernel should see them",
+                        BindingWarning,
+                        stacklevel=3,
                     )
                 if first_numel is None:
                     first_numel = a.numel()
@@ -723,11 +735,17 @@ _memo: dict[str, Library] = {}
 _memo_lock = threading.Lock()
 
 
-def _target(name: str):
+def fast_math_from_env() -> bool:
+    """Fast math as PyTorch decides it: ``PYTORCH_MPS_FAST_MATH`` set to anything but ``0``."""
+    val = os.environ.get("PYTORCH_MPS_FAST_MATH")
+    return val is not None and val != "0"
+
+
+def _target(name: str, fast_math: bool = False):
     if name == "cpu":
         from ._cpu import CpuTarget
 
-        return CpuTarget()
+        return CpuTarget(fast_math=fast_math)
     if name == "cuda":
         from ._cuda import CudaTarget
 
@@ -745,7 +763,7 @@ def preprocess(source: str, filename: str = "shader.metal") -> str:
                 "-E",
                 "-x",
                 "c++",
-                "-std=c++17",
+                "-std=c++14",
                 "-nostdinc",
                 "-nostdinc++",
                 "-isystem",
@@ -772,7 +790,7 @@ def _meta_from_json(d: dict) -> list[Kernel]:
     return out
 
 
-def compile_shader(source: str, *, target: str = "cpu") -> Library:
+def compile_shader(source: str, *, target: str = "cpu", fast_math: bool | None = None) -> Library:
     """Compile Metal source for the emulator (the CPU implementation of ``torch.mps.compile_shader``).
 
     Parameters
@@ -783,6 +801,10 @@ def compile_shader(source: str, *, target: str = "cpu") -> Library:
         Where the kernels run. ``"cpu"``: CPU tensors, threads as fibers. ``"cuda"``: CUDA
         tensors on an NVIDIA GPU, enqueued on torch's current stream (see ``_cuda.py``; built here
         with clang + ptxas, or taken prebuilt from ``$MPSLINALG_CUBIN_DIR`` / ``.cubins/``).
+    fast_math : bool, optional
+        Emulator only (cpu target): compile as Metal's fast math does (no inf/nan, reassociation,
+        reciprocal division, contraction, denormals flushed), to find kernels that depend on safe
+        math. Default: as PyTorch decides, ``PYTORCH_MPS_FAST_MATH`` set and not ``"0"``.
 
     Returns
     -------
@@ -813,7 +835,12 @@ def compile_shader(source: str, *, target: str = "cpu") -> Library:
     """
     if not isinstance(source, str):
         raise BindingTypeError(f"compile_shader: source must be a str, got {type(source).__name__}")
-    tgt = _target(target)
+    if fast_math is not None and not isinstance(fast_math, bool):
+        raise BindingTypeError(f"compile_shader: fast_math must be a bool or None, got {fast_math!r}")
+    if fast_math and target != "cpu":
+        raise BindingError(f"compile_shader: fast_math=True is a cpu-target mode, not {target!r}")
+    fast = fast_math if fast_math is not None else (target == "cpu" and fast_math_from_env())
+    tgt = _target(target, fast) if target == "cpu" else _target(target)
     if check_source is not None:
         check_source(source)
     flags = tgt.flags()
@@ -848,6 +875,7 @@ def compile_shader(source: str, *, target: str = "cpu") -> Library:
             runner = tgt.load(tgt.build(pre, key))
         lib = Library(kernels, runner, tgt.name, key)
         lib._source = source
+        lib._fast_math = fast
         _memo[key] = lib
         return lib
 

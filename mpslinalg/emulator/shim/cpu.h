@@ -6,6 +6,10 @@
 // every call site passes its line and column (the pre-pass keeps #line markers) so divergence is
 // reported at the .metal line. Atomics are plain read-modify-write: fibers are never preempted.
 #pragma once
+// The shim itself uses C++17 (if constexpr, fold expressions); the kernel source after it is held
+// to C++14, as MSL is (the compile flags make C++17 extensions errors).
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wc++17-extensions"
 #include "cpu_abi.h"
 
 #define constant __attribute__((opencl_constant))
@@ -156,3 +160,4 @@ inline bool atomic_compare_exchange_weak_explicit(P obj, E expected, V desired, 
 }  // namespace metal
 
 using namespace metal;
+#pragma clang diagnostic pop

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import pytest
 import torch
 
 from mpslinalg.mainjob.report import Progress, format_table
-from mpslinalg.mainjob.timing import Timing, time_callable, time_interleaved
+from mpslinalg.mainjob.timing import Timing, compare, median_interval, time_callable, time_interleaved
 
 
 def test_statistics_of_known_samples():
@@ -58,10 +59,11 @@ def test_interleaved_ratio_of_known_costs():
 
 
 def test_min_time_adds_samples_and_max_time_caps_them():
-    # ~1 ms calls (sleep overshoots by up to ~1 ms) and min_time 30 ms: sampling continues past
-    # repeat=3 until the samples cover 30 ms, i.e. at least 30/2 = 15 samples.
-    t = time_callable(lambda: time.sleep(0.001), device="cpu", warmup=0, repeat=3, min_time=0.03)
-    assert t.n >= 15
+    # ~1 ms calls and min_time 0.3 s: sampling continues past repeat=3 exactly until the samples
+    # cover 0.3 s (whatever the wake-up latency of a loaded box adds to each sleep).
+    t = time_callable(lambda: time.sleep(0.001), device="cpu", warmup=0, repeat=3, min_time=0.3)
+    assert t.n > 3 and t.number == 1
+    assert sum(t.samples) >= 0.3 > sum(t.samples[:-1])
     # max_time 0 stops right after the `repeat` samples even though min_time asks for 10 s.
     t = time_callable(lambda: time.sleep(0.001), device="cpu", warmup=0, repeat=3, min_time=10.0,
                       max_time=0.0)
@@ -105,11 +107,66 @@ def test_format_table_and_progress():
         format_table(["a"], [["x", "y"]])
     buf = io.StringIO()
     p = Progress(2, stream=buf)
+    p.start("one")
+    assert buf.getvalue() == ""  # in a log, an item appears when it is done, not when it starts
     p.step("one")
+    p.start("two")
     p.step("two")
     p.close()
     half, full = "[" + "#" * 12 + "." * 12 + "]", "[" + "#" * 24 + "]"
     assert buf.getvalue().splitlines() == [f"{half} 1/2 one", f"{full} 2/2 two"]
+
+
+def test_progress_on_a_terminal_counts_an_item_when_it_finishes():
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    buf = Tty()
+    p = Progress(2, stream=buf, width=4)
+    p.start("one")
+    assert buf.getvalue().endswith("[....] 0/2 one ...")  # running, not yet counted
+    p.step("one")
+    assert buf.getvalue().endswith("[##..] 1/2 one")
+
+
+def test_median_interval_is_the_binomial_order_statistic_interval():
+    # n = 9: P(Bin(9, 1/2) <= 1) = 10/512 = 0.0195 <= 0.025 < P(<= 2) = 46/512, so k = 2 and the 95%
+    # interval is [x_(2), x_(8)] (coverage 1 - 2 * 0.0195 = 0.961).
+    assert median_interval([5.0, 1, 9, 3, 7, 2, 8, 4, 6]) == (2.0, 8.0)
+    # n = 5: even [x_(1), x_(5)] covers only 1 - 2/32 = 0.9375 < 0.95: unbounded.
+    assert median_interval([1.0, 2, 3, 4, 5]) == (-math.inf, math.inf)
+    assert median_interval([1.0, 2, 3, 4, 5, 6]) == (1.0, 6.0)  # 1 - 2/64 = 0.969
+
+
+def test_compare_verdicts_from_paired_samples():
+    ours = Timing.from_samples([1.0, 2.0, 4.0] * 5)  # the machine drifts by 4x between rounds ...
+    twice = Timing.from_samples([2.0, 4.0, 8.0] * 5)  # ... and the peer takes 2x in every round
+    c = compare(ours, twice)
+    assert (c.ratio, c.low, c.high, c.n, c.verdict) == (2.0, 2.0, 2.0, 15, "faster")
+    assert compare(twice, ours).verdict == "slower"
+    same = Timing.from_samples([1.02, 0.97, 1.01, 0.99, 1.03, 0.98, 1.0, 1.01, 0.99, 1.0])
+    assert compare(Timing.from_samples([1.0] * 10), same).verdict == "inconclusive"
+    # A 5% difference is never claimed (inside the margin), however tight its interval.
+    assert compare(ours, Timing.from_samples([1.05, 2.1, 4.2] * 5)).verdict == "inconclusive"
+    assert compare(Timing.from_samples([1.0] * 5), Timing.from_samples([9.0] * 5)).verdict == "inconclusive"
+    with pytest.raises(ValueError, match="margin"):
+        compare(ours, twice, margin=0.5)
+
+
+def test_interleaved_work_of_three_times_the_cost_is_called_slower():
+    # Pure-Python loops of 20k and 60k additions: the per-round ratio is ~3 whatever the load, since
+    # both samples of a round see the same machine; the verdict must say so, and identical work must
+    # not be called either way.
+    work = {"1x": lambda: sum(range(20_000)), "3x": lambda: sum(range(60_000)),
+            "1x again": lambda: sum(range(20_000))}
+    t = time_interleaved(work, device="cpu", warmup=1, repeat=15, min_time=0.0, max_time=10.0,
+                         min_samples=9)
+    assert t["1x"].n >= 9
+    c = compare(t["1x"], t["3x"])
+    assert c.verdict == "faster" and 2.0 <= c.ratio <= 4.5, c
+    assert compare(t["3x"], t["1x"]).verdict == "slower"
+    assert compare(t["1x"], t["1x again"]).verdict == "inconclusive"
 
 
 @pytest.mark.cuda

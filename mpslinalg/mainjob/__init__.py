@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import traceback
 import warnings
@@ -26,13 +27,15 @@ import torch
 
 from . import workloads as registry
 from .report import Progress, best_device, environment, fmt_ms, format_environment, format_table, short_error
-from .timing import resolve_device, synchronize, time_interleaved
+from .timing import VERDICT_MARGIN, compare, resolve_device, synchronize, time_interleaved
 from .workloads import ReferenceUnavailable, Workload
 
-#: Timing settings (full, quick): warm-up calls, minimum samples, seconds of samples, seconds cap.
+#: Timing settings (full, quick): warm-up calls, target rounds, seconds of samples, the per-row time
+#: box, and the rounds taken even past it. Rounds interleave ours and the peers; the verdict reads the
+#: per-round ratios (timing.compare), whose 95% interval needs >= 6 rounds and narrows with more.
 SETTINGS = {
-    False: {"warmup": 2, "repeat": 10, "min_time": 0.1, "max_time": 10.0},
-    True: {"warmup": 1, "repeat": 3, "min_time": 0.01, "max_time": 1.0},
+    False: {"warmup": 2, "repeat": 41, "min_time": 0.5, "max_time": 8.0, "min_samples": 15},
+    True: {"warmup": 1, "repeat": 25, "min_time": 0.2, "max_time": 3.0, "min_samples": 11},
 }
 
 
@@ -56,7 +59,24 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--only", action="append", default=[], metavar="TEXT",
                    help="run only workloads whose name contains TEXT (repeatable)")
     p.add_argument("--no-timing", action="store_true", help="accuracy only")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="torch CPU threads while measuring (default on the CPU: 1, because on a shared "
+                        "machine a multi-threaded op stalls whenever one of its threads is descheduled, "
+                        "which makes ratios flip between runs; elsewhere: torch's default)")
     return p
+
+
+def _unwritable(path: str) -> str | None:
+    """Why ``path`` cannot take the JSON report (checked before minutes of measuring), or None."""
+    existed = os.path.exists(path)
+    try:
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if not existed:
+        os.remove(path)
+    return None
 
 
 def _shapes(inputs: dict) -> str:
@@ -124,11 +144,24 @@ def run_workload(w: Workload, device: torch.device, quick: bool, timing: bool) -
         row["traceback"] = traceback.format_exc()
         row["ok"] = False
         return row
-    row["time"] = times["mpslinalg"].to_dict()
+    ours = times["mpslinalg"]
+    row["time"] = ours.to_dict()
     for pname, t in times.items():
         if pname != "mpslinalg":
-            row["peers"][pname] = {**t.to_dict(), "speedup": t.median / times["mpslinalg"].median}
+            c = compare(ours, t)
+            row["peers"][pname] = {**t.to_dict(), "speedup": c.ratio, "speedup_low": c.to_dict()["low"],
+                                   "speedup_high": c.to_dict()["high"], "verdict": c.verdict}
     return row
+
+
+def _ms_spread(t: dict) -> str:
+    """Median with half the inter-quartile range as a percentage of it."""
+    return f"{fmt_ms(t['median_ms'])} ±{50 * t['iqr_ms'] / t['median_ms']:.0f}%" if t["median_ms"] > 0 else "0"
+
+
+def _ratio_cell(p: dict) -> str:
+    hi = "inf" if p["speedup_high"] is None else f"{p['speedup_high']:.2f}"
+    return f"{p['speedup']:.2f}x [{p['speedup_low']:.2f}-{hi}] {p['verdict']}"
 
 
 def _table(rows: list[dict], device: torch.device) -> str:
@@ -148,7 +181,7 @@ def _table(rows: list[dict], device: torch.device) -> str:
             check, a, lim = acc["ratio"], f"{acc['value']:.3g} {verdict}", f"{acc['threshold']:g}"
         else:
             check, a, lim = f"n/a ({acc.get('error', '')})", "-", ""
-        ours_ms = fmt_ms(r["time"]["median_ms"]) if "time" in r else "-"
+        ours_ms = _ms_spread(r["time"]) if "time" in r else "-"
         cells = [r["name"], r["dtype"], r.get("shape", ""), check, a, lim, ours_ms]
         for p in peer_names:
             pr = r.get("peers", {}).get(p)
@@ -157,7 +190,7 @@ def _table(rows: list[dict], device: torch.device) -> str:
             elif "error" in pr:
                 cells += ["n/a", "-"]
             else:
-                cells += [fmt_ms(pr["median_ms"]), f"{pr['speedup']:.2f}x"]
+                cells += [_ms_spread(pr), _ratio_cell(pr)]
         out.append(cells)
     align = ["l", "l", "l", "l", "r", "r", "r"] + ["r", "r"] * len(peer_names)
     return format_table(headers, out, align=align)
@@ -174,7 +207,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (RuntimeError, ValueError) as exc:
         print(f"python -m mpslinalg: --device: {exc}", file=sys.stderr)
         return 2
+    if args.threads is not None and args.threads < 1:
+        print(f"python -m mpslinalg: --threads: expected an int >= 1, got {args.threads}", file=sys.stderr)
+        return 2
+    if args.json and (problem := _unwritable(args.json)):
+        print(f"python -m mpslinalg: --json: cannot write {args.json!r} ({problem})", file=sys.stderr)
+        return 2
+    threads = args.threads if args.threads is not None else (1 if device.type == "cpu" else None)
+    previous = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        return _run(args, device)
+    finally:  # main() is also called in-process (tests, notebooks): leave torch as it was
+        torch.set_num_threads(previous)
 
+
+def _run(args: argparse.Namespace, device: torch.device) -> int:
+    """The report after argument checks: environment, workloads, table, JSON; the exit status."""
     env = environment()
     print("# mpslinalg report\n")
     print(format_environment(env))
@@ -188,25 +238,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         traceback.print_exc()
         return 1
     rows_def = [w for w in registered if not args.only or any(s in w.name for s in args.only)]
+    if args.only and not rows_def:
+        names = "\n  ".join(w.name for w in registered) or "(none: no workload is registered)"
+        print(f"python -m mpslinalg: --only {' '.join(map(repr, args.only))} matches no workload; "
+              f"the workloads are:\n  {names}", file=sys.stderr)
+        return 2
     report: dict = {"environment": env, "device": str(device), "quick": bool(args.quick),
                     "settings": SETTINGS[bool(args.quick)], "implemented_ops": ops, "rows": []}
     if not rows_def:
-        print("no workloads registered for the implemented ops; nothing to measure"
-              + (" (after --only)" if args.only else ""))
+        print("no workloads registered for the implemented ops; nothing to measure")
     else:
         print(f"\nmeasuring {len(rows_def)} workload(s) on {device} "
               f"({'quick' if args.quick else 'full'} sizes)\n")
         bar = Progress(len(rows_def))
         for w in rows_def:
-            bar.step(w.name)
+            bar.start(w.name)
             report["rows"].append(run_workload(w, device, bool(args.quick), not args.no_timing))
+            bar.step(w.name)
             if device.type == "cuda":
                 torch.cuda.empty_cache()
         bar.close()
         print(_table(report["rows"], device))
-        print("\nratio columns: peer time / our time (> 1: mpslinalg is faster), medians of "
-              "interleaved samples in this run.\naccuracy: LAPACK test ratio over at most "
-              "256 matrices of a batch, float64 on the CPU; pass when <= limit.")
+        print("\ntimes: median per call ± half the inter-quartile range, ours and the peers interleaved "
+              "round by round in this run.\nratio columns: peer time / our time (> 1: mpslinalg is "
+              "faster), the median of the per-round ratios [its 95% interval]; verdict faster/slower "
+              f"only when the whole interval lies beyond {VERDICT_MARGIN:g}x (1/{VERDICT_MARGIN:g}x), "
+              "else inconclusive.\naccuracy: LAPACK test ratio over at most 256 matrices of a batch, "
+              "float64 on the CPU; pass when <= limit.")
         for r in report["rows"]:
             if "error" in r:
                 print(f"\n{r['name']} raised:\n{r['traceback']}", file=sys.stderr)

@@ -124,6 +124,14 @@ def _emulator_compiler() -> dict:
     return {"available": True, **info}
 
 
+def _load_average() -> float | None:
+    """The 1-minute load average (runnable processes; above the core count the CPU is shared)."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
+
+
 def environment() -> dict:
     """Everything a result needs to be interpreted later: versions, devices, backends, compiler.
 
@@ -157,7 +165,8 @@ def environment() -> dict:
         "scipy": _version("scipy"),
         "mpmath": _version("mpmath"),
         "mpslinalg": ours,
-        "cpu": {"name": _cpu_name(), "torch_threads": torch.get_num_threads(), "cores": os.cpu_count()},
+        "cpu": {"name": _cpu_name(), "torch_threads": torch.get_num_threads(), "cores": os.cpu_count(),
+                "load_average": _load_average()},
         "cuda": cuda,
         "mps": mps_status(),
         "devices": devices,
@@ -173,7 +182,7 @@ def format_environment(env: dict) -> str:
         f"numpy {env['numpy']}  |  scipy {env['scipy'] or 'not installed'}",
         f"platform  {env['platform']}",
         f"cpu       {env['cpu']['name']} ({env['cpu']['cores']} cores, torch threads "
-        f"{env['cpu']['torch_threads']})",
+        f"{env['cpu']['torch_threads']}, load average {env['cpu'].get('load_average') or 'unknown'})",
     ]
     for g in env["cuda"]:
         lines.append(f"{g['device']:<9} {g['name']} (sm {g['capability']}, {g['memory_GiB']} GiB, "
@@ -263,7 +272,7 @@ class Progress:
     --------
     >>> import io
     >>> p = Progress(2, stream=io.StringIO())
-    >>> p.step("first"); p.step("second"); p.close()
+    >>> p.start("first"); p.step("first"); p.start("second"); p.step("second"); p.close()
     """
 
     def __init__(self, total: int, *, stream: TextIO | None = None, width: int = 24) -> None:
@@ -278,8 +287,14 @@ class Progress:
         fill = int(round(frac * self.width))
         return f"[{'#' * fill}{'.' * (self.width - fill)}] {self.done}/{self.total}"
 
+    def start(self, label: str) -> None:
+        """Show that ``label`` is running (on a terminal only; a log gets the line when it is done)."""
+        if self.tty:
+            self.stream.write(f"\r\033[K{self._bar()} {label} ...")
+            self.stream.flush()
+
     def step(self, label: str) -> None:
-        """Announce that the next item, ``label``, starts now."""
+        """Mark ``label`` done: the bar counts it now."""
         self.done += 1
         text = f"{self._bar()} {label}"
         if self.tty:

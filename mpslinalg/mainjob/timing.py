@@ -16,7 +16,9 @@ Statistics are over samples: median (the number to report), min, max, inter-quar
 :func:`time_interleaved` times several callables *in the same run*, one sample of each per round,
 rotating the order every round, so that a peer and our op see the same machine state (clock boost,
 other users of a shared CPU, thermal state). Ratios from one interleaved run are the figures to
-quote; absolute CPU times on a shared machine are not.
+quote; absolute CPU times on a shared machine are not. :func:`compare` turns the paired samples of
+two callables into a ratio with a distribution-free confidence interval and a verdict (faster,
+slower, inconclusive), so a ratio that the machine's noise could flip is not reported as a result.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-__all__ = ["Timing", "resolve_device", "synchronize", "time_callable", "time_interleaved"]
+__all__ = ["Comparison", "Timing", "compare", "resolve_device", "synchronize", "time_callable",
+           "time_interleaved"]
 
 #: On the CPU a sample should last at least this long (seconds); shorter calls are repeated.
 _CPU_MIN_SAMPLE = 1e-4
@@ -40,6 +43,12 @@ _GPU_BURST = 4
 MIN_SAMPLES = 3
 #: Upper bound on rounds, whatever ``min_time`` asks (a sample count beyond this adds nothing).
 _MAX_ROUNDS = 1000
+#: :func:`compare` calls a ratio faster (slower) only when its whole confidence interval lies above
+#: this factor (below its inverse): a 10% difference is within what a shared machine's state drifts
+#: between two runs, so claiming it would make consecutive runs disagree.
+VERDICT_MARGIN = 1.10
+#: Confidence of the interval :func:`compare` puts around the median ratio.
+CONFIDENCE = 0.95
 
 
 @dataclass(frozen=True)
@@ -108,6 +117,95 @@ class Timing:
         if samples:
             out["samples_ms"] = [s * 1e3 for s in self.samples]
         return out
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """How a peer's time compares with ours, from paired samples of one interleaved run.
+
+    Attributes
+    ----------
+    ratio : float
+        Median over rounds of ``peer / ours`` per-call time (> 1: ours is faster).
+    low, high : float
+        Distribution-free confidence interval (:data:`CONFIDENCE`) of that median; ``0`` and ``inf``
+        when there are too few rounds to bound it.
+    n : int
+        Number of paired rounds.
+    verdict : str
+        ``"faster"`` (ours) when ``low > margin``, ``"slower"`` when ``high < 1 / margin``, else
+        ``"inconclusive"``.
+    """
+
+    ratio: float
+    low: float
+    high: float
+    n: int
+    verdict: str
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict (``inf`` becomes ``None``)."""
+        return {k: (None if isinstance(v, float) and math.isinf(v) else v) for k, v in asdict(self).items()}
+
+
+def median_interval(xs: list[float] | tuple[float, ...], confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Distribution-free confidence interval of the median of ``xs``.
+
+    The order statistics ``x_(k) <= median <= x_(n+1-k)`` cover the true median with probability
+    ``1 - 2 P(Binomial(n, 1/2) <= k - 1)`` whatever the distribution; ``k`` is the largest index that
+    keeps this at least ``confidence``. Returns ``(-inf, inf)`` when even ``k = 1`` falls short
+    (fewer than 6 samples at 95%).
+    """
+    ys = sorted(xs)
+    n = len(ys)
+    tail, below, k = (1.0 - confidence) / 2.0, 0.0, 0
+    for j in range(n):
+        below += math.comb(n, j) / 2.0 ** n  # P(Binomial(n, 1/2) <= j)
+        if below > tail:
+            break
+        k = j + 1
+    if k == 0:
+        return -math.inf, math.inf
+    return ys[k - 1], ys[n - k]
+
+
+def compare(ours: Timing, peer: Timing, *, margin: float = VERDICT_MARGIN,
+            confidence: float = CONFIDENCE) -> Comparison:
+    """Ratio ``peer / ours`` with a confidence interval and a verdict.
+
+    Sample ``i`` of both timings must come from the same round of one :func:`time_interleaved` call
+    (as they do): the per-round ratios then cancel the machine's drift between rounds, and their
+    median and its order-statistic interval (:func:`median_interval`) are what the verdict reads.
+
+    Parameters
+    ----------
+    ours, peer : Timing
+        From the same :func:`time_interleaved` call.
+    margin : float
+        Ratios within ``[1 / margin, margin]`` are never called faster or slower.
+    confidence : float
+        Coverage of the interval.
+
+    Returns
+    -------
+    Comparison
+
+    Examples
+    --------
+    >>> c = compare(Timing.from_samples([1.0] * 12), Timing.from_samples([2.0, 2.2] * 6))
+    >>> (c.verdict, c.low >= 2.0)
+    ('faster', True)
+    """
+    if not margin >= 1.0:
+        raise ValueError(f"margin: expected a factor >= 1, got {margin!r}")
+    n = min(ours.n, peer.n)
+    if n == 0 or len(ours.samples) < n or len(peer.samples) < n:
+        raise ValueError("compare: expected timings with their samples (Timing.from_samples)")
+    ratios = [p / o if o > 0 else math.inf for o, p in zip(ours.samples[:n], peer.samples[:n])]
+    low, high = median_interval(ratios, confidence)
+    low = max(low, 0.0)  # ratios are positive; -inf only means 'unbounded'
+    verdict = "faster" if low > margin else "slower" if high < 1.0 / margin else "inconclusive"
+    return Comparison(ratio=statistics.median(ratios), low=low, high=high, n=n, verdict=verdict)
 
 
 def resolve_device(device: torch.device | str | None) -> torch.device:
@@ -271,13 +369,14 @@ def time_interleaved(
     repeat: int = 10,
     min_time: float = 0.05,
     max_time: float = 30.0,
+    min_samples: int = MIN_SAMPLES,
 ) -> dict[str, Timing]:
     """Time several callables in the same run, one sample of each per round.
 
     The order within a round rotates every round, so no callable always runs first (cold) or last.
     Sampling stops when every callable has ``repeat`` samples and ``min_time`` seconds of samples,
     or when ``max_time`` seconds in total have elapsed and every callable has at least
-    ``min(repeat, MIN_SAMPLES)`` samples. On GPUs a
+    ``min(repeat, min_samples)`` samples. On GPUs a
     round takes a short burst of back-to-back samples of each callable (synchronised before and
     after the burst, not between its samples).
 
@@ -287,6 +386,9 @@ def time_interleaved(
         Names and zero-argument callables (e.g. ``{"ours": ..., "torch.linalg": ...}``).
     device, warmup, repeat, min_time, max_time
         As in :func:`time_callable`; ``max_time`` bounds the whole interleaved run.
+    min_samples : int
+        Samples every callable gets even when ``max_time`` is exhausted (capped by ``repeat``);
+        :func:`compare` needs 6 for a 95% interval.
 
     Returns
     -------
@@ -294,6 +396,8 @@ def time_interleaved(
         Same keys as ``fns``.
     """
     _check_counts(warmup, repeat, min_time)
+    if int(min_samples) != min_samples or min_samples < 1:
+        raise ValueError(f"min_samples: expected an int >= 1, got {min_samples!r}")
     if not fns:
         raise ValueError("fns: expected at least one callable")
     dev = resolve_device(device)
@@ -307,7 +411,7 @@ def time_interleaved(
     samples: dict[str, list[float]] = {name: [] for name in names}
     burst = 1 if dev.type == "cpu" else _GPU_BURST
     rounds = max(1, math.ceil(int(repeat) / burst))
-    floor = min(int(repeat), MIN_SAMPLES)
+    floor = min(int(repeat), int(min_samples))
     rnd = 0
     while True:
         k = rnd % len(names)

@@ -462,6 +462,23 @@ def _sub_mm(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor, batch: int) -> to
     return c - _mm(a, b, batch)
 
 
+def _unit_diagonal_scaling(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(A C, c)`` with ``C = diag(c)``, ``c = 2^-e``: every diagonal entry of ``A C`` has modulus
+    in [1/2, 1) (``e`` clamped, see below).
+
+    The blocked solve multiplies by inverted diagonal blocks ``D``; at the ends of the float32
+    range ``D`` R overflows (``|A| ~ 1e-38``: ``|D| ~ 4e37`` times ``|R| ~ 10``, then ``inf - inf``
+    in the refinement) or ``D`` underflows to subnormals (``|A| ~ 1e38``) while ``X`` is
+    representable. Column scaling by powers of two is exact, so in the normal range the solve of
+    ``(A C) Z = B``, ``X = C Z`` rounds exactly as the unscaled one; it only keeps ``D`` near 1.
+    Exponents are clamped to [-126, 126] so ``2^±e`` is a normal float32.
+    """
+    d = A.diagonal(dim1=-2, dim2=-1).abs()
+    e = torch.frexp(d).exponent.clamp_(-126, 126)
+    c = torch.ldexp(torch.ones_like(d), -e)
+    return A * c[..., None, :], c
+
+
 def _solve_left(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, upper: bool, unit: bool,
                 use_kernel_leaves: bool, triton: bool = False) -> None:
     """Solve ``A X = B`` for logical triangles ``A [bA, n, n]``, writing ``X [b, n, k]`` (a view).
@@ -483,6 +500,8 @@ def _solve_left(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, upper: bool, 
     else:
         nb = min(t.nb_unit if unit else t.nb, 32, n)
         leaf_rows = nb * t.leaf_blocks
+        if not unit:  # solve (A C) Z = B, X = C Z: see _unit_diagonal_scaling
+            A, col_scale = _unit_diagonal_scaling(A)
         D, Tb = _trtri_diag(A, nb, upper, unit)  # the one batched dispatch
 
     def leaf(r0: int, r1: int, Bc: torch.Tensor) -> None:
@@ -532,6 +551,8 @@ def _solve_left(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, upper: bool, 
             rec(r0, mid, B1)
 
     rec(0, n, B)
+    if D is not None and not unit:
+        X.mul_(col_scale[..., None])
 
 
 def _as3(x: torch.Tensor, batch: torch.Size) -> torch.Tensor:

@@ -38,15 +38,16 @@ def require_emulator() -> None:
 
 class InOrder:
     """An emulator kernel library whose every kernel call gets the emulator-only ``order``/``seed``
-    keywords, so a family's own call sites (``monkeypatch`` its ``load_library``) run in that
-    thread order: kernel tests exercise the library's launch code, not a copy of it."""
+    keywords (and any ``extra`` ones, e.g. ``guard=True``), so a family's own call sites
+    (``monkeypatch`` its ``load_library``) run in that thread order: kernel tests exercise the
+    library's launch code, not a copy of it."""
 
-    def __init__(self, lib, order: str, seed: int):
-        self._lib, self._order, self._seed = lib, order, seed
+    def __init__(self, lib, order: str, seed: int, **extra):
+        self._lib, self._kw = lib, dict(order=order, seed=seed, **extra)
 
     def __getattr__(self, name):
         fn = getattr(self._lib, name)
-        return lambda *args, **kw: fn(*args, order=self._order, seed=self._seed, **kw)
+        return lambda *args, **kw: fn(*args, **self._kw, **kw)
 
 
 #: The emulator's thread orders every kernel test runs in (a missing barrier shows in some).

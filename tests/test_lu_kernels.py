@@ -212,3 +212,135 @@ def test_inf_pivot(kernels, order, seed, dtype):
         else:
             assert torch.equal(LU[:, 1:, 0], torch.zeros(2, m - 1)), name
             assert bool(LU[:, 1:, 1:].isfinite().all()), name
+
+
+# --------------------------------------------------------------------------------------------------
+# NaN, subnormal pivots, invalid pivots, tuning limits (issues 14.8, 18, 14.2, 17.3, 17.6)
+# --------------------------------------------------------------------------------------------------
+
+NAN, INF = float("nan"), float("inf")
+
+
+def _nan_cases(n):
+    return [[(5, 0, NAN)], [(0, 0, NAN)], [(7, 0, NAN), (3, 0, NAN)], [(3, 0, INF), (7, 0, NAN)],
+            [(10, n // 2, NAN)], [(n - 1, n - 1, NAN)]]
+
+
+@pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DID)
+@pytest.mark.parametrize("n", [20, 40, 70])
+def test_nan_pivots_and_propagation_match_torch_cpu(kernels, order, seed, dtype, n):
+    """NaN input: the pivots and the NaN pattern of LU are exactly torch's CPU LAPACK's (MKL's
+    getrf picks the first NaN of a column for n >= 17). n = 20 runs lu_small, 40 and 70 the blocked
+    LU over lu_panel + lu_laswp (n >= 33), through the public op on the emulator backend. No
+    rounding is involved: which entries are NaN and which rows are pivots are discrete facts (the
+    random data has no near-ties)."""
+    import mpslinalg
+
+    kernels(dtype, order, seed)  # patches lu's load_library: the public op runs in this order
+    g = torch.Generator().manual_seed(n)
+    for setup in _nan_cases(n):
+        A = torch.randn(n, n, generator=g, dtype=dtype)
+        for i, j, v in setup:
+            A[i, j] = v
+        LUt, pivt, _ = torch.linalg.lu_factor_ex(A)
+        with mpslinalg.use_backend("emulator"):
+            LU, piv, info = mpslinalg.lu_factor_ex(A)
+        assert torch.equal(piv, pivt), setup
+        assert torch.equal(LU.isnan(), LUt.isnan()), setup
+        assert int(info) == 0, setup
+
+
+@pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DID)
+@pytest.mark.parametrize("kernel", ["small", "panel", "small_solve"])
+def test_subnormal_pivot_is_divided_not_inverted(kernels, order, seed, dtype, kernel):
+    """LAPACK's sfmin rule in every kernel that has it: a pivot below the smallest normal float is
+    divided by, never inverted (1/1e-39 overflows to inf, and 0 * inf = NaN). Column 0 =
+    [1e-39, 5e-40, 0, ...]: the pivot is the subnormal 1e-39 (row 1), the multiplier is
+    fl(a10 / a00) with relative error <= u (one correctly rounded division of the stored values;
+    compared with the float64 quotient), and LU is finite and passes LAPACK's ratio < 30.
+    The panel case is the 40 x 40 of issue 18 (n > 32: the blocked LU's lu_panel)."""
+    n = 9 if kernel != "panel" else 40
+    kern = kernels(dtype, order, seed, panel_threads=64)
+    A = matrices.random(n, n, batch=(2,), dtype=dtype, seed=17)
+    A[:, :, 0] = 0
+    A[:, 0, 0] = 1e-39
+    A[:, 1, 0] = 5e-40
+    u = metrics.unit_roundoff(dtype)
+    if kernel == "small_solve":
+        B = A @ torch.ones(2, n, 3, dtype=dtype)  # x = 1 is representable (b / 1e-39 is not)
+        X = torch.empty_like(B)
+        info = torch.zeros(2, dtype=torch.int32)
+        kern.small_solve(A, B, X, info)
+        assert bool(X.isfinite().all()) and info.tolist() == [0, 0]
+        assert float(metrics.solve_ratio(A, X, B).max()) < metrics.PASS_RATIO
+        return
+    LU = A.clone()
+    piv = torch.zeros(2, n, dtype=torch.int32)
+    info = torch.zeros(2, dtype=torch.int32)
+    if kernel == "small":
+        kern.small(LU, piv, info)
+    else:
+        kern.panel(LU, piv, info, 0, 8)
+        A, LU, piv = A[:, :, :8], LU[:, :, :8], piv[:, :8]  # the panel's own factorisation
+    assert bool(LU.isfinite().all()) and info.tolist() == [0, 0]
+    assert piv[:, 0].tolist() == [1, 1]
+    exact = A[:, 1, 0].to(torch.complex128 if dtype.is_complex else torch.float64) / A[:, 0, 0]
+    below = LU[:, 1:, 0]  # later row swaps move the one nonzero multiplier: find it
+    mult = below.gather(1, below.abs().argmax(1, keepdim=True))[:, 0]
+    assert float(((mult - exact).abs() / exact.abs()).max()) <= u
+    assert float(_ratio(A, LU, piv).max()) < metrics.PASS_RATIO
+
+
+def test_subnormal_pivot_public_lu_factor_40(kernels):
+    """Issue 18's survivor through the public op (emulator backend, blocked LU: n = 40 > 32)."""
+    import mpslinalg
+
+    kernels(torch.float32, "inorder", 0)
+    A = matrices.random(40, 40, dtype=torch.float32, seed=5)
+    A[:, 0] = 0
+    A[0, 0], A[1, 0] = 1e-39, 5e-40
+    with mpslinalg.use_backend("emulator"):
+        LU, piv, info = mpslinalg.lu_factor_ex(A)
+    assert bool(LU.isfinite().all()) and int(info) == 0 and int(piv[0]) == 1
+    assert float(_ratio(A, LU, piv)) < metrics.PASS_RATIO
+
+
+@pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DID)
+def test_laswp_invalid_pivots_never_out_of_bounds(lib, monkeypatch, order, seed, dtype):
+    """Invalid pivots (0, negative, > M: a user's lu_solve input) are skipped by lu_laswp, run with
+    the emulator's guard pages after every buffer, so an access past the end would fault. The
+    valid interchanges are applied exactly as LAPACK's laswp would."""
+    monkeypatch.setattr(lu_mod, "load_library", lambda family, device: InOrder(lib, order, seed, guard=True))
+    kern = lu_mod._MetalKernels(torch.device("cpu"), dtype)
+    B, M, N = 2, 6, 5
+    X = matrices.random(M, N, batch=(B,), dtype=dtype, seed=3)
+    piv = torch.tensor([[0, 3, -7, 6, 2**30, 5], [7, 2, 4, -1, 6, 6]], dtype=torch.int32)
+    for rev in (False, True):
+        Y = X.clone()
+        kern.swap(Y, piv, 0, M, 0, N, reverse=rev)
+        ref = X.clone()
+        for b in range(B):
+            for i in (range(M - 1, -1, -1) if rev else range(M)):
+                q = int(piv[b, i]) - 1
+                if 0 <= q < M:
+                    ref[b, [i, q]] = ref[b, [q, i]]
+        assert torch.equal(Y, ref)
+
+
+@pytest.mark.parametrize("field,value", [("panel_threads", 16), ("panel_threads", 48), ("panel_threads", 512),
+                                         ("small_max", 33), ("panel_nb", 0)])
+def test_tuning_outside_kernel_limits_is_a_clear_error(monkeypatch, field, value):
+    """lu_panel's reduction needs a power of two in [32, 256] threads (below 32 its loop never
+    ends, above 256 its threadgroup arrays overflow); lu_small's tile is 32 x 32."""
+    monkeypatch.setattr(lu_mod.TUNING, field, value)
+    with pytest.raises(ValueError, match=f"TUNING.{field}"):
+        lu_mod._MetalKernels(torch.device("cpu"), torch.float32)
+
+
+def test_sizes_beyond_32_bit_indexing_are_a_clear_error():
+    lu_mod._check_int32(46340, 46340)  # 2147395600 < 2^31
+    with pytest.raises(ValueError, match="32-bit"):
+        lu_mod._check_int32(2**16, 2**15)

@@ -15,6 +15,7 @@ twice that of each other. We use ``c_n = nb = 32``.
 
 from __future__ import annotations
 
+import importlib
 import itertools
 
 import pytest
@@ -107,3 +108,35 @@ def test_trsm_small_all_variants(lib, monkeypatch, order, seed, dtype):
             X = mpslinalg.solve_triangular(Tv, B, upper=upper, left=left, unitriangular=unit)
             ratio = metrics.triangular_residual_ratio(T, X, B, upper, left, unit)
             assert ratio.shape == (2,) and float(ratio.max()) < 30, (upper, left, unit)
+
+
+@pytest.mark.parametrize("order,seed", ORDERS, ids=ORDER_IDS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64], ids=["float32", "complex64"])
+@pytest.mark.parametrize("scale", [1e-38, 1e37], ids=["bottom", "top"])
+def test_blocked_solve_near_the_ends_of_the_float32_range(lib, monkeypatch, order, seed, dtype, scale):
+    """Issue 14.5: ``solve((randn(70, 70) + 2I) * 1e-38, b)`` went NaN on the emulator backend: the
+    inverted 16-wide diagonal blocks of U (|D| ~ 4e37) times |R| ~ 10 overflowed, and the refinement
+    made inf - inf. At 1e37 the blocks' inverses are ~1e-37 and lose digits to subnormals. X is
+    representable in both (|X| <= 3e38), as torch's answer shows. The blocked path (n = 70 > 64)
+    runs through the kernels in every order; bound: LAPACK's solve ratio
+    ||B - A X|| / (||A|| ||X|| u) < 30 (backward stable, Higham Thm 9.4), and torch is finite."""
+    import mpslinalg
+
+    lu_mod = importlib.import_module("mpslinalg.lu")
+    monkeypatch.setattr(tri, "load_library", lambda family, device: InOrder(lib, order, seed))
+    monkeypatch.setattr(lu_mod, "load_library", lambda family, device: InOrder(load_library("lu", "cpu"),
+                                                                               order, seed))
+    g = torch.Generator().manual_seed(0)
+    n = 70
+    if dtype.is_complex and scale < 1:
+        scale *= 2  # complex randn's entries are smaller: at 1e-38 torch's own X overflows
+    A = ((torch.randn(n, n, generator=g, dtype=dtype) + 2 * torch.eye(n)) * scale).to(dtype)
+    b = torch.randn(n, 3, generator=g, dtype=dtype)
+    assert bool(torch.linalg.solve(A, b).isfinite().all())  # the premise: X is representable
+    with mpslinalg.use_backend("emulator"):
+        x = mpslinalg.solve(A, b)
+        U = torch.linalg.lu_factor(A).LU.triu()
+        y = mpslinalg.solve_triangular(U, b, upper=True)
+    assert bool(x.isfinite().all()) and bool(y.isfinite().all())
+    assert float(metrics.solve_ratio(A, x, b).max()) < metrics.PASS_RATIO
+    assert float(metrics.triangular_residual_ratio(U, y, b, True, True, False).max()) < metrics.PASS_RATIO

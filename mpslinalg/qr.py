@@ -93,7 +93,7 @@ class Tuning:
     tsqr_leaf : int
         Rows per TSQR leaf (a multiple of ``N`` is not needed; at least ``N``).
     triton : bool
-        Use the Triton whole-matrix kernel on CUDA (float32, ``M, N <= 64``).
+        Use the Triton whole-matrix kernel on CUDA (float32/complex64, ``M, N <= 64``).
     """
 
     nb: int = 32
@@ -101,10 +101,10 @@ class Tuning:
     torch_small_max: int = 64
     torch_batch_min: dict = field(default_factory=lambda: {"cpu": 64, "cuda": 2})
     torch_blocked: bool = False
-    tsqr_ratio: dict = field(default_factory=lambda: {"cpu": 2**62, "cuda": 2**62, "mps": 2**62})
+    tsqr_ratio: dict = field(default_factory=lambda: {"cpu": 2**62, "cuda": 64, "mps": 16})
     tsqr_max_n: int = 64
     tsqr_leaf: int = 256
-    triton: bool = False
+    triton: bool = True
 
 
 #: The tuning in use (module-level, mutable: benchmarks and tests adjust it).
@@ -252,8 +252,12 @@ def _kernels(x: torch.Tensor):
 
 
 def _triton_ok(A: torch.Tensor) -> bool:
-    return (TUNING.triton and A.device.type == "cuda" and A.dtype == torch.float32
-            and max(A.shape[-2], A.shape[-1]) <= 64)
+    M, N = A.shape[-2], A.shape[-1]
+    if not (TUNING.triton and A.device.type == "cuda" and A.dtype in E.GPU_DTYPES and not _functorch()):
+        return False
+    from ._qr_triton import fits
+
+    return fits(M, N)
 
 
 def _small_on_kernels(M: int, N: int) -> bool:
@@ -396,15 +400,24 @@ def qr_impl(A: torch.Tensor, mode: str) -> tuple[torch.Tensor, torch.Tensor]:
     :func:`geqrf_impl` followed by :func:`householder_product_impl` on the first ``k`` columns
     (reduced) or on ``[QR | 0]`` (complete, ``m > n``).
     """
-    M, N = A.shape[-2], A.shape[-1]
-    K = min(M, N)
     if _functorch():
         Q, R = torch.linalg.qr(A, mode=mode)
         return Q, R
-    if mode != "complete" and _use_tsqr(A):
+    if mode == "reduced" and _use_tsqr(A):
         from ._qr_tsqr import tsqr
 
-        return tsqr(A, want_q=mode == "reduced")
+        return tsqr(A)
+    return qr_plain(A, mode)
+
+
+def qr_plain(A: torch.Tensor, mode: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`qr_impl` without the TSQR route (the leaves of TSQR)."""
+    M, N = A.shape[-2], A.shape[-1]
+    K = min(M, N)
+    if mode != "complete" or M <= N:
+        fused = _qr_small_fused(A, mode)
+        if fused is not None:
+            return fused
     QR, tau = geqrf_impl(A)
     if mode == "r":
         return A.new_empty(0), _r_from(QR, K)
@@ -419,7 +432,18 @@ def qr_impl(A: torch.Tensor, mode: str) -> tuple[torch.Tensor, torch.Tensor]:
 def _use_tsqr(A: torch.Tensor) -> bool:
     M, N = A.shape[-2], A.shape[-1]
     dev = "mps" if _on_kernels(A) else A.device.type
-    return 0 < N <= TUNING.tsqr_max_n and M >= TUNING.tsqr_ratio.get(dev, 2**62) * N
+    return (0 < N <= TUNING.tsqr_max_n and M >= TUNING.tsqr_ratio.get(dev, 2**62) * N
+            and tsqr_leaf_limit(A) >= 2 * N)
+
+
+def tsqr_leaf_limit(A: torch.Tensor) -> int:
+    """Most rows of a TSQR leaf for ``A``'s backend: what one whole-matrix kernel call holds."""
+    N = A.shape[-1]
+    if _on_kernels(A):
+        return min(TUNING.tsqr_leaf, 64, TUNING.small_elems // max(N, 1))
+    if _triton_ok(A[..., :1, :]):
+        return 256 if N <= 32 else 128
+    return TUNING.tsqr_leaf
 
 
 # --------------------------------------------------------------------------------------------------
@@ -726,3 +750,20 @@ def ormqr(A: torch.Tensor, tau: torch.Tensor, other: torch.Tensor, left: bool = 
                            f"{list(other.shape[:-2])}")
     E.check_same(op, ("input", "other"), A, other)
     return E.store(op, out, _ormqr(A, tau, other, left, transpose), A, tau, other)
+
+
+def _qr_small_fused(A: torch.Tensor, mode: str):
+    """``(Q, R)`` of a batch of small matrices in one Triton launch (CUDA), or None."""
+    M, N = A.shape[-2], A.shape[-1]
+    if _on_kernels(A) or not _triton_ok(A) or _torch_leaf(A):
+        return None
+    from ._qr_triton import geqrf_small
+
+    K = min(M, N)
+    batch = A.shape[:-2]
+    QR = E.resolved(A).reshape(-1, M, N).clone()
+    tau = QR.new_empty(QR.shape[0], K)
+    Q = None if mode == "r" else QR.new_empty(QR.shape[0], M, K)
+    geqrf_small(QR, tau, Q)
+    R = _r_from(QR, K).reshape(*batch, K, N)
+    return (A.new_empty(0) if Q is None else Q.reshape(*batch, M, K)), R

@@ -200,28 +200,29 @@ def routed_ops() -> tuple[str, ...]:
 # "Never slower": where each op routes, per device type (measured; docs/routing.md has the table)
 # --------------------------------------------------------------------------------------------------
 
-#: ``WHEN[device_type][op]`` is a tuple of ``(n_max, batch_min)`` regions: a call on an ``n x n``
-#: (for solves: the coefficient matrix) batch of ``batch`` matrices is routed when ``n <= n_max``
-#: and ``batch >= batch_min`` for one of them. An op missing from a device's table is always
-#: routed (``mps``: torch.linalg there falls back to the CPU or lacks ops; not measurable here);
-#: ``()`` never routes.
-WHEN: dict[str, dict[str, tuple[tuple[int, int], ...]]] = {
+#: ``WHEN[device_type][op][dtype]``: regions ``(n_min, n_max, batch_min)`` where routing was measured
+#: to be at least 0.95x torch.linalg (``benchmarks/bench_routing.py``; table and dates in
+#: ``docs/routing.md``). A call on ``batch`` matrices of size ``n x n`` (for solves: the coefficient
+#: matrix) is routed when ``n_min <= n <= n_max`` and ``batch >= batch_min`` for one region; an op
+#: or dtype missing from a device's table is not routed (not measured: torch.linalg keeps it).
+#: ``None`` for a device routes every call mpslinalg can take: on ``mps`` torch.linalg lacks ops or
+#: falls back to the CPU, and no Mac was available to measure.
+WHEN: dict[str, dict[str, dict[torch.dtype, tuple[tuple[int, int, int], ...]]] | None] = {
     "cpu": {},
     "cuda": {},
-    "mps": {},
+    "mps": None,
 }
 
 
-def _size(args) -> tuple[int, int]:
-    """``(n, batch)`` of the call's first matrix argument."""
+def _faster(table: dict, args) -> bool:
+    """Whether ``table`` (one op's ``WHEN`` entry) routes a call with these arguments."""
     A = args[0]
+    regions = table.get(A.dtype)
+    if not regions:
+        return False
     shape = A.shape
-    return shape[-1], math.prod(shape[:-2])
-
-
-def _faster(regions, args) -> bool:
-    n, batch = _size(args)
-    return any(n <= n_max and batch >= batch_min for n_max, batch_min in regions)
+    n, batch = shape[-1], math.prod(shape[:-2])
+    return any(lo <= n <= hi and batch >= b for lo, hi, b in regions)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -268,15 +269,18 @@ def reset_stats() -> None:
         _counts.clear()
 
 
-def _kernel(route: Route, op: Callable, original, regions) -> Callable:
-    """The kernel registered for ``route`` on one device: ours, or torch's ``original``."""
+def _kernel(route: Route, op: Callable, original, table: dict | None) -> Callable:
+    """The kernel registered for ``route`` on one device: ours, or torch's ``original``.
+
+    ``table`` is the op's :data:`WHEN` entry for the device (``None``: route every call we can).
+    """
     name = route.name
 
     def kernel(keyset, *args, **kwargs):
         if _local.inside:
             _count(name, _INTERNAL)
             return original.call_boxed(keyset, *args, **kwargs)
-        if not torch._C._are_functorch_transforms_active() and (regions is None or _faster(regions, args)):
+        if not torch._C._are_functorch_transforms_active() and (table is None or _faster(table, args)):
             _local.inside = True
             try:
                 result = route.call(op, *args, **kwargs)
@@ -296,7 +300,10 @@ def _normalise(devices, ops, when) -> tuple[tuple[str, ...], tuple[str, ...], st
         devices = (devices,)
     types = []
     for d in devices:
-        t = torch.device(d).type if isinstance(d, (str, torch.device)) else None
+        try:
+            t = torch.device(d).type
+        except (RuntimeError, TypeError):
+            t = None
         if t not in _AUTOGRAD_KEY:
             raise ValueError(f"mpslinalg.enable: devices must name device types among "
                              f"{sorted(_AUTOGRAD_KEY)}, got {d!r}")
@@ -326,9 +333,10 @@ def _register(devices, ops, when) -> None:
         for route in ROUTES:
             if route.name not in ops:
                 continue
-            regions = WHEN[device].get(route.name) if when == "faster" else None
+            table = WHEN[device]
+            table = None if when == "always" or table is None else table.get(route.name, {})
             original = torch.library.get_kernel(f"aten::{route.aten}", key)
-            lib.impl(route.aten, _kernel(route, getattr(mpslinalg, route.name), original, regions), key,
+            lib.impl(route.aten, _kernel(route, getattr(mpslinalg, route.name), original, table), key,
                      with_keyset=True)
 
 

@@ -1,0 +1,168 @@
+"""Measure where drop-in routing pays: ``torch.linalg.<op>`` with ``mpslinalg.enable(when="always")``
+against the same call with routing off, per op, size, batch and dtype (issue 13, "never slower").
+
+A routed call costs what the user sees: the dispatcher's hop into Python plus mpslinalg's op. So each
+workload is timed in alternating blocks — routing off, routing on, off, on, ... — and the ratio is
+the median over blocks of ``time(off) / time(on)`` (> 1: routing is faster). A workload is routed
+by the default policy when its ratio is >= 0.95; :func:`regions` turns a device's rows into the
+``mpslinalg.routing.WHEN`` entries (route an op at size ``n`` from the smallest batch upward whose
+ratio, and every larger measured batch's ratio, is >= 0.95).
+
+    python benchmarks/bench_routing.py --device cpu --out results/       # prints rows and WHEN
+    python benchmarks/bench_routing.py --device cpu --quick              # fewer sizes
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import pathlib
+import statistics
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # the repository root
+import torch
+
+import mpslinalg
+from mpslinalg import routing
+from mpslinalg.mainjob.timing import time_callable
+
+THRESHOLD = 0.95
+SIZES = (2, 3, 4, 8, 9, 16, 32, 64, 128, 256)
+BATCHES = (1, 64, 4096)
+MAX_ELEMENTS = 1 << 22  # skip workloads above this many matrix entries (time on a shared CPU)
+
+
+def _calls(op: str, A: torch.Tensor):
+    """The ``torch.linalg`` call a user writes for ``op`` on the batch ``A``."""
+    B = torch.randn(*A.shape[:-1], 1, dtype=A.dtype, device=A.device)
+    if op == "inv_ex":
+        return lambda: torch.linalg.inv_ex(A)
+    if op == "det":
+        return lambda: torch.linalg.det(A)
+    if op == "slogdet":
+        return lambda: torch.linalg.slogdet(A)
+    if op == "solve":
+        return lambda: torch.linalg.solve(A, B)
+    if op == "solve_ex":
+        return lambda: torch.linalg.solve_ex(A, B)
+    if op == "lu_factor_ex":
+        return lambda: torch.linalg.lu_factor_ex(A)
+    if op == "lu":
+        return lambda: torch.linalg.lu(A)
+    if op == "lu_solve":
+        LU, piv = torch.linalg.lu_factor(A)
+        return lambda: torch.linalg.lu_solve(LU, piv, B)
+    if op == "solve_triangular":
+        T = torch.linalg.lu_factor(A)[0].triu()
+        return lambda: torch.linalg.solve_triangular(T, B, upper=True)
+    raise ValueError(op)
+
+
+def measure(op: str, n: int, batch: int, dtype: torch.dtype, device: str, blocks: int) -> dict:
+    """Median over alternating blocks of ``time(routing off) / time(routing on)``."""
+    g = torch.Generator().manual_seed(n * 1000 + batch)
+    shape = (n, n) if batch == 1 else (batch, n, n)
+    A = (torch.randn(shape, generator=g, dtype=dtype) + n * torch.eye(n, dtype=dtype)).to(device)
+    fn = _calls(op, A)
+    off, on, ratios = [], [], []
+    for _ in range(blocks):
+        routing.disable()
+        t_off = time_callable(fn, device=device, warmup=2, repeat=5, min_time=0.02).median
+        routing.enable(devices=(device,), ops=(op,), when="always")
+        routing.reset_stats()
+        t_on = time_callable(fn, device=device, warmup=2, repeat=5, min_time=0.02).median
+        ran_ours = routing.stats().get(op, {}).get("ours", 0) > 0
+        routing.disable()
+        if not ran_ours:
+            raise RuntimeError(f"{op} n={n} batch={batch}: routing on did not run mpslinalg's op")
+        off.append(t_off)
+        on.append(t_on)
+        ratios.append(t_off / t_on)
+    return {"op": op, "n": n, "batch": batch, "dtype": str(dtype).removeprefix("torch."), "device": device,
+            "torch_s": statistics.median(off), "routed_s": statistics.median(on),
+            "ratio": statistics.median(ratios)}
+
+
+def regions(rows: list[dict], op: str, dtype: str) -> tuple[tuple[int, int, int], ...]:
+    """``WHEN`` regions ``(n_min, n_max, batch_min)`` of ``op`` from the measured rows.
+
+    Size ``n`` routes from the smallest measured batch whose ratio, and every larger measured
+    batch's, is >= :data:`THRESHOLD`. Consecutive measured sizes that both route are joined (with
+    the larger of their batch minima); unmeasured sizes outside them stay with torch.
+    """
+    by_n: dict[int, list[dict]] = {}
+    for r in rows:
+        if r["op"] == op and r["dtype"] == dtype:
+            by_n.setdefault(r["n"], []).append(r)
+    mins: dict[int, int] = {}
+    for n, rs in sorted(by_n.items()):
+        rs.sort(key=lambda r: r["batch"])
+        start = None
+        for r in reversed(rs):
+            if r["ratio"] < THRESHOLD:
+                break
+            start = r["batch"]
+        if start is not None:
+            mins[n] = start
+    sizes = sorted(by_n)
+    out: list[tuple[int, int, int]] = []
+    for i, n in enumerate(sizes):
+        if n not in mins:
+            continue
+        out.append((n, n, mins[n]))
+        nxt = sizes[i + 1] if i + 1 < len(sizes) else None
+        if nxt is not None and nxt in mins and nxt > n + 1:
+            out.append((n + 1, nxt - 1, max(mins[n], mins[nxt])))
+    return tuple(out)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--ops", nargs="*", default=None)
+    p.add_argument("--dtypes", nargs="*", default=["float32", "float64"])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--blocks", type=int, default=3)
+    p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    p.add_argument("--out", type=pathlib.Path, default=None)
+    args = p.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    ops = args.ops or [o for o in routing.routed_ops() if o in
+                       ("inv_ex", "det", "slogdet", "solve", "solve_ex", "lu_factor_ex", "lu", "lu_solve",
+                        "solve_triangular")]
+    sizes = (3, 4, 9, 64) if args.quick else SIZES
+    rows = []
+    print(f"mpslinalg {mpslinalg.__version__}, torch {torch.__version__}, device {args.device}, "
+          f"threads {torch.get_num_threads()}")
+    print("| op | dtype | n | batch | torch.linalg | routed | ratio | default path |")
+    print("|---|---|---|---|---|---|---|---|")
+    for dtype_name in args.dtypes:
+        dtype = getattr(torch, dtype_name)
+        for op in ops:
+            for n in sizes:
+                for batch in BATCHES:
+                    if batch * n * n > MAX_ELEMENTS:
+                        continue
+                    r = measure(op, n, batch, dtype, args.device, args.blocks)
+                    rows.append(r)
+                    path = "mpslinalg" if r["ratio"] >= THRESHOLD else "torch"
+                    print(f"| {op} | {dtype_name} | {n} | {batch} | {r['torch_s'] * 1e6:.1f} µs | "
+                          f"{r['routed_s'] * 1e6:.1f} µs | {r['ratio']:.2f} | {path} |", flush=True)
+    print("\nWHEN entries (regions (n_min, n_max, batch_min)):")
+    for dtype_name in args.dtypes:
+        for op in ops:
+            print(f"  {dtype_name} {op!r}: {regions(rows, op, dtype_name)},")
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        path = args.out / f"routing-{args.device}.json"
+        path.write_text(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(),
+                                    "rows": rows}, indent=1))
+        print(f"wrote {path}")
+    return 0 if all(math.isfinite(r["ratio"]) for r in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,474 @@
+"""Drop-in routing (``mpslinalg.enable``/``disable``/``enabled``, issue 13): the public contract.
+
+An unmodified camera-geometry library (``examples/posekit.py``: ``torch.linalg.inv``,
+``Tensor.inverse``, ``torch.inverse``, ``torch.det``, ``lu_factor_ex`` + ``lu_solve`` of 9x9 DLT
+systems, ``solve`` of 8x8-15x15 normal equations, ``logdet``) runs with routing on for the CPU;
+:func:`mpslinalg.routing.stats` proves mpslinalg's ops ran, results equal torch's within derived
+bounds, gradients flow through our derivatives, and ``disable`` restores torch's kernels.
+
+Bounds (derived, never tuned; ``u`` = 2^-24 for float32, 2^-53 for float64; LAPACK's test ratios
+are below 30 for both torch and us, ``TESTING/ctest.in``):
+
+* **inverse** (1-norm): xGET03 ``‖I − XA‖₁/(n‖A‖₁‖X‖₁u) < 30`` gives
+  ``‖X − A⁻¹‖₁ ≤ ‖XA − I‖₁‖A⁻¹‖₁ ≤ 30 n κ₁ u ‖X‖₁``; two such results differ by ``60 n κ₁ u ‖X‖₁``.
+  A product with ``M`` afterwards (``T_a⁻¹ T_b``, ``K⁻¹ p``) scales it by ``‖M‖₁`` and adds the
+  product's own rounding, ``≤ 2 n u ‖X‖₁‖M‖₁`` for the two: ``INV_C = 62 n κ₁`` (κ₁ ≥ 1).
+* **solutions** (2-norm): xGET02 ``‖b − Ax‖/(‖A‖‖x‖u) < 30`` gives ``‖x − x*‖ ≤ 30 κ u ‖x‖``; two
+  differ by ``60 κ u ‖x‖``; the Frobenius norm over the (≤ n) columns adds ``√n``:
+  ``SOLVE_C = 60 √n κ``. Forming the right-hand side ``-Jᵀr`` is the same code on both paths.
+* **determinants**: a backward error ``‖ΔA‖ ≤ 30 n u ‖A‖`` (xGET01) moves ``det`` by at most
+  ``n κ · 30 n u`` relative (``d det/det = tr(A⁻¹dA)``); two results: ``DET_C = 60 n² κ``, also the
+  bound of the absolute difference of ``logdet``.
+* **gradients** (float64): a first-order bound for two backward-stable backward passes, each a few
+  solves with ``A`` or ``Aᴴ``: ``GRAD_C = 60 √n κ²`` relative (as ``tests/test_parity.py``).
+"""
+
+from __future__ import annotations
+
+import math
+import pathlib
+import re
+import sys
+import threading
+
+import pytest
+import torch
+
+import mpslinalg
+from mpslinalg import routing
+from mpslinalg.kernels import loader, set_compiler, use_backend
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "examples"))
+import posekit  # noqa: E402  (examples/ is not a package)
+
+DTYPES = [torch.float32, torch.float64]
+
+
+def _u(dtype: torch.dtype) -> float:
+    return 2.0**-24 if dtype in (torch.float32, torch.complex64) else 2.0**-53
+
+
+@pytest.fixture(autouse=True)
+def _routing_off():
+    """Every test starts and ends with routing off and zero counters."""
+    routing.disable()
+    routing.reset_stats()
+    yield
+    routing.disable()
+    routing.reset_stats()
+
+
+def _kappa1(A: torch.Tensor) -> torch.Tensor:
+    A = A.double()
+    return torch.linalg.matrix_norm(A, ord=1) * torch.linalg.matrix_norm(torch.linalg.inv(A), ord=1)
+
+
+def _kappa2(A: torch.Tensor) -> torch.Tensor:
+    return torch.linalg.cond(A.double())
+
+
+def _norm1(X: torch.Tensor) -> torch.Tensor:
+    return torch.linalg.matrix_norm(X.double(), ord=1)
+
+
+def _camera_inputs(dtype: torch.dtype, batch: int = 32, seed: int = 0) -> dict:
+    """Inputs of the pipeline (built with routing off)."""
+    g = torch.Generator().manual_seed(seed)
+    K = torch.zeros(batch, 3, 3, dtype=torch.float64)
+    K[:, 0, 0] = 500 + 100 * torch.rand(batch, generator=g, dtype=torch.float64)
+    K[:, 1, 1] = K[:, 0, 0]
+    K[:, :2, 2] = 320 + 10 * torch.randn(batch, 2, generator=g, dtype=torch.float64)
+    K[:, 2, 2] = 1
+    src = torch.rand(batch, 4, 2, generator=g, dtype=torch.float64) * 2 - 1
+    dst = src + 0.1 * torch.randn(batch, 4, 2, generator=g, dtype=torch.float64)
+    jac = {p: torch.randn(batch, 2 * p, p, generator=g, dtype=torch.float64) for p in (8, 11, 15)}
+    res = {p: torch.randn(batch, 2 * p, 1, generator=g, dtype=torch.float64) for p in (8, 11, 15)}
+    L = torch.randn(batch, 6, 6, generator=g, dtype=torch.float64)
+    cov = L @ L.mT + 6 * torch.eye(6, dtype=torch.float64)
+    data = {
+        "T_a": posekit.random_poses(batch, dtype=torch.float64, generator=g),
+        "T_b": posekit.random_poses(batch, dtype=torch.float64, generator=g),
+        "K": K, "pixels": 640 * torch.rand(batch, 16, 2, generator=g, dtype=torch.float64),
+        "src": src, "dst": dst, "J": jac, "r": res, "cov": cov,
+        "resid": torch.randn(batch, 6, generator=g, dtype=torch.float64),
+    }
+    return {k: ({p: t.to(dtype) for p, t in v.items()} if isinstance(v, dict) else v.to(dtype))
+            for k, v in data.items()}
+
+
+def _run_pipeline(d: dict) -> dict:
+    """The user's code: posekit calls only."""
+    H, info = posekit.homography_dlt(d["src"], d["dst"])
+    return {
+        "inv": posekit.invert_poses(d["T_a"]),
+        "rel": posekit.relative_pose(d["T_a"], d["T_b"]),
+        "rays": posekit.unproject(d["K"], d["pixels"]),
+        "right": posekit.is_right_handed(d["T_a"][:, :3, :3]),
+        "H": H, "info": info,
+        "steps": {p: posekit.damped_normal_step(d["J"][p], d["r"][p]) for p in d["J"]},
+        "loglik": posekit.pose_log_likelihood(d["cov"], d["resid"]),
+    }
+
+
+def _check_close(ours: dict, ref: dict, d: dict, dtype: torch.dtype) -> None:
+    """Every output of the routed run against torch's, with the bounds of the module docstring."""
+    u = _u(dtype)
+    T_a = d["T_a"]
+    k1 = _kappa1(T_a)
+    diff = _norm1(ours["inv"] - ref["inv"])
+    assert (diff <= 62 * 4 * k1 * u * _norm1(ref["inv"])).all(), "inverse of 4x4 poses"
+    diff = _norm1(ours["rel"] - ref["rel"])
+    assert (diff <= 62 * 4 * k1 * u * _norm1(ref["inv"]) * _norm1(d["T_b"])).all(), "T_a^-1 T_b"
+    # rays = (K^-1 p) per point: the 1-norm of a column is bounded by the matrix 1-norm times ‖p‖₁
+    kK = _kappa1(d["K"])
+    p1 = (d["pixels"].double().abs().sum(-1) + 1).amax(-1)
+    diff = (ours["rays"] - ref["rays"]).double().abs().sum(-1).amax(-1)
+    assert (diff <= 62 * 3 * kK * u * _norm1(torch.inverse(d["K"].double())) * p1).all(), "unproject"
+    assert torch.equal(ours["right"], ref["right"]) and ours["right"].all()
+    # DLT: 9x9 solves (the vector h reshaped to 3x3)
+    A, _ = posekit.dlt_system(d["src"], d["dst"])
+    k2 = _kappa2(A)
+    h_ours, h_ref = ours["H"].flatten(-2).double(), ref["H"].flatten(-2).double()
+    assert torch.equal(ours["info"], ref["info"]) and (ours["info"] == 0).all()
+    assert ((h_ours - h_ref).norm(dim=-1) <= 60 * k2 * u * h_ref.norm(dim=-1)).all(), "DLT lu_solve"
+    for p, s in ours["steps"].items():
+        J = d["J"][p].double()
+        k2 = _kappa2(J.mT @ J + 1e-3 * torch.eye(p, dtype=torch.float64))
+        s_ref = ref["steps"][p].double()
+        bound = 60 * math.sqrt(p) * k2 * u * s_ref.flatten(-2).norm(dim=-1)
+        assert ((s.double() - s_ref).flatten(-2).norm(dim=-1) <= bound).all(), f"solve {p}x{p}"
+    # log-likelihood: logdet (absolute, DET_C) + a solve with the covariance (SOLVE_C relative, times
+    # the residual norm for the quadratic form)
+    # loglik = -(rᵀx + logdet + c)/2 with x = cov⁻¹r: |Δ rᵀx| ≤ ‖r‖ 60 κ u ‖x‖; the final sum's
+    # rounding is ≤ 3u (|rᵀx| + |logdet| + |c|)
+    kc = _kappa2(d["cov"])
+    resid, cov = d["resid"].double(), d["cov"].double()
+    x = torch.linalg.solve(cov, resid.unsqueeze(-1)).squeeze(-1)
+    terms = (resid * x).sum(-1).abs() + torch.logdet(cov).abs() + 6 * math.log(2 * math.pi)
+    bound = 0.5 * (60 * 36 * kc * u + 60 * kc * u * resid.norm(dim=-1) * x.norm(dim=-1)) + 3 * u * terms
+    assert ((ours["loglik"].double() - ref["loglik"].double()).abs() <= bound).all(), "logdet + solve"
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+def test_camera_library_runs_our_ops(dtype):
+    d = _camera_inputs(dtype)
+    ref = _run_pipeline(d)
+    assert routing.stats() == {}  # routing off: nothing counted
+    mpslinalg.enable(devices=("cpu",), when="always")
+    ours = _run_pipeline(d)
+    s = routing.stats()
+    # inv: invert_poses, relative_pose (Tensor.inverse), unproject (torch.inverse) -> linalg_inv_ex
+    assert s["inv_ex"]["ours"] == 3
+    assert s["det"]["ours"] == 1                    # torch.det
+    assert s["lu_factor_ex"]["ours"] == 1           # homography_dlt
+    assert s["lu_solve"]["ours"] == 1
+    assert s["solve"]["ours"] == 3 + 1              # damped steps p = 8, 11, 15; the log-likelihood
+    assert s["slogdet"]["ours"] == 1                # torch.logdet decomposes into linalg_slogdet
+    assert all(c["torch"] == 0 for c in s.values()), s
+    mpslinalg.disable()
+    _check_close(ours, ref, d, dtype)
+
+
+def test_disable_restores_torch_kernels():
+    ops = routing.ROUTES
+    before = {r.aten: repr(torch.library.get_kernel(f"aten::{r.aten}", "AutogradCPU")) for r in ops}
+    mpslinalg.enable(devices=("cpu",), when="always")
+    during = {r.aten: repr(torch.library.get_kernel(f"aten::{r.aten}", "AutogradCPU")) for r in ops}
+    routed = {r.aten for r in ops if r.name in routing.routed_ops()}
+    assert {a for a in before if before[a] != during[a]} == routed
+    mpslinalg.disable()
+    assert before == {r.aten: repr(torch.library.get_kernel(f"aten::{r.aten}", "AutogradCPU")) for r in ops}
+    A = torch.randn(8, 4, 4)
+    torch.linalg.inv(A), torch.det(A), torch.linalg.solve(A, A)
+    assert routing.stats() == {}
+    assert torch.linalg.inv(A).grad_fn is None
+
+
+def test_enabled_context_restores_previous_routing():
+    A = torch.randn(5, 3, 3, dtype=torch.float64)
+    with mpslinalg.enabled(devices="cpu", ops=("det",), when="always"):
+        torch.det(A)
+        torch.linalg.inv(A)                          # not among ops: torch's kernel, never seen
+        with mpslinalg.enabled(devices="cpu", ops=("inv_ex",), when="always"):
+            torch.linalg.inv(A)
+            torch.det(A)
+        torch.det(A)                                 # the outer routing is back
+    torch.det(A)                                     # and gone
+    assert routing.stats() == {"det": {"ours": 2, "torch": 0, "internal": 0},
+                               "inv_ex": {"ours": 1, "torch": 0, "internal": 0}}
+
+
+def test_internal_calls_do_not_recurse():
+    # a 64x64 LU on the torch backend factors its leaves with torch.linalg.lu_factor_ex: those are
+    # internal calls, handed to torch's kernel, not routed again
+    A = torch.randn(3, 64, 64, dtype=torch.float64) + 64 * torch.eye(64, dtype=torch.float64)
+    with use_backend("torch"), mpslinalg.enabled(devices="cpu", when="always"):
+        X = torch.linalg.inv(A)
+    s = routing.stats()
+    assert s["inv_ex"] == {"ours": 1, "torch": 0, "internal": 0}
+    assert s["lu_factor_ex"]["ours"] == 0 and s["lu_factor_ex"]["internal"] >= 1
+    k1 = _kappa1(A)
+    assert (_norm1(X - torch.linalg.inv(A)) <= 60 * 64 * k1 * _u(A.dtype) * _norm1(X)).all()
+
+
+def _grad(f, *inputs):
+    xs = [x.detach().clone().requires_grad_() for x in inputs]
+    out = f(*xs)
+    return out, torch.autograd.grad(out, xs)
+
+
+def test_gradients_flow_through_our_derivatives():
+    g = torch.Generator().manual_seed(3)
+    T = posekit.random_poses(6, dtype=torch.float64, generator=g)
+    W = torch.randn(6, 4, 4, generator=g, dtype=torch.float64)
+    J = torch.randn(6, 20, 10, generator=g, dtype=torch.float64)
+    A = J.mT @ J + torch.eye(10, dtype=torch.float64)
+    B = torch.randn(6, 10, 2, generator=g, dtype=torch.float64)
+
+    def loss_inv(T):
+        return (posekit.invert_poses(T) * W).sum()
+
+    def loss_solve(A, B):
+        return (torch.linalg.solve(A, B) ** 2).sum()
+
+    def loss_det(A):
+        return torch.det(A).sum()
+
+    cases = [(loss_inv, (T,), 4, _kappa2(T)), (loss_solve, (A, B), 10, _kappa2(A)),
+             (loss_det, (T,), 4, _kappa2(T))]
+    refs = [_grad(f, *x) for f, x, _, _ in cases]
+    with mpslinalg.enabled(devices="cpu", when="always"):
+        T_ = T.clone().requires_grad_()
+        assert "mpslinalg" in type(torch.linalg.inv(T_).grad_fn).__name__  # our backward recorded
+        outs = [_grad(f, *x) for f, x, _, _ in cases]
+    for (f, _x, n, kappa), (_, g_ref), (_, g_ours) in zip(cases, refs, outs):
+        for a, b in zip(g_ours, g_ref):
+            bound = 60 * math.sqrt(n) * kappa.amax() ** 2 * _u(torch.float64) * b.norm()
+            assert (a - b).norm() <= bound, f.__name__
+    assert routing.stats()["solve"]["ours"] == 1 and routing.stats()["det"]["ours"] == 1
+
+
+def test_singular_det_gradient_is_the_adjugate():
+    # det of a rank-2 3x3 matrix: the gradient is the cofactor matrix (torch.linalg.det returns ~0
+    # there). Bound: the SVD-based adjugate of a backward-stable SVD (‖ΔA‖ ≤ 30 n u ‖A‖) moves the
+    # null vectors by ‖ΔA‖/σ₂: 60 n² u (σ₁/σ₂) ‖C‖_F.
+    A = torch.tensor([[1.0, 2, 3], [4, 5, 6], [7, 8, 9]], dtype=torch.float64)
+    C = torch.empty_like(A)
+    for i in range(3):
+        for j in range(3):
+            minor = A[[k for k in range(3) if k != i]][:, [k for k in range(3) if k != j]]
+            C[i, j] = (-1) ** (i + j) * (minor[0, 0] * minor[1, 1] - minor[0, 1] * minor[1, 0])
+    s = torch.linalg.svdvals(A)
+    with mpslinalg.enabled(devices="cpu", when="always"):
+        _, (G,) = _grad(torch.det, A)
+    assert routing.stats()["det"]["ours"] == 1
+    assert (G - C).norm() <= 60 * 9 * _u(A.dtype) * (s[0] / s[1]) * C.norm()
+
+
+def test_two_threads():
+    d = _camera_inputs(torch.float32, batch=8, seed=5)
+    mpslinalg.enable(devices=("cpu",), when="always")
+    expected = _run_pipeline(d)
+    routing.reset_stats()
+    rounds, errors, results = 10, [], []
+
+    def work():
+        try:
+            for _ in range(rounds):
+                results.append(_run_pipeline(d))
+        except BaseException as exc:  # noqa: BLE001  (reported by the main thread)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    mpslinalg.disable()
+    assert not errors, errors
+    s = routing.stats()
+    assert len(results) == 2 * rounds
+    for r in results:
+        _check_close(r, expected, d, torch.float32)
+    # every pipeline call ran ours: the internal-call flag of one thread never leaked into the other
+    # (a leaked flag hands a user call to torch, counted as "internal")
+    assert s["inv_ex"]["ours"] == 2 * rounds * 3
+    assert s["solve"]["ours"] == 2 * rounds * 4
+    assert s["lu_factor_ex"]["ours"] == 2 * rounds and s["det"]["ours"] == 2 * rounds
+
+
+def test_torch_compile_traces_our_ops():
+    from torch._dynamo.backends.common import aot_autograd
+
+    graphs = []
+
+    def capture(gm, example_inputs):
+        graphs.append(str(gm.graph))
+        return gm
+
+    def f(T, A, B):
+        return torch.linalg.inv(T) @ T, torch.linalg.solve(A, B), torch.det(A)
+
+    g = torch.Generator().manual_seed(1)
+    T = posekit.random_poses(4, generator=g)
+    A = torch.randn(4, 9, 9, generator=g) + 9 * torch.eye(9)
+    B = torch.randn(4, 9, 2, generator=g)
+    ref = f(T, A, B)
+    torch._dynamo.reset()
+    with mpslinalg.enabled(devices="cpu", when="always"):
+        out = torch.compile(f, backend=aot_autograd(fw_compiler=capture), fullgraph=True)(T, A, B)
+    torch._dynamo.reset()
+    # the graph computes with our custom ops (the small family's inverse for 4x4), not torch's kernels
+    ops = set(re.findall(r"torch\.ops\.(\w+)\.(\w+)\.default", graphs[-1]))
+    assert {("mpslinalg", "small_inv_ex"), ("mpslinalg", "solve_ex"), ("mpslinalg", "det")} <= ops, ops
+    assert not {name for ns, name in ops if ns == "aten" and ("inv" in name or "solve" in name or "det" in name)}
+    u = _u(torch.float32)
+    # xGET03 and the product's rounding: ‖XT − I‖₁ ≤ (30 + 1) n u ‖X‖₁‖T‖₁
+    assert (_norm1(out[0] - torch.eye(4)) <= 31 * 4 * u * _norm1(torch.inverse(T)) * _norm1(T)).all()
+    k2 = _kappa2(A)
+    assert ((out[1] - ref[1]).flatten(-2).norm(dim=-1) <= 60 * 3 * k2 * u * ref[1].flatten(-2).norm(dim=-1)).all()
+    assert ((out[2] - ref[2]).abs() <= 60 * 81 * k2 * u * ref[2].abs()).all()
+
+
+def test_torch_func_transforms():
+    # the transform's level is handed to torch (its derivative formula; our autograd.Function cannot
+    # be entered from the dispatcher's autograd key); the plain tensors beneath it may run ours
+    A = torch.randn(3, 4, 4, dtype=torch.float64) + 4 * torch.eye(4, dtype=torch.float64)
+
+    def f(a):
+        return torch.linalg.inv(a).sum()
+
+    ref = torch.func.grad(f)(A)
+    ref_vmap = torch.func.vmap(torch.linalg.det)(A)
+    with mpslinalg.enabled(devices="cpu", when="always"):
+        got = torch.func.grad(f)(A)
+        got_vmap = torch.func.vmap(torch.linalg.det)(A)
+    s = routing.stats()
+    assert s["inv_ex"]["torch"] >= 1  # (vmap of det batches torch's kernels below the autograd key)
+    kappa = _kappa2(A).amax()
+    assert (got - ref).norm() <= 60 * 2 * kappa**2 * _u(A.dtype) * ref.norm()   # GRAD_C, n = 4
+    assert ((got_vmap - ref_vmap).abs() <= 60 * 16 * _kappa2(A) * _u(A.dtype) * ref_vmap.abs()).all()
+
+
+def _error(f) -> str:
+    with pytest.raises(RuntimeError) as info:
+        f()
+    return str(info.value)
+
+
+def test_arguments_we_do_not_implement_stay_with_torch():
+    # unpivoted LU (mpslinalg pivots) and integer input: torch's kernel runs and raises its own error
+    A = torch.randn(3, 5, 5)
+    calls = [lambda: torch.linalg.lu_factor_ex(A, pivot=False),
+             lambda: torch.linalg.inv(torch.ones(3, 3, dtype=torch.int64))]
+    expected = [_error(f) for f in calls]
+    with mpslinalg.enabled(devices="cpu", when="always"):
+        got = [_error(f) for f in calls]
+    assert got == expected
+    s = routing.stats()
+    assert s["lu_factor_ex"] == {"ours": 0, "torch": 1, "internal": 0}
+    assert s["inv_ex"] == {"ours": 0, "torch": 1, "internal": 0}
+
+
+def test_when_faster_follows_the_table(monkeypatch):
+    table = {"inv_ex": {torch.float32: ((3, 4, 100),)}}
+    monkeypatch.setitem(routing.WHEN, "cpu", table)
+    with mpslinalg.enabled(devices="cpu"):
+        torch.linalg.inv(torch.randn(100, 4, 4))                     # in the region: ours
+        torch.linalg.inv(torch.randn(99, 4, 4))                      # batch below: torch
+        torch.linalg.inv(torch.randn(100, 5, 5))                     # size outside: torch
+        torch.linalg.inv(torch.randn(100, 4, 4, dtype=torch.float64))  # dtype not measured: torch
+        torch.det(torch.randn(100, 4, 4))                            # op not in the table: torch
+    s = routing.stats()
+    assert s["inv_ex"] == {"ours": 1, "torch": 3, "internal": 0}
+    assert s["det"] == {"ours": 0, "torch": 1, "internal": 0}
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="devices"):
+        mpslinalg.enable(devices=("tpu",))
+    with pytest.raises(ValueError, match="ops"):
+        mpslinalg.enable(devices="cpu", ops=("eig",))
+    with pytest.raises(ValueError, match="when"):
+        mpslinalg.enable(devices="cpu", when="sometimes")
+    assert routing._libraries == []  # nothing left registered by a failed enable
+
+
+@pytest.mark.parametrize("name, call, expect", [
+    ("qr", lambda A: torch.linalg.qr(A, mode="complete"), ((), {"mode": "complete"})),
+    ("svd", lambda A: torch.linalg.svd(A, full_matrices=False), ((), {"full_matrices": False})),
+    ("svdvals", lambda A: torch.linalg.svdvals(A), ((), {})),
+    ("pinv", lambda A: torch.linalg.pinv(A, hermitian=False), ((), {"atol": None, "rtol": None,
+                                                                   "hermitian": False})),
+    ("cholesky_ex", lambda A: torch.linalg.cholesky_ex(A @ A.mT + torch.eye(4)), ((), {"upper": False,
+                                                                                     "check_errors": False})),
+    ("eigh", lambda A: torch.linalg.eigh(A + A.mT, UPLO="U"), ((), {"UPLO": "U"})),
+])
+def test_routes_of_ops_that_land_later(monkeypatch, name, call, expect):
+    """The argument mapping of routes whose mpslinalg op is still to come: a stand-in op records
+    what it is given and returns torch's result (its torch call is internal, not routed again)."""
+    seen = []
+    torch_op = getattr(torch.linalg, name)
+
+    def stand_in(A, *args, **kwargs):
+        seen.append((args, kwargs))
+        return torch_op(A, *args, **kwargs)
+
+    monkeypatch.setattr(mpslinalg, name, stand_in, raising=False)
+    A = torch.randn(2, 4, 4, dtype=torch.float64)
+    ref = call(A)
+    with mpslinalg.enabled(devices="cpu", ops=(name,), when="always"):
+        out = call(A)
+    assert seen == [expect]
+    assert routing.stats()[name]["ours"] == 1
+    for a, b in zip(out if isinstance(out, tuple) else (out,), ref if isinstance(ref, tuple) else (ref,)):
+        assert torch.equal(a, b)
+
+
+def test_emulator_backend_runs_our_metal_kernels():
+    from helpers import require_emulator
+
+    require_emulator()
+    launches = []
+    previous = loader._compilers["cpu"]
+
+    class Counting:
+        def __init__(self, lib):
+            self._lib = lib
+
+        def __getattr__(self, kernel):
+            fn = getattr(self._lib, kernel)
+
+            def launch(*args, **kwargs):
+                launches.append(kernel)
+                return fn(*args, **kwargs)
+
+            return launch
+
+    set_compiler("cpu", lambda source: Counting(previous(source)))
+    try:
+        d = _camera_inputs(torch.float32, batch=8, seed=7)
+        ref = _run_pipeline(d)
+        with use_backend("emulator"), mpslinalg.enabled(devices="cpu", when="always"):
+            ours = _run_pipeline(d)
+    finally:
+        set_compiler("cpu", previous)
+    s = routing.stats()
+    assert s["inv_ex"]["ours"] == 3 and s["lu_factor_ex"]["ours"] == 1 and s["solve"]["ours"] == 4
+    assert any(k.startswith("small_") for k in launches), launches   # 3x3/4x4 inverse, det
+    assert any(k.startswith("lu_") for k in launches), launches      # 9x9 LU, 8..15 solves
+    _check_close(ours, ref, d, torch.float32)
+
+
+@pytest.mark.mps
+def test_camera_library_on_mps():
+    d = _camera_inputs(torch.float32)
+    d_mps = {k: ({p: t.to("mps") for p, t in v.items()} if isinstance(v, dict) else v.to("mps"))
+             for k, v in d.items()}
+    ref = _run_pipeline(d)
+    with mpslinalg.enabled(devices=("mps",), when="always"):
+        ours = _run_pipeline(d_mps)
+    s = routing.stats()
+    assert s["inv_ex"]["ours"] == 3 and s["lu_factor_ex"]["ours"] == 1 and s["solve"]["ours"] == 4
+    ours = {k: ({p: t.cpu() for p, t in v.items()} if isinstance(v, dict) else v.cpu()) for k, v in ours.items()}
+    _check_close(ours, ref, d, torch.float32)

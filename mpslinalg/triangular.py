@@ -83,9 +83,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .oplayer import checks as E
-from .oplayer.op import needs_custom_op
 from .kernels import backend_for, kernel_name, load_library
+from .oplayer import checks as E
+from .oplayer import defop, functorch_active
+from .oplayer import derivatives as D
 
 __all__ = ["TUNING", "solve_triangular", "trsm"]
 
@@ -569,7 +570,12 @@ def _as3(x: torch.Tensor, batch: torch.Size) -> torch.Tensor:
 def _solve_impl(A: torch.Tensor, B: torch.Tensor, upper: bool, left: bool, unit: bool,
                 batch: torch.Size | None = None, contiguous: bool = True) -> torch.Tensor:
     """The solve on any backend; ``A``, ``B`` checked, same dtype/device, broadcastable batches
-    (``batch``, their broadcast batch shape, when the caller already has it)."""
+    (``batch``, their broadcast batch shape, when the caller already has it).
+
+    Under ``torch.func`` transforms (``vmap``, ``grad``, ...) the kernel backends (raw buffers) can't
+    run: the solve is then torch's own ``trsm``, the same semantics, batchable by functorch."""
+    if functorch_active():
+        return torch.linalg.solve_triangular(A, B, upper=upper, left=left, unitriangular=unit)
     kernel = _uses_kernel(A)
     n = A.shape[-1]
     triton = not kernel and _use_triton(A, n)
@@ -633,17 +639,12 @@ def _batch_shape(A: torch.Tensor, B: torch.Tensor) -> torch.Size:
 
 def _solve(A: torch.Tensor, B: torch.Tensor, upper: bool, left: bool, unit: bool,
            batch: torch.Size | None = None) -> torch.Tensor:
-    """The custom op where it is needed (:func:`mpslinalg._func.needs_custom_op`), else its implementation directly.
-
-    Under ``torch.func`` transforms (``vmap``, ``grad``, ``jacrev``, ...) neither the custom op's
-    autograd (no vmap rule) nor the kernel backends (raw buffers) can run, so the solve is then
-    torch's own ``trsm`` — the same semantics, differentiable and batchable by functorch."""
-    if torch._C._are_functorch_transforms_active():
-        return torch.linalg.solve_triangular(A.mT, B.mT, upper=not upper, left=not left,
-                                             unitriangular=unit).mT
-    if needs_custom_op(A, B):
-        return _solve_triangular_op(A, B, upper, left, unit)
-    return _solve_impl(A, B, upper, left, unit, batch, contiguous=False)
+    """The declared op (:mod:`mpslinalg.oplayer`) where autograd, compile, ``torch.func`` or a
+    dual tensor needs it, else the implementation directly, keeping torch's layout for large
+    direct solves (``contiguous=False``) and the caller's broadcast ``batch``."""
+    if _solve_triangular_op.direct(A, B):
+        return _solve_impl(A, B, upper, left, unit, batch, contiguous=False)
+    return _solve_triangular_op(A, B, upper, left, unit)
 
 
 def _uses_kernel(A: torch.Tensor) -> bool:
@@ -667,14 +668,12 @@ def trsm(A: torch.Tensor, B: torch.Tensor, *, upper: bool, left: bool = True,
 # --------------------------------------------------------------------------------------------------
 
 
-@torch.library.custom_op("mpslinalg::solve_triangular", mutates_args=())
-def _solve_triangular_op(A: torch.Tensor, B: torch.Tensor, upper: bool, left: bool,
-                         unitriangular: bool) -> torch.Tensor:
+def _solve_triangular(A: torch.Tensor, B: torch.Tensor, upper: bool, left: bool,
+                      unitriangular: bool) -> torch.Tensor:
     return _solve_impl(A, B, upper, left, unitriangular)
 
 
-@_solve_triangular_op.register_fake
-def _(A, B, upper, left, unitriangular):
+def _solve_triangular_fake(A, B, upper, left, unitriangular):
     batch = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])  # symbolic shapes welcome here
     return A.new_empty((*batch, *B.shape[-2:]))
 
@@ -683,7 +682,7 @@ def _setup_context(ctx, inputs, output):
     A, B, upper, left, unitriangular = inputs
     ctx.flags = (upper, left, unitriangular)
     ctx.shapes = (A.shape, B.shape)
-    ctx.save_for_backward(A, output if ctx.needs_input_grad[0] else None)
+    ctx.save_for_backward(A, output)
 
 
 def _backward(ctx, gX):
@@ -700,12 +699,25 @@ def _backward(ctx, gX):
         gB = gB_full.sum_to_size(b_shape)
     if ctx.needs_input_grad[0]:
         gA = -(gB_full @ X.mH) if left else -(X.mH @ gB_full)
-        gA = gA.triu(int(unit)) if upper else gA.tril(-int(unit))
-        gA = gA.sum_to_size(a_shape)
+        gA = _project(gA, upper, unit).sum_to_size(a_shape)
     return gA, gB, None, None, None
 
 
-_solve_triangular_op.register_autograd(_backward, setup_context=_setup_context)
+def _project(dA: torch.Tensor, upper: bool, unit: bool) -> torch.Tensor:
+    """The part of ``dA`` the solve reads (its triangle; strictly, when the diagonal is not read)."""
+    return dA.triu(int(unit)) if upper else dA.tril(-int(unit))
+
+
+def _jvp(inputs, outputs, tangents):
+    # A X = B: dX = A⁻¹ (dB − dA X);  X A = B: dX = (dB − X dA) A⁻¹, dA on the triangle read
+    (A, _, upper, left, unit), (X,), (dA, dB, *_) = inputs, outputs, tangents
+    dA = None if dA is None else _project(dA, upper, unit)
+    return (D.solve_jvp(lambda a, r, lft: _solve_triangular_op(a, r, upper, lft, unit), A, X, dA, dB, left),)
+
+
+_solve_triangular_op = defop("solve_triangular", impl=_solve_triangular, fake=_solve_triangular_fake,
+                             setup=_setup_context, backward=_backward, jvp=_jvp)
+
 
 
 # --------------------------------------------------------------------------------------------------

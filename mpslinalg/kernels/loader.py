@@ -182,11 +182,54 @@ def set_compiler(device_type: str, compiler: ShaderCompiler) -> ShaderCompiler:
     return previous
 
 
+class BoundLibrary:
+    """A compiled library whose kernels bind tensors the way a kernel can read them.
+
+    ``torch.mps.compile_shader`` binds a tensor's storage at its storage offset and ignores its
+    strides and its conj/neg bits (so does the emulator, as PyTorch does). This is the one place
+    that resolves them for every family: a tensor argument with a conj or neg bit is materialised
+    (inputs only ever carry them: kernels write into fresh tensors), and a non-contiguous tensor is
+    refused with a clear error (a copy would silently lose the kernel's writes).
+    """
+
+    __slots__ = ("_lib", "_kernels")
+
+    def __init__(self, lib: Any) -> None:
+        self._lib = lib
+        self._kernels: dict[str, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        fn = self._kernels.get(name)
+        if fn is None:
+            raw = getattr(self._lib, name)
+
+            def fn(*args, **kwargs):
+                return raw(*(_bindable(name, i, a) for i, a in enumerate(args)), **kwargs)
+
+            self._kernels[name] = fn
+        return fn
+
+    def __dir__(self):
+        return dir(self._lib)
+
+
+def _bindable(kernel: str, i: int, a: Any) -> Any:
+    if not isinstance(a, torch.Tensor):
+        return a
+    if a.is_conj() or a.is_neg():
+        a = a.resolve_conj().resolve_neg()
+    if not a.is_contiguous():
+        raise ValueError(f"{kernel}: argument {i} (shape {tuple(a.shape)}, strides {a.stride()}) is not "
+                         "contiguous; Metal kernels ignore strides (mpslinalg bug: please report)")
+    return a
+
+
 def load_library(family: str, device: torch.device | str) -> Any:
     """The compiled kernel library of ``family`` for tensors on ``device`` (cached per process).
 
     The returned object has one attribute per kernel, called as
-    ``lib.kernel(*args, threads=..., group_size=...)`` (``torch.mps.compile_shader``'s shape).
+    ``lib.kernel(*args, threads=..., group_size=...)`` (``torch.mps.compile_shader``'s shape), whose
+    tensor arguments are resolved by :class:`BoundLibrary`.
     """
     device_type = torch.device(device).type
     if device_type not in _compilers:
@@ -197,6 +240,6 @@ def load_library(family: str, device: torch.device | str) -> Any:
         with _lock:
             lib = _cache.get(key)
             if lib is None:
-                lib = _compilers[device_type](metal_source(family))
+                lib = BoundLibrary(_compilers[device_type](metal_source(family)))
                 _cache[key] = lib
     return lib

@@ -170,6 +170,13 @@ class Op:
             return self.custom(*args)
         return self.impl(*args)
 
+    @staticmethod
+    def direct(*args) -> bool:
+        """Whether a call with ``args`` would run ``impl`` directly (no autograd, compile,
+        tracing, subclass, meta tensor, ``torch.func`` transform or dual tensor needs the op):
+        for callers with a cheaper variant of the impl on that path."""
+        return not (functorch_active() or _dual(args) or needs_custom_op(*args))
+
     def __repr__(self) -> str:
         return f"<mpslinalg op {self.name}>"
 

@@ -335,6 +335,8 @@ def _register(devices, ops, when) -> None:
                 continue
             table = WHEN[device]
             table = None if when == "always" or table is None else table.get(route.name, {})
+            if table is not None and not any(table.values()):
+                continue  # never faster on this device: torch's kernel stays, no per-call cost
             original = torch.library.get_kernel(f"aten::{route.aten}", key)
             lib.impl(route.aten, _kernel(route, getattr(mpslinalg, route.name), original, table), key,
                      with_keyset=True)

@@ -474,3 +474,16 @@ def test_camera_library_on_mps():
     assert s["inv_ex"]["ours"] == 3 and s["lu_factor_ex"]["ours"] == 1 and s["solve"]["ours"] == 4
     ours = {k: ({p: t.cpu() for p, t in v.items()} if isinstance(v, dict) else v.cpu()) for k, v in ours.items()}
     _check_close(ours, ref, d, torch.float32)
+
+
+def test_dropin_example_script():
+    """``examples/dropin_camera.py``, the few lines a user writes, runs and reports our ops."""
+    import subprocess
+
+    script = pathlib.Path(__file__).resolve().parents[1] / "examples" / "dropin_camera.py"
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    line = next(ln for ln in done.stdout.splitlines() if ln.startswith("calls that ran mpslinalg:"))
+    for op in ("inv_ex", "lu_factor_ex", "lu_solve", "solve"):
+        assert f"'{op}': 1" in line, line
+    assert "degenerate DLT samples: 0" in done.stdout

@@ -206,6 +206,18 @@ _TRSM_SMALL_MAX_N = 64
 _INT32_MAX = 2**31 - 1
 
 
+def _check_tuning() -> None:
+    """Reject tuning values the kernels cannot run with, naming the field (the algorithm also
+    clamps them, but a value outside the kernels' compile-time limits is a configuration error)."""
+    for name, lo, hi, what in (("nb", 1, _TRTRI_MAX_NB, "trtri_diag's threadgroup tiles"),
+                               ("nb_unit", 1, _TRTRI_MAX_NB, "trtri_diag's threadgroup tiles"),
+                               ("small_n", 0, _TRSM_SMALL_MAX_N, "trsm_small's threadgroup triangle")):
+        v = getattr(TUNING, name)
+        if not (isinstance(v, int) and lo <= v <= hi):
+            raise ValueError(f"mpslinalg.triangular.TUNING.{name} must be an int in [{lo}, {hi}] ({what}), "
+                             f"got {v!r}")
+
+
 def _index_map(off: int, bs: int, rs: int, cs: int, rows: int, cols: int, what: str) -> list[int]:
     """``[off, bs, rs, cs]`` for a kernel; the offsets inside one matrix must fit in 31 bits
     (the kernels index a matrix with 32-bit integers, only the base offset is 64-bit)."""
@@ -236,9 +248,9 @@ def _trtri_diag_metal(A3: torch.Tensor, nb: int, upper: bool,
     bs, rs, cs = phys.stride()
     if upper:  # an upper block is the transpose of a lower one: swap the strides, transpose after
         rs, cs = cs, rs
+    _check_tuning()
     if not 1 <= nb <= _TRTRI_MAX_NB:
-        raise ValueError(f"mpslinalg.triangular.TUNING.nb / nb_unit must be in [1, {_TRTRI_MAX_NB}] "
-                         f"(trtri_diag's threadgroup tiles), got {nb}")
+        raise ValueError(f"trtri_diag inverts blocks of order 1 to {_TRTRI_MAX_NB}, got nb={nb}")
     D = torch.empty((bsz, nblk, nb, nb), dtype=A3.dtype, device=A3.device)
     Tb = torch.empty_like(D)
     if D.numel():
@@ -279,9 +291,9 @@ def _trsm_small_metal(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, upper: 
     ``B`` and ``X`` reversed by index maps); transposed and conjugate views are index maps too.
     """
     batch, n, k = X.shape
+    _check_tuning()
     if n > _TRSM_SMALL_MAX_N:
-        raise ValueError(f"mpslinalg.triangular.TUNING.small_n must be at most {_TRSM_SMALL_MAX_N} "
-                         f"(trsm_small's threadgroup triangle), got a system of order {n}")
+        raise ValueError(f"trsm_small solves systems of order at most {_TRSM_SMALL_MAX_N}, got {n}")
     a, ca, aoff, abs_, ars, acs = _kernel_strides(A, batch, upper, True)
     b, cb, boff, bbs, brs, bcs = _kernel_strides(B, batch, upper, False)
     x, _, xoff, xbs, xrs, xcs = _kernel_strides(X, batch, upper, False)

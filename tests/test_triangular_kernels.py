@@ -140,3 +140,20 @@ def test_blocked_solve_near_the_ends_of_the_float32_range(lib, monkeypatch, orde
     assert bool(x.isfinite().all()) and bool(y.isfinite().all())
     assert float(metrics.solve_ratio(A, x, b).max()) < metrics.PASS_RATIO
     assert float(metrics.triangular_residual_ratio(U, y, b, True, True, False).max()) < metrics.PASS_RATIO
+
+
+@pytest.mark.parametrize("field,value", [("nb", 0), ("nb", 64), ("nb_unit", 33), ("small_n", 65), ("small_n", 2.5)])
+def test_tuning_outside_kernel_limits_is_a_clear_error(lib, monkeypatch, field, value):
+    """trtri_diag's tiles hold blocks up to 32, trsm_small's triangle systems up to 64."""
+    monkeypatch.setattr(tri.TUNING, field, value)
+    A = torch.eye(8).expand(2, 8, 8)
+    with pytest.raises(ValueError, match=f"TUNING.{field}"):
+        tri._trtri_diag_metal(A, 8, False, False)
+    with pytest.raises(ValueError, match=f"TUNING.{field}"):
+        tri._trsm_small_metal(A, A, torch.empty(2, 8, 8), False, False)
+
+
+def test_sizes_beyond_32_bit_indexing_are_a_clear_error():
+    assert tri._index_map(5, 10**12, 2**20, 1, 2**11, 2**11, "A") == [5, 10**12, 2**20, 1]
+    with pytest.raises(ValueError, match="32-bit"):
+        tri._index_map(0, 0, 2**20, 1, 2**12, 2**12, "B")

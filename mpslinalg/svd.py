@@ -268,7 +268,7 @@ def _pow2_scale(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tens
     return As, e, finite
 
 
-def _complete(Ux: torch.Tensor, S: torch.Tensor) -> torch.Tensor:
+def _complete(Ux: torch.Tensor, S: torch.Tensor, host_reads: bool) -> torch.Tensor:
     """Replace the columns of ``Ux`` whose ``S`` is zero by an orthonormal completion.
 
     ``S`` is sorted descending, so zero columns are last; Householder QR of ``Ux`` (zero columns
@@ -276,7 +276,7 @@ def _complete(Ux: torch.Tensor, S: torch.Tensor) -> torch.Tensor:
     basis of their complement.
     """
     zero = S == 0
-    if Ux.device.type == "cpu" and not functorch_active() and not bool(zero.any()):
+    if host_reads and not bool(zero.any()):  # skip the QR when nothing needs completing
         return Ux
     Qc, _ = _householder_qr(Ux, "complete")
     return torch.where(zero[:, None, :], Qc, Ux)
@@ -308,7 +308,7 @@ def _svd_tall(A: torch.Tensor, full: bool, compute_uv: bool):
     if compute_uv:
         V = torch.eye(npad, dtype=A.dtype, device=A.device).expand(Bn, -1, -1).contiguous()
     sweeps, early = TUNING.sweeps(A.device, rdt)
-    early = early and not functorch_active()
+    early = early and not functorch_active()  # early: host reads are free (CPU, no transform)
     tol = math.sqrt(n) * _unit_roundoff(rdt)
     X, V, rotated = _kernels(X).jacobi(X, V, sweeps, tol, early)
     X, V = X[:, :n, :n], (V[:, :n, :n] if V is not None else None)
@@ -325,7 +325,7 @@ def _svd_tall(A: torch.Tensor, full: bool, compute_uv: bool):
     W = X.gather(-1, order[:, None, :].expand(-1, n, -1))
     Vj = V.gather(-1, order[:, None, :].expand(-1, n, -1))
     Ux = W / torch.where(S > 0, S, torch.ones_like(S))[:, None, :].to(W.dtype)
-    Ux = _complete(Ux, S)
+    Ux = _complete(Ux, S, early)
     # V_A = Pc Ux: row i of Ux belongs to column cperm[i] of A
     Vout = Ux.gather(-2, cperm.argsort(dim=-1)[:, :, None].expand(-1, -1, n))
     # U_A = Prᵀ Q [Vj 0; 0 I]

@@ -18,6 +18,7 @@ What it cannot tell you: Apple GPU rounding (``fast::`` math, FMA contraction, t
 compiler accepts newer MSL features, and performance.
 """
 
+from ._frontend import MetalSourceError
 from ._library import (
     BindingError,
     BindingTypeError,
@@ -32,7 +33,6 @@ from ._library import (
     compile_shader,
     preprocess,
 )
-from ._prepass import MetalSourceError
 from ._toolchain import CompilerNotFoundError, cache_dir, compiler_info, find_compiler
 
 __all__ = [

@@ -43,8 +43,15 @@ def source_text(path: Path) -> str:
         in_pkg = path.parent == metal_dir().resolve()
     except FileNotFoundError:
         in_pkg = False
-    if in_pkg or '#include "' in path.read_text():
+    if in_pkg:
         return metal_source(path.stem, root=path.parent)
+    if '#include "' in path.read_text():
+        # headers next to the file, else the package's own metal/*.h (scalar.h for test kernels)
+        from mpslinalg.kernels.loader import _INCLUDE, _inline
+
+        names = {m.group(2) for m in map(_INCLUDE.match, path.read_text().splitlines()) if m and m.group(1) == '"'}
+        root = path.parent if all((path.parent / n).is_file() for n in names) else metal_dir()
+        return "\n".join(_inline(path, set(), root)) + "\n"
     return path.read_text()
 
 

@@ -14,7 +14,8 @@ import tempfile
 import threading
 from pathlib import Path
 
-from ._prepass import SCALAR_ATTR_FIELDS, THREAD_ATTRS, Kernel, PrepassResult
+from ._frontend import SCALAR_ATTR_FIELDS, THREAD_ATTRS, Kernel
+from ._prepass import PrepassResult
 from ._toolchain import (
     SHIM_DIR,
     cache_dir,

@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from ._cpu import _attr_expr, _sizes, _unbound_arg
-from ._prepass import Kernel, PrepassResult
+from ._frontend import Kernel
+from ._prepass import PrepassResult
 from ._toolchain import SHIM_DIR, ShaderCompileError, _shim_text, cache_dir, compiler_info, run_compiler
 
 __all__ = [

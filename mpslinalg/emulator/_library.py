@@ -21,7 +21,8 @@ from typing import Any
 
 import torch
 
-from ._prepass import VECTOR_TYPES, Kernel, Param, PrepassResult, prepass
+from ._frontend import VECTOR_TYPES, Kernel, Param
+from ._prepass import PrepassResult, prepass
 from ._toolchain import SHIM_DIR, ShaderCompileError, digest, run_compiler
 from .lint import check_source
 

@@ -24,106 +24,20 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["MetalSourceError", "Param", "Kernel", "PrepassResult", "prepass", "VECTOR_TYPES"]
-
-
-class MetalSourceError(RuntimeError, ValueError):
-    """The MSL source uses something the emulator rejects (with file:line)."""
-
-
-_SCALARS = (
-    "float",
-    "half",
-    "bfloat",
-    "int",
-    "uint",
-    "short",
-    "ushort",
-    "char",
-    "uchar",
-    "long",
-    "ulong",
-    "bool",
-)
-VECTOR_TYPES = frozenset(f"{s}{n}" for s in _SCALARS for n in (2, 3, 4))
-
-SYNC_NAMES = frozenset(
-    {
-        "threadgroup_barrier",
-        "simdgroup_barrier",
-        "simd_sum",
-        "simd_product",
-        "simd_min",
-        "simd_max",
-        "simd_and",
-        "simd_or",
-        "simd_xor",
-        "simd_prefix_inclusive_sum",
-        "simd_prefix_exclusive_sum",
-        "simd_prefix_inclusive_product",
-        "simd_prefix_exclusive_product",
-        "simd_shuffle",
-        "simd_shuffle_down",
-        "simd_shuffle_up",
-        "simd_shuffle_xor",
-        "simd_shuffle_rotate_down",
-        "simd_shuffle_rotate_up",
-        "simd_broadcast",
-        "simd_broadcast_first",
-        "simd_ballot",
-        "simd_any",
-        "simd_all",
-    }
+from ._frontend import (
+    _QUALIFIERS,
+    ADDRESS_SPACES,
+    SYNC_NAMES,
+    VECTOR_TYPES,
+    Kernel,
+    LineMap,
+    MetalSourceError,
+    Param,
+    Tok,
+    tokenize,
 )
 
-# Metal's thread-position attributes -> field of the runtime's per-thread record
-THREAD_ATTRS = {
-    "thread_position_in_grid": "tpig",
-    "thread_position_in_threadgroup": "tpitg",
-    "threadgroup_position_in_grid": "tgpig",
-    "threads_per_threadgroup": "tptg",
-    "dispatch_threads_per_threadgroup": "dtptg",
-    "threadgroups_per_grid": "tgpg",
-    "threads_per_grid": "tpg",
-    "grid_size": "tpg",
-    "grid_origin": "zero",
-    "thread_index_in_threadgroup": "tiitg",
-    "thread_index_in_simdgroup": "tiisg",
-    "simdgroup_index_in_threadgroup": "sgiitg",
-    "simdgroups_per_threadgroup": "sgptg",
-    "dispatch_simdgroups_per_threadgroup": "dsgptg",
-    "threads_per_simdgroup": "tpsg",
-    "thread_execution_width": "tpsg",
-    "thread_index_in_quadgroup": "tiiqg",
-    "quadgroup_index_in_threadgroup": "qgiitg",
-    "quadgroups_per_threadgroup": "qgptg",
-}
-SCALAR_ATTR_FIELDS = {"tiitg", "tiisg", "sgiitg", "sgptg", "dsgptg", "tpsg", "tiiqg", "qgiitg", "qgptg"}
-
-ADDRESS_SPACES = ("device", "constant", "threadgroup", "thread", "threadgroup_imageblock")
-_QUALIFIERS = {"const", "volatile", "restrict", "__restrict", "__restrict__", *ADDRESS_SPACES}
-
-_TOKEN = re.compile(
-    r"""
-    (?P<nl>\n)
-  | (?P<ws>[ \t\r\f\v]+|\\\n)
-  | (?P<comment>//[^\n]*|/\*.*?\*/)
-  | (?P<string>"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*')
-  | (?P<number>0[xX][0-9a-fA-F.]+(?:[pP][+-]?\d+)?[a-zA-Z_]*|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[a-zA-Z_]*)
-  | (?P<ident>[A-Za-z_]\w*)
-  | (?P<punct>\[\[|::|->|\+\+|--|<<=|>>=|<=|>=|==|!=|&&|\|\||[-+*/%&|^]=|<<|>>|\.\.\.
-              |[][(){};,.?:~!%^&*+\-/<>=\#@$\\`])
-    """,
-    re.VERBOSE | re.DOTALL,
-)
-
-
-@dataclass
-class Tok:
-    kind: str
-    text: str
-    start: int
-    end: int
+__all__ = ["PrepassResult", "prepass"]
 
 
 @dataclass
@@ -135,60 +49,6 @@ class Attr:
 
 
 @dataclass
-class Param:
-    """One kernel parameter, as declared (types substituted for template instantiations)."""
-
-    position: int
-    type_text: str  # full declared type, without name and attributes
-    name: str | None
-    attr: str | None  # first attribute name, e.g. "buffer", "thread_position_in_grid"
-    attr_args: str = ""
-    address_space: str | None = None
-    is_pointer: bool = False
-    is_reference: bool = False
-    is_const: bool = False
-    base_type: str = ""  # pointee / referenced / value type without qualifiers
-    buffer_index: int | None = None
-
-    @property
-    def kind(self) -> str:
-        if self.attr in THREAD_ATTRS:
-            return "thread_attr"
-        if self.attr == "threadgroup" or self.address_space == "threadgroup":
-            return "threadgroup"
-        if self.buffer_index is not None:
-            return "buffer"
-        return "other"
-
-    def to_dict(self) -> dict:
-        d = dict(self.__dict__)
-        d["kind"] = self.kind
-        return d
-
-
-@dataclass
-class Kernel:
-    """A callable kernel: a non-template kernel, or one ``host_name`` instantiation of a template."""
-
-    name: str  # the name Python sees (host_name or the function name)
-    call: str  # C++ expression naming the function, e.g. "ns::lu<float, 16>"
-    params: list[Param]
-    uses_sync: bool
-    max_threads: int | None
-    line: str  # "file:line" of the definition
-
-    def to_dict(self) -> dict:
-        return {
-            "name": self.name,
-            "call": self.call,
-            "params": [p.to_dict() for p in self.params],
-            "uses_sync": self.uses_sync,
-            "max_threads": self.max_threads,
-            "line": self.line,
-        }
-
-
-@dataclass
 class PrepassResult:
     source: str  # rewritten C++ (same line structure as the input)
     kernels: list[Kernel] = field(default_factory=list)
@@ -196,62 +56,22 @@ class PrepassResult:
 
 
 # ---------------------------------------------------------------------------------------------
-# tokenizer with line-marker tracking
+# tokens: the front end's tokenizer, in the pass's records
 # ---------------------------------------------------------------------------------------------
+_KINDS = {"id": "ident", "num": "number", "str": "string", "chr": "string", "op": "punct"}
+
+
 def _tokenize(src: str) -> list[Tok]:
+    """Code tokens of ``src`` (comments and directives dropped) with ``[[`` as one token."""
+    code, _cands, _directives = tokenize(src, frozenset())
     toks: list[Tok] = []
-    pos = 0
-    n = len(src)
-    at_line_start = True
-    while pos < n:
-        if at_line_start:
-            # preprocessor line (line markers after clang -E, #pragma): keep verbatim
-            m = re.compile(r"[ \t]*#[^\n]*").match(src, pos)
-            if m:
-                toks.append(Tok("directive", m.group(), pos, m.end()))
-                pos = m.end()
-                at_line_start = False
-                continue
-        m = _TOKEN.match(src, pos)
-        if m is None:
-            toks.append(Tok("punct", src[pos], pos, pos + 1))
-            pos += 1
-            at_line_start = False
+    for t in code:
+        end = t.pos + len(t.text)
+        if t.text == "[" and toks and toks[-1].text == "[" and toks[-1].end == t.pos:
+            toks[-1] = Tok("punct", "[[", toks[-1].start, end)
             continue
-        kind = m.lastgroup or "punct"
-        text = m.group()
-        toks.append(Tok(kind, text, pos, m.end()))
-        pos = m.end()
-        if kind == "nl":
-            at_line_start = True
-        elif kind != "ws":
-            at_line_start = False
+        toks.append(Tok(_KINDS[t.kind], t.text, t.pos, end))
     return toks
-
-
-_LINEMARK = re.compile(r'\s*#\s*(?:line\s+)?(\d+)\s+"([^"]*)"')
-
-
-class _Locator:
-    """Maps a character offset of the pre-processed source to ``file:line`` of the original."""
-
-    def __init__(self, src: str, default_file: str):
-        self.marks: list[tuple[int, int, str]] = []  # (offset of next line start, line, file)
-        for m in re.finditer(r"^[ \t]*#[^\n]*$", src, re.M):
-            lm = _LINEMARK.match(m.group())
-            if lm:
-                self.marks.append((m.end() + 1, int(lm.group(1)), lm.group(2)))
-        self.src = src
-        self.default_file = default_file
-
-    def __call__(self, pos: int) -> str:
-        base, line, fname = 0, 1, self.default_file
-        for off, ln, fn in self.marks:
-            if off <= pos:
-                base, line, fname = off, ln, fn
-            else:
-                break
-        return f"{fname}:{line + self.src.count(chr(10), base, pos)}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -260,7 +80,7 @@ class _Locator:
 class _Pass:
     def __init__(self, src: str, filename: str):
         self.src = src
-        self.loc = _Locator(src, filename)
+        self.loc = LineMap(src, filename).where
         all_toks = _tokenize(src)
         self.edits: list[tuple[int, int, str]] = []
         # significant tokens, with [[...]] folded into Attr records attached to the next token index
@@ -268,7 +88,7 @@ class _Pass:
         self.attrs_before: dict[int, list[Attr]] = {}
         pending: list[Attr] = []
         i = 0
-        sig = [t for t in all_toks if t.kind not in ("ws", "nl", "comment", "directive")]
+        sig = all_toks
         while i < len(sig):
             t = sig[i]
             if t.text == "[[":

@@ -796,11 +796,15 @@ def _any(mask: torch.Tensor) -> bool:
 
 def _det_backward(ctx, g, gLU=None, gpiv=None):
     # linalg_det_backward: gA = g * adj(A)ᴴ. Invertible: adj(A)ᴴ = conj(det) A^{-H}.
-    # Exactly singular (det == 0): adj(A) from the SVD A = U S Vᴴ,
+    # Singular to working precision: adj(A) from the SVD A = U S Vᴴ (an identity for every A),
     #   adj(A)ᴴ = conj(det U det Vᴴ) U diag(prod_{j != i} s_j) Vᴴ  (Higham, "What is the adjugate").
+    # "Singular" is judged scale-invariantly on U's diagonal, min |u_ii| <= n·eps·max |u_ii|, not by
+    # det == 0: a rank-deficient matrix often factors to a rounding-level det (7e-14 for an integer
+    # 5x5 of rank 4), whose d·A⁻ᴴ has no correct digits and whose second derivative is garbage.
     A, d, LU, piv = ctx.saved_tensors
     n = A.shape[-1]
-    sing = d == 0
+    udiag = LU.diagonal(dim1=-2, dim2=-1).abs()
+    sing = udiag.amin(-1) <= n * torch.finfo(udiag.dtype).eps * udiag.amax(-1)
     eye = _eye(n, A)
     if torch.is_grad_enabled():  # create_graph: through our differentiable inverse (double backward)
         A_safe = torch.where(sing[..., None, None], eye, A)
@@ -877,6 +881,23 @@ def _use_small(A: torch.Tensor) -> bool:
 # --------------------------------------------------------------------------------------------------
 # Public API
 # --------------------------------------------------------------------------------------------------
+
+
+def _check_pivot_values(op: str, pivots: torch.Tensor, n: int) -> None:
+    """torch's check that pivots came from ``lu_factor`` (``1 <= p <= n``), with its messages. Like
+    torch's ``lu_solve`` (not an ``_ex`` op) this reads two numbers back from the device; the
+    kernels never index out of range even without it. Skipped where values can't be read (meta
+    tensors, ``torch.compile`` tracing, ``torch.func`` transforms)."""
+    if (pivots.numel() == 0 or pivots.device.type == "meta" or torch.compiler.is_compiling()
+            or _functorch()):
+        return
+    lo, hi = torch.aminmax(pivots)
+    if int(lo) < 1:
+        raise E.LinAlgError(f"{op}: Pivots given to lu_solve must all be greater or equal to 1. "
+                            "Did you properly pass the result of lu_factor?")
+    if int(hi) > n:
+        raise E.LinAlgError(f"{op}: Pivots given to lu_solve must all be smaller or equal to LU.size(-2). "
+                            "Did you properly pass the result of lu_factor?")
 
 
 def _check_pivot(op: str, pivot: bool) -> None:
@@ -1046,6 +1067,7 @@ def lu_solve(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, *, left: b
                            f"{tuple(LU.shape)}, got {tuple(pivots.shape)}")
     E.check_rhs(op, LU, B, left=left, a_name="LU")
     E.broadcast_batch(op, ("LU", "B"), LU, B)
+    _check_pivot_values(op, pivots, LU.shape[-2])
     X = _lu_solve_op(LU, pivots, B, left, adjoint)
     return E.store(op, out, X, LU, B)
 
@@ -1245,8 +1267,8 @@ def det(A: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
     """
     op = "linalg.det"
     E.check_matrix(op, "A", A, square=True)
-    if A.shape[-1] == 0:
-        d = torch.ones(A.shape[:-2], dtype=A.dtype, device=A.device)
+    if A.shape[-1] == 0:  # det of 0x0 is 1, differentiable (an empty gradient), as torch's
+        d = A.sum((-2, -1)) + 1
     elif _use_small(A):
         d = small.det_op(A)
     else:
@@ -1279,10 +1301,9 @@ def slogdet(A: torch.Tensor, *, out=None):
     """
     op = "linalg.slogdet"
     E.check_matrix(op, "A", A, square=True)
-    if A.shape[-1] == 0:
-        real = A.real.dtype if A.is_complex() else A.dtype
-        s = torch.ones(A.shape[:-2], dtype=A.dtype, device=A.device)
-        la = torch.zeros(A.shape[:-2], dtype=real, device=A.device)
+    if A.shape[-1] == 0:  # (1, 0) for 0x0, differentiable (an empty gradient), as torch's
+        zero = A.sum((-2, -1))
+        s, la = zero + 1, zero.abs()
     elif _use_small(A):
         s, la = small.slogdet_op(A)
     else:

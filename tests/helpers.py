@@ -53,3 +53,35 @@ class InOrder:
 #: The emulator's thread orders every kernel test runs in (a missing barrier shows in some).
 ORDERS = [("inorder", 0), ("reverse", 0), ("shuffle", 1), ("shuffle", 2)]
 ORDER_IDS = [f"{o}{s}" for o, s in ORDERS]
+
+
+class NoHostSync:
+    """A context manager that fails any host read of a tensor's values on any device (``item``,
+    ``bool``/``int``/``float``, ``tolist``, ``nonzero``, ``numpy``...): the CPU-side check that an
+    ``_ex`` op never synchronises (on CUDA ``torch.cuda.set_sync_debug_mode("error")`` checks the same).
+
+    It is a ``TorchDispatchMode``: the reads are ``aten._local_scalar_dense`` (item/bool/int/
+    float/tolist) and data-dependent-shape ops (``nonzero``, ``masked_select``, ``unique``).
+    """
+
+    _FORBIDDEN = ("_local_scalar_dense", "nonzero", "masked_select", "unique", "_unique2",
+                  "unique_consecutive", "equal", "is_nonzero")
+
+    def __enter__(self):
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        forbidden = self._FORBIDDEN
+
+        class _Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                name = func.overloadpacket.__name__
+                if name in forbidden:
+                    raise AssertionError(f"host synchronisation: aten.{name} inside a no-sync region")
+                return func(*args, **(kwargs or {}))
+
+        self._mode = _Mode()
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._mode.__exit__(*exc)

@@ -60,6 +60,8 @@ DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
 def _pow2_scale(A: torch.Tensor) -> torch.Tensor:
     """Per matrix, the power of two ``s`` with ``max|s·A|`` in ``[0.5, 1)`` (1 for zero/non-finite
     matrices): scaling by it is exact, and squares of scaled column norms cannot overflow."""
+    if A.numel() == 0:
+        return A.new_ones(A.shape[:-2] + (1, 1), dtype=_real(A.dtype))
     amax = A.abs().amax((-2, -1), keepdim=True)
     ok = (amax > 0) & torch.isfinite(amax)
     e = torch.floor(torch.log2(torch.where(ok, amax, 1.0))) + 1
@@ -177,8 +179,8 @@ def _lstsq_impl(A: torch.Tensor, B: torch.Tensor, rcond: float, driver: str
         return _svd_solve(A, B, rcond, driver)
     sa, sb = _pow2_scale(A), _pow2_scale(B)
     As, Bs = A * sa, B * sb
-    if driver == "gels":
-        X, rank = _gels(As, Bs), empty
+    if driver == "gels":  # xgels: a zero matrix has the solution 0 (no division by its zero R)
+        X, rank = torch.where(A.abs().amax((-2, -1), keepdim=True) == 0, 0.0, _gels(As, Bs)), empty
     else:
         X, rank = _gelsy(As, Bs, rcond)
     # (sa A) X' = sb B  =>  X = (sa / sb) X'

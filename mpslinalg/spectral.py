@@ -370,7 +370,9 @@ def _norm_last2(A: torch.Tensor, ord_) -> torch.Tensor:
         return S[..., 0] if ord_ == 2 else S[..., -1]
     along = -2 if abs(ord_) == 1 else -1  # 1: max column sum; inf: max row sum
     sums = A.abs().sum(along)
-    return sums.amax(-1) if ord_ > 0 else sums.amin(-1)
+    if ord_ > 0:  # torch: 0 for an empty matrix (the minimum orders raise, as torch's amin)
+        return sums.amax(-1) if sums.shape[-1] else sums.sum(-1)
+    return sums.amin(-1)
 
 
 def matrix_norm(A: torch.Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *,
@@ -459,7 +461,9 @@ def cond(A: torch.Tensor, p=None, *, out: torch.Tensor | None = None) -> torch.T
     if A.numel() == 0:
         return E.store(op, out, torch.zeros(A.shape[:-2], dtype=real, device=A.device), A)
     Ainv, info = inv_ex(A)
-    Ainv = torch.where((info > 0)[..., None, None], math.inf, Ainv)
-    result = _norm_last2(A, p_) * _norm_last2(Ainv, p_)
-    # 0·inf of a singular matrix's norms is inf, as torch (NumPy compatibility)
+    singular = info > 0
+    # a singular matrix's condition number is inf (torch fills its inverse with inf; here the
+    # inverse's norm is not taken of non-finite values, which the SVD orders would refuse)
+    Ainv = torch.where(singular[..., None, None], 0.0, Ainv)
+    result = torch.where(singular, math.inf, _norm_last2(A, p_) * _norm_last2(Ainv, p_))
     return E.store(op, out, result.nan_to_num(math.inf, math.inf, -math.inf), A)

@@ -114,11 +114,12 @@ kernel void trtri_diag(device const T* A [[buffer(0)]],
 //   Only i >= j (i > j when unit) entries of L are read. A zero pivot gives inf/nan (as trsm).
 // Dispatch: one 32-thread threadgroup per (matrix m, tile of 32 right-hand sides);
 //   threads = nmat * ntile * 32, group_size = 32, ntile = ceil(k / 32). Thread c of the tile owns
-//   column c: its x lives in a thread array, L in threadgroup memory packed by rows
-//   (i(i+1)/2 + j: 2080 entries, 16.3 KiB for complex64).
+//   column c: L lives in threadgroup memory packed by rows (i(i+1)/2 + j: 2080 entries, 16.3 KiB
+//   for complex64), x in registers TRI_CHUNK rows at a time and then in X itself.
 // ---------------------------------------------------------------------------------------------
 constant constexpr int TRI_SMALL_N = 64;
 constant constexpr int TRI_PACKED = TRI_SMALL_N * (TRI_SMALL_N + 1) / 2;
+constant constexpr int TRI_CHUNK = 8;  // rows solved together in registers
 
 template <typename T>
 [[max_total_threads_per_threadgroup(32)]]
@@ -161,18 +162,40 @@ kernel void trsm_small(device const T* A [[buffer(0)]],
   const int brs = (int)b_map[2], xrs = (int)x_map[2];
   device const T* Bc = B + b_map[0] + m * b_map[1] + (long)c * b_map[3];
   device T* Xc = X + x_map[0] + m * x_map[1] + (long)c * x_map[3];
-  T x[TRI_SMALL_N];
-  for (int i = 0; i < n; ++i) {
-    T s = Bc[i * brs];
-    if (conj_b) {
-      s = s_conj(s);
+  // Rows in chunks of TRI_CHUNK: the chunk's partial sums live in registers (every index below is a
+  // compile-time constant after unrolling; a run-time-indexed T x[64] would live in stack memory).
+  // Finished rows are read back from X, which this thread wrote: once per chunk, not once per row.
+  // The subtraction order is the sequential one (j = 0, 1, ..., i-1), as LAPACK's trsm.
+  for (int i0 = 0; i0 < n; i0 += TRI_CHUNK) {
+    T s[TRI_CHUNK];
+    int row[TRI_CHUNK];  // packed offset of row i0 + r (rows past n repeat row n - 1, discarded)
+#pragma unroll
+    for (int r = 0; r < TRI_CHUNK; ++r) {
+      const int i = min(i0 + r, n - 1);
+      row[r] = i * (i + 1) / 2;
+      const T bi = Bc[i * brs];
+      s[r] = conj_b ? s_conj(bi) : bi;
     }
-    threadgroup const T* Li = Lp + i * (i + 1) / 2;
-    for (int j = 0; j < i; ++j) {
-      s -= s_mul(Li[j], x[j]);
+    for (int j = 0; j < i0; ++j) {
+      const T xj = Xc[j * xrs];
+#pragma unroll
+      for (int r = 0; r < TRI_CHUNK; ++r) {
+        s[r] -= s_mul(Lp[row[r] + j], xj);
+      }
     }
-    x[i] = unit ? s : s_div(s, Li[i]);
-    Xc[i * xrs] = x[i];
+#pragma unroll
+    for (int r = 0; r < TRI_CHUNK; ++r) {
+#pragma unroll
+      for (int q = 0; q < r; ++q) {
+        s[r] -= s_mul(Lp[row[r] + i0 + q], s[q]);  // s[q] = x[i0 + q] by now
+      }
+      if (!unit) {
+        s[r] = s_div(s[r], Lp[row[r] + i0 + r]);
+      }
+      if (i0 + r < n) {
+        Xc[(i0 + r) * xrs] = s[r];
+      }
+    }
   }
 }
 

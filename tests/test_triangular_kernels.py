@@ -89,14 +89,15 @@ def test_trtri_diag_zero_diagonal_gives_inf_not_a_crash(lib):
 
 @pytest.mark.parametrize("order,seed", ORDERS, ids=ORDER_IDS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.complex64], ids=["float32", "complex64"])
-def test_trsm_small_all_variants(lib, monkeypatch, order, seed, dtype):
+@pytest.mark.parametrize("n", [64, 37, 1])
+def test_trsm_small_all_variants(lib, monkeypatch, order, seed, dtype, n):
     # The fused n <= 64 kernel through the library's call site (_trsm_small_metal), every variant,
-    # a conj view of A, a broadcast A, 40 right-hand sides (two column tiles, one partial).
+    # a conj view of A, a broadcast A, 40 right-hand sides (two column tiles, one partial); n = 37
+    # and 1 end in a partial chunk of the kernel's 8-row register blocks.
     # Bound: LAPACK's residual ratio < 30 (substitution is backward stable: Higham Thm 8.5).
     import mpslinalg
 
     monkeypatch.setattr(tri, "load_library", lambda family, device: InOrder(lib, order, seed))
-    n = 64
     with mpslinalg.use_backend("emulator"):
         for upper, left, unit in itertools.product([False, True], repeat=3):
             T = matrices.triangular(n, upper, unit, "gaussian", batch=(1,), dtype=dtype, seed=30,

@@ -498,6 +498,8 @@ def _tril_im(X: torch.Tensor) -> torch.Tensor:
 def _qr_backward(ctx, gQ, gR):
     """``linalg_qr_backward`` (PyTorch, FunctionsManual.cpp), conjugate-Wirtinger convention."""
     Q, R = ctx.saved_tensors
+    if ctx.mode == "r":
+        raise RuntimeError(_Q_MISSING)
     m, n = Q.shape[-2], R.shape[-1]
     _check_differentiable(ctx.mode, m, n)
     if gQ is None and gR is None:

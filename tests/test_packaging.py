@@ -35,6 +35,15 @@ def test_wheel_contains_every_metal_source(wheel):
     assert not any(n.endswith((".so", ".pyc")) for n in names)
 
 
+def test_wheel_ships_the_oracles_inside_the_package(wheel):
+    # issue 10: no top-level module named `reference` in site-packages; the oracles ship under the
+    # package and the main job finds them there (mpslinalg.mainjob.workloads._oracle)
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert not any(n.startswith("reference/") for n in names)
+    for mod in ("__init__", "_common", "lapack", "matrices", "metrics", "mp"):
+        assert f"mpslinalg/reference/{mod}.py" in names
+
+
 def test_installed_wheel_finds_its_sources(wheel, tmp_path):
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)

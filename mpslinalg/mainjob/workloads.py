@@ -113,29 +113,34 @@ class ReferenceUnavailable(RuntimeError):
     """The ``reference`` oracles are not importable, so accuracy cannot be judged here."""
 
 
+def _oracle(name: str):
+    """``reference.<name>``: inside the package in an installed wheel (``mpslinalg.reference``: the
+    wheel installs no top-level ``reference``), the repository's top-level folder in a checkout."""
+    for package in ("mpslinalg.reference", "reference"):
+        try:
+            return importlib.import_module(f"{package}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name not in (package, f"{package}.{name}", package.split(".")[0] + ".reference"):
+                raise  # a dependency of the oracles is missing (scipy, mpmath): a real error
+    raise ReferenceUnavailable(
+        "accuracy needs the 'reference' oracles (mpslinalg/reference in a wheel, reference/ in a "
+        "checkout); reinstall mpslinalg or run from a checkout"
+    )
+
+
 def _metrics():
     """``reference.metrics``; a clear error when the oracle package is not importable."""
-    try:
-        return importlib.import_module("reference.metrics")
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("reference", "reference.metrics"):
-            raise  # a dependency of the oracles is missing (scipy, mpmath): a real error
-        raise ReferenceUnavailable(
-            "accuracy needs the 'reference' package (the oracles in the repository root); run from "
-            f"a checkout or install mpslinalg from source ({exc})"
-        ) from exc
+    return _oracle("metrics")
 
 
 def _lapack():
     """``reference.lapack`` (SciPy/LAPACK references in float64)."""
-    _metrics()
-    return importlib.import_module("reference.lapack")
+    return _oracle("lapack")
 
 
 def _matrices():
     """``reference.matrices`` (the shared generators of test matrices)."""
-    _metrics()  # the same clear error when the oracle package is missing
-    return importlib.import_module("reference.matrices")
+    return _oracle("matrices")
 
 
 def _scipy_linalg():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -78,6 +79,9 @@ def test_registry_rows_are_complete(stand_ins):
         assert w.scipy is None or callable(w.scipy)
         assert w.dtype in (torch.float32, torch.complex64)
         assert w.name and w.description
+        # A torch version a text names is the installed one (not one copied from a note).
+        for named in re.findall(r"torch (\d+\.\d+)", w.description):
+            assert torch.__version__.startswith(named), (w.name, w.description)
 
 
 def test_every_accuracy_check_passes_lapack_and_rejects_a_wrong_answer(stand_ins, one_thread):

@@ -10,7 +10,9 @@ block had it at >= 0.95x); :func:`regions` turns a device's rows into the
 worst ratio, and every larger measured batch's, is >= 0.95).
 
 ``--overhead`` measures what routing costs a call it hands back to torch (routing on with the
-default table at a size it declines, against routing off).
+default table at a size it declines, against routing off); ``--mainjob`` times the ``torch.linalg``
+call of every ``python -m mpslinalg --quick`` row with routing off, always on, and on by the
+default table, and says which path the default took.
 
     python benchmarks/bench_routing.py --device cpu --out results/       # prints rows and WHEN
     python benchmarks/bench_routing.py --device cpu --quick              # fewer sizes
@@ -19,6 +21,7 @@ default table at a size it declines, against routing off).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import pathlib
@@ -152,6 +155,39 @@ def overhead(device: str, rounds: int = 7) -> int:
     return 0
 
 
+def mainjob_rows(device: str, blocks: int) -> int:
+    """Every row of ``python -m mpslinalg --quick``: its ``torch.linalg`` peer call, as user code, with
+    routing off, on with ``when="always"`` and on with the default table; the path the default took."""
+    from mpslinalg.mainjob.workloads import workloads
+
+    print("| main-job row | shape | torch.linalg | routed always (ratio) | default (ratio) | default path |")
+    print("|---|---|---|---|---|---|")
+    for w in workloads():
+        if w.op not in routing.routed_ops() and w.op not in ("inv", "lu_factor"):
+            continue
+        x = w.make(torch.device(device), w.dtype, True)
+        fn = functools.partial(w.peer, x)
+        times: dict[str, list[float]] = {"off": [], "always": [], "faster": []}
+        paths = set()
+        for _ in range(blocks):
+            for mode in times:
+                routing.disable()
+                if mode != "off":
+                    routing.enable(devices=(device,), when=mode)
+                routing.reset_stats()
+                times[mode].append(time_callable(fn, device=device, warmup=1, repeat=3, min_time=0.02,
+                                                 max_time=20).median)
+                if mode == "faster":
+                    paths.add("mpslinalg" if any(c["ours"] for c in routing.stats().values()) else "torch")
+        routing.disable()
+        off = statistics.median(times["off"])
+        ratio = {m: statistics.median([a / b for a, b in zip(times["off"], times[m])]) for m in ("always", "faster")}
+        shape = "x".join(map(str, next(iter(x.values())).shape))
+        print(f"| {w.name} | {shape} | {off * 1e3:.3f} ms | {ratio['always']:.2f} | {ratio['faster']:.2f} | "
+              f"{'/'.join(sorted(paths))} |", flush=True)
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cpu")
@@ -159,6 +195,7 @@ def main(argv=None) -> int:
     p.add_argument("--dtypes", nargs="*", default=["float32", "float64"])
     p.add_argument("--quick", action="store_true")
     p.add_argument("--overhead", action="store_true", help="only the cost of a call handed back to torch")
+    p.add_argument("--mainjob", action="store_true", help="the peer calls of python -m mpslinalg --quick's rows")
     p.add_argument("--blocks", type=int, default=3)
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
     p.add_argument("--out", type=pathlib.Path, default=None)
@@ -174,6 +211,8 @@ def main(argv=None) -> int:
           f"threads {torch.get_num_threads()}")
     if args.overhead:
         return overhead(args.device)
+    if args.mainjob:
+        return mainjob_rows(args.device, args.blocks)
     print("| op | dtype | n | batch | torch.linalg | routed | ratio (median) | worst block | default path |")
     print("|---|---|---|---|---|---|---|---|---|")
     for dtype_name in args.dtypes:

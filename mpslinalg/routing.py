@@ -43,6 +43,10 @@ routed (they run torch's kernels); ``torch.no_grad`` is routed.
 
 :func:`disable` destroys the ``Library`` objects, which deregisters the kernels and restores
 torch's. :func:`stats` counts, per op, the calls that ran ours and those handed to torch.
+
+Routed calls are thread-safe. Like any ``torch.library`` registration, :func:`enable` and
+:func:`disable` should not race with ``torch.linalg`` calls running on other threads (the
+dispatcher does not synchronise the two): switch routing at start-up or between phases.
 """
 
 from __future__ import annotations
@@ -405,6 +409,8 @@ def disable() -> None:
 def enabled(devices: Iterable[str] | str = ("mps",), ops: Iterable[str] | None = None, *,
             when: str = "faster") -> Iterator[None]:
     """Context manager: :func:`enable` on entry; on exit the routing in force before is restored.
+
+    Like :func:`enable` it acts process-wide (every thread), not only on the calling thread.
 
     Examples
     --------

@@ -162,7 +162,7 @@ class Tuning:
         the fused ``trsm_small`` kernel and the blocked algorithm: there is no vendor ``trsm``.
     triton_max : int
         ``torch`` backend on CUDA, float32: systems with ``n`` up to this (``<= 64``) are solved by
-        one launch of the Triton kernel of :mod:`mpslinalg._triangular_triton` (blocked
+        one launch of the Triton kernel of :mod:`mpslinalg.kernels.triangular_triton` (blocked
         substitution with ``tl.dot`` updates, backward stable) instead of cuBLAS. ``0`` (the
         disables it. Measured on the H200 (2026-11-30, same run, CUDA-event medians): LAPACK
         residual ratio 0.355 (4096 × 64×64) and 0.226 (DeltaNet), no host sync; 4096 × 64×64, 64
@@ -310,7 +310,7 @@ def _trsm_small_metal(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, upper: 
 def _trsm_small_triton(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, upper: bool, unit: bool) -> None:
     """``X = A⁻¹ B`` for ``n <= 64``, float32, by the one-launch Triton kernel (same index maps as
     :func:`_trsm_small_metal`)."""
-    from . import _triangular_triton
+    from .kernels import triangular_triton as _triangular_triton
 
     batch, n, k = X.shape
     a, _, aoff, abs_, ars, acs = _kernel_strides(A, batch, upper, True)
@@ -333,7 +333,7 @@ def _use_triton(A: torch.Tensor, n: int) -> bool:
     ok = _triton_state.get("ok")
     if ok is None:
         try:
-            from . import _triangular_triton  # noqa: F401
+            from .kernels import triangular_triton  # noqa: F401
             ok = True
         except Exception as exc:  # noqa: BLE001 - no Triton: cuBLAS it is
             ok, _triton_state["error"] = False, repr(exc)

@@ -138,44 +138,22 @@ class Tuning:
         the GEMM recursion with ``trsm`` leaves (``trsm_leaf*``) or, where those are disabled, the
         blocked diagonal-inverse path. Devices not listed: 0 (never direct).
 
-        Measured on the H200 (2026-11-30, ``bench_triangular.py --device cuda --tune``, float32,
-        medians, peer in the same run; the blocked path issued ~19 torch ops for a batch of 64×64
-        systems and was host-bound, spreads ±50%):
-
-        ==================================  ============  ==================  =============
-        workload                            blocked path  best alternative    torch.linalg
-        ==================================  ============  ==================  =============
-        4096 × 64×64, 64 RHS                0.83–1.04 ms  one trsm 0.484 ms   0.524 ms
-        DeltaNet [1,32,16,64,64] unit, 128  0.51–0.69 ms  one trsm 0.194 ms   0.136 ms
-        8192 × 8192, 1024 RHS               ~4.0 ms       trsm leaves of      3.71 ms
-                                                          1024: 3.93 ms
-        complex64 4096, 256 RHS             2.3–2.5 ms    —                   1.83 ms
-        ==================================  ============  ==================  =============
-
-        Every alternative of the blocked path (nb 16/32, inverse by trsm or doubling, trsm
-        leaves of 32/256/1024) lost to one cuBLAS ``trsm`` on the H200, so on CUDA the torch
-        backend is one ``trsm`` at every size (the 0.06 ms between "one trsm" and torch.linalg
-        on the DeltaNet shape was our wrapper: custom-op dispatch and checks, now skipped when
-        neither autograd nor ``torch.compile`` needs the op). On the CPU (2 cores) LAPACK's
-        ``trsm`` is 2× faster than the inverse path up to 512 (module docstring); above, GEMM
-        recursion over 512-row ``trsm`` leaves. The kernel backends (``metal``, ``emulator``) keep
-        the fused ``trsm_small`` kernel and the blocked algorithm: there is no vendor ``trsm``.
+        On CUDA that is every size: every alternative of the blocked path lost to one cuBLAS
+        ``trsm`` on the H200 (docs/ops/solve_triangular.md, "Tuning measurements"); on the CPU
+        LAPACK's ``trsm`` up to 512, GEMM recursion over ``trsm`` leaves above. The kernel
+        backends (``metal``, ``emulator``) keep the fused ``trsm_small`` kernel and the blocked
+        algorithm: there is no vendor ``trsm``.
     triton_max : int
         ``torch`` backend on CUDA, float32: systems with ``n`` up to this (``<= 64``) are solved by
         one launch of the Triton kernel of :mod:`mpslinalg.kernels.triangular_triton` (blocked
         substitution with ``tl.dot`` updates, backward stable) instead of cuBLAS. ``0`` (the
-        disables it. Measured on the H200 (2026-11-30, same run, CUDA-event medians): LAPACK
-        residual ratio 0.355 (4096 × 64×64) and 0.226 (DeltaNet), no host sync; 4096 × 64×64, 64
-        RHS 0.304 ms vs torch.linalg 0.526 ms (1.73×) and cuBLAS via the transposed problem
-        0.483 ms; DeltaNet [1,32,16,64,64] unit, 128 RHS 0.111 ms vs 0.138 ms (1.24×). Hence 64.
+        disables it; 64 is where it beat cuBLAS on the H200 (docs/ops/solve_triangular.md).
         A compile or launch failure switches it off for the process (with a warning).
     direct_transpose_max : dict
         Per device type: direct ``trsm`` calls with ``n`` up to this are posed as the transposed
         problem; above it (and on devices not listed) as the user posed it, i.e. torch.linalg's own
-        call (the custom op and :func:`trsm` then copy the result into row-major order). Measured
-        2026-11-30: CUDA (H200) 4096 × 64×64, 64 RHS: transposed 0.484 ms vs 0.524 ms; 8192²,
-        1024 RHS: transposed 4.21 ms vs 3.72 ms; complex64 4096², 256 RHS: 2.41 vs 1.84 ms.
-        CPU (2 cores) 512 × 64×64, 64 RHS: transposed 19.7 ms vs 11.8 ms, hence not used there.
+        call (the custom op and :func:`trsm` then copy the result into row-major order); the
+        thresholds come from the measurements in docs/ops/solve_triangular.md.
     """
 
     nb: int = 16

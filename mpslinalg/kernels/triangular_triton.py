@@ -3,9 +3,9 @@
 Imported lazily by :mod:`mpslinalg.triangular` (Triton ships with CUDA builds of torch; without it
 this module is never imported). Opt-in through ``TUNING.triton_max`` until measured on the H200.
 
-Why: one cuBLAS ``trsmBatched`` of 4096 × 64×64 with 64 RHS takes 0.48 ms on the H200 (6× a bmm
-of the same shape), and every torch-op replacement issues more launches than that; the issue's
-target is 0.25 ms.
+Why: cuBLAS's batched ``trsm`` on batches of 64×64 systems is several times slower than a bmm of
+the same shape, and every torch-op replacement issues more launches than that (measurements in
+docs/ops/solve_triangular.md).
 
 Algorithm: blocked forward substitution, exactly LAPACK's blocked ``trsm`` (backward stable,
 no explicit inverse): one program per (matrix, tile of ``BK`` right-hand sides); the rows are taken

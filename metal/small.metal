@@ -4,13 +4,18 @@
 // float32 (`float`) and complex64 (`float2`, scalar operations of scalar.h). The algorithm is the one of
 // mpslinalg/small.py, operation for operation (DESIGN section 6):
 //
-//   1. power-of-two equilibration A_s = R A C (exact: only exponents change), from the row maxima
-//      of A and the column maxima of R A, measured with cabs1 = |Re| + |Im|;
-//   2. n = 2 inverse: adjugate / det with det = ad - bc in doubled precision (fma TwoProduct,
-//      TwoSum: Ogita-Rump-Oishi Dot2);
+//   1. power-of-two equilibration (exact: only exponents change), measured with
+//      cabs1 = |Re| + |Im|: eliminations scale the columns only, A_s = A C (GEPP is invariant to
+//      column scaling: LAPACK's pivots and accuracy on graded inputs); the 2x2 adjugate paths scale
+//      rows and columns, A_s = R A C, with exponents computed in integers from the entries' own
+//      exponents (a row scaling never pushes an entry into the subnormal range first);
+//   2. n = 2 inverse and finite n = 2 determinant: adjugate / det with det = ad - bc in doubled
+//      precision (fma TwoProduct, TwoSum: Ogita-Rump-Oishi Dot2);
 //      otherwise: Gaussian elimination with partial pivoting (largest cabs1, smallest index on
 //      ties, like LAPACK i?amax), then LAPACK getri (inv(U), X L = inv(U), column interchanges);
-//   3. unscale exactly: inv(A) = C inv(A_s) R, x = C solve(A_s, R b), det = mant * 2^expo.
+//   3. unscale exactly: inv(A) = C inv(A_s) (R), x = C solve(A_s, b), det = mant * 2^expo.
+//
+// Non-finite input: inverse and solution all NaN; det/slogdet what LU arithmetic gives.
 //
 // info (int32): 1-based index of the first exactly-zero pivot, 0 if none (LAPACK's rule).
 //
@@ -20,7 +25,7 @@
 //       group's matrices are staged through threadgroup memory so that loads and stores are
 //       coalesced - consecutive threads touch consecutive words).
 //   small_det_T_N   (A[batch][N][N], mant[batch], expo[batch] int32, info[batch], long batch)
-//       det(A) = mant * 2^expo with cabs1(mant) in [2^-N, 2^N) (or mant = 0 / NaN);
+//       det(A) = mant * 2^expo with cabs1(mant) in [2^-N, 2^N) (or mant = 0 / Inf / NaN);
 //       same launch shape as small_inv.
 //   small_solve_T_N (A[batch][N][N], B[batch][N][k], X[batch][N][k], info[batch], long batch,
 //       long k)  threads = batch * max(k, 1) (one per right-hand-side column), no barriers.
@@ -57,6 +62,19 @@ inline int exponent_of(float m) {
 
 // 2^e exactly (e clamped to [-126, 126], so the result is a normal number).
 inline float pow2(int e) { return as_type<float>((clamp(e, -126, 126) + 127) << 23); }
+
+// x * 2^t exactly for t in [-126, 378]: up to three powers of two of one sign, so nothing
+// overflows or underflows on the way unless the result does (two-sided scaling needs ~3 * 126).
+template <typename T>
+inline T scale_exp(T x, int t) {
+  int t1 = clamp(t, -126, 126);
+  int rest = t - t1;
+  int t2 = clamp(rest, 0, 126);
+  return ((x * pow2(t1)) * pow2(t2)) * pow2(rest - t2);
+}
+
+// max that propagates NaN (torch.maximum; Metal's max is fmax): the same scaling as the program.
+inline float max_nan(float a, float b) { return (a != a || a > b) ? a : b; }
 
 // ---------------------------------------------------------------------------------------------
 // Doubled-precision dot products: sum of s_i * a_i * b_i (Dot2 with fma TwoProduct).
@@ -109,23 +127,35 @@ inline float2 det2_accurate(float2 a, float2 b, float2 c, float2 d) {
 // The algorithm on a matrix held in registers.
 // ---------------------------------------------------------------------------------------------
 
-// A_s = R A C in place; er/ec receive the exponents (r_i = 2^-er_i, c_j = 2^-ec_j).
+// A_s = A C in place (columns only, for the eliminations); ec receives the exponents, c_j = 2^-ec_j.
 template <typename T, int N>
-inline void equilibrate(thread T (&a)[N][N], thread int (&er)[N], thread int (&ec)[N]) {
-  for (int i = 0; i < N; ++i) {
-    float m = s_abs1(a[i][0]);
-    for (int j = 1; j < N; ++j) m = max(m, s_abs1(a[i][j]));
-    er[i] = exponent_of(m);
-    float s = pow2(-er[i]);
-    for (int j = 0; j < N; ++j) a[i][j] = a[i][j] * s;
-  }
+inline void equilibrate_columns(thread T (&a)[N][N], thread int (&ec)[N]) {
   for (int j = 0; j < N; ++j) {
     float m = s_abs1(a[0][j]);
-    for (int i = 1; i < N; ++i) m = max(m, s_abs1(a[i][j]));
+    for (int i = 1; i < N; ++i) m = max_nan(m, s_abs1(a[i][j]));
     ec[j] = exponent_of(m);
-    float s = pow2(-ec[j]);
-    for (int i = 0; i < N; ++i) a[i][j] = a[i][j] * s;
+    float c = pow2(-ec[j]);
+    for (int i = 0; i < N; ++i) a[i][j] = a[i][j] * c;
   }
+}
+
+// A_s = R A C in place (the 2x2 adjugate paths): er from the row maxima, ec from the maxima of the
+// integer exponents of R A (never from scaled values: those may have underflowed).
+template <typename T, int N>
+inline void equilibrate_two_sided(thread T (&a)[N][N], thread int (&er)[N], thread int (&ec)[N]) {
+  int rel[N][N];
+  for (int i = 0; i < N; ++i) {
+    float m = s_abs1(a[i][0]);
+    for (int j = 1; j < N; ++j) m = max_nan(m, s_abs1(a[i][j]));
+    er[i] = exponent_of(m);
+    for (int j = 0; j < N; ++j) rel[i][j] = exponent_of(s_abs1(a[i][j])) - er[i];
+  }
+  for (int j = 0; j < N; ++j) {
+    ec[j] = rel[0][j];
+    for (int i = 1; i < N; ++i) ec[j] = max(ec[j], rel[i][j]);
+  }
+  for (int i = 0; i < N; ++i)
+    for (int j = 0; j < N; ++j) a[i][j] = scale_exp(a[i][j], -er[i] - ec[j]);
 }
 
 // LAPACK getf2 (unrolled by the compiler): P A = L U in place, piv[k] = row swapped with row k,
@@ -221,30 +251,42 @@ inline void getri(thread T (&a)[N][N], thread const int (&piv)[N]) {
   }
 }
 
-// a := inv(a) for the equilibrated matrix a; returns info.
+// a := inv(a) by the adjugate with a doubled-precision determinant (n = 2, a two-sided
+// equilibrated); returns info (1: first column zero, 2: det exactly zero).
 template <typename T, int N>
-inline int invert_equilibrated(thread T (&a)[N][N]) {
+inline int invert_adjugate(thread T (&a)[N][N]) {
+  T p = a[0][0], q = a[0][N - 1], r = a[N - 1][0], s = a[N - 1][N - 1];
+  T d = det2_accurate(p, q, r, s);
+  a[0][0] = s_div(s, d);
+  a[0][N - 1] = -s_div(q, d);
+  a[N - 1][0] = -s_div(r, d);
+  a[N - 1][N - 1] = s_div(p, d);
+  if (s_is_zero(p) && s_is_zero(r)) return 1;
+  return s_is_zero(d) ? 2 : 0;
+}
+
+// a := inv(a) by elimination (a column-equilibrated); returns info.
+template <typename T, int N>
+inline int invert_eliminate(thread T (&a)[N][N]) {
   if (N == 1) {
     bool zero = s_is_zero(a[0][0]);
     a[0][0] = s_div(s_one<T>(), a[0][0]);
     return zero ? 1 : 0;
-  }
-  if (N == 2) {
-    // adjugate / det with a doubled-precision determinant
-    T p = a[0][0], q = a[0][N - 1], r = a[N - 1][0], s = a[N - 1][N - 1];
-    T d = det2_accurate(p, q, r, s);
-    a[0][0] = s_div(s, d);
-    a[0][N - 1] = -s_div(q, d);
-    a[N - 1][0] = -s_div(r, d);
-    a[N - 1][N - 1] = s_div(p, d);
-    if (s_is_zero(p) && s_is_zero(r)) return 1;
-    return s_is_zero(d) ? 2 : 0;
   }
   int piv[N];
   bool odd;
   int info = factor(a, piv, odd);
   getri(a, piv);
   return info;
+}
+
+// det = m * 2^e from pivots: each pivot's power of two goes to the integer exponent first.
+template <typename T>
+inline void mant_expo_push(thread T &m, thread int &e, T pk, bool first) {
+  int g = exponent_of(s_abs1(pk));
+  T f = pk * pow2(-g);
+  e += g;
+  m = first ? f : s_mul(m, f);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -304,11 +346,22 @@ kernel void small_inv(device const T *A [[buffer(0)]], device T *X [[buffer(1)]]
     for (int j = 0; j < N; ++j) a[i][j] = tile_get(tile, int(lid) * N * N + i * N + j, zero);
   const bool fin = all_finite(a);
   int er[N], ec[N];
-  equilibrate(a, er, ec);
-  int inf = invert_equilibrated(a);
-  // inv(A) = C inv(A_s) R
+  int inf;
+  if (N == 2) {  // inv(A) = C inv(A_s) R, exponents up to ~3 * 126
+    equilibrate_two_sided(a, er, ec);
+    inf = invert_adjugate(a);
+    for (int i = 0; i < N; ++i)
+      for (int j = 0; j < N; ++j) a[i][j] = scale_exp(a[i][j], -ec[i] - er[j]);
+  } else {  // inv(A) = C inv(A_s)
+    equilibrate_columns(a, ec);
+    inf = invert_eliminate(a);
+    for (int i = 0; i < N; ++i) {
+      float c = pow2(-ec[i]);
+      for (int j = 0; j < N; ++j) a[i][j] = a[i][j] * c;
+    }
+  }
   for (int i = 0; i < N; ++i)
-    for (int j = 0; j < N; ++j) a[i][j] = fin ? (a[i][j] * pow2(-ec[i])) * pow2(-er[j]) : s_nan<T>();
+    for (int j = 0; j < N; ++j) a[i][j] = fin ? a[i][j] : s_nan<T>();
   if (long(tid) < batch) info[tid] = inf;
 
   // each thread overwrites only its own matrix's words: no barrier needed before this
@@ -337,40 +390,35 @@ kernel void small_det(device const T *A [[buffer(0)]], device T *mant [[buffer(1
   threadgroup_barrier(mem_flags::mem_threadgroup);
   if (long(tid) >= batch) return;  // after the last barrier
 
+  // A^T (same determinant), as torch's det factors it: LAPACK reads the row-major storage as A^T
   T a[N][N];
   for (int i = 0; i < N; ++i)
-    for (int j = 0; j < N; ++j) a[i][j] = tile_get(tile, int(lid) * N * N + i * N + j, zero);
-  const bool fin = all_finite(a);
-  int er[N], ec[N];
-  equilibrate(a, er, ec);
+    for (int j = 0; j < N; ++j) a[i][j] = tile_get(tile, int(lid) * N * N + j * N + i, zero);
+  // elimination on the column-scaled matrix (Inf/NaN entries: what LU arithmetic gives)
+  T a2[N][N];  // the input again, for the 2x2 doubled-precision path
+  for (int i = 0; i < N; ++i)
+    for (int j = 0; j < N; ++j) a2[i][j] = a[i][j];
+  int ec[N];
+  equilibrate_columns(a, ec);
   int e = 0;
-  for (int i = 0; i < N; ++i) e += er[i] + ec[i];
-
-  T piv_val[N];
-  int inf;
-  int npiv;
-  bool odd = false;
-  if (N == 2) {
-    T p = a[0][0], r = a[N - 1][0];
-    T d = det2_accurate(p, a[0][N - 1], r, a[N - 1][N - 1]);
-    inf = (s_is_zero(p) && s_is_zero(r)) ? 1 : (s_is_zero(d) ? 2 : 0);
-    piv_val[0] = d;
-    npiv = 1;
-  } else {
-    int piv[N];
-    inf = factor(a, piv, odd);
-    for (int k = 0; k < N; ++k) piv_val[k] = a[k][k];
-    npiv = N;
-  }
+  for (int j = 0; j < N; ++j) e += ec[j];
+  int piv[N];
+  bool odd;
+  int inf = factor(a, piv, odd);
   T m = s_one<T>();
-  for (int k = 0; k < npiv; ++k) {
-    int g = exponent_of(s_abs1(piv_val[k]));
-    T f = piv_val[k] * pow2(-g);
-    e += g;
-    m = k == 0 ? f : s_mul(m, f);
-  }
+  for (int k = 0; k < N; ++k) mant_expo_push(m, e, a[k][k], k == 0);
   if (odd) m = -m;
-  mant[tid] = fin ? m : s_nan<T>();  // an Inf/NaN entry: the determinant is undefined
+  if (N == 2 && all_finite(a2)) {  // finite 2x2: ad - bc in doubled precision instead
+    int er2[N], ec2[N];
+    equilibrate_two_sided(a2, er2, ec2);
+    T p = a2[0][0], r = a2[N - 1][0];
+    T d = det2_accurate(p, a2[0][N - 1], r, a2[N - 1][N - 1]);
+    inf = (s_is_zero(p) && s_is_zero(r)) ? 1 : (s_is_zero(d) ? 2 : 0);
+    e = 0;
+    for (int i = 0; i < N; ++i) e += er2[i] + ec2[i];
+    mant_expo_push(m, e, d, true);
+  }
+  mant[tid] = m;
   expo[tid] = e;
   info[tid] = inf;
 }
@@ -389,8 +437,8 @@ kernel void small_solve(device const T *A [[buffer(0)]], device const T *B [[buf
   for (int i = 0; i < N; ++i)
     for (int j = 0; j < N; ++j) a[i][j] = A[mat * N * N + i * N + j];
   const bool fin = all_finite(a);
-  int er[N], ec[N];
-  equilibrate(a, er, ec);
+  int ec[N];
+  equilibrate_columns(a, ec);
   int piv[N];
   bool odd;
   int inf = factor(a, piv, odd);
@@ -398,7 +446,7 @@ kernel void small_solve(device const T *A [[buffer(0)]], device const T *B [[buf
   if (k == 0) return;
 
   T b[N];
-  for (int i = 0; i < N; ++i) b[i] = B[(mat * N + i) * k + col] * pow2(-er[i]);
+  for (int i = 0; i < N; ++i) b[i] = B[(mat * N + i) * k + col];
   #pragma unroll
   for (int i = 0; i < N - 1; ++i) {  // laswp, compile-time indices (see factor)
     int p = piv[i];

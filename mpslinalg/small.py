@@ -75,6 +75,15 @@ class _TorchPrims:
     def __init__(self, real_dtype: torch.dtype):
         self.real_dtype = real_dtype
         self.split_factor = _FMT[real_dtype][3]  # Dekker's split constant of the dtype
+        self.emax = _FMT[real_dtype][2] - 1  # largest exponent of a normal power of two
+
+    @staticmethod
+    def imax(a, b):
+        return torch.maximum(a, b)
+
+    @staticmethod
+    def iclamp(x, lo: int, hi: int):
+        return x.clamp(lo, hi)
 
     where = staticmethod(torch.where)
     maximum = staticmethod(torch.maximum)
@@ -330,35 +339,55 @@ def _assemble(ops, entries, dtype: torch.dtype) -> torch.Tensor:
     return torch.stack([torch.stack(row, dim=-1) for row in entries], dim=-2)
 
 
-def _equilibrate(ops, a):
-    """``A_s = R A C`` with power-of-two ``R = diag(2^-er)``, ``C = diag(2^-ec)``.
+def _equilibrate(ops, a, two_sided: bool):
+    """``A_s = R A C`` with power-of-two diagonal ``R = diag(2^-er)``, ``C = diag(2^-ec)``.
 
-    Returns ``(a_s, r, c, er, ec)`` with ``r``/``c`` lists of scale tensors and ``er``/``ec`` the
-    int32 exponents (``r_i = 2^-er_i``).
+    One-sided (``two_sided=False``; ``R = I``): each column's largest ``cabs1`` is brought into
+    ``[1, 2)``. Gaussian elimination with partial pivoting is invariant to column scaling (the pivot
+    order and every rounding are those of GEPP on ``A``: powers of two are exact), so the
+    eliminations keep LAPACK's accuracy on graded and badly scaled inputs, and ``|A_s| < 2``
+    rules out overflow. Two-sided (the 2×2 adjugate paths, whose accuracy does not depend on
+    pivoting): the row maxima, then the column maxima of ``R A``, both in ``[1, 2)``, so the
+    determinant of ``A_s`` cannot underflow unless ``A`` is singular to working precision.
+
+    The exponents are computed from the entries' own exponents (integers), never from the scaled
+    values: a row scaling that pushes an entry into the subnormal range would lose its bits before
+    the column scaling restores it (issue 14.3: ``[[1e-20, 3e20], [2e-20, 5e20]]``).
+
+    Returns ``(a_s, er, ec)``: the scaled entries and the int exponents (``er`` None if one-sided).
     """
     n = len(a)
-    er, r = [], []
-    rows = []
-    for i in range(n):
-        m = ops.abs1(a[i][0])
-        for j in range(1, n):
-            m = ops.P.maximum(m, ops.abs1(a[i][j]))
-        e = ops.P.exponent(m)
-        s = ops.P.pow2(-e)
-        er.append(e)
-        r.append(s)
-        rows.append([ops.scale(a[i][j], s) for j in range(n)])
-    ec, c = [], []
-    for j in range(n):
-        m = ops.abs1(rows[0][j])
-        for i in range(1, n):
-            m = ops.P.maximum(m, ops.abs1(rows[i][j]))
-        e = ops.P.exponent(m)
-        s = ops.P.pow2(-e)
-        ec.append(e)
-        c.append(s)
-    a_s = [[ops.scale(rows[i][j], c[j]) for j in range(n)] for i in range(n)]
-    return a_s, r, c, er, ec
+    P = ops.P
+    mag = [[ops.abs1(e) for e in row] for row in a]
+    if not two_sided:
+        ec = [_reduce(P.maximum, [mag[i][j] for i in range(n)]) for j in range(n)]
+        ec = [P.exponent(m) for m in ec]
+        c = [P.pow2(-e) for e in ec]
+        return [[ops.scale(a[i][j], c[j]) for j in range(n)] for i in range(n)], None, ec
+    er = [P.exponent(_reduce(P.maximum, mag[i])) for i in range(n)]
+    # exponent of entry (i, j) of R A, in integers: <= 0, >= -2 emax
+    rel = [[P.exponent(mag[i][j]) - er[i] for j in range(n)] for i in range(n)]
+    ec = [_reduce(P.imax, [rel[i][j] for i in range(n)]) for j in range(n)]
+    a_s = [[_scale_exp(ops, a[i][j], -er[i] - ec[j]) for j in range(n)] for i in range(n)]
+    return a_s, er, ec
+
+
+def _reduce(fn, xs):
+    acc = xs[0]
+    for x in xs[1:]:
+        acc = fn(acc, x)
+    return acc
+
+
+def _scale_exp(ops, x, t):
+    """``x · 2^t`` exactly (one rounding, only if the result is subnormal) for an integer ``t`` in
+    ``[-emax, 3 emax]``: up to three powers of two of one sign, so no intermediate overflows or
+    underflows unless the result does. (Two-sided scaling and unscaling need up to ~3 emax.)"""
+    P = ops.P
+    t1 = P.iclamp(t, -P.emax, P.emax)
+    rest = t - t1
+    t2 = P.iclamp(rest, 0, P.emax)
+    return ops.scale(ops.scale(ops.scale(x, P.pow2(t1)), P.pow2(t2)), P.pow2(rest - t2))
 
 
 def _factor(ops, a):
@@ -453,16 +482,20 @@ def _inv2(ops, a):
 def _core_inv(ops, a):
     """The inverse program on n×n entries: ``(x entries, info)`` (contract of ``small_inv``)."""
     n = len(a)
-    a_s, r, c, _, _ = _equilibrate(ops, a)
-    if n == 1:
-        x = [[ops.div(ops.one_like(a_s[0][0]), a_s[0][0])]]
-        info = ops.P.to_i32(ops.is_zero(a_s[0][0]))
-    elif n == 2:
+    if n == 2:  # adjugate: two-sided scaling; inv(A) = C inv(A_s) R
+        a_s, er, ec = _equilibrate(ops, a, two_sided=True)
         x, info = _inv2(ops, a_s)
-    else:
-        lu, piv, _, info = _factor(ops, a_s)
-        x = _getri(ops, lu, piv)
-    x = [[ops.scale(ops.scale(x[i][j], c[i]), r[j]) for j in range(n)] for i in range(n)]
+        x = [[_scale_exp(ops, x[i][j], -ec[i] - er[j]) for j in range(n)] for i in range(n)]
+    else:  # elimination: column scaling only; inv(A) = C inv(A_s)
+        a_s, _, ec = _equilibrate(ops, a, two_sided=False)
+        if n == 1:
+            x = [[ops.div(ops.one_like(a_s[0][0]), a_s[0][0])]]
+            info = ops.P.to_i32(ops.is_zero(a_s[0][0]))
+        else:
+            lu, piv, _, info = _factor(ops, a_s)
+            x = _getri(ops, lu, piv)
+        c = [ops.P.pow2(-e) for e in ec]
+        x = [[ops.scale(x[i][j], c[i]) for j in range(n)] for i in range(n)]
     fin = _all_finite(ops, a)
     x = [[_nan_unless(ops, fin, x[i][j]) for j in range(n)] for i in range(n)]
     return x, info
@@ -470,12 +503,9 @@ def _core_inv(ops, a):
 
 def _all_finite(ops, a):
     """Flag: every entry of ``a`` is finite."""
-    fin = None
-    for row in a:
-        for e in row:
-            f = ops.P.isfinite(ops.abs1(e))
-            fin = f if fin is None else fin & f
-    return fin
+    # element-wise (metal/scalar.h's rule): isfinite(|Re| + |Im|) would call 2e38 + 2e38i non-finite
+    parts = [p for row in a for e in row for p in (e if ops.complex else (e,))]
+    return _reduce(lambda f, g: f & g, [ops.P.isfinite(p) for p in parts])
 
 
 def _nan_unless(ops, fin, e):
@@ -487,33 +517,43 @@ def _nan_unless(ops, fin, e):
 
 
 def _core_det(ops, a):
-    """The determinant program: ``(mant, expo, info)`` with det = mant·2^expo (``small_det``)."""
+    """The determinant program: ``(mant, expo, info)`` with det = mant·2^expo (``small_det``).
+
+    Elimination with partial pivoting on the column-scaled matrix; for ``n = 2`` with finite
+    entries the doubled-precision ``ad − bc`` of the two-sided scaled matrix instead (more
+    accurate). Inf/NaN entries give what LU arithmetic gives: e.g. ``det([[inf, 1], [1, 2]]) =
+    inf``, NaN where the elimination meets ``inf − inf`` or ``0·inf``. The matrix factored is
+    ``Aᵀ`` (same determinant): torch's det/slogdet hand the row-major storage to LAPACK, which
+    reads it as ``Aᵀ``, so on non-finite input this gives torch's answers exactly.
+    """
     n = len(a)
-    a_s, _, _, er, ec = _equilibrate(ops, a)
-    expo = er[0] + ec[0]
-    for i in range(1, n):
-        expo = expo + er[i] + ec[i]
+    P = ops.P
+    a = [[a[j][i] for j in range(n)] for i in range(n)]  # Aᵀ: free, only the entry names change
+    a_s, _, ec = _equilibrate(ops, a, two_sided=False)
+    lu, _, odd, info = _factor(ops, a_s)
+    mant, expo = _mant_expo(ops, [lu[k][k] for k in range(n)], _reduce(lambda x, y: x + y, ec))
+    mant = ops.where(odd, ops.neg(mant), mant)
     if n == 2:
-        d = _det2_accurate(ops, a_s[0][0], a_s[0][1], a_s[1][0], a_s[1][1])
-        (p, _), (r, _) = a_s
-        info = ops.P.where(ops.is_zero(p) & ops.is_zero(r), 1, ops.P.where(ops.is_zero(d), 2, 0))
-        info = ops.P.to_i32(info)
-        pivots = [d]
-        odd = None
-    else:
-        lu, _, odd, info = _factor(ops, a_s)
-        pivots = [lu[k][k] for k in range(n)]
-    mant = None
-    for pk in pivots:
-        g = ops.P.exponent(ops.abs1(pk))
-        f = ops.scale(pk, ops.P.pow2(-g))
-        expo = expo + g
-        mant = f if mant is None else ops.mul(mant, f)
-    if odd is not None:
-        mant = ops.where(odd, ops.neg(mant), mant)
-    # an Inf/NaN entry: the determinant is undefined (Inf − Inf in the expansion), NaN
-    mant = _nan_unless(ops, _all_finite(ops, a), mant)
+        b_s, er, ec2 = _equilibrate(ops, a, two_sided=True)
+        d = _det2_accurate(ops, b_s[0][0], b_s[0][1], b_s[1][0], b_s[1][1])
+        mant2, expo2 = _mant_expo(ops, [d], er[0] + er[1] + ec2[0] + ec2[1])
+        (p, _), (r, _) = b_s
+        info2 = P.to_i32(P.where(ops.is_zero(p) & ops.is_zero(r), 1, P.where(ops.is_zero(d), 2, 0)))
+        fin = _all_finite(ops, a)
+        mant, expo, info = ops.where(fin, mant2, mant), P.where(fin, expo2, expo), P.where(fin, info2, info)
     return mant, expo, info
+
+
+def _mant_expo(ops, factors, expo):
+    """``prod(factors) · 2^expo`` as ``(mant, expo)``: each factor's power of two is moved into the
+    integer exponent first, so the product never overflows or underflows."""
+    mant = None
+    for f in factors:
+        g = ops.P.exponent(ops.abs1(f))
+        expo = expo + g
+        f = ops.scale(f, ops.P.pow2(-g))
+        mant = f if mant is None else ops.mul(mant, f)
+    return mant, expo
 
 
 def _program_inv(A: torch.Tensor):
@@ -535,20 +575,20 @@ def _program_det_parts(A: torch.Tensor):
 
 def _core_solve_factor(ops, a):
     """Equilibrate and factor for a solve: ``(state, info)``, the state for :func:`_core_solve_rhs`."""
-    a_s, r, c, _, _ = _equilibrate(ops, a)
+    a_s, _, ec = _equilibrate(ops, a, two_sided=False)
     lu, piv, _, info = _factor(ops, a_s)
-    return (lu, piv, (r, _all_finite(ops, a)), c), info
+    return (lu, piv, _all_finite(ops, a), [ops.P.pow2(-e) for e in ec]), info
 
 
 def _core_solve_rhs(ops, state, b, bc):
-    """``x = C solve(A_s, R b)`` for right-hand-side entries ``b`` (a list of n), given the factors.
+    """``x = C solve(A_s, b)`` for right-hand-side entries ``b`` (a list of n), given the factors.
 
     ``bc`` broadcasts a per-matrix value against ``b``'s entries (unsqueeze in torch, identity in
     the generated kernels, which handle one column at a time).
     """
-    lu, piv, (r, fin), c = state
+    lu, piv, fin, c = state
     n = len(lu)
-    b = [ops.scale(b[i], bc(r[i])) for i in range(n)]
+    b = list(b)
     for kk in range(n - 1):  # laswp
         for i in range(kk + 1, n):
             swap = bc(piv[kk] == i)
@@ -674,53 +714,47 @@ def _abs1_t(A: torch.Tensor) -> torch.Tensor:
 
 
 def _leaf_equilibrate(A: torch.Tensor):
-    """Vectorised ``A_s = R A C`` on (B, n, n); returns ``(A_s, er, ec)`` (int32 exponents (B, n))."""
-    rdt = _real_dtype(A.dtype)
-    er = _exponent(_abs1_t(A).amax(-1))
-    A1 = A * _pow2(-er, rdt).unsqueeze(-1)
-    ec = _exponent(_abs1_t(A1).amax(-2))
-    return A1 * _pow2(-ec, rdt).unsqueeze(-2), er, ec
+    """Vectorised column scaling ``A_s = A C`` on (B, n, n) (the program's one-sided rule; LAPACK's
+    pivots are invariant to it); returns ``(A_s, ec, c)``, ``c = 2^-ec`` of shape (B, n)."""
+    ec = _exponent(_abs1_t(A).amax(-2))
+    c = _pow2(-ec, _real_dtype(A.dtype))
+    return A * c.unsqueeze(-2), ec, c
 
 
 def _leaf_inv(A: torch.Tensor):
-    rdt = _real_dtype(A.dtype)
-    As, er, ec = _leaf_equilibrate(A)
-    LU, piv, info = torch.linalg.lu_factor_ex(As)
-    eye = torch.eye(A.shape[-1], dtype=A.dtype, device=A.device).expand_as(A)
-    # X = (A_s^{-H})^H from getrs with the adjoint: its *left* residual ‖I − XA‖ is small
-    Xs = torch.linalg.lu_solve(LU, piv, eye, adjoint=True).mH
-    X = Xs * _pow2(-ec, rdt).unsqueeze(-1) * _pow2(-er, rdt).unsqueeze(-2)
-    return _leaf_nan_unless_finite(A, X), info
+    As, _, c = _leaf_equilibrate(A)
+    # LAPACK's own inverse (getrf + getrs), on the column-scaled matrix: same pivots, same info
+    Xs, info = torch.linalg.inv_ex(As)
+    return _leaf_nan_unless_finite(A, Xs * c.unsqueeze(-1)), info
 
 
 def _leaf_nan_unless_finite(A: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
-    """NaN for the whole result of a matrix with an Inf/NaN entry (the program's rule)."""
+    """NaN (``nan+nanj`` for complex, as torch) for the whole result of a matrix with an Inf/NaN
+    entry (the program's rule)."""
     fin = torch.isfinite(A).all(-1).all(-1)[:, None, None]
-    return torch.where(fin, X, torch.full((), float("nan"), dtype=X.dtype, device=X.device)).contiguous()
+    nan = complex(float("nan"), float("nan")) if X.is_complex() else float("nan")
+    return torch.where(fin, X, torch.full((), nan, dtype=X.dtype, device=X.device)).contiguous()
 
 
 def _leaf_det_parts(A: torch.Tensor):
     rdt = _real_dtype(A.dtype)
     n = A.shape[-1]
-    As, er, ec = _leaf_equilibrate(A)
+    As, ec, _ = _leaf_equilibrate(A.mT)  # Aᵀ as the program (and torch's det) factors it
     LU, piv, info = torch.linalg.lu_factor_ex(As)
     d = LU.diagonal(dim1=-2, dim2=-1)
     g = _exponent(_abs1_t(d))
-    f = d * _pow2(-g, rdt)
-    mant = f.prod(-1)
+    mant = (d * _pow2(-g, rdt)).prod(-1)  # Inf/NaN entries: what LU arithmetic gives
     swaps = (piv != torch.arange(1, n + 1, dtype=piv.dtype, device=piv.device)).sum(-1)
     mant = torch.where(swaps % 2 == 1, -mant, mant)
-    mant = torch.where(torch.isfinite(A).all(-1).all(-1), mant, torch.full((), float("nan"), dtype=mant.dtype))
-    expo = (er.sum(-1) + ec.sum(-1) + g.sum(-1)).to(torch.int32)
+    expo = (ec.sum(-1) + g.sum(-1)).to(torch.int32)
     return mant, expo, info
 
 
 def _leaf_solve(A: torch.Tensor, B: torch.Tensor):
-    rdt = _real_dtype(A.dtype)
-    As, er, ec = _leaf_equilibrate(A)
+    As, _, c = _leaf_equilibrate(A)
     LU, piv, info = torch.linalg.lu_factor_ex(As)
-    Y = torch.linalg.lu_solve(LU, piv, B * _pow2(-er, rdt).unsqueeze(-1))
-    return _leaf_nan_unless_finite(A, Y * _pow2(-ec, rdt).unsqueeze(-1)), info
+    Y = torch.linalg.lu_solve(LU, piv, B)
+    return _leaf_nan_unless_finite(A, Y * c.unsqueeze(-1)), info
 
 
 _LEAVES: dict[str, Callable] = {"inv": _leaf_inv, "det": _leaf_det_parts, "solve": _leaf_solve}

@@ -135,6 +135,7 @@ class CPrims:
     flags are 0/-1 masks)."""
 
     split_factor = 4097.0  # Dekker's split for float32 (2^12 + 1)
+    emax = 126  # largest exponent of a normal float32 power of two
 
     def __init__(self, em: CEmitter):
         self.em = em

@@ -74,6 +74,7 @@ class TritonPrims:
     """The program's primitives (see ``mpslinalg.small._TorchPrims``), printed as Triton (float32)."""
 
     split_factor = 4097.0  # Dekker's split for float32 (2^12 + 1)
+    emax = 126  # largest exponent of a normal float32 power of two
 
     def __init__(self, em: TritonEmitter):
         self.em = em

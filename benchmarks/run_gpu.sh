@@ -5,7 +5,7 @@
 #   here (clang):   python -m mpslinalg.emulator build --target cuda --out .cubins
 #   on the GPU:     bash benchmarks/run_gpu.sh STEP...      (carry .cubins)
 #
-# STEPs: matmul triangular triangular-tune lu lu-tune small roofline main main-quick pytest gpucheck
+# STEPs: matmul triangular triangular-tune lu lu-tune small qr roofline main main-quick pytest gpucheck
 # Time limit per step: $STEP_LIMIT seconds (default 240), or LIMIT_<step> (dashes as _).
 # Results: $OUT/gpu_results.tgz (markdown + JSON + logs) and $OUT/summary.md (the tables).
 set -u -o pipefail
@@ -36,12 +36,13 @@ for s in "$@"; do
     lu) step lu $PY benchmarks/bench_lu.py --device cuda --out "$RES" ;;
     lu-tune) step lu-tune $PY benchmarks/bench_lu.py --device cuda --out "$RES" --tune ;;
     small) step small $PY benchmarks/bench_small.py --device cuda --out "$RES" ;;
+    qr) step qr $PY benchmarks/bench_qr.py --device cuda --out "$RES" --warmup 1 --repeat 3 --count-dispatches ;;
     roofline) step roofline $PY benchmarks/bench_roofline.py --device cuda --out "$RES" ;;
     main) step main $PY -m mpslinalg --device cuda --json "$RES/main_cuda.json" ;;
     main-quick) step main-quick $PY -m mpslinalg --device cuda --quick --json "$RES/main_cuda_quick.json" ;;
     pytest) step pytest $PY -m pytest -q -p no:cacheprovider -m cuda tests/test_timing.py tests/test_main_job.py \
               tests/test_triangular.py tests/test_triangular_grad.py tests/test_triangular_triton.py tests/test_lu.py tests/test_solve.py \
-              tests/test_inv.py tests/test_det.py tests/test_small.py ;;
+              tests/test_inv.py tests/test_det.py tests/test_small.py tests/qr ;;
     gpucheck) OUT="$RES/gpucheck" step gpucheck bash scripts/gpu_check.sh ;;
     *) echo "unknown step $s" >&2 ;;
   esac

@@ -908,7 +908,12 @@ def _det_impl(A: torch.Tensor) -> torch.Tensor:
     if n == 0 or A.numel() == 0:
         return torch.ones(batch_shape, dtype=A.dtype, device=A.device)
     mant, expo, _ = _det_parts_impl(A)
-    rdt = _real_dtype(A.dtype)
+    return _det_from_parts(mant, expo)
+
+
+def _det_from_parts(mant: torch.Tensor, expo: torch.Tensor) -> torch.Tensor:
+    """``mant · 2^expo`` (overflows/underflows only if the determinant does)."""
+    rdt = _real_dtype(mant.dtype)
     e1 = torch.div(expo, 2, rounding_mode="floor")
     return mant * _pow2(e1, rdt) * _pow2(expo - e1, rdt)
 

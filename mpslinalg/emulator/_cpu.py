@@ -8,23 +8,30 @@ thread ids, barriers, collectives, atomics and math; see ``shim/cpu.h`` for the 
 from __future__ import annotations
 
 import ctypes
+import functools
+import json
+import math
+import mmap
 import os
 import sys
 import tempfile
 import threading
 from pathlib import Path
 
+from ._errors import BindingError, KernelFault, KernelRace, KernelTimeout
 from ._frontend import SCALAR_ATTR_FIELDS, THREAD_ATTRS, Kernel
-from ._prepass import PrepassResult
+from ._prepass import PrepassResult, prepass
 from ._toolchain import (
     SHIM_DIR,
     cache_dir,
     cached_artifact,
     digest,
     discard_artifact,
+    preprocess,
     run_compiler,
     verify_artifact,
 )
+from ._tsan import run_tsan
 
 __all__ = ["CpuTarget", "CpuRunner"]
 
@@ -148,6 +155,77 @@ def launcher_source(kernels: list[Kernel]) -> str:
     return "\n".join(out) + "\n"
 
 
+# ---------------------------------------------------------------------------------------------
+# guard=True: buffers between protected pages
+# ---------------------------------------------------------------------------------------------
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+_PAGE = mmap.PAGESIZE
+
+
+class _Guarded:
+    """A copy of a buffer between two PROT_NONE pages, the slack around it filled with a canary.
+
+    By default the copy ends at the upper guard page (16-byte granularity), so a read or write
+    past the end faults at once; a write into the slack before the start (or into the few padding
+    bytes after the end) changes the canary, found by :meth:`damage` after the launch; anything
+    further before the start faults on the lower guard page. ``at_start=True`` places the copy
+    right after the lower guard page instead, so a write before the start faults in the thread
+    that made it (used to name that thread once the canary has shown there is one).
+    """
+
+    CANARY = 0xA5
+    GUARD = 16 * _PAGE  # each guard region: an index off by up to 64 KiB still faults
+
+    def __init__(self, src_ptr: int, nbytes: int, *, at_start: bool = False):
+        self.nbytes = nbytes
+        padded = (nbytes + 15) // 16 * 16
+        size = max(1, math.ceil(padded / _PAGE)) * _PAGE
+        self.map = mmap.mmap(-1, size + 2 * self.GUARD)
+        self.base = ctypes.addressof(ctypes.c_char.from_buffer(self.map))
+        self.low = self.base  # lower guard region
+        self.data = self.base + self.GUARD  # start of the usable pages
+        self.guard = self.data + size  # upper guard region
+        self.ptr = self.data if at_start else self.guard - padded
+        ctypes.memset(self.data, self.CANARY, size)
+        if nbytes:
+            ctypes.memmove(self.ptr, src_ptr, nbytes)
+        for region in (self.low, self.guard):
+            if _libc.mprotect(region, self.GUARD, 0) != 0:
+                raise OSError(ctypes.get_errno(), "mprotect failed for a guard page")
+
+    def copy_back(self, dst_ptr: int) -> None:
+        if self.nbytes:
+            ctypes.memmove(dst_ptr, self.ptr, self.nbytes)
+
+    def release(self) -> None:
+        for region in (self.low, self.guard):
+            _libc.mprotect(region, self.GUARD, 3)
+        self.map.close()
+
+    def where(self, addr: int) -> str | None:
+        """'past the end' / 'before the start' when ``addr`` is in a guard region, else None."""
+        if self.guard <= addr < self.guard + self.GUARD:
+            return "past the end"
+        if self.low <= addr < self.low + self.GUARD:
+            return "before the start"
+        return None
+
+    def damage(self) -> str | None:
+        """'before the start' / 'past the end' when the kernel wrote into the canary slack."""
+        canary = bytes([self.CANARY])
+        head = ctypes.string_at(self.data, self.ptr - self.data)
+        if head.strip(canary):
+            return "before the start"
+        tail = ctypes.string_at(self.ptr + self.nbytes, self.guard - self.ptr - self.nbytes)
+        if tail.strip(canary):
+            return "past the end"
+        return None
+
+
+# one launch at a time in the process: the runtime's state (fibers, threadgroup arena, signal
+# handlers) is per library but the signal handlers are per process
+_launch_lock = threading.Lock()
 _runtime_lock = threading.Lock()
 
 
@@ -172,13 +250,30 @@ def _runtime_object(tsan: bool = False) -> Path:
 
 
 class CpuTarget:
-    """Builds and loads kernel libraries for CPU tensors."""
+    """Builds and loads kernel libraries for CPU tensors (the target protocol of ``_library``)."""
 
     name = "cpu"
+    device_type = "cpu"
+    options = frozenset({"guard", "tsan", "timeout"})
+    option_hints: dict[str, str] = {}
+    supports_fast_math = True
 
     def __init__(self, tsan: bool = False, fast_math: bool = False):
         self.tsan = tsan  # ThreadSanitizer variant: only loadable with the TSan runtime preloaded
         self.fast_math = fast_math
+
+    def key(self, source: str, flags: list[str]) -> str:
+        """Cache key of ``source`` built with ``flags``."""
+        return digest("cpu-tsan" if self.tsan else "cpu", source, flags)
+
+    @staticmethod
+    def kernels(artifact: Path) -> list[Kernel] | None:
+        """The kernel list stored next to a library (None when missing or unreadable)."""
+        try:
+            d = json.loads(artifact.with_suffix(".json").read_text())
+            return [Kernel.from_dict(k) for k in d["kernels"]]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
 
     def flags(self) -> list[str]:
         f = list(CXX_FLAGS)
@@ -220,7 +315,12 @@ class CpuTarget:
                 )
 
         discard_artifact(out)  # asked to build: whatever is there is stale or corrupt
-        return cached_artifact(out, compile_to)
+        cached_artifact(out, compile_to)
+        meta = out.with_suffix(".json")
+        tmp = meta.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_text(json.dumps({"kernels": [k.to_dict() for k in pre.kernels]}))
+        os.replace(tmp, meta)
+        return out
 
     def artifact(self, key: str) -> Path | None:
         """The cached library of ``key`` if it is complete (size and checksum as stored)."""
@@ -229,6 +329,19 @@ class CpuTarget:
 
     def load(self, artifact: Path) -> CpuRunner:
         return CpuRunner(artifact)
+
+
+@functools.lru_cache(maxsize=64)
+def tsan_library(source: str) -> tuple[Path, list[Kernel]]:
+    """The ThreadSanitizer build of ``source`` (cached like every other build) and its kernels."""
+    tgt = CpuTarget(tsan=True)
+    key = tgt.key(source, tgt.flags())
+    art = tgt.artifact(key)
+    kernels = tgt.kernels(art) if art is not None else None
+    if kernels is None:
+        pre = prepass(preprocess(source))
+        art, kernels = tgt.build(pre, key), pre.kernels
+    return art, kernels
 
 
 class CpuRunner:
@@ -263,6 +376,117 @@ class CpuRunner:
         self._where = (ctypes.c_uint32 * 7)()
         self._addr = ctypes.c_void_p(0)
 
+    def launch(self, kf, b, grid, group, opts) -> None:
+        """Run kernel ``kf`` once (the target protocol): ``b`` from ``bind_args``, ``opts`` the
+        checked emulator keywords; faults, timeouts and races become exceptions."""
+        if opts.tsan:
+            self._run_tsan(kf, b, grid, group, opts)
+        else:
+            self._launch(kf, b.ptrs, b.tensors, grid, group, opts)
+
+    def _run_tsan(self, kf, b, grid, group, opts) -> None:
+        """``tsan=True``: the launch in a ThreadSanitizer subprocess (see ``_tsan.py``)."""
+        name = kf.name
+        args, ptrs, tensors, scalar_sizes = b.args, b.ptrs, b.tensors, b.scalar_sizes
+        spans = sorted((t.data_ptr(), t.data_ptr() + avail, i) for i, t, avail in tensors if avail)
+        for (_a0, a1, i0), (b0, _b1, i1) in zip(spans, spans[1:]):
+            if b0 < a1:
+                raise BindingError(
+                    f"kernel '{name}': tsan=True copies each argument; arguments {i0} and {i1} share memory"
+                )
+        sizes = {i: avail for i, _t, avail in tensors}
+        buffers = [(ptrs[i], sizes.get(i, scalar_sizes.get(i, 0)), i in sizes) for i in range(len(args))]
+        so, kernels = tsan_library(kf._lib._source)
+        index = [k.name for k in kernels].index(name)
+        rc, msg, races, _raw = run_tsan(so, index, buffers, grid, group, ORDERS[opts.order], opts.seed, opts.timeout)
+        if rc == RC_TIMEOUT:
+            raise KernelTimeout(f"kernel '{name}' under ThreadSanitizer {msg}", kernel=name)
+        if rc != 0:
+            raise KernelFault(f"kernel '{name}' failed under ThreadSanitizer: {msg}", kernel=name)
+        if races:
+            lines = "\n  ".join(str(r) for r in races)
+            raise KernelRace(
+                f"kernel '{name}': ThreadSanitizer found {len(races)} data race(s) not ordered by any "
+                f"barrier:\n  {lines}",
+                kernel=name,
+                races=races,
+            )
+
+    def _launch(self, kf, ptrs, tensors, grid, group, opts) -> None:
+        """One cpu launch (on guarded copies with ``guard=True``), its return code decoded."""
+        runner, order, seed, limit = self, opts.order, opts.seed, opts.timeout
+        if not opts.guard:
+            with _launch_lock:
+                rc, msg, where, addr = runner.run(kf._index, ptrs, tuple(grid), tuple(group), order, seed, limit)
+                if rc == 0:
+                    kf._tg_bytes = runner.last_threadgroup_bytes()
+            self._decode(kf, rc, msg, where, addr, {})
+            return
+        spans = sorted((t.data_ptr(), t.data_ptr() + avail, i) for i, t, avail in tensors)
+        for (_a0, a1, i0), (b0, _b1, i1) in zip(spans, spans[1:]):
+            if b0 < a1:
+                raise BindingError(
+                    f"kernel '{kf.name}': guard=True cannot run arguments {i0} and {i1}, which share memory"
+                )
+        # first with each copy ending at a guard page; a write before a start (seen in the canary)
+        # runs again from the original data with each copy starting at a guard page, to name the
+        # thread; the caller's tensors get the results of a clean run only
+        for at_start in (False, True):
+            guards: dict[int, _Guarded] = {}
+            try:
+                for i, t, avail in tensors:
+                    guards[i] = _Guarded(t.data_ptr(), avail, at_start=at_start)
+                    ptrs[i] = guards[i].ptr
+                with _launch_lock:
+                    rc, msg, where, addr = runner.run(
+                        kf._index, ptrs, tuple(grid), tuple(group), order, seed, limit
+                    )
+                    if rc == 0:
+                        kf._tg_bytes = runner.last_threadgroup_bytes()
+                damaged = {i: d for i, g in guards.items() if (d := g.damage()) is not None}
+                if rc == 0 and not damaged:
+                    for i, t, _avail in tensors:
+                        guards[i].copy_back(t.data_ptr())
+            finally:
+                for g in guards.values():
+                    g.release()
+            self._decode(kf, rc, msg, where, addr, guards)
+            if not damaged:
+                return
+            if at_start or all(d == "past the end" for d in damaged.values()):
+                i, d = next(iter(damaged.items()))
+                raise KernelFault(
+                    f"kernel '{kf.name}' wrote {d} of argument {i} (guard=True found the bytes "
+                    "around the buffer changed after the launch; no thread faulted on a guard page)",
+                    kernel=kf.name,
+                )
+
+    def _decode(self, kf, rc: int, msg: str, where, addr: int, guards: dict) -> None:
+        """Raise the Python error of a runtime return code (nothing for success)."""
+        name = kf.name
+        if rc == 0:
+            return
+        if rc == RC_INTERRUPT:
+            raise KeyboardInterrupt(f"kernel '{name}' interrupted")
+        if rc == RC_TIMEOUT:
+            raise KernelTimeout(
+                f"kernel '{name}' {msg} (timeout=; an endless loop, or a spin-wait on a value that no "
+                "thread writes while the spinning one runs: the emulator runs a group's threads one "
+                "at a time between barriers)",
+                kernel=name,
+            )
+        if rc == 1:
+            for i, g in guards.items():
+                side = g.where(addr)
+                if side is not None:
+                    msg = f"out-of-bounds access {side} of argument {i} (guard page)"
+            grp, thr = tuple(where[0:3]), tuple(where[3:6])
+            where_txt = f"threadgroup {grp}, thread {thr} (thread_position_in_threadgroup)"
+            raise KernelFault(
+                f"kernel '{name}' faulted in {where_txt}: {msg}", kernel=name, group=grp, thread=thr
+            )
+        raise BindingError(f"kernel '{name}': {msg}")
+
     def last_threadgroup_bytes(self) -> int:
         """Threadgroup memory declared by the most recent launch."""
         return int(self._tg())
@@ -270,7 +494,7 @@ class CpuRunner:
     def param_size(self, k: int, p: int) -> int:
         return int(self._size(k, p))
 
-    def launch(
+    def run(
         self,
         k: int,
         ptrs: list[int],

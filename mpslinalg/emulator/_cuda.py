@@ -21,7 +21,7 @@ a warp is a simdgroup, and no thread outside the grid waits at a barrier; other 
 launch whose out-of-grid threads return at once.
 
 Only the leaves differ from the cpu target: the pre-pass, binding rules, checks, lint and cache are
-shared (``_library.py``).
+shared (``_library.py``, ``_binding.py``).
 """
 
 from __future__ import annotations
@@ -185,7 +185,7 @@ def _param_kinds(k: Kernel) -> list[dict]:
     (``constant T&`` -> by value: the same bytes as ``setBytes``); ``unused``: a buffer index no
     parameter names (bound, ignored).
     """
-    from ._library import _elem_of
+    from ._binding import elem_of
 
     bufs = {p.buffer_index: p for p in k.params if p.kind == "buffer"}
     out = []
@@ -195,7 +195,7 @@ def _param_kinds(k: Kernel) -> list[dict]:
             out.append({"buffer": b, "kind": "unused", "ctype": "void*"})
         elif p.is_pointer:
             out.append({"buffer": b, "kind": "ptr", "ctype": "void*", "position": p.position})
-        elif p.is_reference and p.address_space == "constant" and _elem_of(p.base_type) is not None:
+        elif p.is_reference and p.address_space == "constant" and elem_of(p.base_type) is not None:
             out.append({"buffer": b, "kind": "val", "ctype": p.base_type, "position": p.position})
         elif p.is_reference:  # device T&, or a constant struct (may be bound to a tensor)
             out.append({"buffer": b, "kind": "ptr", "ctype": "void*", "position": p.position})
@@ -462,9 +462,17 @@ def _ptxas_version(ptxas: str) -> str | None:
 
 
 class CudaTarget:
-    """Builds and loads kernel libraries for CUDA tensors."""
+    """Builds and loads kernel libraries for CUDA tensors (the target protocol of ``_library``)."""
 
     name = "cuda"
+    device_type = "cuda"
+    options = frozenset()  # launches are asynchronous on torch's stream: no guard/tsan/timeout
+    option_hints = {
+        "guard": "; run compute-sanitizer --tool memcheck instead",
+        "tsan": "; run compute-sanitizer --tool racecheck instead",
+        "timeout": " (launches are asynchronous)",
+    }
+    supports_fast_math = False
 
     @staticmethod
     def flags() -> list[str]:
@@ -495,13 +503,11 @@ class CudaTarget:
     @staticmethod
     def kernels(artifact: Path) -> list[Kernel] | None:
         """The kernels recorded in a manifest (no compiler needed)."""
-        from ._library import _meta_from_json
-
         try:
             man = json.loads(Path(artifact).read_text())
             if man.get("version") != MANIFEST_VERSION:
                 return None
-            return _meta_from_json({"kernels": [k["meta"] for k in man["kernels"]]})
+            return [Kernel.from_dict(k["meta"]) for k in man["kernels"]]
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -703,6 +709,11 @@ class CudaRunner:
         return mod
 
     # -- launching -----------------------------------------------------------------------------
+    def launch(self, kf, b, grid, group, opts) -> None:
+        """The target protocol's launch: enqueue on torch's current stream (``order``/``seed``
+        do not apply: the GPU schedules its threads)."""
+        self.launch_cuda(kf._index, kf.name, b.args, b.ptrs, grid, group, b.keep)
+
     def launch_cuda(
         self,
         k: int,

@@ -11,6 +11,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -22,6 +23,7 @@ __all__ = [
     "cache_dir",
     "run_compiler",
     "digest",
+    "preprocess",
 ]
 
 SHIM_DIR = Path(__file__).resolve().parent / "shim"
@@ -248,6 +250,31 @@ def load_shared_library(path: Path, build):
         discard_artifact(path)
         cached_artifact(path, build)
         return ctypes.CDLL(str(path))
+
+
+def preprocess(source: str, filename: str = "shader.metal") -> str:
+    """``clang -E`` with stub Metal headers: expands our macros and headers, keeps line markers."""
+    with tempfile.TemporaryDirectory(prefix="mpsle-") as td:
+        path = Path(td) / filename
+        path.write_text(source)
+        return run_compiler(
+            [
+                "-E",
+                "-x",
+                "c++",
+                "-std=c++14",
+                "-nostdinc",
+                "-nostdinc++",
+                "-isystem",
+                str(SHIM_DIR / "stub"),
+                "-D__METAL_VERSION__=310",
+                "-D__METAL_MACOS__=1",
+                "-D__HAVE_MPSLINALG_EMULATOR__=1",
+                filename,
+            ],
+            what="preprocessing the Metal source",
+            cwd=td,
+        )
 
 
 def run_compiler(args: list[str], *, what: str, input_text: str | None = None, cwd: str | None = None) -> str:

@@ -17,7 +17,6 @@ Buffers are copied into the subprocess and back (results land in the caller's te
 from __future__ import annotations
 
 import ctypes
-import functools
 import json
 import os
 import re
@@ -27,7 +26,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._toolchain import cache_dir, compiler_info, digest, find_compiler
+from ._toolchain import cache_dir, compiler_info, find_compiler
 
 __all__ = ["Race", "run_tsan", "tsan_available"]
 
@@ -125,39 +124,22 @@ def parse_reports(stderr: str) -> list[Race]:
     return races
 
 
-@functools.lru_cache(maxsize=64)
-def build_tsan_library(source: str) -> tuple[Path, list]:
-    """The TSan build of ``source`` (cached like every other build) and its kernel list."""
-    from ._cpu import CpuTarget
-    from ._library import preprocess
-    from ._prepass import prepass
-
-    tgt = CpuTarget(tsan=True)
-    key = digest("cpu-tsan", source, tgt.flags())
-    pre = prepass(preprocess(source))
-    art = tgt.artifact(key) or tgt.build(pre, key)
-    return art, pre.kernels
-
-
 def run_tsan(
-    source: str,
-    kernel_name: str,
+    so: Path,
+    index: int,
     buffers: list[tuple[int, int, bool]],
     grid,
     group,
-    order: str,
+    order: int,
     seed: int,
     timeout: float = 0.0,
 ) -> tuple[int, str, list[Race], str]:
-    """Run one launch under TSan. ``buffers``: (address, nbytes, copy_back) per argument;
-    ``timeout``: seconds per pass (0 = none), enforced inside the child like any launch.
+    """Run kernel ``index`` of the TSan build ``so`` once. ``buffers``: (address, nbytes,
+    copy_back) per argument; ``order``: the runtime's order code; ``timeout``: seconds per pass
+    (0 = none), enforced inside the child like any launch.
 
     Returns (rc, message, races, raw TSan text).
     """
-    from ._cpu import ORDERS
-
-    so, kernels = build_tsan_library(source)
-    index = [k.name for k in kernels].index(kernel_name)
     n = group[0] * group[1] * group[2]
     # more threads per group than TSan fibers: a second pass with another aliasing (see the runtime)
     passes = [0] if n <= TSAN_FIBERS else [0, -(-n // TSAN_FIBERS)]
@@ -166,7 +148,7 @@ def run_tsan(
     rc, msg = 0, ""
     for k, alias_div in enumerate(passes):
         rc, msg, found, text = _one_pass(
-            so, index, buffers, grid, group, ORDERS[order], seed, alias_div, timeout, copy_back=(k == 0)
+            so, index, buffers, grid, group, order, seed, alias_div, timeout, copy_back=(k == 0)
         )
         raw += text
         races += [r for r in found if r not in races]

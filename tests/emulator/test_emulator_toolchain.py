@@ -51,7 +51,7 @@ def test_compile_cache_hit_needs_no_compiler(emu, tmp_path, monkeypatch):
     def no_compiler(*a, **k):
         raise AssertionError("the cache should have answered")
 
-    monkeypatch.setattr(_library, "run_compiler", no_compiler)
+    monkeypatch.setattr(_toolchain, "run_compiler", no_compiler)  # clang -E (preprocess)
     monkeypatch.setattr(_cpu, "run_compiler", no_compiler)
     lib2 = emulator.compile_shader(src)
     y, x = torch.ones(4), torch.arange(4.0)

@@ -31,10 +31,12 @@
 // The block is staged in threadgroup memory (coalesced loads), then thread c computes column c of
 // the inverse by forward substitution (solving L y = e_c), which is backward stable column by
 // column; the division by the diagonal is a true division (no reciprocal), as in LAPACK's trsv.
-// Threadgroup memory: two 32 x 33 tiles of T (17 KiB for complex64), below the 32 KiB limit.
+// Threadgroup memory: one 32 x 33 tile of T (8.4 KiB for complex64; column c of the inverse is
+// private to thread c, so it lives in registers and in D, not in a second shared tile).
 // ---------------------------------------------------------------------------------------------
 constant constexpr int TRI_MAXNB = 32;
 constant constexpr int TRI_LD = 33;  // padded leading dimension of the tiles (no bank conflicts on columns)
+constant constexpr int TRI_CHUNK = 8;  // rows solved together in registers (trtri_diag, trsm_small)
 
 template <typename T>
 [[max_total_threads_per_threadgroup(32)]]
@@ -46,7 +48,6 @@ kernel void trtri_diag(device const T* A [[buffer(0)]],
                        uint group [[threadgroup_position_in_grid]],
                        uint tid [[thread_position_in_threadgroup]]) {
   threadgroup T L[TRI_MAXNB * TRI_LD];  // the diagonal block (lower triangle only is filled)
-  threadgroup T Y[TRI_MAXNB * TRI_LD];  // its inverse; column c is owned by thread c
 
   const int n = (int)dims[0];
   const int nb = (int)dims[1];
@@ -77,17 +78,46 @@ kernel void trtri_diag(device const T* A [[buffer(0)]],
     device T* Dc = D + blk0 + c;  // column c of the output blocks
     device T* Tc = Tb + blk0 + c;
     if (c < bs) {
-      // Forward substitution for column c: y_i = (delta_ic - sum_{c<=k<i} L_ik y_k) / L_ii.
-      for (int i = c; i < bs; ++i) {
-        T s = (i == c) ? s_one<T>() : s_zero<T>();
-        for (int k = c; k < i; ++k) {
-          s -= s_mul(L[i * TRI_LD + k], Y[k * TRI_LD + c]);
+      // Forward substitution for column c: y_i = (delta_ic - sum_{c<=k<i} L_ik y_k) / L_ii, rows
+      // in chunks of TRI_CHUNK in registers (as trsm_small); finished rows are read back from D,
+      // which this thread wrote. Same subtraction order as the plain loop (k = c, c+1, ...).
+      for (int i = 0; i < c; ++i) {
+        Dc[i * nb] = s_zero<T>();
+      }
+      for (int i0 = c; i0 < bs; i0 += TRI_CHUNK) {
+        T s[TRI_CHUNK];
+        int row[TRI_CHUNK];  // tile offset of row i0 + r (rows past bs: row bs - 1, sums discarded)
+#pragma unroll
+        for (int r = 0; r < TRI_CHUNK; ++r) {
+          row[r] = min(i0 + r, bs - 1) * TRI_LD;
+          s[r] = (i0 + r == c) ? s_one<T>() : s_zero<T>();
         }
-        Y[i * TRI_LD + c] = unit ? s : s_div(s, L[i * TRI_LD + i]);
+        for (int k = c; k < i0; ++k) {
+          const T yk = Dc[k * nb];
+#pragma unroll
+          for (int r = 0; r < TRI_CHUNK; ++r) {
+            s[r] -= s_mul(L[row[r] + k], yk);
+          }
+        }
+#pragma unroll
+        for (int r = 0; r < TRI_CHUNK; ++r) {
+          if (i0 + r < bs) {
+#pragma unroll
+            for (int q = 0; q < r; ++q) {
+              s[r] -= s_mul(L[row[r] + i0 + q], s[q]);  // s[q] = y[i0 + q] by now
+            }
+            if (!unit) {
+              s[r] = s_div(s[r], L[row[r] + i0 + r]);
+            }
+            Dc[(i0 + r) * nb] = s[r];
+          }
+        }
       }
       for (int i = 0; i < nb; ++i) {
         const bool in = i >= c && i < bs;
-        Dc[i * nb] = in ? Y[i * TRI_LD + c] : s_zero<T>();
+        if (i >= bs) {
+          Dc[i * nb] = s_zero<T>();
+        }
         Tc[i * nb] = (i == c && unit) ? s_one<T>() : (in ? L[i * TRI_LD + c] : s_zero<T>());
       }
     } else {
@@ -119,7 +149,6 @@ kernel void trtri_diag(device const T* A [[buffer(0)]],
 // ---------------------------------------------------------------------------------------------
 constant constexpr int TRI_SMALL_N = 64;
 constant constexpr int TRI_PACKED = TRI_SMALL_N * (TRI_SMALL_N + 1) / 2;
-constant constexpr int TRI_CHUNK = 8;  // rows solved together in registers
 
 template <typename T>
 [[max_total_threads_per_threadgroup(32)]]
@@ -168,7 +197,7 @@ kernel void trsm_small(device const T* A [[buffer(0)]],
   // The subtraction order is the sequential one (j = 0, 1, ..., i-1), as LAPACK's trsm.
   for (int i0 = 0; i0 < n; i0 += TRI_CHUNK) {
     T s[TRI_CHUNK];
-    int row[TRI_CHUNK];  // packed offset of row i0 + r (rows past n repeat row n - 1, discarded)
+    int row[TRI_CHUNK];  // packed offset of row i0 + r (rows past n: row n - 1, sums discarded)
 #pragma unroll
     for (int r = 0; r < TRI_CHUNK; ++r) {
       const int i = min(i0 + r, n - 1);
@@ -185,14 +214,14 @@ kernel void trsm_small(device const T* A [[buffer(0)]],
     }
 #pragma unroll
     for (int r = 0; r < TRI_CHUNK; ++r) {
-#pragma unroll
-      for (int q = 0; q < r; ++q) {
-        s[r] -= s_mul(Lp[row[r] + i0 + q], s[q]);  // s[q] = x[i0 + q] by now
-      }
-      if (!unit) {
-        s[r] = s_div(s[r], Lp[row[r] + i0 + r]);
-      }
       if (i0 + r < n) {
+#pragma unroll
+        for (int q = 0; q < r; ++q) {
+          s[r] -= s_mul(Lp[row[r] + i0 + q], s[q]);  // s[q] = x[i0 + q] by now
+        }
+        if (!unit) {
+          s[r] = s_div(s[r], Lp[row[r] + i0 + r]);
+        }
         Xc[(i0 + r) * xrs] = s[r];
       }
     }

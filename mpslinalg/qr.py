@@ -99,7 +99,9 @@ class Tuning:
     nb: int = 32
     small_elems: int = 4096
     torch_small_max: int = 64
-    torch_batch_min: dict = field(default_factory=lambda: {"cpu": 64, "cuda": 2})
+    # CPU: LAPACK's per-matrix loop beat the batch-vectorised loop at every batched size measured
+    # (2-core CPU, 512 x 32x32: 50x; 10000 x 3x4: 7x), so the CPU never takes it
+    torch_batch_min: dict = field(default_factory=lambda: {"cpu": 2**62, "cuda": 2})
     torch_blocked: bool = False
     tsqr_ratio: dict = field(default_factory=lambda: {"cpu": 2**62, "cuda": 64, "mps": 16})
     tsqr_max_n: int = 64
@@ -275,7 +277,8 @@ def _torch_leaf(A: torch.Tensor) -> bool:
         return True
     M, N = A.shape[-2], A.shape[-1]
     B = math.prod(A.shape[:-2])
-    small = max(M, N) <= TUNING.torch_small_max and B >= TUNING.torch_batch_min.get(A.device.type, 2)
+    fits = max(M, N) <= TUNING.torch_small_max or _triton_ok(A)
+    small = fits and B >= TUNING.torch_batch_min.get(A.device.type, 2)
     return not small and not TUNING.torch_blocked
 
 
@@ -307,7 +310,7 @@ def _geqrf3(QR: torch.Tensor, tau: torch.Tensor) -> None:
     if kern.name == "metal" and _small_on_kernels(M, N):
         kern.small(QR, tau)
         return
-    if kern.name == "torch" and max(M, N) <= TUNING.torch_small_max:
+    if kern.name == "torch" and (max(M, N) <= TUNING.torch_small_max or _triton_ok(QR)):
         kern.small(QR, tau)
         return
     nb = TUNING.nb

@@ -106,6 +106,11 @@ class Tuning:
         Complex GEMM strategy per device type: ``"native"`` (``torch.matmul`` on complex),
         ``"4m"`` (four real products) or ``"embed"`` (one real product of the 2x2 real block
         embedding). Real dtypes always use ``torch.matmul``.
+    small_min_batch : dict
+        ``torch`` backend, per device type and op kind (``"inv"``: inv/solve, ``"det"``:
+        det/slogdet): ``n <= 4`` batches at least this large go to the small family, smaller ones
+        to one ``torch.linalg`` call (faster there: fixed host cost; measured on the 2-core CPU,
+        docs/ops/small.md). The kernel backends always use the small family's kernels.
     """
 
     panel_nb: int = 32
@@ -117,6 +122,7 @@ class Tuning:
     direct_max: dict = field(default_factory=lambda: {"cpu": 512, "cuda": 2**62, "mps": 0})
     leaf_nb: dict = field(default_factory=lambda: {"cpu": 128, "cuda": 256, "mps": 32})
     gemm: dict = field(default_factory=lambda: {"cpu": "native", "cuda": "native", "mps": "4m"})
+    small_min_batch: dict = field(default_factory=lambda: {"cpu": {"inv": 256, "det": 2048}})
 
 
 #: The tuning in use (module-level, mutable: benchmarks and tests adjust it).
@@ -495,7 +501,7 @@ def _lu_solve_impl(LU: torch.Tensor, piv: torch.Tensor, B: torch.Tensor, left: b
 def _lu_solve_left(LU: torch.Tensor, piv: torch.Tensor, B: torch.Tensor, trans: str) -> torch.Tensor:
     n = LU.shape[-1]
     k = B.shape[-1]
-    batch = torch.broadcast_shapes(LU.shape[:-2], B.shape[:-2])
+    batch = E.broadcast_shapes(LU.shape[:-2], B.shape[:-2])
     if n == 0 or k == 0 or math.prod(batch) == 0:
         return B.new_zeros((*batch, n, k))
     if not _on_kernels(B):
@@ -532,6 +538,8 @@ def _slogdet_from_lu(LU: torch.Tensor, piv: torch.Tensor) -> tuple[torch.Tensor,
 
 
 def _inv_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    if _direct_torch(A):  # the device's own getrf + getri in one call: never slower than torch's
+        return torch.linalg.inv_ex(A)
     LU, piv, info = _getrf(A)
     n = A.shape[-1]
     # the identity as a column-major view (Iᵀ = I): LAPACK/cuSOLVER getrs takes it without a copy
@@ -548,7 +556,7 @@ def _small_solve_fused(A: torch.Tensor, B: torch.Tensor):
     if not _on_kernels(A):
         return None
     n, k = A.shape[-1], B.shape[-1]
-    batch = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+    batch = E.broadcast_shapes(A.shape[:-2], B.shape[:-2])
     if not (0 < n <= TUNING.small_max and 0 < k <= 32) or A.shape[:-2] != batch or math.prod(batch) == 0:
         return None
     nb = math.prod(batch)
@@ -564,6 +572,9 @@ def _solve_impl(A: torch.Tensor, B: torch.Tensor, left: bool) -> tuple[torch.Ten
     fused = _small_solve_fused(A, B) if left else None
     if fused is not None:
         return fused
+    if _direct_torch(A):  # the device's own getrf + getrs in one call: never slower than torch's
+        X, info = torch.linalg.solve_ex(A, B, left=left)
+        return X.contiguous(), info
     LU, piv, info = _getrf(A)
     return _lu_solve_impl(LU, piv, B, left, False).contiguous(), info
 
@@ -873,9 +884,31 @@ _slogdet_op = defop("slogdet", impl=_slogdet_op_impl, fake=_slogdet_op_fake, set
 # --------------------------------------------------------------------------------------------------
 
 
-def _use_small(A: torch.Tensor) -> bool:
-    # under torch.func transforms and on meta tensors the LU path serves n <= 4 too (it supports them)
-    return 0 < A.shape[-1] <= 4 and not _functorch() and A.device.type != "meta"
+def _route(op, kind: str | None, A: torch.Tensor, *more: torch.Tensor) -> str:
+    """Where a front door sends a checked call (one backend lookup per call):
+
+    * ``"small"``: ``n <= 4`` and ``kind`` given (``"inv"`` for inv/solve, ``"det"`` for
+      det/slogdet): the small family — always on the kernel backends, on the torch backend from a
+      batch size on (:attr:`Tuning.small_min_batch`);
+    * ``"torch"``: the torch backend would make exactly one ``torch.linalg`` call
+      (:func:`_direct_torch`) and nothing needs the declared ``op`` (no autograd, compile,
+      ``torch.func``, dual tensor): the front door makes that call itself, skipping the op layer;
+    * ``"op"``: the declared op. Under ``torch.func`` transforms and on meta tensors the LU path
+      serves ``n <= 4`` too (it supports them).
+    """
+    if _functorch() or A.device.type == "meta":
+        return "op"
+    if torch.compiler.is_compiling():  # no backend lookup while tracing (a ContextVar read)
+        return "small" if kind is not None and 0 < A.shape[-1] <= 4 else "op"
+    kernels = _on_kernels(A)
+    if kind is not None and 0 < A.shape[-1] <= 4:
+        least = 1 if kernels else TUNING.small_min_batch.get(A.device.type, {}).get(kind, 1)
+        if least <= 1 or math.prod(A.shape[:-2]) >= least:
+            return "small"
+    if (not kernels and max(A.shape[-2], A.shape[-1]) <= TUNING.direct_max.get(A.device.type, 256)
+            and op.direct(A, *more)):
+        return "torch"
+    return "op"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -943,7 +976,8 @@ def lu_factor_ex(A: torch.Tensor, *, pivot: bool = True, check_errors: bool = Fa
     E.check_bool(op, "pivot", pivot)
     E.check_bool(op, "check_errors", check_errors)
     _check_pivot(op, pivot)
-    LU, piv, info = _lu_factor_ex_op(A)
+    direct = _route(_lu_factor_ex_op, None, A) == "torch"
+    LU, piv, info = torch.linalg.lu_factor_ex(A) if direct else _lu_factor_ex_op(A)
     if check_errors:
         E.raise_for_info(op, info, "U[{info},{info}] is zero (1-based), the matrix is singular.")
     return E.store(op, out, (LU, piv, info), A, kind=_RT.linalg_lu_factor_ex)
@@ -970,7 +1004,8 @@ def lu_factor(A: torch.Tensor, *, pivot: bool = True, out=None):
     E.check_matrix(op, "A", A)
     E.check_bool(op, "pivot", pivot)
     _check_pivot(op, pivot)
-    LU, piv, info = _lu_factor_ex_op(A)
+    direct = _route(_lu_factor_ex_op, None, A) == "torch"
+    LU, piv, info = torch.linalg.lu_factor_ex(A) if direct else _lu_factor_ex_op(A)
     E.raise_for_info(op, info, "U[{info},{info}] is zero (1-based pivot {info}), the matrix is singular "
                      "and using it in lu_solve would divide by zero. Use lu_factor_ex or lu to factor it "
                      "anyway.")
@@ -1011,7 +1046,8 @@ def lu(A: torch.Tensor, *, pivot: bool = True, out=None):
     E.check_matrix(op, "A", A)
     E.check_bool(op, "pivot", pivot)
     _check_pivot(op, pivot)
-    LU, piv, _ = _lu_factor_ex_op(A)
+    direct = _route(_lu_factor_ex_op, None, A) == "torch"
+    LU, piv, _ = torch.linalg.lu_factor_ex(A) if direct else _lu_factor_ex_op(A)
     m = A.shape[-2]
     L, U = _unpack(LU)
     perm = _perm_from_pivots(piv, m)
@@ -1128,8 +1164,11 @@ def _solve_checked(op: str, A: torch.Tensor, B: torch.Tensor, left: bool):
     B2 = B.unsqueeze(-1) if vec else B
     E.check_rhs(op, A, B2, left=left)
     E.broadcast_batch(op, ("A", "B"), A, B2)
-    if _use_small(A):
+    route = _route(_solve_ex_op, "inv", A, B2)
+    if route == "small":
         X, info = small.solve_ex_op(A, B2, left)  # info of A's batch, as torch's
+    elif route == "torch":
+        X, info = torch.linalg.solve_ex(A, B2, left=left)
     else:
         X, info = _solve_ex_op(A, B2, left)
     return (X.squeeze(-1) if vec else X), info
@@ -1198,8 +1237,11 @@ def inv_ex(A: torch.Tensor, *, check_errors: bool = False, out=None):
     op = "linalg.inv_ex"
     E.check_bool(op, "check_errors", check_errors)
     E.check_matrix(op, "A", A, square=True)
-    if _use_small(A):
+    route = _route(_inv_ex_op, "inv", A)
+    if route == "small":
         X, info = small.inv_ex_op(A)
+    elif route == "torch":
+        X, info = torch.linalg.inv_ex(A)
     else:
         X, info = _inv_ex_op(A)
     if check_errors:
@@ -1234,8 +1276,11 @@ def inv(A: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
     """
     op = "linalg.inv"
     E.check_matrix(op, "A", A, square=True)
-    if _use_small(A):
+    route = _route(_inv_ex_op, "inv", A)
+    if route == "small":
         X, info = small.inv_ex_op(A)
+    elif route == "torch":
+        X, info = torch.linalg.inv_ex(A)
     else:
         X, info = _inv_ex_op(A)
     E.raise_for_info(op, info, "The diagonal element {info} is zero, the inversion could not be "
@@ -1269,8 +1314,10 @@ def det(A: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
     E.check_matrix(op, "A", A, square=True)
     if A.shape[-1] == 0:  # det of 0x0 is 1, differentiable (an empty gradient), as torch's
         d = A.sum((-2, -1)) + 1
-    elif _use_small(A):
+    elif (route := _route(_det_op, "det", A)) == "small":
         d = small.det_op(A)
+    elif route == "torch":
+        d = torch.linalg.det(A)
     else:
         d = _det_op(A)[0]
     return E.store(op, out, d, A)
@@ -1304,8 +1351,10 @@ def slogdet(A: torch.Tensor, *, out=None):
     if A.shape[-1] == 0:  # (1, 0) for 0x0, differentiable (an empty gradient), as torch's
         zero = A.sum((-2, -1))
         s, la = zero + 1, zero.abs()
-    elif _use_small(A):
+    elif (route := _route(_slogdet_op, "det", A)) == "small":
         s, la = small.slogdet_op(A)
+    elif route == "torch":
+        s, la = torch.linalg.slogdet(A)
     else:
         s, la = _slogdet_op(A)[:2]
     return E.store(op, out, (s, la), A, kind=_RT.linalg_slogdet)

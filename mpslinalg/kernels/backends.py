@@ -46,7 +46,10 @@ def requested_backend() -> str:
     name = _requested.get()
     if name is not None:
         return name
-    env = os.environ.get(ENV_VAR, "").strip().lower()
+    env = os.environ.get(ENV_VAR)
+    if not env:
+        return "auto"
+    env = env.strip().lower()
     return _validate(env, f"environment variable {ENV_VAR}") if env else "auto"
 
 
@@ -91,10 +94,11 @@ def backend_for(device: torch.device | str) -> str:
         When the requested backend cannot serve ``device`` (e.g. ``metal`` for a CPU tensor, or the
         emulator for an ``mps`` tensor).
     """
-    device = torch.device(device)
+    if not isinstance(device, torch.device):
+        device = torch.device(device)
     req = requested_backend()
-    if req == "auto":
-        return default_backend(device)
+    if req == "auto":  # the hot path of every op: no further object construction
+        return "metal" if device.type == "mps" else "torch"
     if req == "torch":
         return "torch"
     if req == "metal":

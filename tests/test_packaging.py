@@ -3,7 +3,6 @@
 import os
 import subprocess
 import sys
-import venv
 import zipfile
 from pathlib import Path
 
@@ -44,21 +43,58 @@ def test_wheel_ships_the_oracles_inside_the_package(wheel):
         assert f"mpslinalg/reference/{mod}.py" in names
 
 
+def _run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
+    """Run ``cmd``; on a non-zero exit fail with its command line, stdout and stderr."""
+    res = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
+    if res.returncode != 0:
+        pytest.fail(f"{' '.join(map(str, cmd))} exited {res.returncode}\n--- stdout ---\n{res.stdout[-4000:]}"
+                    f"\n--- stderr ---\n{res.stderr[-4000:]}", pytrace=False)
+    return res
+
+
+def _paths_without_the_checkout() -> list[str]:
+    """This interpreter's import path minus the checkout (and the current directory).
+
+    Whatever installed Python and its packages (system, pyenv, a venv, a venv inside a venv, an
+    editable install of this repository), these are the directories where *this* process finds
+    torch; the checkout itself is left out so that only the wheel can provide ``mpslinalg``.
+    """
+    root = ROOT.resolve()
+    keep = []
+    for p in sys.path:
+        if not p:
+            continue
+        rp = Path(p).resolve()
+        if rp == root or root in rp.parents:
+            continue
+        keep.append(str(rp))
+    return keep
+
+
 def test_installed_wheel_finds_its_sources(wheel, tmp_path):
-    env_dir = tmp_path / "venv"
-    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)
-    py = env_dir / "bin" / "python"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile",
-                    "--target", str(tmp_path / "site"), str(wheel)], check=True)
+    site_dir = tmp_path / "site"
+    _run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile",
+          "--target", str(site_dir), str(wheel)])
     code = (
         "import mpslinalg, mpslinalg.kernels as k; "
         "print(mpslinalg.__file__); print(k.metal_dir()); "
         "print(len(k.metal_dir().joinpath('complex.h').read_text()))"
     )
-    env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
-    res = subprocess.run([str(py), "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
-                         check=True)
+    # -S: no site module, so no .pth file runs (an editable install of the checkout is one); the
+    # wheel's copy comes first, then the directories this interpreter finds torch in.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site_dir), *_paths_without_the_checkout()])}
+    env.pop("PYTHONHOME", None)
+    res = _run([sys.executable, "-S", "-c", code], cwd=tmp_path, env=env)
     pkg_file, metal, size = res.stdout.split()
-    assert pkg_file.startswith(str(tmp_path / "site")), pkg_file  # the wheel's copy, not the checkout
-    assert metal == str(tmp_path / "site" / "mpslinalg" / "metal")
+    assert pkg_file.startswith(str(site_dir)), pkg_file  # the wheel's copy, not the checkout
+    assert metal == str(site_dir / "mpslinalg" / "metal")
     assert int(size) > 0
+
+
+def test_a_failing_child_shows_its_output():
+    # The helper the packaging checks use must put the child's own words in the failure.
+    code = "import sys; print('to stdout'); sys.exit('the child explains itself')"
+    with pytest.raises(pytest.fail.Exception) as exc:
+        _run([sys.executable, "-c", code])
+    text = str(exc.value)
+    assert "exited 1" in text and "to stdout" in text and "the child explains itself" in text

@@ -28,3 +28,17 @@ def test_ci_runs_the_readme_test_command():
     out = subprocess.run(["python3", "-c", extraction], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == _block("test-command")
     assert 'bash -c "$cmd"' in script and '"$rc" = 5' in script
+
+
+def test_ci_installs_the_readme_way_in_a_fresh_venv():
+    # .ci/run splits the README test command at its pytest call and runs the install part verbatim
+    # inside a fresh venv; ask bash for that split, with the script's own expansion.
+    script = (ROOT / ".ci" / "run").read_text()
+    split = next(line for line in script.splitlines() if line.startswith("install=${cmd%%"))
+    cmd = _block("test-command")
+    out = subprocess.run(["bash", "-c", f'cmd="$1"; {split}; printf %s "$install"', "-", cmd],
+                         capture_output=True, text=True, check=True).stdout
+    assert out and out != cmd and "pytest" not in out and cmd.startswith(out)
+    assert "install_compiler.sh" in out and "pip install" in out
+    assert "-m venv --system-site-packages" in script and 'bash -c "$install"' in script
+    assert "tests/test_packaging.py" in script  # the test that once failed only inside a venv

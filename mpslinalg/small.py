@@ -8,20 +8,29 @@ Triton and compiled once).
 
 Algorithm (DESIGN §6), identical on every backend:
 
-1. **Power-of-two equilibration**: ``A_s = R A C`` with ``R``, ``C`` diagonal powers of two chosen
-   from the row maxima of ``A`` and then the column maxima of ``R A`` (measured with LAPACK's
-   ``cabs1 = |Re| + |Im|``). Powers of two are exact, so this only removes the scaling from the
-   problem: entries near 1e±30 and rows/columns scaled by 2^±40 cost no accuracy.
+1. **Power-of-two equilibration** (exact: only exponents change; magnitudes are LAPACK's
+   ``cabs1 = |Re| + |Im|``). Eliminations scale the **columns** only, ``A_s = A C``: Gaussian
+   elimination with partial pivoting is invariant to column scaling, so the pivot order and the
+   accuracy are LAPACK's on graded and badly scaled inputs (scaling rows too changed the pivots:
+   10–1000× LAPACK's componentwise errors, issue 14.4), and ``|A_s| < 2`` rules out overflow. The
+   2×2 adjugate paths scale rows and columns, ``A_s = R A C``, with the exponents computed in
+   integers from the entries' own exponents and applied as up to three same-sign powers of two, so
+   no intermediate over- or underflows (issue 14.3).
 2. ``n = 1``: a division. ``n = 2``: the adjugate with a determinant computed in doubled precision
    (error-free products, Ogita–Rump–Oishi ``Dot2``), so ``inv = adj(A)/det`` has a relative error of
-   a few ``u`` per entry (``inv`` only; ``solve`` uses elimination, which is backward stable).
-   ``n = 3, 4``: unrolled Gaussian elimination with partial pivoting (pivot = largest ``cabs1``,
-   smallest index on ties, like LAPACK's ``i?amax``), then LAPACK's ``getri`` inverse
+   a few ``u`` per entry (``inv`` and finite ``det``; ``solve`` uses elimination, which is backward
+   stable). ``n = 3, 4``: unrolled Gaussian elimination with partial pivoting (pivot = largest
+   ``cabs1``, smallest index on ties, like LAPACK's ``i?amax``), then LAPACK's ``getri`` inverse
    (``inv(U)`` then ``X L = inv(U)``, then the column interchanges), whose *left* residual
    ``‖I − XA‖`` — the quantity LAPACK's test ratio measures — is small.
-3. Results are unscaled exactly: ``inv(A) = C inv(A_s) R``, ``x = C solve(A_s, R b)``, and the
+3. Results are unscaled exactly: ``inv(A) = C inv(A_s) (R)``, ``x = C solve(A_s, b)``, and the
    determinant is kept as ``mantissa × 2^exponent`` (each pivot split into its power of two), so
    ``slogdet`` never overflows or underflows and ``det`` overflows only when the true value does.
+   The determinant factors ``Aᵀ``, as torch's does (LAPACK reads the row-major storage as ``Aᵀ``).
+
+Non-finite input (one rule for every backend, docs/ops/small.md): an Inf/NaN entry makes the whole
+inverse or solution of that matrix NaN (``nan+nanj`` for complex); det/slogdet are what LU
+arithmetic gives, equal to torch's for real dtypes.
 
 ``info`` follows LAPACK's rule: the 1-based index of the first pivot that is exactly zero in the
 partial-pivoted elimination (for ``n = 2`` inverses: 1 when the first column is zero, else 2 when
@@ -35,9 +44,11 @@ Backend selection (DESIGN §4): ``mps`` tensors run the Metal kernels, CPU tenso
 :mod:`mpslinalg.emulator` when that backend is selected, otherwise the torch path runs the program.
 The program is written once, over a few primitives, and executed three ways: as torch ops
 (reference, any device), printed as one C function per matrix size (CPU: every matrix in registers,
-4/8 matrices per SIMD vector; compiled once by the system C compiler and cached on disk) and printed
-as one Triton kernel (CUDA). Where no compiler exists the CPU path wraps LAPACK in the same
-equilibration; ``torch.compile`` of the program is available too (see :func:`set_compile`).
+4/8 matrices per SIMD vector; compiled once by the emulator's compiler and cached on disk, see
+:mod:`mpslinalg.kernels.small_c`) and printed as one Triton kernel (CUDA,
+:mod:`mpslinalg.kernels.small_triton`). Where no compiler exists the CPU path is torch.linalg
+itself (measured fastest without one; a warning says so once, :func:`cpu_path` reports it);
+``torch.compile`` of the program is available too (see :func:`set_compile`).
 """
 
 from __future__ import annotations
@@ -54,7 +65,7 @@ from .oplayer import checks as E
 from .oplayer import defop, functorch_active
 from .oplayer import derivatives as D
 
-__all__ = ["adjugate", "det_op", "inv_ex_op", "set_compile", "slogdet_op", "solve_ex_op"]
+__all__ = ["adjugate", "cpu_path", "det_op", "inv_ex_op", "set_compile", "slogdet_op", "solve_ex_op"]
 
 #: Largest matrix order served by this family.
 MAX_N = 4
@@ -651,8 +662,8 @@ def set_compile(mode: str, *, min_batch: int | None = None) -> str:
         CUDA the program printed as a Triton kernel for ``inv``/``det`` and ``torch.compile`` for
         solves of at least ``min_batch`` matrices. ``"inductor"`` (alias ``"always"``):
         ``torch.compile`` of the program on CPU and CUDA for every batch size (the first call pays
-        the compile: ~25 s on a 2-core CPU). ``"never"``: no generated code — LAPACK with the same
-        equilibration on the CPU, the eager program on CUDA. Any failure of generated code falls
+        the compile: ~25 s on a 2-core CPU). ``"never"``: no generated code — torch.linalg
+        (LAPACK) on the CPU, the eager program on CUDA (see :func:`cpu_path`). Any failure of generated code falls
         back to the next option, which computes the same thing.
     min_batch : int, optional
         Batch size from which ``"auto"`` uses ``torch.compile`` on CUDA (default 32768).
@@ -672,6 +683,38 @@ def set_compile(mode: str, *, min_batch: int | None = None) -> str:
     if min_batch is not None:
         _compile_min_batch = int(min_batch)
     return previous
+
+
+def cpu_path(dtype: torch.dtype = torch.float32) -> str:
+    """Which implementation serves ``n <= 4`` inverses, determinants and solves of CPU tensors of
+    ``dtype`` on the ``torch`` backend (for the main job's environment report).
+
+    Parameters
+    ----------
+    dtype : torch.dtype
+        float32/complex64 (the generated C serves these) or float64/complex128.
+
+    Returns
+    -------
+    str
+        ``"generated C"`` (the program printed as C, compiled with the emulator's compiler),
+        ``"torch.compile"`` (``set_compile("inductor")``) or ``"torch.linalg"`` (LAPACK itself with
+        this family's NaN and determinant rules: ``set_compile("never")``, float64/complex128, no C
+        compiler, or a failed build, which warns once).
+
+    Examples
+    --------
+    >>> from mpslinalg import small
+    >>> small.cpu_path() in ("generated C", "torch.compile", "torch.linalg")
+    True
+    """
+    mode = _current_compile_mode()
+    if mode == "inductor":
+        return "torch.compile"
+    if (mode == "auto" and dtype in (torch.float32, torch.complex64) and _C.compiler() is not None
+            and not _C.failed):
+        return "generated C"
+    return "torch.linalg"
 
 
 def _current_compile_mode() -> str:
@@ -704,8 +747,10 @@ def _want_compile(batch: int, device: torch.device) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------
-# CPU leaf: the same equilibration around LAPACK (getrf's pivots and info rule are ours), used on
-# the CPU when the program is not compiled — the eager program is ~hundreds of small torch ops.
+# CPU without generated code: torch.linalg (LAPACK) itself, with the family's rules on top. Measured
+# (docs/ops/small.md): torch.linalg.inv_ex/solve_ex beat both the eager program (~hundreds of small
+# torch ops) and LAPACK wrapped in this family's equilibration; column scaling does not change
+# LAPACK's pivots or roundings anyway (powers of two), only its range at the extremes.
 # ---------------------------------------------------------------------------------------------
 
 
@@ -722,18 +767,16 @@ def _leaf_equilibrate(A: torch.Tensor):
 
 
 def _leaf_inv(A: torch.Tensor):
-    As, _, c = _leaf_equilibrate(A)
-    # LAPACK's own inverse (getrf + getrs), on the column-scaled matrix: same pivots, same info
-    Xs, info = torch.linalg.inv_ex(As)
-    return _leaf_nan_unless_finite(A, Xs * c.unsqueeze(-1)), info
+    X, info = torch.linalg.inv_ex(A)  # getrf + getrs: the pivots and info rule of the program
+    return _leaf_nan_unless_finite(A, X.contiguous()), info
 
 
 def _leaf_nan_unless_finite(A: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
     """NaN (``nan+nanj`` for complex, as torch) for the whole result of a matrix with an Inf/NaN
-    entry (the program's rule)."""
-    fin = torch.isfinite(A).all(-1).all(-1)[:, None, None]
+    entry (the program's rule), in place on the freshly computed ``X``."""
+    bad = ~torch.isfinite(A).flatten(-2).all(-1)
     nan = complex(float("nan"), float("nan")) if X.is_complex() else float("nan")
-    return torch.where(fin, X, torch.full((), nan, dtype=X.dtype, device=X.device)).contiguous()
+    return X.masked_fill_(bad[:, None, None], nan)
 
 
 def _leaf_det_parts(A: torch.Tensor):
@@ -751,10 +794,8 @@ def _leaf_det_parts(A: torch.Tensor):
 
 
 def _leaf_solve(A: torch.Tensor, B: torch.Tensor):
-    As, _, c = _leaf_equilibrate(A)
-    LU, piv, info = torch.linalg.lu_factor_ex(As)
-    Y = torch.linalg.lu_solve(LU, piv, B)
-    return _leaf_nan_unless_finite(A, Y * c.unsqueeze(-1)), info
+    X, info = torch.linalg.solve_ex(A, B)
+    return _leaf_nan_unless_finite(A, X.contiguous()), info
 
 
 _LEAVES: dict[str, Callable] = {"inv": _leaf_inv, "det": _leaf_det_parts, "solve": _leaf_solve}

@@ -43,6 +43,18 @@ IMPLS = ["program", "c", "leaf", "emulator"]
 FACTOR = 4.0  # ours / LAPACK's maximum normalised error (derivation in the module docstring)
 
 
+@pytest.fixture(autouse=True)
+def _front_door_always_small(monkeypatch):
+    """These are tests of the small family: the front door sends every n <= 4 call to it (by
+    default small CPU batches go to one torch.linalg call instead, lu.TUNING.small_min_batch)."""
+    import importlib
+
+    lu = importlib.import_module("mpslinalg.lu")  # the module (mpslinalg.lu is also a function)
+    if hasattr(lu.TUNING, "small_min_batch"):
+        monkeypatch.setattr(lu.TUNING, "small_min_batch", {})
+
+
+
 def _impl(name: str):
     """``(inv, solve)`` of implementation ``name`` on contiguous (B, n, n) / (B, n, k) inputs."""
     if name == "program":

@@ -103,10 +103,29 @@ def build(files: list[Path], out: Path, target: str, archs: list[str] | None, ke
     return 1 if failed else 0
 
 
+_DESCRIPTION = """\
+Build the emulator's artifacts ahead of time.
+
+  python -m mpslinalg.emulator build --target cuda --out .cubins [FILE.metal ...]
+
+compiles each file (default: every metal/*.metal of the package, as the kernel loader assembles
+it, plus the emulator's own test kernels) into OUT/<key>.json (manifest), OUT/<key>.<sm_XY>.cubin
+and OUT/<key>.ptx. A GPU machine without clang then runs the same sources with
+MPSLINALG_CUBIN_DIR=OUT (or with OUT = the checkout's .cubins/, searched by default)."""
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m mpslinalg.emulator", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m mpslinalg.emulator",
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = ap.add_subparsers(dest="cmd", required=True)
-    b = sub.add_parser("build", help="compile .metal files into cubins + manifests (cuda target)")
+    b = sub.add_parser(
+        "build",
+        help="compile .metal files into cubins + manifests (cuda target)",
+        description="Compile .metal files into cubins + manifests for the emulator's cuda target.",
+    )
     b.add_argument("--target", default="cuda", choices=["cuda"], help="artifact target (only cuda)")
     b.add_argument("--out", required=True, type=Path, help="output folder (e.g. .cubins)")
     b.add_argument("--arch", default=None, help="comma-separated GPU architectures (default sm_90)")

@@ -41,7 +41,15 @@ from typing import Any
 from ._cpu import _attr_expr, _sizes, _unbound_arg
 from ._frontend import Kernel
 from ._prepass import PrepassResult
-from ._toolchain import SHIM_DIR, ShaderCompileError, _shim_text, cache_dir, compiler_info, run_compiler
+from ._toolchain import (
+    SHIM_DIR,
+    ShaderCompileError,
+    _shim_text,
+    cache_dir,
+    compiler_info,
+    compiler_is_zig,
+    run_compiler,
+)
 
 __all__ = [
     "CudaTarget",
@@ -117,6 +125,17 @@ class CudaToolchainError(RuntimeError):
 # ---------------------------------------------------------------------------------------------
 # toolchain
 # ---------------------------------------------------------------------------------------------
+def require_real_clang() -> None:
+    """Raise :class:`CudaToolchainError` when the compiler is ziglang's: it has no CUDA mode
+    (``language not recognized: 'cuda'``); the cuda target needs a real clang."""
+    if compiler_is_zig():
+        raise CudaToolchainError(
+            "the cuda target needs a real clang (the compiler found is ziglang's, which has no CUDA "
+            "mode): install clang >= 17 (`apt-get install -y clang-19`) or set MPSLINALG_CXX, or use "
+            "prebuilt artifacts (MPSLINALG_CUBIN_DIR)"
+        )
+
+
 def find_ptxas() -> str:
     """``$MPSLINALG_PTXAS``, ``ptxas`` on PATH, or ``$CUDA_HOME/bin/ptxas``."""
     env = os.environ.get("MPSLINALG_PTXAS")
@@ -348,6 +367,7 @@ def build_artifacts(
     pre: PrepassResult, key: str, out_dir: Path, *, archs: list[str] | None = None, name: str = ""
 ) -> Path:
     """Compile the pre-passed source to PTX and cubins in ``out_dir``; returns the manifest path."""
+    require_real_clang()
     archs = list(archs or _archs())
     ptxas = find_ptxas()
     libdevice = find_libdevice()

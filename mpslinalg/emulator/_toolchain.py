@@ -22,6 +22,7 @@ __all__ = [
     "compiler_info",
     "cache_dir",
     "run_compiler",
+    "compiler_is_zig",
     "digest",
     "preprocess",
 ]
@@ -277,10 +278,46 @@ def preprocess(source: str, filename: str = "shader.metal") -> str:
         )
 
 
+def compiler_is_zig() -> bool:
+    """True when the compiler found is ziglang's (clang-based, but with no CUDA mode)."""
+    info = compiler_info()
+    return info is not None and any("ziglang" in word for word in info["command"])
+
+
+#: a compile still running after this many seconds says so on stderr (once per compile)
+SLOW_COMPILE_S = 5.0
+
+
 def run_compiler(args: list[str], *, what: str, input_text: str | None = None, cwd: str | None = None) -> str:
-    """Run the compiler with ``args``; returns stdout or raises ShaderCompileError."""
-    cmd = find_compiler() + args
-    proc = subprocess.run(cmd, capture_output=True, text=True, input=input_text, timeout=600, cwd=cwd)
+    """Run the compiler with ``args``; returns stdout or raises ShaderCompileError.
+
+    A compile that takes longer than :data:`SLOW_COMPILE_S` prints one line on stderr saying what
+    is happening (ziglang's compiler needs about two minutes on its first use)."""
+    compiler = find_compiler()
+    cmd = compiler + args
+    with subprocess.Popen(
+        cmd,
+        stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=cwd,
+    ) as p:
+        try:
+            out, err = p.communicate(input_text, timeout=SLOW_COMPILE_S)
+        except subprocess.TimeoutExpired:
+            first = " (the first compile with ziglang's compiler builds its runtime: about 2 minutes)"
+            sys.stderr.write(
+                f"mpslinalg.emulator: {what} with {' '.join(compiler)} is taking a while"
+                f"{first if compiler_is_zig() else ''}...\n"
+            )
+            sys.stderr.flush()
+            try:
+                out, err = p.communicate(timeout=600)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                raise ShaderCompileError(f"{what} did not finish within 10 minutes") from None
+    proc = subprocess.CompletedProcess(cmd, p.returncode, out, err)
     if proc.returncode != 0:
         diag = proc.stderr.strip()
         lines = diag.splitlines()

@@ -33,7 +33,7 @@ def _lib(name: str):
 
 
 @pytest.fixture(autouse=True)
-def _needs_cuda():
+def _needs_cuda(real_clang_for_cuda):
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device (torch.cuda.is_available() is False)")
 

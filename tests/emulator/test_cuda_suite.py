@@ -56,7 +56,7 @@ _SHADER: list[CudaShader] = []
 
 
 @pytest.fixture
-def shader() -> CudaShader:
+def shader(real_clang_for_cuda) -> CudaShader:
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device (torch.cuda.is_available() is False)")
     if not _SHADER:

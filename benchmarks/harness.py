@@ -36,6 +36,8 @@ What the runner does for each case
   bytes (``torch.empty_like(x).copy_(x)``, read + write) **in the same run**, interleaved round by
   round (:func:`mpslinalg.mainjob.timing.time_interleaved`: CUDA events on cuda, MPS events on mps,
   ``perf_counter`` on cpu; medians of samples after warm-up);
+* ratios ``peer / ours`` are the median of the per-round ratios with a 95% interval and a verdict
+  (faster / slower / inconclusive: :func:`mpslinalg.mainjob.timing.compare`);
 * roofline: the time the case could take at the attainable rate — ``bytes_moved`` at the copy
   bandwidth measured in this run, ``flops`` at the float32 GEMM rate measured in this run (once per
   device) — divided by our time; 1.0 means at the roofline. Nominal peaks of known devices
@@ -59,7 +61,7 @@ from typing import Any
 import torch
 
 from mpslinalg.mainjob.report import best_device, device_name, environment, fmt_ms, format_table, short_error
-from mpslinalg.mainjob.timing import Timing, resolve_device, synchronize, time_interleaved
+from mpslinalg.mainjob.timing import VERDICT_MARGIN, Timing, compare, resolve_device, synchronize, time_interleaved
 
 __all__ = ["KNOWN_PEAKS", "Case", "cli", "nominal_peaks", "run_cases"]
 
@@ -288,7 +290,9 @@ def run_case(case: Case, *, settings: dict, gemm: dict | None = None,
     for pname, t in times.items():
         if pname in (case.ours_name, "copy"):
             continue
-        rec["peers"][pname] = {**t.to_dict(), "ratio": t.median / ours_t.median}
+        c = compare(ours_t, t)  # paired per-round ratios: an interval and a verdict, as the main job
+        rec["peers"][pname] = {**t.to_dict(), "ratio": c.ratio, "ratio_low": c.low,
+                               "ratio_high": c.to_dict()["high"], "verdict": c.verdict}
 
     bounds = []  # seconds the case needs at the attainable rates measured in this run
     nominal = peaks if peaks is not None else nominal_peaks(device_name(dev))
@@ -338,7 +342,7 @@ def _md(records: Sequence[dict]) -> str:
             elif "error" in p:
                 pm, ratio = "n/a", "-"
             else:
-                pm, ratio = fmt_ms(p["median_ms"]), f"{p['ratio']:.2f}x"
+                pm, ratio = fmt_ms(p["median_ms"]), f"{p['ratio']:.2f}x {p['verdict']}"
             rows.append([r["name"], r["device"], r["dtype"], r["shape"], fmt_ms(ours["median_ms"]), spread,
                          pname, pm, ratio, rf])
     return format_table(headers, rows, align=["l", "l", "l", "l", "r", "r", "l", "r", "r", "r"])
@@ -407,8 +411,9 @@ def run_cases(
     }
     table = _md(records)
     print(table, file=stream)
-    print("\npeer/ours > 1: ours is faster (medians, same run). roofline: time at the copy bandwidth / "
-          "GEMM rate measured in this run, over our time.", file=stream)
+    print("\npeer/ours > 1: ours is faster (median of the per-round ratios, same run; faster/slower only "
+          f"when its 95% interval lies beyond {VERDICT_MARGIN:g}x, else inconclusive). roofline: time at the "
+          "copy bandwidth / GEMM rate measured in this run, over our time.", file=stream)
     for r in records:
         if "error" in r:
             print(f"\n{r['name']} raised:\n{r['traceback']}", file=sys.stderr)

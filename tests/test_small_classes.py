@@ -266,3 +266,52 @@ def test_complex_nonfinite_is_nan_nanj(backend, backend_device, dtype, val):
                                                                                    B.to(backend_device))[0]):
             bad = torch.view_as_real(out[1].cpu())
             assert torch.isnan(bad).all() and torch.isfinite(out[[0, 2]]).all(), n
+
+
+_NO_COMPILER_CHILD = r"""
+import warnings, torch, mpslinalg
+from mpslinalg import small
+assert small.cpu_path() == "torch.linalg", small.cpu_path()
+A = torch.randn(300, 4, 4, dtype=torch.float32)
+A[7, 1, 2] = float("inf")
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    X, info = small.inv_ex_op(A)
+    small.inv_ex_op(torch.randn(300, 3, 3))  # a second size: no second warning
+    d = small.det_op(A)
+ours = [w for w in caught if "generated C" in str(w.message)]
+assert len(ours) == 1 and issubclass(ours[0].category, RuntimeWarning), [str(w.message) for w in caught]
+assert "torch.linalg" in str(ours[0].message)
+good = torch.arange(300) != 7
+ref = torch.linalg.inv(A[good])
+assert ((X[good] - ref).abs().amax((-2, -1)) <= 1e-4 * ref.abs().amax((-2, -1))).all()
+assert torch.isnan(X[7]).all() and (info == 0).all()
+assert torch.equal(torch.isnan(d), torch.isnan(torch.linalg.det(A)))
+print("ok")
+"""
+
+
+def test_without_a_compiler_falls_back_to_torch_linalg_and_warns_once(tmp_path):
+    # issue 15.4: no C compiler -> torch.linalg (measured fastest without one), one RuntimeWarning,
+    # small.cpu_path() says so. A subprocess: compiler discovery is cached per process.
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, MPSLINALG_CXX=str(tmp_path / "no-such-compiler"), MPSLINALG_CACHE_DIR=str(tmp_path))
+    res = subprocess.run([sys.executable, "-c", _NO_COMPILER_CHILD], env=env, capture_output=True, text=True,
+                         timeout=300, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stderr[-3000:]
+
+
+def test_cpu_path_reports_the_mode():
+    previous = small.set_compile("never")
+    try:
+        assert small.cpu_path() == "torch.linalg"
+        small.set_compile("inductor")
+        assert small.cpu_path() == "torch.compile"
+        small.set_compile("auto")
+        assert small.cpu_path(torch.float64) == "torch.linalg"  # the generated C is float32/complex64
+        assert small.cpu_path() == ("generated C" if small._C.compiler() is not None else "torch.linalg")
+    finally:
+        small.set_compile(previous)

@@ -417,6 +417,11 @@ def qr_plain(A: torch.Tensor, mode: str) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`qr_impl` without the TSQR route (the leaves of TSQR)."""
     M, N = A.shape[-2], A.shape[-1]
     K = min(M, N)
+    if not _on_kernels(A) and _torch_leaf(A):
+        # the device's own geqrf + orgqr (LAPACK / cuSOLVER) in one call: what we would run anyway,
+        # without two dispatches and a copy of R
+        Q, R = torch.linalg.qr(A, mode=mode)
+        return Q, R
     if mode != "complete" or M <= N:
         fused = _qr_small_fused(A, mode)
         if fused is not None:

@@ -495,10 +495,33 @@ def _qr() -> list[Workload]:
         res, orth = _metrics().qr_ratios(_head(x["A"]), _head(out[0]), _head(out[1]))
         return "max(‖A-QR‖/(m‖A‖u), ‖I-QhQ‖/(m u))", max(_max(res), _max(orth)), _pass()
 
-    return [Workload(
-        op="qr", name="qr float32 large", description="scientific: QR of one 4096x4096 float32",
-        make=make, ours=lambda x: ours("qr")(x["A"]), peer=lambda x: torch.linalg.qr(x["A"]),
-        scipy=lambda x: _scipy_linalg().qr(x["A"].numpy(), check_finite=False), accuracy=acc)]
+    def make_batched(device: torch.device, dtype: torch.dtype, quick: bool) -> Inputs:
+        b = _size(device, quick, gpu=4096, cpu=512, quick_gpu=512, quick_cpu=64)
+        return {"A": _randn((b, 32, 32), dtype, device, 41)}
+
+    def make_tall(device: torch.device, dtype: torch.dtype, quick: bool) -> Inputs:
+        m = _size(device, quick, gpu=10**6, cpu=50000, quick_gpu=10**5, quick_cpu=5000)
+        return {"A": _randn((m, 32), dtype, device, 42)}
+
+    def run(x: Inputs) -> Any:
+        return ours("qr")(x["A"])
+
+    def peer(x: Inputs) -> Any:
+        return torch.linalg.qr(x["A"])
+
+    return [
+        Workload(op="qr", name="qr float32 large", description="scientific: QR of one 4096x4096 float32",
+                 make=make, ours=run, peer=peer,
+                 scipy=lambda x: _scipy_linalg().qr(x["A"].numpy(), check_finite=False), accuracy=acc),
+        Workload(op="qr", name="qr float32 batched 32x32",
+                 description="batched Householder QR of 4096 x (32x32) (torch: a per-matrix loop)",
+                 make=make_batched, ours=run, peer=peer, accuracy=acc),
+        Workload(op="qr", name="qr complex64 batched 32x32", dtype=torch.complex64,
+                 description="batched complex QR of 4096 x (32x32)", make=make_batched, ours=run, peer=peer,
+                 accuracy=acc),
+        Workload(op="qr", name="qr float32 tall-skinny", description="Householder TSQR of 1e6 x 32 (reduced)",
+                 make=make_tall, ours=run, peer=peer, accuracy=acc),
+    ]
 
 
 def _svd() -> list[Workload]:

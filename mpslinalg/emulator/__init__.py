@@ -33,7 +33,15 @@ from ._library import (
     compile_shader,
     preprocess,
 )
-from ._toolchain import CompilerNotFoundError, cache_dir, compiler_info, find_compiler
+from ._toolchain import (
+    CompilerNotFoundError,
+    cache_dir,
+    cache_root,
+    compiler_info,
+    find_compiler,
+    find_cxx,
+    load_shared_library,
+)
 
 __all__ = [
     "BindingError",
@@ -49,6 +57,9 @@ __all__ = [
     "MetalSourceError",
     "ShaderCompileError",
     "cache_dir",
+    "cache_root",
+    "find_cxx",
+    "load_shared_library",
     "compile_shader",
     "compiler_info",
     "find_compiler",

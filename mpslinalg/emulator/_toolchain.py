@@ -16,15 +16,21 @@ import threading
 from pathlib import Path
 
 __all__ = [
+    # the package's toolchain API (re-exported by mpslinalg.emulator; docs/emulator.md)
     "CompilerNotFoundError",
-    "ShaderCompileError",
-    "find_compiler",
-    "compiler_info",
     "cache_dir",
-    "run_compiler",
+    "cache_root",
+    "compiler_info",
+    "find_cxx",
+    "load_shared_library",
+    # the emulator's own use
+    "ShaderCompileError",
+    "cached_artifact",
     "compiler_is_zig",
     "digest",
+    "find_compiler",
     "preprocess",
+    "run_compiler",
 ]
 
 SHIM_DIR = Path(__file__).resolve().parent / "shim"
@@ -50,7 +56,7 @@ def _clang_version(cmd: list[str]) -> str | None:
     if exe is not None:
         st = os.stat(exe)
         stamp = f"{os.path.realpath(exe)}:{st.st_mtime_ns}:{st.st_size}"
-        memo = cache_dir() / "compilers.json"
+        memo = cache_root() / "compilers.json"
         try:
             known = json.loads(memo.read_text())
         except (OSError, ValueError):
@@ -139,20 +145,72 @@ def compiler_info() -> dict | None:
     return {"command": list(found[0]), "version": found[1]}
 
 
-def cache_dir() -> Path:
-    """``$MPSLINALG_CACHE_DIR`` or ``~/.cache/mpslinalg/emulator`` (created on demand)."""
+def cache_root() -> Path:
+    """The package's one cache folder: ``$MPSLINALG_CACHE_DIR`` or ``~/.cache/mpslinalg``.
+
+    Falls back to a per-user temporary folder when the home directory is read-only (containers,
+    CI sandboxes); an explicit ``$MPSLINALG_CACHE_DIR`` that cannot be created is an error.
+    """
     env = os.environ.get("MPSLINALG_CACHE_DIR")
-    d = Path(env) if env else Path.home() / ".cache" / "mpslinalg" / "emulator"
+    d = Path(env) if env else Path.home() / ".cache" / "mpslinalg"
     try:
         d.mkdir(parents=True, exist_ok=True)
     except OSError:
         if env:  # an explicit choice that does not work is an error
             raise
-        import tempfile  # read-only home (containers, CI sandboxes): a per-user temporary cache
+        import tempfile
 
-        d = Path(tempfile.gettempdir()) / f"mpslinalg-emulator-{os.getuid()}"
+        d = Path(tempfile.gettempdir()) / f"mpslinalg-{os.getuid()}"
         d.mkdir(parents=True, exist_ok=True)
     return d
+
+
+def cache_dir(kind: str = "emulator") -> Path:
+    """The cache folder of one kind of generated code: ``cache_root() / kind`` (created on demand).
+
+    Parameters
+    ----------
+    kind : str
+        A plain folder name: ``"emulator"`` (the default: compiled Metal sources; the cuda
+        target's artifacts in its ``cuda/`` subfolder), ``"small"`` (the C kernels of the small
+        family), ...
+
+    Returns
+    -------
+    pathlib.Path
+
+    Examples
+    --------
+    >>> from mpslinalg.emulator import cache_dir
+    >>> cache_dir("small").name
+    'small'
+    """
+    if not kind or not kind.replace("-", "").replace("_", "").isalnum():
+        raise ValueError(f"cache_dir: kind must be a plain folder name, got {kind!r}")
+    d = cache_root() / kind
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def find_cxx() -> list[str]:
+    """The package's C/C++ compiler command (clang >= 17), as a list of argv words.
+
+    One discovery for the whole package (the emulator and the C code generators):
+    ``$MPSLINALG_CXX``, then ``clang++-21`` ... ``clang++-17``, ``clang++``, then
+    ``python -m ziglang c++``. It is clang's driver, so it compiles C too (pass ``-x c``).
+
+    Raises
+    ------
+    CompilerNotFoundError
+        When none is usable; the message says how to install one.
+
+    Examples
+    --------
+    >>> from mpslinalg.emulator import find_cxx
+    >>> cmd = find_cxx()  # doctest: +SKIP
+    >>> subprocess.run([*cmd, "-x", "c", "-shared", "-fPIC", "f.c", "-o", "f.so"])  # doctest: +SKIP
+    """
+    return find_compiler()
 
 
 @functools.cache

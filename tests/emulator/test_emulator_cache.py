@@ -66,7 +66,7 @@ def _flip(path: Path) -> None:
 def test_damaged_library_is_rebuilt_by_the_next_process(emu, tmp_path, damage):
     key, y = _child(tmp_path)
     assert y == [1.0, 3.0, 5.0, 7.0]
-    so = tmp_path / f"{key}.so"
+    so = tmp_path / "emulator" / f"{key}.so"
     good = so.read_bytes()
     damage(so)
     # before: every later process failed with "OSError: file too short"
@@ -79,9 +79,9 @@ def test_damaged_runtime_object_is_rebuilt(emu, tmp_path, monkeypatch):
     monkeypatch.setenv("MPSLINALG_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(_library, "_memo", {})
     emulator.compile_shader(SOURCE)
-    (obj,) = tmp_path.glob("cpu_runtime-*.o")
+    (obj,) = (tmp_path / "emulator").glob("cpu_runtime-*.o")
     _truncate(obj)
-    for so in tmp_path.glob("*.so"):  # force a relink against the runtime object
+    for so in (tmp_path / "emulator").glob("*.so"):  # force a relink against the runtime object
         so.unlink()
     monkeypatch.setattr(_library, "_memo", {})
     lib = emulator.compile_shader(SOURCE)

@@ -3,6 +3,8 @@ ucontext fiber fallback."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -42,7 +44,7 @@ def test_compile_cache_hit_needs_no_compiler(emu, tmp_path, monkeypatch):
     monkeypatch.setenv("MPSLINALG_CACHE_DIR", str(tmp_path))
     src = SAXPY + "\n// cache test\n"
     lib = emulator.compile_shader(src)
-    assert sorted(p.name for p in tmp_path.glob("*.so")) == [f"{lib._key}.so"]
+    assert sorted(p.name for p in (tmp_path / "emulator").glob("*.so")) == [f"{lib._key}.so"]
     # a fresh process: no in-memory library, and any compiler call would fail
     from mpslinalg.emulator import _cpu, _library
 
@@ -145,5 +147,31 @@ def test_ucontext_fallback_matches(emu, monkeypatch):
 
 
 def test_cache_dir_env(tmp_path, monkeypatch):
+    # one layout for the package: <root>/<kind>, root = $MPSLINALG_CACHE_DIR or ~/.cache/mpslinalg
     monkeypatch.setenv("MPSLINALG_CACHE_DIR", str(tmp_path / "c"))
-    assert _toolchain.cache_dir() == tmp_path / "c" and (tmp_path / "c").is_dir()
+    assert emulator.cache_root() == tmp_path / "c" and (tmp_path / "c").is_dir()
+    assert _toolchain.cache_dir() == tmp_path / "c" / "emulator" and (tmp_path / "c" / "emulator").is_dir()
+    assert emulator.cache_dir("small") == tmp_path / "c" / "small" and (tmp_path / "c" / "small").is_dir()
+    for bad in ("", "../x", "a/b"):
+        with pytest.raises(ValueError, match="plain folder name"):
+            emulator.cache_dir(bad)
+    monkeypatch.delenv("MPSLINALG_CACHE_DIR")
+    assert emulator.cache_dir() == Path.home() / ".cache" / "mpslinalg" / "emulator" or not os.access(
+        Path.home(), os.W_OK
+    )
+
+
+def test_find_cxx_is_the_one_discovery(emu, tmp_path, monkeypatch):
+    # the public name the C code generators use: the emulator's own compiler, and it compiles C
+    monkeypatch.setenv("MPSLINALG_CACHE_DIR", str(tmp_path / "cache"))
+    cmd = emulator.find_cxx()
+    assert cmd == emulator.find_compiler()
+    src = tmp_path / "f.c"
+    src.write_text("int twice(int x) { return 2 * x; }\n")
+
+    def build(out):
+        subprocess.run([*cmd, "-x", "c", "-shared", "-fPIC", str(src), "-o", str(out)], check=True)
+
+    lib = emulator.load_shared_library(emulator.cache_dir("test-c") / "twice.so", build)
+    assert lib.twice(21) == 42
+    assert (tmp_path / "cache" / "test-c" / "twice.so").is_file()

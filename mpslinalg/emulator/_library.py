@@ -29,8 +29,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from . import _errors
 from ._binding import LaunchOptions, bind_args, dispatch_grid, launch_timeout
-from ._errors import (
+from ._errors import (  # noqa: F401 - re-exported: the library's errors live with it
     BindingError,
     BindingTypeError,
     BindingWarning,
@@ -45,13 +46,7 @@ from ._toolchain import ShaderCompileError, preprocess
 from .lint import check_source
 
 __all__ = [
-    "BindingError",
-    "BindingTypeError",
-    "BindingWarning",
-    "KernelFault",
-    "KernelNotFoundError",
-    "KernelRace",
-    "KernelTimeout",
+    *_errors.__all__,
     "Library",
     "KernelFunction",
     "ShaderCompileError",

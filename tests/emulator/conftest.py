@@ -88,3 +88,15 @@ def skip_if_zig_builds_cuda() -> None:
 def real_clang_for_cuda() -> None:
     """The cuda target's build needs a real clang: skip with that reason under ziglang."""
     skip_if_zig_builds_cuda()
+
+
+@pytest.fixture
+def still_works(emu):
+    """A check to call after a fault: the emulator (and this interpreter) keep working."""
+
+    def check() -> None:
+        out = torch.zeros(5)
+        emu.lib("binding").fill(out, 4.0)
+        assert out.tolist() == [4.0] * 5
+
+    return check

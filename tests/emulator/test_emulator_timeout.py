@@ -33,12 +33,6 @@ def lib(emu):
     return emu.lib("spin")
 
 
-def _still_works(emu):
-    out = torch.zeros(5)
-    emu.lib("binding").fill(out, 4.0)
-    assert out.tolist() == [4.0] * 5
-
-
 def _i32(*v):
     return torch.tensor(v, dtype=torch.int32)
 
@@ -64,7 +58,7 @@ def test_spin_on_flag_set_by_another_thread(emu, lib):
     assert elapsed >= delay
 
 
-def test_plain_spin_is_kept_and_times_out(emu, lib):
+def test_plain_spin_is_kept_and_times_out(emu, lib, still_works):
     # with C++'s forward-progress rule the optimiser deletes this loop and the kernel "succeeds"
     # (out would be 1); the emulator keeps it, so it spins until the timeout
     out = _i32(0, 0)
@@ -77,14 +71,14 @@ def test_plain_spin_is_kept_and_times_out(emu, lib):
     # the same kernel with the flag set finishes
     lib.spin_plain(_i32(1), out, threads=2, group_size=2, timeout=30)
     assert out.tolist() == [1, 1]
-    _still_works(emu)
+    still_works()
 
 
-def test_endless_loop_in_fibers_times_out(emu, lib, order):
+def test_endless_loop_in_fibers_times_out(emu, lib, order, still_works):
     # threads run as fibers (a barrier): the timeout also fires on a fiber's stack
     with pytest.raises(KernelTimeout, match="'spin_after_barrier'"):
         lib.spin_after_barrier(_i32(0, 0, 0, 0), threads=4, group_size=4, timeout=0.2, order=order[0], seed=order[1])
-    _still_works(emu)
+    still_works()
 
 
 def test_default_timeout_from_environment(emu, lib, monkeypatch):
@@ -102,7 +96,7 @@ def test_bad_timeout_is_rejected(emu, lib, bad):
         lib.spin_plain(_i32(1), _i32(0), threads=1, group_size=1, timeout=bad)
 
 
-def test_timeout_in_a_worker_thread_releases_the_launch_lock(emu, lib):
+def test_timeout_in_a_worker_thread_releases_the_launch_lock(emu, lib, still_works):
     # a worker's endless kernel holds the global launch lock until its timeout, then lets go
     result: list[BaseException | None] = []
 
@@ -117,11 +111,11 @@ def test_timeout_in_a_worker_thread_releases_the_launch_lock(emu, lib):
     t.start()
     time.sleep(0.1)
     t0 = time.monotonic()
-    _still_works(emu)  # waits for the lock
+    still_works()  # waits for the lock
     assert time.monotonic() - t0 < 10
     t.join(timeout=10)
     assert len(result) == 1 and isinstance(result[0], KernelTimeout)
-    _still_works(emu)
+    still_works()
 
 
 _CTRL_C_CHILD = """

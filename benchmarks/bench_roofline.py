@@ -166,7 +166,7 @@ def _triangular_cases(device, quick):
 
 
 def _lu_cases(device, quick):
-    from mpslinalg.lu import _MetalKernels
+    from mpslinalg.lu.kernels import _MetalKernels
 
     out = []
     shapes = [

@@ -1,7 +1,7 @@
 """The kernels of ``metal/lu.metal`` in the emulator, in every thread order.
 
 Each case runs in order, in reverse and shuffled (two seeds), so a missing barrier shows, through
-the library's own launch code (``mpslinalg.lu._MetalKernels`` with its ``load_library`` patched to
+the library's own launch code (``mpslinalg.lu.kernels._MetalKernels`` with its ``load_library`` patched to
 add the emulator-only ``order``/``seed``).
 
 Bounds:
@@ -30,7 +30,7 @@ from helpers import ORDERS, InOrder, require_emulator
 from mpslinalg.kernels import load_library
 from reference import lapack, matrices, metrics
 
-lu_mod = importlib.import_module("mpslinalg.lu")
+lu_mod = importlib.import_module("mpslinalg.lu.kernels")
 
 DTYPES = [torch.float32, torch.complex64]
 DID = ["float32", "complex64"]

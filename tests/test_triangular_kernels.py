@@ -123,7 +123,7 @@ def test_blocked_solve_near_the_ends_of_the_float32_range(lib, monkeypatch, orde
     ||B - A X|| / (||A|| ||X|| u) < 30 (backward stable, Higham Thm 9.4), and torch is finite."""
     import mpslinalg
 
-    lu_mod = importlib.import_module("mpslinalg.lu")
+    lu_mod = importlib.import_module("mpslinalg.lu.kernels")
     monkeypatch.setattr(tri, "load_library", lambda family, device: InOrder(lib, order, seed))
     monkeypatch.setattr(lu_mod, "load_library", lambda family, device: InOrder(load_library("lu", "cpu"),
                                                                                order, seed))

@@ -1,0 +1,70 @@
+"""The LU family: ``lu_factor(_ex)``, ``lu``, ``lu_solve``, ``solve(_ex)``, ``det``, ``slogdet``,
+``inv(_ex)`` with ``torch.linalg``'s signatures and semantics (DESIGN §6, §7).
+
+The whole story lives here: input checks, the device-agnostic recursive algorithm, its three
+kernel contracts (implemented in ``metal/lu.metal`` for the ``metal``/``emulator`` backends and
+with torch ops for the ``torch`` backend), the custom ops with fake implementations and autograd,
+and the public wrappers.
+
+Algorithm (LAPACK ``getrf2``, Toledo's recursive LU)
+----------------------------------------------------
+``_getrf`` factors a batch ``[B, M, N]`` in place into a copy of the input:
+
+* small matrices (``M, N <= 32`` on the kernel backends) are one **whole-matrix kernel** dispatch
+  for the whole batch (``lu_small``); on the ``torch`` backend matrices up to
+  :attr:`Tuning.direct_max` are one call of the device's LAPACK-like leaf;
+* larger ones recurse on column halves ``[A11; A21] | [A12; A22]``: factor the left half, apply
+  its row interchanges to the right half (**one dispatch per block**, ``lu_laswp`` or one gather),
+  ``A12 <- L11^{-1} A12`` (``mpslinalg.triangular.trsm``), ``A22 <- A22 - A21 A12`` (one GEMM),
+  factor ``A22``, apply its interchanges to ``A21``. Nearly all flops are in the GEMMs; the leaf
+  is a **fused panel kernel** (``lu_panel``, ``nb`` columns, pivot search, swap, scaling and rank-1
+  updates in one dispatch).
+
+Pivots (1-based int32), ``info`` and everything else stay on the device: no ``_ex`` path
+synchronises with the host.
+
+Kernel contracts (identical on every backend)
+---------------------------------------------
+``panel(LU, piv, info, o, w)``
+    LAPACK ``getf2`` of rows ``[o, M)`` x columns ``[o, o+w)`` of every matrix of the contiguous
+    ``[B, M, N]`` buffer ``LU``, in place. Pivot of column ``j`` = first row of largest
+    ``|Re|+|Im|`` (``icamax``), written 1-based and absolute to ``piv[:, j]``; rows are swapped only
+    inside the panel's columns; a zero pivot column is not scaled and sets ``info`` (if still 0) to
+    ``j + 1``; scaling multiplies by ``1/pivot`` when ``|pivot| >= sfmin``, else divides.
+``small(LU, piv, info)``
+    the same for the whole matrix (whole rows swapped).
+``swap(X, piv, k1, k2, c0, nc, reverse)``
+    LAPACK ``laswp``: apply the interchanges ``piv[:, k1:k2]`` (1-based absolute rows) to columns
+    ``[c0, c0+nc)`` of the contiguous ``[B, M, N]`` buffer ``X``, in order or in reverse order.
+
+The ``torch`` backend implements ``panel``/``small`` with the device's own LAPACK-like leaf
+(``torch.linalg.lu_factor_ex``: LAPACK ``getrf`` on CPU, cuSOLVER/MAGMA on CUDA — the same pivot
+rule and ``info``), and ``swap`` with a sync-free permutation gather (:func:`_swaps_to_perm`).
+
+Autograd follows PyTorch's formulas (``FunctionsManual.cpp``), conjugate-Wirtinger; every backward
+calls our own differentiable ops, so double backward works. Under ``torch.func`` transforms each op
+runs as the equivalent autograd.Function of :mod:`mpslinalg._func` (same backward, generated vmap
+rule, forward-mode ``jvp``s below), on the torch-op path. ``det``'s gradient at an exactly
+singular matrix is the adjugate (computed from an SVD; ``torch.linalg.svd`` for now, until the
+project's own SVD exists), not the zero matrix ``torch.linalg.det`` returns.
+"""
+
+from __future__ import annotations
+
+from .api import det, inv, inv_ex, lu, lu_factor, lu_factor_ex, lu_solve, slogdet, solve, solve_ex
+from .kernels import TUNING, Tuning
+
+__all__ = [
+    "TUNING",
+    "Tuning",
+    "det",
+    "inv",
+    "inv_ex",
+    "lu",
+    "lu_factor",
+    "lu_factor_ex",
+    "lu_solve",
+    "slogdet",
+    "solve",
+    "solve_ex",
+]

@@ -1,0 +1,295 @@
+"""The LU family's algorithm, written once over a kernel object: recursive ``getrf2`` with fused panel
+leaves, ``getrs``, inverses and determinants from the factors (see :mod:`mpslinalg.lu`)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..oplayer import checks as E
+from ..oplayer import functorch_active as _functorch
+from .kernels import _TORCH_KERNELS, TUNING, _kernels, _MetalKernels, _on_kernels, _swaps_to_perm
+
+# --------------------------------------------------------------------------------------------------
+# Small helpers
+# --------------------------------------------------------------------------------------------------
+
+
+def _trsm(A: torch.Tensor, B: torch.Tensor, *, upper: bool, left: bool, unitriangular: bool) -> torch.Tensor:
+    """Internal triangular solve of the triangular family (no checks, not differentiable)."""
+    if _functorch():
+        return torch.linalg.solve_triangular(A, B, upper=upper, left=left, unitriangular=unitriangular)
+    try:
+        from .triangular import trsm
+    except ImportError:  # pragma: no cover - the triangular family ships with the package
+        return torch.linalg.solve_triangular(A, B, upper=upper, left=left, unitriangular=unitriangular)
+    return trsm(A, B, upper=upper, left=left, unitriangular=unitriangular)
+
+
+def _solve_tri(A: torch.Tensor, B: torch.Tensor, *, upper: bool, left: bool = True,
+               unitriangular: bool = False) -> torch.Tensor:
+    """Differentiable triangular solve used inside backward formulas (our public op; torch's under
+    ``torch.func`` transforms, which the triangular custom op does not support)."""
+    if _functorch():
+        return torch.linalg.solve_triangular(A, B, upper=upper, left=left, unitriangular=unitriangular)
+    try:
+        from .triangular import solve_triangular
+    except ImportError:  # pragma: no cover
+        return torch.linalg.solve_triangular(A, B, upper=upper, left=left, unitriangular=unitriangular)
+    return solve_triangular(A, B, upper=upper, left=left, unitriangular=unitriangular)
+
+
+def _gemm_sub(C: torch.Tensor, A: torch.Tensor, B: torch.Tensor, mode: str) -> None:
+    """``C -= A @ B`` in place (``C`` a view of a contiguous buffer, batched ``[b, m, n]``).
+
+    Complex products are done as real GEMMs when ``mode`` asks for it (Apple's matrix units are
+    float-only): ``"4m"``: ``Cr -= ArBr - AiBi``, ``Ci -= ArBi + AiBr``; ``"embed"``:
+    ``[Cr | Ci] -= [Ar | Ai] @ [[Br, Bi], [-Bi, Br]]`` (one real product of twice the size).
+    """
+    if not C.is_complex() or mode == "native":
+        C.sub_(torch.matmul(A, B))
+        return
+    Cr = torch.view_as_real(C)
+    Ar, Ai, Br, Bi = A.real, A.imag, B.real, B.imag
+    if mode == "4m":
+        Cr[..., 0].sub_(torch.matmul(Ar, Br) - torch.matmul(Ai, Bi))
+        Cr[..., 1].sub_(torch.matmul(Ar, Bi) + torch.matmul(Ai, Br))
+        return
+    if mode == "embed":
+        n = B.shape[-1]
+        left = torch.cat([Ar, Ai], dim=-1)
+        right = torch.cat([torch.cat([Br, Bi], dim=-1), torch.cat([-Bi, Br], dim=-1)], dim=-2)
+        prod = torch.matmul(left, right)
+        Cr[..., 0].sub_(prod[..., :n])
+        Cr[..., 1].sub_(prod[..., n:])
+        return
+    raise ValueError(f"unknown complex GEMM mode {mode!r}; expected 'native', '4m' or 'embed'")
+
+
+def _eye(n: int, like: torch.Tensor) -> torch.Tensor:
+    return torch.eye(n, dtype=like.dtype, device=like.device)
+
+# --------------------------------------------------------------------------------------------------
+# The algorithm
+# --------------------------------------------------------------------------------------------------
+
+
+def _split(k: int, nb: int) -> int:
+    return max(nb, (k // 2) // nb * nb)
+
+
+def _getrf_rec(LU, piv, info, o: int, w: int, nb: int, kern, gemm: str) -> None:
+    """Recursive LU of rows ``[o, M)`` x columns ``[o, o+w)`` (``getrf2``), in place; the
+    interchanges are applied with the ``swap`` kernel (one ``lu_laswp`` dispatch per block)."""
+    M = LU.shape[-2]
+    R = M - o
+    if R <= 0 or w <= 0:
+        return
+    kl = min(R, w)
+    if w <= nb or kl <= nb:
+        kern.panel(LU, piv, info, o, w)
+        return
+    n1 = _split(kl, nb)
+    n2 = w - n1
+    _getrf_rec(LU, piv, info, o, n1, nb, kern, gemm)
+    kern.swap(LU, piv, o, o + n1, o + n1, n2)
+    _update(LU, o, n1, w, gemm)
+    if R > n1:
+        _getrf_rec(LU, piv, info, o + n1, n2, nb, kern, gemm)
+        kern.swap(LU, piv, o + n1, o + n1 + min(R - n1, n2), o, n1)
+
+
+def _update(LU, o: int, n1: int, w: int, gemm: str) -> None:
+    """``A12 <- L11^{-1} A12`` (TRSM), ``A22 <- A22 - A21 A12`` (GEMM) of the block at ``(o, o)``."""
+    A11 = LU[:, o:o + n1, o:o + n1]
+    A12 = LU[:, o:o + n1, o + n1:o + w]
+    A12.copy_(_trsm(A11, A12, upper=False, left=True, unitriangular=True))
+    if LU.shape[-2] > o + n1:
+        _gemm_sub(LU[:, o + n1:, o + n1:o + w], LU[:, o + n1:, o:o + n1], A12, gemm)
+
+
+def _gather_rows(X: torch.Tensor, perm: torch.Tensor) -> None:
+    """``X[b] <- X[b][perm[b]]`` in place (one gather, one copy)."""
+    X.copy_(X.gather(-2, perm[:, :, None].expand(-1, -1, X.shape[-1])))
+
+
+def _getrf_rec_perm(LU, piv, info, o: int, w: int, nb: int, gemm: str) -> torch.Tensor | None:
+    """``_getrf_rec`` for the torch backend: each sub-problem returns its row permutation (of rows
+    ``[o, M)``), composed from the leaves' by one gather per node, so interchanges are applied by
+    one gather per block and pivots are turned into permutations only at the leaves (``nb`` wide:
+    a few vectorised ops) instead of at every level."""
+    M = LU.shape[-2]
+    R = M - o
+    if R <= 0 or w <= 0:
+        return None
+    kl = min(R, w)
+    if w <= nb or kl <= nb:
+        _TORCH_KERNELS.panel(LU, piv, info, o, w)
+        return _swaps_to_perm(piv[:, o:o + kl].long() - 1 - o, R, chunk=max(kl, 1))
+    n1 = _split(kl, nb)
+    n2 = w - n1
+    pl = _getrf_rec_perm(LU, piv, info, o, n1, nb, gemm)
+    _gather_rows(LU[:, o:, o + n1:o + w], pl)
+    _update(LU, o, n1, w, gemm)
+    if R <= n1:
+        return pl
+    pr = _getrf_rec_perm(LU, piv, info, o + n1, n2, nb, gemm)
+    _gather_rows(LU[:, o + n1:, o:o + n1], pr)
+    head = torch.arange(n1, device=pl.device).expand(pl.shape[0], n1)
+    return pl.gather(-1, torch.cat([head, n1 + pr], dim=-1))
+
+
+def _direct_torch(A: torch.Tensor) -> bool:
+    """The ``torch`` backend factors ``A`` with one leaf call (small enough, or a non-GPU dtype)."""
+    if _on_kernels(A):
+        return False
+    if _functorch():
+        return True
+    return max(A.shape[-2], A.shape[-1]) <= TUNING.direct_max.get(A.device.type, 256)
+
+
+def _getrf(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """LU with partial pivoting of ``A [..., M, N]``: ``(LU, pivots int32 [..., K], info int32 [...])``."""
+    batch = A.shape[:-2]
+    M, N = A.shape[-2], A.shape[-1]
+    K = min(M, N)
+    if _direct_torch(A):
+        # one call of the device's LAPACK-like leaf (no copy of the input, no extra buffers)
+        LU, piv, info = torch.linalg.lu_factor_ex(A)
+        return LU, piv, info
+    LU = E.resolved(A).reshape(math.prod(batch), M, N).clone()
+    B = LU.shape[0]
+    piv = torch.zeros(B, K, dtype=torch.int32, device=A.device)
+    info = torch.zeros(B, dtype=torch.int32, device=A.device)
+    if B > 0 and K > 0:
+        kern = _kernels(LU)
+        dev = A.device.type
+        if kern.name == "torch":
+            if max(M, N) <= TUNING.direct_max.get(dev, 256):
+                kern.small(LU, piv, info)
+            else:
+                _getrf_rec_perm(LU, piv, info, 0, N, TUNING.leaf_nb.get(dev, 128),
+                                TUNING.gemm.get(dev, "native"))
+        elif M <= TUNING.small_max and N <= TUNING.small_max:
+            kern.small(LU, piv, info)
+        else:
+            _getrf_rec(LU, piv, info, 0, N, TUNING.panel_nb, kern, TUNING.gemm.get(dev, "4m"))
+    return LU.reshape(*batch, M, N), piv.reshape(*batch, K), info.reshape(batch)
+
+
+def _getrs(LU: torch.Tensor, piv: torch.Tensor, B: torch.Tensor, trans: str) -> torch.Tensor:
+    """Solve ``op(A) X = B`` from ``A = P L U``; ``LU [b, n, n]``, ``piv [b, n]``, ``B [b, n, k]``
+    (same leading batch), ``trans`` in ``N`` (``A``), ``T`` (``Aᵀ``), ``C`` (``Aᴴ``)."""
+    kern = _kernels(B)
+    if kern.name == "torch":
+        if trans == "T":
+            # LAPACK's getrs 'T' is not exposed; Aᵀ X = B  <=>  Aᴴ conj(X) = conj(B)
+            return torch.linalg.lu_solve(LU, piv, B.conj(), adjoint=True).conj()
+        return torch.linalg.lu_solve(LU, piv, B, adjoint=trans == "C")
+    n = LU.shape[-1]
+    X = E.resolved(B).clone()
+    pivc = piv.contiguous()
+    if trans == "N":
+        kern.swap(X, pivc, 0, n, 0, X.shape[-1])
+        X = _trsm(LU, X, upper=False, left=True, unitriangular=True)
+        return _trsm(LU, X, upper=True, left=True, unitriangular=False)
+    op = (lambda t: t.mT) if trans == "T" else (lambda t: t.mH)
+    X = _trsm(op(LU), X, upper=False, left=True, unitriangular=False)
+    X = _trsm(op(LU), X, upper=True, left=True, unitriangular=True).contiguous()
+    kern.swap(X, pivc, 0, n, 0, X.shape[-1], reverse=True)
+    return X
+
+
+def _lu_solve_impl(LU: torch.Tensor, piv: torch.Tensor, B: torch.Tensor, left: bool,
+                   adjoint: bool) -> torch.Tensor:
+    """``X`` with ``op(A) X = B`` (``left``) or ``X op(A) = B``; ``B`` already 2-D per batch."""
+    if not left:
+        # X A = B <=> Aᵀ Xᵀ = Bᵀ;  X Aᴴ = B <=> A Xᴴ = Bᴴ
+        if adjoint:
+            return _lu_solve_impl(LU, piv, B.mH, True, False).mH
+        return _lu_solve_left(LU, piv, B.mT, "T").mT
+    return _lu_solve_left(LU, piv, B, "C" if adjoint else "N")
+
+
+def _lu_solve_left(LU: torch.Tensor, piv: torch.Tensor, B: torch.Tensor, trans: str) -> torch.Tensor:
+    n = LU.shape[-1]
+    k = B.shape[-1]
+    batch = E.broadcast_shapes(LU.shape[:-2], B.shape[:-2])
+    if n == 0 or k == 0 or math.prod(batch) == 0:
+        return B.new_zeros((*batch, n, k))
+    if not _on_kernels(B):
+        # torch backend: the device's getrs takes strides, conj views and broadcasting as they are
+        # (no copies: torch's LU is column-major, a row-major copy would cost two transposes)
+        if trans == "T":  # Aᵀ X = B  <=>  Aᴴ conj(X) = conj(B)
+            return torch.linalg.lu_solve(LU, piv, B.conj(), adjoint=True).conj()
+        return torch.linalg.lu_solve(LU, piv, B, adjoint=trans == "C")
+    LU3 = E.resolved(LU.expand(*batch, n, n)).reshape(-1, n, n)
+    P3 = piv.expand(*batch, n).reshape(-1, n).contiguous()
+    B3 = E.resolved(B.expand(*batch, n, k)).reshape(-1, n, k)
+    X = _getrs(LU3, P3, B3, trans)
+    return X.reshape(*batch, n, k)
+
+
+def _det_parts(LU: torch.Tensor, piv: torch.Tensor):
+    """``(diag(U), permutation sign)`` of a factorisation."""
+    n = LU.shape[-1]
+    d = LU.diagonal(dim1=-2, dim2=-1)
+    ar = torch.arange(1, n + 1, device=piv.device, dtype=piv.dtype)
+    odd = ((piv != ar).sum(-1) % 2).to(d.real.dtype if d.is_complex() else d.dtype)
+    return d, 1 - 2 * odd
+
+
+def _slogdet_from_lu(LU: torch.Tensor, piv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    d, sign = _det_parts(LU, piv)
+    absd = d.abs()
+    logabs = absd.log().sum(-1)
+    if not d.is_complex():  # torch.sign, as torch.linalg.slogdet: a NaN diagonal gives sign 0
+        return d.sign().prod(-1) * sign, logabs
+    safe = torch.where(absd == 0, torch.ones_like(absd), absd)
+    phase = torch.where(absd == 0, torch.zeros_like(d), d / safe)
+    return phase.prod(-1) * sign, logabs
+
+
+def _inv_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    if _direct_torch(A):  # the device's own getrf + getri in one call: never slower than torch's
+        return torch.linalg.inv_ex(A)
+    LU, piv, info = _getrf(A)
+    n = A.shape[-1]
+    # the identity as a column-major view (Iᵀ = I): LAPACK/cuSOLVER getrs takes it without a copy
+    eye = _eye(n, A).expand_as(A).mT
+    return _lu_solve_left(LU, piv, eye, "N"), info
+
+
+def _small_solve_fused(A: torch.Tensor, B: torch.Tensor):
+    """``A X = B`` for ``n, k <= 32`` in one ``lu_small_solve`` dispatch (kernel backends), or None.
+
+    Same elimination (pivots, ``info``, ``sfmin`` rule) as ``lu_small`` on the augmented ``[A | B]``,
+    then back substitution, all in threadgroup memory (RANSAC's 2048 x 9x9: one dispatch instead
+    of factor + interchanges + two triangular solves)."""
+    if not _on_kernels(A):
+        return None
+    n, k = A.shape[-1], B.shape[-1]
+    batch = E.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+    if not (0 < n <= TUNING.small_max and 0 < k <= 32) or A.shape[:-2] != batch or math.prod(batch) == 0:
+        return None
+    nb = math.prod(batch)
+    A3 = E.resolved(A).reshape(nb, n, n)
+    B3 = E.resolved(B.expand(*batch, n, k)).reshape(nb, n, k)
+    X = torch.empty_like(B3)
+    info = torch.zeros(nb, dtype=torch.int32, device=A.device)
+    _MetalKernels(A.device, A.dtype).small_solve(A3, B3, X, info)
+    return X.reshape(*batch, n, k), info.reshape(batch)
+
+
+def _solve_impl(A: torch.Tensor, B: torch.Tensor, left: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    fused = _small_solve_fused(A, B) if left else None
+    if fused is not None:
+        return fused
+    if _direct_torch(A):  # the device's own getrf + getrs in one call: never slower than torch's
+        X, info = torch.linalg.solve_ex(A, B, left=left)
+        return X.contiguous(), info
+    LU, piv, info = _getrf(A)
+    return _lu_solve_impl(LU, piv, B, left, False).contiguous(), info
+
+

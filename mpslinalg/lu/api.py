@@ -1,0 +1,498 @@
+"""The LU family's public ops (``torch.linalg`` names): checks once, then route (small family, one
+``torch.linalg`` call, or the declared op), ``out=`` and errors."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .. import small
+from ..oplayer import checks as E
+from ..oplayer import functorch_active as _functorch
+from .kernels import TUNING, _on_kernels, _perm_from_pivots
+from .ops import _det_op, _inv_ex_op, _lu_factor_ex_op, _lu_solve_op, _slogdet_op, _solve_ex_op, _unpack
+
+_RT = torch.return_types
+
+
+# --------------------------------------------------------------------------------------------------
+# Routing of n <= 4 to the small family
+# --------------------------------------------------------------------------------------------------
+
+
+def _route(op, kind: str | None, A: torch.Tensor, *more: torch.Tensor) -> str:
+    """Where a front door sends a checked call (one backend lookup per call):
+
+    * ``"small"``: ``n <= 4`` and ``kind`` given (``"inv"`` for inv/solve, ``"det"`` for
+      det/slogdet): the small family — always on the kernel backends, on the torch backend from a
+      batch size on (:attr:`Tuning.small_min_batch`);
+    * ``"torch"``: the torch backend would make exactly one ``torch.linalg`` call
+      (:func:`_direct_torch`) and nothing needs the declared ``op`` (no autograd, compile,
+      ``torch.func``, dual tensor): the front door makes that call itself, skipping the op layer;
+    * ``"op"``: the declared op. Under ``torch.func`` transforms and on meta tensors the LU path
+      serves ``n <= 4`` too (it supports them).
+    """
+    if _functorch() or A.device.type == "meta":
+        return "op"
+    if torch.compiler.is_compiling():  # no backend lookup while tracing (a ContextVar read)
+        return "small" if kind is not None and 0 < A.shape[-1] <= 4 else "op"
+    kernels = _on_kernels(A)
+    if kind is not None and 0 < A.shape[-1] <= 4:
+        least = 1 if kernels else TUNING.small_min_batch.get(A.device.type, {}).get(kind, 1)
+        if least <= 1 or math.prod(A.shape[:-2]) >= least:
+            return "small"
+    if (not kernels and max(A.shape[-2], A.shape[-1]) <= TUNING.direct_max.get(A.device.type, 256)
+            and op.direct(A, *more)):
+        return "torch"
+    return "op"
+
+
+# --------------------------------------------------------------------------------------------------
+# Public API
+# --------------------------------------------------------------------------------------------------
+
+
+def _check_pivot_values(op: str, pivots: torch.Tensor, n: int) -> None:
+    """torch's check that pivots came from ``lu_factor`` (``1 <= p <= n``), with its messages. Like
+    torch's ``lu_solve`` (not an ``_ex`` op) this reads two numbers back from the device; the
+    kernels never index out of range even without it. Skipped where values can't be read (meta
+    tensors, ``torch.compile`` tracing, ``torch.func`` transforms)."""
+    if (pivots.numel() == 0 or pivots.device.type == "meta" or torch.compiler.is_compiling()
+            or _functorch()):
+        return
+    lo, hi = torch.aminmax(pivots)
+    if int(lo) < 1:
+        raise E.LinAlgError(f"{op}: Pivots given to lu_solve must all be greater or equal to 1. "
+                            "Did you properly pass the result of lu_factor?")
+    if int(hi) > n:
+        raise E.LinAlgError(f"{op}: Pivots given to lu_solve must all be smaller or equal to LU.size(-2). "
+                            "Did you properly pass the result of lu_factor?")
+
+
+def _check_pivot(op: str, pivot: bool) -> None:
+    if not pivot:
+        raise E.ShapeError(
+            f"{op}: pivot=False (LU without pivoting) is not supported by mpslinalg; partial "
+            "pivoting is what makes LU stable. Use pivot=True (the default)."
+        )
+
+
+def lu_factor_ex(A: torch.Tensor, *, pivot: bool = True, check_errors: bool = False, out=None):
+    r"""LU factorisation with partial pivoting, without host synchronisation (``torch.linalg.lu_factor_ex``).
+
+    Parameters
+    ----------
+    A : Tensor, shape ``(*, m, n)``
+        Batches of (possibly rectangular) matrices; float32/complex64 on every device,
+        float64/complex128 on CPU/CUDA. Never modified.
+    pivot : bool, optional
+        Must be ``True`` (partial pivoting).
+    check_errors : bool, optional
+        Raise :class:`torch.linalg.LinAlgError` if some ``info > 0`` (synchronises).
+    out : tuple of Tensor, optional
+        ``(LU, pivots, info)`` to write the results into (resized; not differentiable, as in torch).
+
+    Returns
+    -------
+    LU : Tensor, shape ``(*, m, n)``
+        ``L`` (unit lower, diagonal not stored) and ``U`` packed, ``A = P L U``.
+    pivots : Tensor, shape ``(*, min(m, n))``, int32
+        LAPACK's 1-based row interchanges (first row of largest ``|Re| + |Im|``).
+    info : Tensor, shape ``(*)``, int32
+        0, or the 1-based index of the first exactly-zero pivot (the factorisation continued).
+
+    Examples
+    --------
+    >>> import torch, mpslinalg as LA
+    >>> A = torch.randn(3, 4, 4, dtype=torch.complex64)
+    >>> LU, piv, info = LA.lu_factor_ex(A)
+    """
+    op = "linalg.lu_factor_ex"
+    E.check_matrix(op, "A", A)
+    E.check_bool(op, "pivot", pivot)
+    E.check_bool(op, "check_errors", check_errors)
+    _check_pivot(op, pivot)
+    direct = _route(_lu_factor_ex_op, None, A) == "torch"
+    LU, piv, info = torch.linalg.lu_factor_ex(A) if direct else _lu_factor_ex_op(A)
+    if check_errors:
+        E.raise_for_info(op, info, "U[{info},{info}] is zero (1-based), the matrix is singular.")
+    return E.store(op, out, (LU, piv, info), A, kind=_RT.linalg_lu_factor_ex)
+
+
+def lu_factor(A: torch.Tensor, *, pivot: bool = True, out=None):
+    r"""LU factorisation with partial pivoting (``torch.linalg.lu_factor``).
+
+    Like :func:`lu_factor_ex` but raises :class:`torch.linalg.LinAlgError` naming the batch element
+    and the zero pivot when a matrix is singular (this synchronises with the device). ``out`` is an
+    optional tuple ``(LU, pivots)`` to write into.
+
+    Returns
+    -------
+    LU : Tensor, shape ``(*, m, n)``
+    pivots : Tensor, shape ``(*, min(m, n))``, int32
+
+    Examples
+    --------
+    >>> import torch, mpslinalg as LA
+    >>> LU, piv = LA.lu_factor(torch.randn(5, 5))
+    """
+    op = "linalg.lu_factor"
+    E.check_matrix(op, "A", A)
+    E.check_bool(op, "pivot", pivot)
+    _check_pivot(op, pivot)
+    direct = _route(_lu_factor_ex_op, None, A) == "torch"
+    LU, piv, info = torch.linalg.lu_factor_ex(A) if direct else _lu_factor_ex_op(A)
+    E.raise_for_info(op, info, "U[{info},{info}] is zero (1-based pivot {info}), the matrix is singular "
+                     "and using it in lu_solve would divide by zero. Use lu_factor_ex or lu to factor it "
+                     "anyway.")
+    return E.store(op, out, (LU, piv), A, kind=_RT.linalg_lu_factor)
+
+
+def lu(A: torch.Tensor, *, pivot: bool = True, out=None):
+    r"""LU decomposition ``A = P L U`` (``torch.linalg.lu``).
+
+    Parameters
+    ----------
+    A : Tensor, shape ``(*, m, n)``
+    pivot : bool, optional
+        Must be ``True`` (partial pivoting).
+    out : tuple of Tensor, optional
+        ``(P, L, U)`` to write the results into (resized; not differentiable, as in torch).
+
+    Returns
+    -------
+    P : Tensor, shape ``(*, m, m)``
+        Permutation matrix (same dtype as ``A``).
+    L : Tensor, shape ``(*, m, k)``
+        Unit lower triangular, ``k = min(m, n)``.
+    U : Tensor, shape ``(*, k, n)``
+        Upper triangular.
+
+    Never raises on singular input. Differentiable with respect to ``A`` (through ``L`` and ``U``).
+
+    Examples
+    --------
+    >>> import torch, mpslinalg as LA
+    >>> A = torch.randn(4, 3)
+    >>> P, L, U = LA.lu(A)
+    >>> torch.allclose(P @ L @ U, A, atol=1e-5)
+    True
+    """
+    op = "linalg.lu"
+    E.check_matrix(op, "A", A)
+    E.check_bool(op, "pivot", pivot)
+    _check_pivot(op, pivot)
+    direct = _route(_lu_factor_ex_op, None, A) == "torch"
+    LU, piv, _ = torch.linalg.lu_factor_ex(A) if direct else _lu_factor_ex_op(A)
+    m = A.shape[-2]
+    L, U = _unpack(LU)
+    perm = _perm_from_pivots(piv, m)
+    # P[i, j] = 1 where perm[j] == i (out of place: works under torch.vmap and on meta tensors)
+    P = (perm[..., None, :] == torch.arange(m, device=A.device)[:, None]).to(A.dtype)
+    return E.store(op, out, (P, L, U), A, kind=_RT.linalg_lu)
+
+
+def lu_solve(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, *, left: bool = True,
+             adjoint: bool = False, out: torch.Tensor | None = None) -> torch.Tensor:
+    r"""Solve ``A X = B`` from the LU factorisation of ``A`` (``torch.linalg.lu_solve``).
+
+    Parameters
+    ----------
+    LU : Tensor, shape ``(*, n, n)``
+        From :func:`lu_factor`.
+    pivots : Tensor, shape ``(*, n)``, int32
+        From :func:`lu_factor`.
+    B : Tensor, shape ``(*, n, k)`` (``left``) or ``(*, k, n)``
+        Right-hand sides; batch dimensions broadcast with ``LU``'s.
+    left : bool, optional
+        Solve ``A X = B`` (default) or ``X A = B``.
+    adjoint : bool, optional
+        Use ``Aᴴ`` instead of ``A``.
+    out : Tensor, optional
+        Output tensor (resized; not differentiable, as in torch).
+
+    Returns
+    -------
+    X : Tensor
+        Differentiable with respect to ``LU`` and ``B``.
+
+    Examples
+    --------
+    >>> import torch, mpslinalg as LA
+    >>> A, B = torch.randn(4, 4), torch.randn(4, 2)
+    >>> LU, piv = LA.lu_factor(A)
+    >>> X = LA.lu_solve(LU, piv, B)
+    """
+    op = "linalg.lu_solve"
+    E.check_bool(op, "left", left)
+    E.check_bool(op, "adjoint", adjoint)
+    E.check_matrix(op, "LU", LU, square=True)
+    E.check_tensor(op, "pivots", pivots)
+    E.check_matrix(op, "B", B)
+    E.check_same(op, ("LU", "B"), LU, B)
+    if pivots.dtype != torch.int32:
+        raise E.DTypeError(f"{op}: expected pivots to be int32 (as lu_factor returns), got {pivots.dtype}")
+    if pivots.device != LU.device:
+        raise E.DeviceError(f"{op}: pivots is on {pivots.device} but LU is on {LU.device}")
+    if pivots.shape != LU.shape[:-1]:
+        raise E.ShapeError(f"{op}: expected pivots of shape {tuple(LU.shape[:-1])} for LU of shape "
+                           f"{tuple(LU.shape)}, got {tuple(pivots.shape)}")
+    E.check_rhs(op, LU, B, left=left, a_name="LU")
+    E.broadcast_batch(op, ("LU", "B"), LU, B)
+    _check_pivot_values(op, pivots, LU.shape[-2])
+    X = _lu_solve_op(LU, pivots, B, left, adjoint)
+    return E.store(op, out, X, LU, B)
+
+
+def _vector_case(A: torch.Tensor, B: torch.Tensor) -> bool:
+    return B.ndim == 1 or (B.ndim == A.ndim - 1 and B.shape == A.shape[:-1])
+
+
+def solve_ex(A: torch.Tensor, B: torch.Tensor, *, left: bool = True, check_errors: bool = False,
+             out=None):
+    r"""Solve ``A X = B`` (or ``X A = B``) without host synchronisation (``torch.linalg.solve_ex``).
+
+    Parameters
+    ----------
+    A : Tensor, shape ``(*, n, n)``
+    B : Tensor, shape ``(*, n)``, ``(*, n, k)`` (or ``(*, k, n)`` if not ``left``)
+        A batch of vectors when ``B.ndim == 1`` or ``B.shape == A.shape[:-1]`` (torch's rule).
+    left : bool, optional
+    check_errors : bool, optional
+        Raise :class:`torch.linalg.LinAlgError` for singular ``A`` (synchronises).
+    out : tuple of Tensor, optional
+        ``(result, info)`` to write into (resized; not differentiable, as in torch).
+
+    Returns
+    -------
+    result : Tensor
+    info : Tensor, int32, shape of ``A``'s batch
+        LAPACK's ``info`` of the factorisation of ``A`` (0 = success).
+
+    Examples
+    --------
+    >>> import torch, mpslinalg as LA
+    >>> X, info = LA.solve_ex(torch.randn(2, 3, 3), torch.randn(2, 3))
+    """
+    op = "linalg.solve_ex"
+    E.check_bool(op, "check_errors", check_errors)
+    X, info = _solve_checked(op, A, B, left)
+    if check_errors:
+        E.raise_for_info(op, info, "The solver failed because the input matrix is singular.")
+    return E.store(op, out, (X, info), A, B, kind=_RT.linalg_solve_ex)
+
+
+def _solve_checked(op: str, A: torch.Tensor, B: torch.Tensor, left: bool):
+    E.check_bool(op, "left", left)
+    E.check_matrix(op, "A", A, square=True)
+    E.check_tensor(op, "B", B)
+    if B.ndim < 1:
+        raise E.ShapeError(f"{op}: B must have at least 1 dimension, got shape {tuple(B.shape)}")
+    E.check_dtype(op, "B", B)
+    E.check_same(op, ("A", "B"), A, B)
+    vec = _vector_case(A, B)
+    if vec and not left:
+        raise E.ShapeError(
+            f"{op}: vector broadcasting of the left hand side is not supported for left=False "
+            f"(B of shape {tuple(B.shape)} is a vector for A of shape {tuple(A.shape)}); in this case "
+            "solve is equivalent to B / A.squeeze(-1)"
+        )
+    B2 = B.unsqueeze(-1) if vec else B
+    E.check_rhs(op, A, B2, left=left)
+    E.broadcast_batch(op, ("A", "B"), A, B2)
+    route = _route(_solve_ex_op, "inv", A, B2)
+    if route == "small":
+        X, info = small.solve_ex_op(A, B2, left)  # info of A's batch, as torch's
+    elif route == "torch":
+        X, info = torch.linalg.solve_ex(A, B2, left=left)
+    else:
+        X, info = _solve_ex_op(A, B2, left)
+    return (X.squeeze(-1) if vec else X), info
+
+
+def solve(A: torch.Tensor, B: torch.Tensor, *, left: bool = True,
+          out: torch.Tensor | None = None) -> torch.Tensor:
+    r"""Solve ``A X = B`` (or ``X A = B``) by LU with partial pivoting (``torch.linalg.solve``).
+
+    Parameters
+    ----------
+    A : Tensor, shape ``(*, n, n)``
+    B : Tensor, shape ``(*, n)`` or ``(*, n, k)`` (``(*, k, n)`` if not ``left``)
+    left : bool, optional
+        Solve ``A X = B`` (default) or ``X A = B`` (then ``B`` must be a matrix, as in torch).
+    out : Tensor, optional
+        Output tensor (resized; not differentiable, as in torch).
+
+    Returns
+    -------
+    X : Tensor
+        Differentiable with respect to ``A`` and ``B``.
+
+    Raises
+    ------
+    torch.linalg.LinAlgError
+        When some ``A`` is singular (names the batch element; synchronises).
+
+    Examples
+    --------
+    >>> import torch, mpslinalg as LA
+    >>> A = torch.randn(3, 3, dtype=torch.complex64)
+    >>> X = LA.solve(A, torch.randn(3, 2, dtype=torch.complex64))
+    """
+    op = "linalg.solve"
+    X, info = _solve_checked(op, A, B, left)
+    E.raise_for_info(op, info, "The solver failed because the input matrix is singular "
+                     "(U[{info},{info}] is zero).")
+    return E.store(op, out, X, A, B)
+
+
+def inv_ex(A: torch.Tensor, *, check_errors: bool = False, out=None):
+    r"""Inverse of square matrices without host synchronisation (``torch.linalg.inv_ex``).
+
+    Complex64 included (a gap of ``torch.linalg.inv`` on mps).
+
+    Parameters
+    ----------
+    A : Tensor, shape ``(*, n, n)``
+    check_errors : bool, optional
+        Raise :class:`torch.linalg.LinAlgError` for singular ``A`` (synchronises).
+    out : tuple of Tensor, optional
+        ``(inverse, info)`` to write into (resized; not differentiable, as in torch).
+
+    Returns
+    -------
+    inverse : Tensor, shape ``(*, n, n)``
+    info : Tensor, int32, shape ``(*)``
+        0, or the 1-based index of the first zero pivot (then ``inverse`` holds inf/NaN).
+
+    Examples
+    --------
+    >>> import torch, mpslinalg as LA
+    >>> Ainv, info = LA.inv_ex(torch.randn(8, 5, 5))
+    """
+    op = "linalg.inv_ex"
+    E.check_bool(op, "check_errors", check_errors)
+    E.check_matrix(op, "A", A, square=True)
+    route = _route(_inv_ex_op, "inv", A)
+    if route == "small":
+        X, info = small.inv_ex_op(A)
+    elif route == "torch":
+        X, info = torch.linalg.inv_ex(A)
+    else:
+        X, info = _inv_ex_op(A)
+    if check_errors:
+        E.raise_for_info(op, info, "The diagonal element {info} is zero, the inversion could not be "
+                         "completed because the input matrix is singular.")
+    return E.store(op, out, (X, info), A, kind=_RT.linalg_inv_ex)
+
+
+def inv(A: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
+    r"""Inverse of square matrices (``torch.linalg.inv``), float32 and complex64 on every device.
+
+    Parameters
+    ----------
+    A : Tensor, shape ``(*, n, n)``
+    out : Tensor, optional
+        Output tensor (resized; not differentiable, as in torch).
+
+    Returns
+    -------
+    Tensor, shape ``(*, n, n)``
+
+    Raises
+    ------
+    torch.linalg.LinAlgError
+        When some ``A`` is singular (names the batch element and the zero pivot; synchronises).
+
+    Examples
+    --------
+    >>> import torch, mpslinalg as LA
+    >>> A = torch.randn(6, 6, dtype=torch.complex64)
+    >>> err = (LA.inv(A) @ A - torch.eye(6)).abs().max()
+    """
+    op = "linalg.inv"
+    E.check_matrix(op, "A", A, square=True)
+    route = _route(_inv_ex_op, "inv", A)
+    if route == "small":
+        X, info = small.inv_ex_op(A)
+    elif route == "torch":
+        X, info = torch.linalg.inv_ex(A)
+    else:
+        X, info = _inv_ex_op(A)
+    E.raise_for_info(op, info, "The diagonal element {info} is zero, the inversion could not be "
+                     "completed because the input matrix is singular.")
+    return E.store(op, out, X, A)
+
+
+def det(A: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
+    r"""Determinant of square matrices (``torch.linalg.det``).
+
+    Differentiable, twice; at an exactly singular matrix the gradient is the true derivative, the
+    conjugate-transposed adjugate (``torch.linalg.det`` returns zeros there).
+
+    Parameters
+    ----------
+    A : Tensor, shape ``(*, n, n)``
+    out : Tensor, optional
+        Output tensor (resized; not differentiable, as in torch).
+
+    Returns
+    -------
+    Tensor, shape ``(*)``
+
+    Examples
+    --------
+    >>> import torch, mpslinalg as LA
+    >>> LA.det(torch.eye(3))
+    tensor(1.)
+    """
+    op = "linalg.det"
+    E.check_matrix(op, "A", A, square=True)
+    if A.shape[-1] == 0:  # det of 0x0 is 1, differentiable (an empty gradient), as torch's
+        d = A.sum((-2, -1)) + 1
+    elif (route := _route(_det_op, "det", A)) == "small":
+        d = small.det_op(A)
+    elif route == "torch":
+        d = torch.linalg.det(A)
+    else:
+        d = _det_op(A)[0]
+    return E.store(op, out, d, A)
+
+
+def slogdet(A: torch.Tensor, *, out=None):
+    r"""Sign (phase) and log of the absolute value of the determinant (``torch.linalg.slogdet``).
+
+    ``logabsdet`` is finite for matrices whose determinant over- or underflows the dtype.
+
+    Parameters
+    ----------
+    A : Tensor, shape ``(*, n, n)``
+    out : tuple of Tensor, optional
+        ``(sign, logabsdet)`` to write into (resized; not differentiable, as in torch).
+
+    Returns
+    -------
+    sign : Tensor, shape ``(*)``
+        ``±1`` (real) or a unit complex number; 0 for singular matrices.
+    logabsdet : Tensor, shape ``(*)``, real
+        ``-inf`` for singular matrices.
+
+    Examples
+    --------
+    >>> import torch, mpslinalg as LA
+    >>> sign, logabsdet = LA.slogdet(1e-20 * torch.eye(50))
+    """
+    op = "linalg.slogdet"
+    E.check_matrix(op, "A", A, square=True)
+    if A.shape[-1] == 0:  # (1, 0) for 0x0, differentiable (an empty gradient), as torch's
+        zero = A.sum((-2, -1))
+        s, la = zero + 1, zero.abs()
+    elif (route := _route(_slogdet_op, "det", A)) == "small":
+        s, la = small.slogdet_op(A)
+    elif route == "torch":
+        s, la = torch.linalg.slogdet(A)
+    else:
+        s, la = _slogdet_op(A)[:2]
+    return E.store(op, out, (s, la), A, kind=_RT.linalg_slogdet)
+

@@ -1,0 +1,237 @@
+"""The LU family's tuning and its three kernel contracts (``panel``, ``small``, ``swap``; listed in
+:mod:`mpslinalg.lu`), implemented with torch ops (:class:`_TorchKernels`) and with ``metal/lu.metal``
+(:class:`_MetalKernels`, one call site for the ``metal`` and ``emulator`` backends)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from ..kernels import backend_for, kernel_name, load_library
+from ..oplayer import checks as E
+from ..oplayer import functorch_active as _functorch
+
+# --------------------------------------------------------------------------------------------------
+# Tuning
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Tuning:
+    """Block sizes and strategies of the recursive LU (``benchmarks/bench_lu.py --tune`` measures).
+
+    Attributes
+    ----------
+    panel_nb : int
+        Width of the ``lu_panel`` leaf on the kernel backends (``metal``, ``emulator``).
+    small_max : int
+        Largest ``M`` and ``N`` handled by the whole-matrix ``lu_small`` kernel (at most 32).
+    panel_threads : int
+        Threads per threadgroup of ``lu_panel`` (a power of two, 32 to 256).
+    direct_max : dict
+        ``torch`` backend, per device type: matrices with ``max(M, N)`` up to this are factored by
+        one call of the device's leaf (``torch.linalg.lu_factor_ex``); larger ones recurse.
+    leaf_nb : dict
+        ``torch`` backend, per device type: panel width of the recursion's leaves.
+    gemm : dict
+        Complex GEMM strategy per device type: ``"native"`` (``torch.matmul`` on complex),
+        ``"4m"`` (four real products) or ``"embed"`` (one real product of the 2x2 real block
+        embedding). Real dtypes always use ``torch.matmul``.
+    small_min_batch : dict
+        ``torch`` backend, per device type and op kind (``"inv"``: inv/solve, ``"det"``:
+        det/slogdet): ``n <= 4`` batches at least this large go to the small family, smaller ones
+        to one ``torch.linalg`` call (faster there: fixed host cost; measured on the 2-core CPU,
+        docs/ops/small.md). The kernel backends always use the small family's kernels.
+    """
+
+    panel_nb: int = 32
+    small_max: int = 32
+    panel_threads: int = 256
+    # CUDA: cuSOLVER's getrf is the best leaf at every size on the H200 (2026-11-30, complex64
+    # n = 4096: one call 15.8 ms, our recursion over 256-wide cuSOLVER leaves 170 ms — host-bound
+    # launches), so the torch backend on CUDA never recurses.
+    direct_max: dict = field(default_factory=lambda: {"cpu": 512, "cuda": 2**62, "mps": 0})
+    leaf_nb: dict = field(default_factory=lambda: {"cpu": 128, "cuda": 256, "mps": 32})
+    gemm: dict = field(default_factory=lambda: {"cpu": "native", "cuda": "native", "mps": "4m"})
+    small_min_batch: dict = field(default_factory=lambda: {"cpu": {"inv": 256, "det": 2048}})
+
+
+#: The tuning in use (module-level, mutable: benchmarks and tests adjust it).
+TUNING = Tuning()
+
+
+
+# --------------------------------------------------------------------------------------------------
+# Row interchanges as permutations (the torch implementation of ``swap``)
+# --------------------------------------------------------------------------------------------------
+
+
+def _swaps_to_perm(p: torch.Tensor, m: int, chunk: int = 256) -> torch.Tensor:
+    """Permutation of LAPACK interchanges, without a host loop over the pivots' values.
+
+    ``p`` is ``[B, k]`` (int64, 0-based): step ``i`` swaps rows ``i`` and ``p[:, i] >= i`` of an
+    ``m``-row matrix, for ``i = 0 .. k-1`` in order. Returns ``perm [B, m]`` (int64) with
+    ``new[r] = old[perm[r]]``. Each chunk of ``w`` steps costs ``O(w^2)`` vectorised comparisons and
+    ``log2(w)`` pointer-jumping gathers (the content of position ``i`` before step ``i`` follows a
+    chain of earlier steps that targeted ``i``); chunks are composed by a gather.
+    """
+    Bsz, k = p.shape
+    dev = p.device
+    perm = None
+    for off in range(0, k, chunk):
+        w = min(chunk, k - off)
+        q = p[:, off:off + w]
+        idx = torch.arange(w, device=dev)
+        earlier = idx[None, :] < idx[:, None]  # [i, k]: k < i
+        ranks = idx + 1
+        # src(i) = last step k < i whose target p_k is position off+i (else i itself: a root)
+        hit = (q[:, None, :] == (off + idx)[None, :, None]) & earlier
+        last = (hit * ranks).amax(-1) - 1
+        ptr = torch.where(last >= 0, last, idx)
+        for _ in range(max(1, math.ceil(math.log2(max(w, 2))))):
+            ptr = ptr.gather(-1, ptr)
+        c = off + ptr  # original row sitting at position off+i just before step i
+        # position off+i finally holds what sat at p_i before step i
+        same = q[:, :, None] == q[:, None, :]  # [j, j']: p_j == p_j'
+        prev = ((same & earlier) * ranks).amax(-1) - 1
+        top = torch.where(prev >= 0, c.gather(-1, prev.clamp(min=0)), q)
+        # a target row p_j beyond the chunk finally holds c(last j' with p_j' == p_j)
+        lastall = (same * ranks).amax(-1) - 1
+        # out of place (scatter, cat), so that torch.vmap can batch it
+        step = torch.arange(m, device=dev).expand(Bsz, m).scatter(-1, q, c.gather(-1, lastall))
+        step = torch.cat([step[:, :off], top, step[:, off + w:]], dim=-1)
+        perm = step if perm is None else perm.gather(-1, step)
+    if perm is None:
+        perm = torch.arange(m, device=dev).expand(Bsz, m).clone()
+    return perm
+
+
+def _perm_from_pivots(piv: torch.Tensor, m: int) -> torch.Tensor:
+    """``perm [..., m]`` (int64) of 1-based LAPACK pivots ``piv [..., k]``: ``(PᵀA)[r] = A[perm[r]]``."""
+    batch = piv.shape[:-1]
+    flat = piv.reshape(math.prod(batch), piv.shape[-1]).long() - 1
+    return _swaps_to_perm(flat, m).reshape(*batch, m)
+
+
+# --------------------------------------------------------------------------------------------------
+# Kernels: one Python call site for metal and the emulator; torch ops for the torch backend
+# --------------------------------------------------------------------------------------------------
+
+
+class _TorchKernels:
+    """The kernel contracts with torch ops (CPU/CUDA; any dtype)."""
+
+    name = "torch"
+
+    def small(self, LU: torch.Tensor, piv: torch.Tensor, info: torch.Tensor) -> None:
+        lu, p, inf = torch.linalg.lu_factor_ex(LU)
+        LU.copy_(lu)
+        piv.copy_(p)
+        info.copy_(inf)
+
+    def panel(self, LU: torch.Tensor, piv: torch.Tensor, info: torch.Tensor, o: int, w: int) -> None:
+        sub = LU[:, o:, o:o + w]
+        lu, p, inf = torch.linalg.lu_factor_ex(sub)
+        sub.copy_(lu)
+        piv[:, o:o + p.shape[-1]].copy_(p + o)
+        info.copy_(torch.where((info == 0) & (inf > 0), inf + o, info))
+
+    def swap(self, X: torch.Tensor, piv: torch.Tensor, k1: int, k2: int, c0: int, nc: int,
+             reverse: bool = False) -> None:
+        if k2 <= k1 or nc <= 0:
+            return
+        sub = X[:, k1:, c0:c0 + nc]
+        perm = _swaps_to_perm(piv[:, k1:k2].long() - 1 - k1, sub.shape[-2])
+        if reverse:
+            perm = torch.argsort(perm, dim=-1)
+        sub.copy_(sub.gather(-2, perm[:, :, None].expand(-1, -1, nc)))
+
+
+#: Compile-time limits of ``metal/lu.metal`` (LU_PANEL_LANES, LU_PANEL_MAX_THREADS, LU_SMALL_MAX).
+_PANEL_THREADS = (32, 256)
+_SMALL_MAX = 32
+_INT32_MAX = 2**31 - 1
+
+
+def _check_tuning() -> None:
+    """Reject tuning values the kernels cannot run with (a bad one hangs or overflows on a GPU)."""
+    g = TUNING.panel_threads
+    lo, hi = _PANEL_THREADS
+    if not (isinstance(g, int) and lo <= g <= hi and g & (g - 1) == 0):
+        raise ValueError(f"mpslinalg.lu.TUNING.panel_threads must be a power of two in [{lo}, {hi}] "
+                         f"(lu_panel's compile-time limits), got {g!r}")
+    if not (isinstance(TUNING.small_max, int) and 0 <= TUNING.small_max <= _SMALL_MAX):
+        raise ValueError(f"mpslinalg.lu.TUNING.small_max must be an int in [0, {_SMALL_MAX}] "
+                         f"(lu_small's threadgroup tile), got {TUNING.small_max!r}")
+    if not (isinstance(TUNING.panel_nb, int) and TUNING.panel_nb >= 1):
+        raise ValueError(f"mpslinalg.lu.TUNING.panel_nb must be a positive int, got {TUNING.panel_nb!r}")
+
+
+def _check_int32(M: int, N: int) -> None:
+    """The kernels index inside a matrix with 32-bit ints (Apple GPUs have no 64-bit multiply)."""
+    if M * N > _INT32_MAX:
+        raise ValueError(f"mpslinalg: a {M}x{N} matrix has more than 2^31 - 1 entries; the Metal LU "
+                         "kernels index a matrix with 32-bit integers")
+
+
+class _MetalKernels:
+    """The kernel contracts with ``metal/lu.metal`` (``metal`` on mps, ``emulator`` on CPU/CUDA)."""
+
+    name = "metal"
+
+    def __init__(self, device: torch.device, dtype: torch.dtype) -> None:
+        _check_tuning()
+        self.lib = load_library("lu", device)
+        self.dtype = dtype
+
+    def _kernel(self, name: str):
+        return getattr(self.lib, kernel_name(name, self.dtype))
+
+    def small(self, LU: torch.Tensor, piv: torch.Tensor, info: torch.Tensor) -> None:
+        B, M, N = LU.shape
+        if max(M, N) > _SMALL_MAX:
+            raise ValueError(f"lu_small factors matrices up to {_SMALL_MAX}x{_SMALL_MAX}, got {M}x{N}")
+        self._kernel("lu_small")(LU, piv, info, M, N, threads=B * 32, group_size=32)
+
+    def small_solve(self, A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, info: torch.Tensor) -> None:
+        nb, n, k = B.shape
+        if n > _SMALL_MAX or k > _SMALL_MAX:
+            raise ValueError(f"lu_small_solve takes n, k <= {_SMALL_MAX}, got n={n}, k={k}")
+        self._kernel("lu_small_solve")(A, B, X, info, n, k, threads=nb * 32, group_size=32)
+
+    def panel(self, LU: torch.Tensor, piv: torch.Tensor, info: torch.Tensor, o: int, w: int) -> None:
+        B, M, N = LU.shape
+        _check_int32(M, N)
+        K = piv.shape[-1]
+        g = TUNING.panel_threads
+        self._kernel("lu_panel")(LU, piv, info, M, N, K, o, w, threads=B * g, group_size=g)
+
+    def swap(self, X: torch.Tensor, piv: torch.Tensor, k1: int, k2: int, c0: int, nc: int,
+             reverse: bool = False) -> None:
+        if k2 <= k1 or nc <= 0:
+            return
+        B, M, N = X.shape
+        _check_int32(M, N)
+        K = piv.shape[-1]
+        total = B * nc
+        self._kernel("lu_laswp")(X, piv, M, N, K, k1, k2, c0, nc, int(reverse), B,
+                                 threads=total, group_size=min(64, total))
+
+
+_TORCH_KERNELS = _TorchKernels()
+
+
+def _on_kernels(x: torch.Tensor) -> bool:
+    """``x`` is served by the ``.metal`` kernels (``metal``/``emulator`` backend, float32/complex64,
+    no ``torch.func`` transform wrapping it); else by torch ops."""
+    return x.dtype in E.GPU_DTYPES and backend_for(x.device) != "torch" and not _functorch()
+
+
+def _kernels(x: torch.Tensor):
+    if _on_kernels(x):
+        return _MetalKernels(x.device, x.dtype)
+    return _TORCH_KERNELS
+
+

@@ -1,0 +1,322 @@
+"""The LU family's op declarations (:func:`mpslinalg.oplayer.defop`): each op's implementation, fake
+and derivatives (PyTorch's formulas, ``FunctionsManual.cpp``; conjugate Wirtinger), side by side."""
+
+from __future__ import annotations
+
+import torch
+
+from ..oplayer import defop
+from ..oplayer import derivatives as D
+from .algorithm import (
+    _det_parts,
+    _eye,
+    _getrf,
+    _inv_impl,
+    _lu_solve_impl,
+    _lu_solve_left,
+    _slogdet_from_lu,
+    _solve_impl,
+    _solve_tri,
+)
+from .kernels import _perm_from_pivots
+
+# --------------------------------------------------------------------------------------------------
+# Custom ops: fake implementations and autograd (PyTorch's formulas, FunctionsManual.cpp)
+# --------------------------------------------------------------------------------------------------
+
+
+def _tr_solve(A: torch.Tensor, dA: torch.Tensor) -> torch.Tensor:
+    """``tr(A⁻¹ dA)`` (one solve with our differentiable op)."""
+    return _solve_ex_op(A, dA, True)[0].diagonal(dim1=-2, dim2=-1).sum(-1)
+
+
+def _lu_factor_ex_op_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    LU, piv, info = _getrf(A)
+    return LU.contiguous(), piv.contiguous(), info.contiguous()
+
+
+def _lu_factor_ex_op_fake(A):
+    K = min(A.shape[-2], A.shape[-1])
+    return (A.new_empty(A.shape), A.new_empty((*A.shape[:-2], K), dtype=torch.int32),
+            A.new_empty(A.shape[:-2], dtype=torch.int32))
+
+
+def _apply_P(piv: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+    """``P @ X`` for ``A = P L U`` (``(PᵀX)[r] = X[perm[r]]``, so ``P X`` scatters rows back)."""
+    m = X.shape[-2]
+    perm = _perm_from_pivots(piv, m)
+    inv = torch.argsort(perm, dim=-1)
+    batch = torch.broadcast_shapes(inv.shape[:-1], X.shape[:-2])
+    idx = inv.expand(*batch, m)[..., None].expand(*batch, m, X.shape[-1])
+    return X.expand(*batch, *X.shape[-2:]).gather(-2, idx)
+
+
+def _unpack(LU: torch.Tensor):
+    m, n = LU.shape[-2], LU.shape[-1]
+    k = min(m, n)
+    L = LU[..., :, :k].tril(-1) + torch.eye(m, k, dtype=LU.dtype, device=LU.device)
+    U = LU[..., :k, :].triu()
+    return L, U
+
+
+def _lu_factor_setup(ctx, inputs, output):
+    LU, piv, _ = output
+    ctx.save_for_backward(LU, piv)
+
+
+def _lu_factor_backward(ctx, gLU, gpiv, ginfo):
+    # linalg_lu_backward (square / wide / tall) with L_grad = gLU[..., :, :k], U_grad = gLU[..., :k, :]
+    LU, piv = ctx.saved_tensors
+    if gLU is None:
+        return None
+    m, n = LU.shape[-2], LU.shape[-1]
+    k = min(m, n)
+    L, U = _unpack(LU)
+    gL = gLU[..., :, :k]
+    gU = gLU[..., :k, :]
+    if m == n:
+        gA = (L.mH @ gL).tril(-1) + (gU @ U.mH).triu()
+        gA = _solve_tri(U.mH, gA, upper=False, left=False)
+        gA = _solve_tri(L.mH, gA, upper=True, left=True, unitriangular=True)
+    elif m < n:
+        U1, gU1, gU2 = U[..., :, :k], gU[..., :, :k], gU[..., :, k:]
+        gA = (L.mH @ gL) - gU.triu() @ U.mH
+        gA = _solve_tri(U1.mH, gA.tril(-1), upper=False, left=False)
+        gA = torch.cat([gA + gU1.triu(), gU2], dim=-1)
+        gA = _solve_tri(L.mH, gA, upper=True, left=True, unitriangular=True)
+    else:
+        L1, gL1, gL2 = L[..., :k, :], gL[..., :k, :], gL[..., k:, :]
+        gA = gU @ U.mH - L.mH @ gL.tril(-1)
+        gA = _solve_tri(L1.mH, gA.triu(), upper=True, left=True, unitriangular=True)
+        gA = torch.cat([gA + gL1.tril(-1), gL2], dim=-2)
+        gA = _solve_tri(U.mH, gA, upper=False, left=False)
+    return _apply_P(piv, gA)
+
+
+def _lu_factor_jvp(inputs, outputs, tangents):
+    # square A = P L U:  M = L⁻¹ Pᵀ dA U⁻¹,  dL = L tril(M, -1),  dU = triu(M) U
+    (A,), (LU, piv, _), (dA,) = inputs, outputs, tangents
+    if A.shape[-1] != A.shape[-2]:
+        raise NotImplementedError(
+            "linalg.lu_factor: forward-mode derivatives (jvp, jacfwd, hessian) of rectangular "
+            "factorisations are not implemented; use reverse mode (grad, jacrev)")
+    L, U = _unpack(LU)
+    M = _solve_tri(L, _apply_Pt(piv, D.or_zeros(dA, A)), upper=False, left=True, unitriangular=True)
+    M = _solve_tri(U, M, upper=True, left=False)
+    return L @ M.tril(-1) + M.triu() @ U, None, None
+
+
+_lu_factor_ex_op = defop("lu_factor_ex", impl=_lu_factor_ex_op_impl, fake=_lu_factor_ex_op_fake, setup=_lu_factor_setup,
+                          backward=_lu_factor_backward, jvp=_lu_factor_jvp)
+
+
+def _lu_solve_op_impl(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, left: bool,
+                 adjoint: bool) -> torch.Tensor:
+    return _lu_solve_impl(LU, pivots, B, left, adjoint).contiguous()
+
+
+def _lu_solve_op_fake(LU, pivots, B, left, adjoint):
+    batch = torch.broadcast_shapes(LU.shape[:-2], B.shape[:-2])
+    return B.new_empty((*batch, *B.shape[-2:]))
+
+
+def _lu_solve_setup(ctx, inputs, output):
+    LU, piv, B, left, adjoint = inputs
+    ctx.flags = (left, adjoint)
+    ctx.shapes = (LU.shape, B.shape)
+    ctx.save_for_backward(LU, piv, output)
+
+
+def _lu_solve_backward(ctx, gX):
+    LU, piv, X = ctx.saved_tensors
+    left, adjoint = ctx.flags
+    lu_shape, b_shape = ctx.shapes
+    gLU = gB = None
+    if ctx.needs_input_grad[2]:
+        gB = _lu_solve_op(LU, piv, gX, left, not adjoint).sum_to_size(b_shape)
+    if ctx.needs_input_grad[0]:
+        L, U = _unpack(LU)
+        if left != adjoint:
+            # gR = U^{-H} op(-gX) op(X)^H ; gL = (L^{-H} gR U^H).tril(-1)
+            rhs = -((gX if left else gX.mH) @ (X.mH if left else X))
+            gR = _solve_tri(U.mH, rhs, upper=False, left=True)
+            gL = _solve_tri(L.mH, gR @ U.mH, upper=True, left=True, unitriangular=True).tril(-1)
+            gLU = gL + gR.triu()
+        else:
+            # gR = -P^T op(X) op(gX)^H P ; gR = gR L^{-H} ; gU = (L^H gR U^{-H}).triu()
+            inner = (X if left else X.mH) @ (gX.mH if left else gX)
+            PtI = _apply_Pt(piv, inner)
+            gR = -_apply_Pt(piv, PtI.mH).mH  # (-Pᵀ inner P)
+            gR = _solve_tri(L.mH, gR, upper=True, left=False, unitriangular=True)
+            gU = _solve_tri(U.mH, L.mH @ gR, upper=False, left=False).triu()
+            gLU = gR.tril(-1) + gU
+        gLU = gLU.sum_to_size(lu_shape)
+    return gLU, None, gB, None, None
+
+
+def _apply_Pt(piv: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+    """``Pᵀ @ X``: rows ``X[perm[r]]``."""
+    m = X.shape[-2]
+    perm = _perm_from_pivots(piv, m)
+    batch = torch.broadcast_shapes(perm.shape[:-1], X.shape[:-2])
+    idx = perm.expand(*batch, m)[..., None].expand(*batch, m, X.shape[-1])
+    return X.expand(*batch, *X.shape[-2:]).gather(-2, idx)
+
+
+def _lu_solve_jvp(inputs, outputs, tangents):
+    # op(A) X = B: dX = op(A)⁻¹ (dB − op(dA) X);  X op(A) = B: dX = (dB − X op(dA)) op(A)⁻¹,
+    # with dA = P (dL U + L dU) from the tangent of the packed LU
+    (LU, piv, _, left, adjoint), (X,), (dLU, _, dB, _, _) = inputs, outputs, tangents
+    R = dB.expand_as(X) if dB is not None else torch.zeros_like(X)
+    if dLU is not None:
+        L, U = _unpack(LU)
+        dA = _apply_P(piv, dLU.tril(-1) @ U + L @ dLU.triu())
+        dA = dA.mH if adjoint else dA
+        R = R - (dA @ X if left else X @ dA)
+    return (_lu_solve_op(LU, piv, R, left, adjoint),)
+
+
+_lu_solve_op = defop("lu_solve", impl=_lu_solve_op_impl, fake=_lu_solve_op_fake, setup=_lu_solve_setup,
+                      backward=_lu_solve_backward, jvp=_lu_solve_jvp)
+
+
+def _solve_ex_op_impl(A: torch.Tensor, B: torch.Tensor, left: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    return _solve_impl(A, B, left)
+
+
+def _solve_ex_op_fake(A, B, left):
+    batch = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+    return B.new_empty((*batch, *B.shape[-2:])), A.new_empty(A.shape[:-2], dtype=torch.int32)
+
+
+_solve_ex_op = defop("solve_ex", impl=_solve_ex_op_impl, fake=_solve_ex_op_fake,
+                     **D.solve_rules(lambda A, B, left: _solve_ex_op(A, B, left)[0]))
+
+
+def _inv_ex_op_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    X, info = _inv_impl(A)
+    return X.contiguous(), info
+
+
+def _inv_ex_op_fake(A):
+    return A.new_empty(A.shape), A.new_empty(A.shape[:-2], dtype=torch.int32)
+
+
+_inv_ex_op = defop("inv_ex", impl=_inv_ex_op_impl, fake=_inv_ex_op_fake, **D.inv_rules())
+
+
+def _det_op_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    # LU and pivots are internal outputs (the public det drops them): the backward reuses them
+    LU, piv, _ = _getrf(A)
+    d, sign = _det_parts(LU, piv)
+    return d.prod(-1) * sign, LU.contiguous(), piv.contiguous()
+
+
+def _det_op_fake(A):
+    return (A.new_empty(A.shape[:-2]), A.new_empty(A.shape),
+            A.new_empty(A.shape[:-1], dtype=torch.int32))
+
+
+def _det_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0], *output)
+
+
+def _adjoint_solve_diag(LU: torch.Tensor, piv: torch.Tensor, diag: torch.Tensor) -> torch.Tensor:
+    """``A^{-H} diag(diag)`` from the saved factorisation of ``A`` (one getrs, no refactorisation)."""
+    n = LU.shape[-1]
+    D = torch.diag_embed(diag[..., None].expand(*diag.shape, n))
+    return _lu_solve_left(LU, piv, D, "C")
+
+
+def _exclusive_prod(S: torch.Tensor) -> torch.Tensor:
+    """``out[..., i] = prod_{j != i} S[..., j]`` without division (exact for zeros)."""
+    ones = torch.ones_like(S[..., :1])
+    pre = torch.cumprod(torch.cat([ones, S[..., :-1]], dim=-1), dim=-1)
+    suf = torch.cumprod(torch.cat([ones, S.flip(-1)[..., :-1]], dim=-1), dim=-1).flip(-1)
+    return pre * suf
+
+
+def _any(mask: torch.Tensor) -> bool:
+    """``mask.any()`` on the host; ``True`` while tracing (compile takes both branches, masked)."""
+    if torch.compiler.is_compiling():
+        return True
+    try:
+        return bool(mask.any())
+    except Exception:  # data-dependent value under fake/functional tracing
+        return True
+
+
+def _det_backward(ctx, g, gLU=None, gpiv=None):
+    # linalg_det_backward: gA = g * adj(A)ᴴ. Invertible: adj(A)ᴴ = conj(det) A^{-H}.
+    # Singular to working precision: adj(A) from the SVD A = U S Vᴴ (an identity for every A),
+    #   adj(A)ᴴ = conj(det U det Vᴴ) U diag(prod_{j != i} s_j) Vᴴ  (Higham, "What is the adjugate").
+    # "Singular" is judged scale-invariantly on U's diagonal, min |u_ii| <= n·eps·max |u_ii|, not by
+    # det == 0: a rank-deficient matrix often factors to a rounding-level det (7e-14 for an integer
+    # 5x5 of rank 4), whose d·A⁻ᴴ has no correct digits and whose second derivative is garbage.
+    A, d, LU, piv = ctx.saved_tensors
+    n = A.shape[-1]
+    udiag = LU.diagonal(dim1=-2, dim2=-1).abs()
+    sing = udiag.amin(-1) <= n * torch.finfo(udiag.dtype).eps * udiag.amax(-1)
+    eye = _eye(n, A)
+    if torch.is_grad_enabled():  # create_graph: through our differentiable inverse (double backward)
+        A_safe = torch.where(sing[..., None, None], eye, A)
+        gA = (g * d.conj())[..., None, None] * _inv_ex_op(A_safe)[0].mH
+    else:  # first order only: reuse the forward's LU (singular elements are replaced below)
+        gA = _adjoint_solve_diag(LU, piv, g * d.conj())
+    if _any(sing):
+        A_sing = torch.where(sing[..., None, None], A, eye)
+        U, S, Vh = torch.linalg.svd(A_sing)
+        alpha = (torch.linalg.det(U) * torch.linalg.det(Vh)).conj() * g
+        D = alpha[..., None] * _exclusive_prod(S).to(A.dtype)
+        gS = (U * D[..., None, :]) @ Vh
+        gA = torch.where(sing[..., None, None], gS, gA)
+    return gA
+
+
+def _det_jvp(inputs, outputs, tangents):
+    # d det = det · tr(A⁻¹ dA) (invertible A; at an exactly singular A this is NaN: forward mode
+    # has no adjugate branch, use reverse mode there)
+    (A,), (d, LU, _), (dA,) = inputs, outputs, tangents
+    return d * _tr_solve(A, D.or_zeros(dA, A)), torch.zeros_like(LU), None
+
+
+_det_op = defop("det", impl=_det_op_impl, fake=_det_op_fake, setup=_det_setup,
+                 backward=_det_backward, jvp=_det_jvp)
+
+
+def _slogdet_op_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    # LU and pivots are internal outputs (the public slogdet drops them): the backward reuses them
+    LU, piv, _ = _getrf(A)
+    s, la = _slogdet_from_lu(LU, piv)
+    return s, la, LU.contiguous(), piv.contiguous()
+
+
+def _slogdet_op_fake(A):
+    real = A.real.dtype if A.is_complex() else A.dtype
+    return (A.new_empty(A.shape[:-2]), A.new_empty(A.shape[:-2], dtype=real), A.new_empty(A.shape),
+            A.new_empty(A.shape[:-1], dtype=torch.int32))
+
+
+def _slogdet_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0], output[0], output[2], output[3])
+
+
+def _slogdet_backward(ctx, gsign, glogabs, gLU=None, gpiv=None):
+    # slogdet_backward: gA = g A^{-H}
+    A, sign, LU, piv = ctx.saved_tensors
+    g = D.slogdet_cotangent(A, sign, gsign, glogabs)
+    if torch.is_grad_enabled():  # create_graph: through our differentiable inverse
+        return g[..., None, None] * _inv_ex_op(A)[0].mH
+    return _adjoint_solve_diag(LU, piv, g)
+
+
+def _slogdet_jvp(inputs, outputs, tangents):
+    (A,), (sign, logabs, LU, _), (dA,) = inputs, outputs, tangents
+    t = _tr_solve(A, D.or_zeros(dA, A))
+    return (*D.slogdet_jvp(t, sign, logabs, A.is_complex()), torch.zeros_like(LU), None)
+
+
+_slogdet_op = defop("slogdet", impl=_slogdet_op_impl, fake=_slogdet_op_fake, setup=_slogdet_setup,
+                     backward=_slogdet_backward, jvp=_slogdet_jvp)
+
+

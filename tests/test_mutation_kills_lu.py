@@ -1,0 +1,126 @@
+"""Tests that kill the LU family's mutation-gate survivors (issue 18, ``scripts/mutations.py``).
+
+* ``lu-getrf-host-sync``: the ``_ex`` ops (and ``lu``/``det``/``slogdet``, which never raise) must
+  not read a tensor's values on the host, on either CPU backend, through every path of ``_getrf``
+  (direct leaf, small kernel, recursion with panel/laswp kernels). ``helpers.NoHostSync`` fails any
+  ``item``/``bool``/``nonzero``... inside the region (the CPU-side twin of CUDA's sync debug mode).
+* ``lu-torch-recursion-info-off-by-one``: ``info`` is exact through the torch backend's recursion.
+  A zero column ``j`` (0-based) of a matrix whose other columns are random stays exactly zero
+  under elimination (every update subtracts ``l * 0``), so its pivot is exactly 0 and ``info``
+  is exactly ``j + 1`` -- unless an earlier pivot is exactly zero, which random Gaussian columns
+  exclude. LAPACK (``torch.linalg.lu_factor_ex``) is the reference.
+* ``lu-float64-to-float32-kernels``: float64/complex128 with the emulator backend active must be
+  factored in their own precision (the Metal kernels are float32/complex64 only). Bound: LAPACK's
+  ``xGET01`` ratio ``< 30`` with ``u = 2^-53`` (``metrics.unit_roundoff`` of the dtype); a float32
+  computation would give ratios near ``2^-24 / 2^-53 ~ 5e8``.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+import torch
+from helpers import NoHostSync, require_emulator
+
+import mpslinalg as LA
+from reference import lapack, matrices, metrics
+
+lu_mod = importlib.import_module("mpslinalg.lu")
+PASS = metrics.PASS_RATIO
+
+# (backend, n, small leaves): every path of _getrf on the CPU backends
+_PATHS = [
+    ("torch", 8, False),  # one LAPACK leaf call
+    ("torch", 40, True),  # the torch backend's recursion (forced small leaves)
+    ("torch", 600, False),  # the recursion at the default tuning (n > direct_max = 512)
+    ("emulator", 8, False),  # lu_small
+    ("emulator", 40, False),  # the recursion with lu_panel / lu_laswp
+]
+_PATH_IDS = [f"{b}-{n}{'-leaves' if s else ''}" for b, n, s in _PATHS]
+
+
+@pytest.fixture
+def small_leaves(monkeypatch):
+    """``apply()`` forces the recursion with 8-wide leaves on the CPU torch backend."""
+
+    def apply():
+        monkeypatch.setitem(lu_mod.TUNING.direct_max, "cpu", 8)
+        monkeypatch.setitem(lu_mod.TUNING.leaf_nb, "cpu", 8)
+        monkeypatch.setattr(lu_mod.TUNING, "panel_nb", 8)
+
+    return apply
+
+
+@pytest.mark.parametrize("backend,n,leaves", _PATHS, ids=_PATH_IDS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64], ids=["float32", "complex64"])
+def test_no_host_sync(small_leaves, backend, n, leaves, dtype):
+    if backend == "emulator":
+        require_emulator()
+    if leaves:
+        small_leaves()
+    A = matrices.random(n, n, batch=(2,), dtype=dtype, seed=n)
+    A[1, :, n // 2] = 0  # a singular one: info > 0 must not make anything read it
+    B = matrices.random(n, 3, batch=(2,), dtype=dtype, seed=n + 1)
+    with LA.use_backend(backend):
+        LA.inv_ex(A)  # compile/load the kernels outside the region
+        with NoHostSync():
+            LU, piv, info = LA.lu_factor_ex(A)
+            X, info_s = LA.solve_ex(A, B)
+            Ainv, info_i = LA.inv_ex(A)
+            P, L, U = LA.lu(A)
+            d = LA.det(A)
+            sign, logabs = LA.slogdet(A)
+    # the values are right too (so the region really ran the ops)
+    assert info.tolist() == info_s.tolist() == info_i.tolist() == [0, n // 2 + 1]
+    assert torch.equal(piv[0], lapack.getrf_pivots(A[0]))
+    assert float(metrics.lu_factor_ratio(A[0], LU[0], piv[0])) < PASS
+    assert float(metrics.solve_ratio(A[0], X[0], B[0])) < PASS
+    assert float(metrics.inverse_ratio(A[0], Ainv[0])) < PASS
+    assert float(metrics.lu_ratio(A, P, L, U).max()) < PASS
+    assert sign[1] == 0 and logabs[1] == -float("inf")
+    # det of the singular one: 0, or NaN where the product of U's diagonal overflows first
+    # (inf * 0, n = 600), exactly as torch.linalg.det
+    assert d[1] == 0 or (bool(d[1].isnan()) and bool(torch.linalg.det(A[1]).isnan()))
+
+
+def test_info_exact_through_the_cpu_recursion_default_tuning():
+    """Issue 18's case: 600 x 600 (the CPU torch backend recurses above n = 512), column 100 zero."""
+    A = matrices.random(600, 600, dtype=torch.float32, seed=3)
+    A[:, 100] = 0
+    with LA.use_backend("torch"):
+        LU, piv, info = LA.lu_factor_ex(A)
+    assert int(info) == 101 == int(torch.linalg.lu_factor_ex(A).info)
+    assert bool(LU.isfinite().all())
+
+
+def test_info_exact_in_every_leaf_of_the_recursion(small_leaves):
+    """Zero columns in the first, a middle and the last 8-wide leaf (offsets o = 0, 16, 32)."""
+    small_leaves()
+    A = matrices.random(40, 40, batch=(4,), dtype=torch.float32, seed=9)
+    for b, j in enumerate((3, 20, 37)):
+        A[b, :, j] = 0
+    A[3, :, 25] = 0
+    A[3, :, 30] = 0  # the first zero pivot counts
+    with LA.use_backend("torch"):
+        _, _, info = LA.lu_factor_ex(A)
+    assert info.tolist() == [4, 21, 38, 26]
+    assert info.tolist() == torch.linalg.lu_factor_ex(A).info.tolist()
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex128], ids=["float64", "complex128"])
+@pytest.mark.parametrize("n", [8, 40])
+def test_float64_with_the_emulator_backend(dtype, n):
+    """float64 on the emulator backend takes the torch path in float64 (bound: module docstring)."""
+    require_emulator()
+    A = matrices.random(n, n, batch=(2,), dtype=dtype, seed=n)
+    B = matrices.random(n, 2, batch=(2,), dtype=dtype, seed=n + 1)
+    with LA.use_backend("emulator"):
+        LU, piv, info = LA.lu_factor_ex(A)
+        X = LA.solve(A, B)
+        Ainv = LA.inv(A)
+    assert LU.dtype == X.dtype == Ainv.dtype == dtype
+    assert torch.equal(piv, lapack.getrf_pivots(A)) and info.tolist() == [0, 0]
+    assert float(metrics.lu_factor_ratio(A, LU, piv).max()) < PASS
+    assert float(metrics.solve_ratio(A, X, B).max()) < PASS
+    assert float(metrics.inverse_ratio(A, Ainv).max()) < PASS

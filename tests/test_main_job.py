@@ -20,7 +20,7 @@ import torch
 
 import mpslinalg
 from mpslinalg.kernels import backend_for
-from mpslinalg.mainjob import main, run_workload
+from mpslinalg.mainjob import main, overhead, run_workload
 from mpslinalg.mainjob import workloads as _workloads
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -241,3 +241,44 @@ def test_python_dash_m_quick_writes_json(tmp_path):
     assert len(rep["rows"]) == len(_workloads.workloads())
     assert all(r["ok"] for r in rep["rows"])
     assert "mpslinalg report" in proc.stdout and "ops implemented:" in proc.stdout
+
+
+def _spin(us: float):
+    """A call that takes ``us`` microseconds of wall time (a busy wait, immune to sleep granularity)."""
+    import time
+
+    def call():
+        end = time.perf_counter() + us * 1e-6
+        while time.perf_counter() < end:
+            pass
+    return call
+
+
+def test_host_overhead_verdicts():
+    # Identical calls differ by ~0 per round: never "misses" the +5 us target. A call that spins
+    # 50 us longer than its peer exceeds it in every round, whatever the load (wall-clock spin).
+    base = _spin(10)
+    same = overhead.OverheadCase(name="same", op="x", ours=base, peer=base)
+    slow = overhead.OverheadCase(name="slow", op="x", ours=_spin(60), peer=base)
+    rec_same, rec_slow = overhead.measure([same, slow], quick=True)
+    assert rec_same["verdict"] != "misses" and abs(rec_same["extra_us"]) < 5, rec_same
+    assert rec_slow["verdict"] == "misses" and 40 <= rec_slow["extra_us"] <= 200, rec_slow
+    assert rec_slow["extra_low_us"] > overhead.TARGET_US and rec_slow["rounds"] >= 11
+
+
+def test_overhead_rows_cover_the_public_ops():
+    names = {c.op for c in overhead.cases()}
+    assert {"inv", "solve", "solve_triangular", "lu_factor", "det", "slogdet"} <= names
+    for op in ("qr", "svd"):  # rows appear as soon as the family exports the op
+        assert (op in names) == hasattr(mpslinalg, op)
+
+
+def test_main_reports_host_overhead_when_selected(monkeypatch, tmp_path, capsys):
+    base = _spin(5)
+    monkeypatch.setattr(overhead, "cases", lambda: [overhead.OverheadCase("spin 5 us", "x", base, base)])
+    out = tmp_path / "r.json"
+    assert main(["--quick", "--device", "cpu", "--only", "host overhead", "--json", str(out)]) == 0
+    rep = json.loads(out.read_text())
+    assert rep["rows"] == [] and [r["name"] for r in rep["host_overhead"]] == ["spin 5 us"]
+    text = capsys.readouterr().out
+    assert "host overhead" in text and "spin 5 us" in text and "ops meet ours <= torch.linalg + 5 us" in text

@@ -25,10 +25,14 @@ from collections.abc import Sequence
 
 import torch
 
+from . import overhead
 from . import workloads as registry
 from .report import Progress, best_device, environment, fmt_ms, format_environment, format_table, short_error
 from .timing import VERDICT_MARGIN, compare, resolve_device, synchronize, time_interleaved
 from .workloads import ReferenceUnavailable, Workload
+
+#: The name ``--only`` matches to select the host-overhead section.
+OVERHEAD_ROW = "host overhead"
 
 #: Timing settings (full, quick): warm-up calls, target rounds, seconds of samples, the per-row time
 #: box, and the rounds taken even past it. Rounds interleave ours and the peers; the verdict reads the
@@ -223,6 +227,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         torch.set_num_threads(previous)
 
 
+def _host_overhead(quick: bool) -> list[dict]:
+    """Measure and print the host-overhead row (issue 10): per op, ours vs torch.linalg per call."""
+    print(f"\n{OVERHEAD_ROW}: a call's host time at small sizes, CPU, one thread, interleaved")
+    records = overhead.measure(quick=quick)
+    timed = [r for r in records if "error" not in r]
+    meets = sum(r["verdict"] == "meets" for r in timed)
+    worst = max(timed, key=lambda r: r["extra_us"], default=None)
+    summary = f"{meets} of {len(records)} ops meet ours <= torch.linalg + {overhead.TARGET_US:g} us"
+    if worst is not None:
+        summary += f"; largest extra {worst['extra_us']:+.1f} us ({worst['name']})"
+    headers, rows = overhead.table_rows(records)
+    print(format_table(headers, rows, align=["l", "r", "r", "r", "l"]))
+    print(summary)
+    return records
+
+
 def _run(args: argparse.Namespace, device: torch.device) -> int:
     """The report after argument checks: environment, workloads, table, JSON; the exit status."""
     env = environment()
@@ -238,15 +258,17 @@ def _run(args: argparse.Namespace, device: torch.device) -> int:
         traceback.print_exc()
         return 1
     rows_def = [w for w in registered if not args.only or any(s in w.name for s in args.only)]
-    if args.only and not rows_def:
-        names = "\n  ".join(w.name for w in registered) or "(none: no workload is registered)"
+    with_overhead = not args.no_timing and (not args.only or any(s in OVERHEAD_ROW for s in args.only))
+    if args.only and not rows_def and not with_overhead:
+        names = "\n  ".join([*(w.name for w in registered), OVERHEAD_ROW])
         print(f"python -m mpslinalg: --only {' '.join(map(repr, args.only))} matches no workload; "
               f"the workloads are:\n  {names}", file=sys.stderr)
         return 2
     report: dict = {"environment": env, "device": str(device), "quick": bool(args.quick),
                     "settings": SETTINGS[bool(args.quick)], "implemented_ops": ops, "rows": []}
     if not rows_def:
-        print("no workloads registered for the implemented ops; nothing to measure")
+        if not args.only:
+            print("no workloads registered for the implemented ops; nothing to measure")
     else:
         print(f"\nmeasuring {len(rows_def)} workload(s) on {device} "
               f"({'quick' if args.quick else 'full'} sizes)\n")
@@ -268,6 +290,8 @@ def _run(args: argparse.Namespace, device: torch.device) -> int:
         for r in report["rows"]:
             if "error" in r:
                 print(f"\n{r['name']} raised:\n{r['traceback']}", file=sys.stderr)
+    if with_overhead and ops:
+        report["host_overhead"] = _host_overhead(bool(args.quick))
     report["ok"] = all(r["ok"] for r in report["rows"])
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:

@@ -1,0 +1,143 @@
+"""Host overhead per call of every public op at small sizes (issue 10), ours against ``torch.linalg``.
+
+At these sizes the arithmetic takes a microsecond or two, so what a call costs is the Python and
+dispatch around it: input checks, routing, the custom-op machinery. The target is that a call of
+ours costs at most ``torch.linalg``'s plus :data:`TARGET_US` microseconds on the CPU. Both are timed
+with one torch thread, interleaved round by round (:func:`.timing.time_interleaved`); the verdict
+reads the per-round differences ``ours - torch`` and their 95% interval (:func:`.timing.median_interval`):
+``meets`` when the whole interval is at most the target, ``misses`` when it is wholly above, else
+``inconclusive``.
+
+Used by ``benchmarks/bench_overhead.py`` (the table, JSON and markdown) and by the main job (one
+section of its report).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from .timing import median_interval, time_interleaved
+
+__all__ = ["TARGET_US", "OverheadCase", "cases", "measure"]
+
+#: A call of ours may cost at most torch.linalg's plus this many microseconds (CPU, one thread).
+TARGET_US = 5.0
+
+#: Timing per case (full, quick): rounds wanted, seconds of samples, the time box, rounds taken
+#: even past the box (the 95% interval of a median needs 6; 11 gives [x_(2), x_(10)]).
+SETTINGS = {
+    False: {"warmup": 5, "repeat": 41, "min_time": 0.3, "max_time": 3.0, "min_samples": 15},
+    True: {"warmup": 3, "repeat": 21, "min_time": 0.1, "max_time": 1.0, "min_samples": 11},
+}
+
+
+@dataclass(frozen=True)
+class OverheadCase:
+    """One op at one small size: ``ours()`` and ``peer()`` do the same call on the same inputs."""
+
+    name: str
+    op: str
+    ours: Callable[[], object]
+    peer: Callable[[], object]
+
+
+def _well_conditioned(g: torch.Generator, *shape: int) -> torch.Tensor:
+    n = shape[-1]
+    return torch.randn(*shape, generator=g) + n * torch.eye(n)
+
+
+def cases() -> list[OverheadCase]:
+    """The rows: every public op at the sizes issue 10 names (QR/SVD and friends when they exist)."""
+    import mpslinalg as LA
+
+    g = torch.Generator().manual_seed(0)
+    a3, a8 = _well_conditioned(g, 3, 3), _well_conditioned(g, 8, 8)
+    ransac, rhs = _well_conditioned(g, 256, 9, 9), torch.randn(256, 9, 1, generator=g)
+    tri, tri_b = _well_conditioned(g, 16, 16).triu(), torch.randn(16, 8, generator=g)
+    lu8, piv8 = torch.linalg.lu_factor(a8)
+    b8 = torch.randn(8, 1, generator=g)
+    rows = [
+        ("inv 8x8", "inv", (a8,), {}),
+        ("inv 3x3", "inv", (a3,), {}),
+        ("solve 256x9x9", "solve", (ransac, rhs), {}),
+        ("solve_triangular 16x16, 8 rhs", "solve_triangular", (tri, tri_b), {"upper": True}),
+        ("lu_factor 8x8", "lu_factor", (a8,), {}),
+        ("lu 8x8", "lu", (a8,), {}),
+        ("lu_solve 8x8", "lu_solve", (lu8, piv8, b8), {}),
+        ("det 3x3", "det", (a3,), {}),
+        ("det 8x8", "det", (a8,), {}),
+        ("slogdet 3x3", "slogdet", (a3,), {}),
+        ("slogdet 8x8", "slogdet", (a8,), {}),
+        ("qr 8x8", "qr", (a8,), {}),
+        ("svd 8x8", "svd", (a8,), {}),
+        ("svdvals 8x8", "svdvals", (a8,), {}),
+        ("pinv 8x8", "pinv", (a8,), {}),
+        ("lstsq 8x8", "lstsq", (a8, b8), {}),
+    ]
+    out = []
+    for name, op, args, kwargs in rows:
+        if not (hasattr(LA, op) and hasattr(torch.linalg, op)):
+            continue  # a family not built yet
+        ours, peer = getattr(LA, op), getattr(torch.linalg, op)
+        out.append(OverheadCase(
+            name=name, op=op,
+            ours=(lambda f, a, k: lambda: f(*a, **k))(ours, args, kwargs),
+            peer=(lambda f, a, k: lambda: f(*a, **k))(peer, args, kwargs)))
+    return out
+
+
+def measure(selected: list[OverheadCase] | None = None, *, quick: bool = False) -> list[dict]:
+    """Time every case on the CPU with one torch thread; one record per case.
+
+    Returns
+    -------
+    list of dict
+        ``name``, ``op``, ``ours_us``, ``torch_us`` (medians per call), ``extra_us`` (median of the
+        per-round differences ours - torch), ``extra_low_us``/``extra_high_us`` (its 95% interval,
+        None when unbounded), ``rounds``, ``verdict`` (``meets``/``misses``/``inconclusive`` against
+        :data:`TARGET_US`); or ``name``, ``op``, ``error`` when ours raised.
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    records = []
+    try:
+        for case in cases() if selected is None else selected:
+            try:
+                case.ours()
+            except Exception as exc:  # noqa: BLE001 - report the op, go on with the others
+                records.append({"name": case.name, "op": case.op, "error": f"{type(exc).__name__}: {exc}"})
+                continue
+            t = time_interleaved({"ours": case.ours, "torch": case.peer}, device="cpu", **SETTINGS[quick])
+            n = min(t["ours"].n, t["torch"].n)
+            extra = [1e6 * (o - p) for o, p in zip(t["ours"].samples[:n], t["torch"].samples[:n])]
+            low, high = median_interval(extra)
+            verdict = "meets" if high <= TARGET_US else "misses" if low > TARGET_US else "inconclusive"
+            records.append({
+                "name": case.name, "op": case.op, "ours_us": 1e6 * t["ours"].median,
+                "torch_us": 1e6 * t["torch"].median, "extra_us": statistics.median(extra),
+                "extra_low_us": None if low == -float("inf") else low,
+                "extra_high_us": None if high == float("inf") else high,
+                "rounds": n, "verdict": verdict})
+    finally:
+        torch.set_num_threads(threads)
+    return records
+
+
+def table_rows(records: list[dict]) -> tuple[list[str], list[list[str]]]:
+    """Headers and cells of the overhead table (for :func:`.report.format_table`)."""
+    headers = ["op (CPU, 1 thread)", "mpslinalg us", "torch.linalg us", "extra us [95%]",
+               f"target <= +{TARGET_US:g} us"]
+    rows = []
+    for r in records:
+        if "error" in r:
+            rows.append([r["name"], f"ERROR {r['error']}", "-", "-", "-"])
+            continue
+        lo = "-inf" if r["extra_low_us"] is None else f"{r['extra_low_us']:.1f}"
+        hi = "inf" if r["extra_high_us"] is None else f"{r['extra_high_us']:.1f}"
+        rows.append([r["name"], f"{r['ours_us']:.1f}", f"{r['torch_us']:.1f}",
+                     f"{r['extra_us']:+.1f} [{lo}, {hi}]", r["verdict"]])
+    return headers, rows

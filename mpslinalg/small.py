@@ -61,6 +61,7 @@ import torch
 
 from .kernels import backend_for, kernel_name, load_library, small_c, small_triton
 from .kernels.codegen import warn_once
+from .kernels.prims import ComplexOps, RealOps, TorchPrims, dot2, exponent, pow2
 from .oplayer import checks as E
 from .oplayer import defop, functorch_active
 from .oplayer import derivatives as D
@@ -70,259 +71,14 @@ __all__ = ["adjugate", "cpu_path", "det_op", "inv_ex_op", "set_compile", "slogde
 #: Largest matrix order served by this family.
 MAX_N = 4
 
-# ---------------------------------------------------------------------------------------------
-# Scalar arithmetic on "structure of arrays" entries.
-#
-# A matrix entry is a tensor of shape (batch,) (real) or a pair (re, im) of such tensors (complex).
-# Complex arithmetic is spelled out on real tensors — exactly as metal/complex.h does on float2 —
-# so the torch program, the Metal kernel and a torch.compile'd graph (inductor handles real
-# tensors best) perform the same operations.
-# ---------------------------------------------------------------------------------------------
-
-
-class _TorchPrims:
-    """Primitive element operations on torch tensors (the other backend is :class:`_TritonPrims`)."""
-
-    def __init__(self, real_dtype: torch.dtype):
-        self.real_dtype = real_dtype
-        self.split_factor = _FMT[real_dtype][3]  # Dekker's split constant of the dtype
-        self.emax = _FMT[real_dtype][2] - 1  # largest exponent of a normal power of two
-
-    @staticmethod
-    def imax(a, b):
-        return torch.maximum(a, b)
-
-    @staticmethod
-    def iclamp(x, lo: int, hi: int):
-        return x.clamp(lo, hi)
-
-    where = staticmethod(torch.where)
-    maximum = staticmethod(torch.maximum)
-
-    @staticmethod
-    def abs(x):
-        return x.abs()
-
-    def exponent(self, m):
-        return _exponent(m)
-
-    def pow2(self, e):
-        return _pow2(e, self.real_dtype)
-
-    @staticmethod
-    def izeros(ref):
-        return torch.zeros_like(ref, dtype=torch.int32)
-
-    @staticmethod
-    def bzeros(ref):
-        return torch.zeros_like(ref, dtype=torch.bool)
-
-    @staticmethod
-    def iconst(ref, k: int):
-        return torch.full_like(ref, k, dtype=torch.int32)
-
-    @staticmethod
-    def to_i32(x):
-        return x.to(torch.int32)
-
-    @staticmethod
-    def zeros(ref):
-        return torch.zeros_like(ref)
-
-    @staticmethod
-    def ones(ref):
-        return torch.ones_like(ref)
-
-    @staticmethod
-    def isfinite(x):
-        return torch.isfinite(x)
-
-    @staticmethod
-    def nans(ref):
-        return torch.full_like(ref, float("nan"))
-
-
-class _RealOps:
-    """Scalar arithmetic on real entries, over primitives ``P`` (torch or symbolic Triton)."""
-
-    complex = False
-
-    def __init__(self, P):
-        self.P = P
-
-    def add(self, a, b):
-        return a + b
-
-    def sub(self, a, b):
-        return a - b
-
-    def mul(self, a, b):
-        return a * b
-
-    def div(self, a, b):
-        return a / b
-
-    def neg(self, a):
-        return -a
-
-    def abs1(self, a):
-        return self.P.abs(a)
-
-    def scale(self, a, s):
-        """``a * s`` for a real ``s`` (a power of two)."""
-        return a * s
-
-    def is_zero(self, a):
-        return a == 0.0
-
-    def where(self, c, a, b):
-        return self.P.where(c, a, b)
-
-    def zero_like(self, a):
-        return self.P.zeros(a)
-
-    def one_like(self, a):
-        return self.P.ones(a)
-
-    def unsqueeze(self, a):
-        return a.unsqueeze(-1)
-
-    def ref(self, a):
-        """A real tensor of the batch shape, to create index/flag tensors like."""
-        return a
-
-
-class _ComplexOps(_RealOps):
-    """Complex arithmetic on (re, im) pairs of real entries, as metal/complex.h does on float2."""
-
-    complex = True
-
-    def add(self, a, b):
-        return (a[0] + b[0], a[1] + b[1])
-
-    def sub(self, a, b):
-        return (a[0] - b[0], a[1] - b[1])
-
-    def mul(self, a, b):  # cmul
-        return (a[0] * b[0] - a[1] * b[1], a[0] * b[1] + a[1] * b[0])
-
-    def div(self, a, b):  # cdiv: Smith's algorithm, both branches evaluated, one selected
-        br, bi = b
-        big_r = self.P.abs(br) >= self.P.abs(bi)
-        r1 = bi / br
-        d1 = br + bi * r1
-        x1 = (a[0] + a[1] * r1) / d1
-        y1 = (a[1] - a[0] * r1) / d1
-        r2 = br / bi
-        d2 = br * r2 + bi
-        x2 = (a[0] * r2 + a[1]) / d2
-        y2 = (a[1] * r2 - a[0]) / d2
-        return (self.P.where(big_r, x1, x2), self.P.where(big_r, y1, y2))
-
-    def neg(self, a):
-        return (-a[0], -a[1])
-
-    def abs1(self, a):
-        return self.P.abs(a[0]) + self.P.abs(a[1])
-
-    def scale(self, a, s):
-        return (a[0] * s, a[1] * s)
-
-    def is_zero(self, a):
-        return (a[0] == 0.0) & (a[1] == 0.0)
-
-    def where(self, c, a, b):
-        return (self.P.where(c, a[0], b[0]), self.P.where(c, a[1], b[1]))
-
-    def zero_like(self, a):
-        return (self.P.zeros(a[0]), self.P.zeros(a[0]))
-
-    def one_like(self, a):
-        return (self.P.ones(a[0]), self.P.zeros(a[0]))
-
-    def unsqueeze(self, a):
-        return (a[0].unsqueeze(-1), a[1].unsqueeze(-1))
-
-    def ref(self, a):
-        return a[0]
-
-
-# ---------------------------------------------------------------------------------------------
-# Powers of two, by bit manipulation (exact; the same integer arithmetic as the Metal kernel)
-# ---------------------------------------------------------------------------------------------
-
-_FMT = {  # real dtype -> (int dtype, mantissa bits, exponent bias, Dekker split factor)
-    torch.float32: (torch.int32, 23, 127, 4097.0),
-    torch.float64: (torch.int64, 52, 1023, 134217729.0),
-}
-# Exponents are clamped to [-(bias - 1), bias - 1] so that 2^e is a normal number.
-
-
-def _exponent(m: torch.Tensor) -> torch.Tensor:
-    """``e`` (int32) with ``2^e <= m < 2^(e+1)`` for normal ``m >= 0``, clamped to ``[-emax, emax]``.
-
-    Zero and subnormal ``m`` give ``-emax``; Inf/NaN give ``emax``.
-    """
-    idt, mbits, bias, _ = _FMT[m.dtype]
-    biased = (m.view(idt) >> mbits) & (2 * bias + 1)
-    emax = bias - 1
-    return (biased - bias).clamp(-emax, emax).to(torch.int32)
-
-
-def _pow2(e: torch.Tensor, real_dtype: torch.dtype) -> torch.Tensor:
-    """``2^e`` exactly, for integer ``e`` (clamped to ``[-emax, emax]``)."""
-    idt, mbits, bias, _ = _FMT[real_dtype]
-    emax = bias - 1
-    return ((e.clamp(-emax, emax).to(idt) + bias) << mbits).view(real_dtype)
-
-
-# ---------------------------------------------------------------------------------------------
-# Doubled-precision dot products (error-free transformations: Dekker's TwoProduct without FMA,
-# Knuth's TwoSum). The Metal kernel uses fma() for TwoProduct; both are exact.
-# ---------------------------------------------------------------------------------------------
-
-
-def _split(a: torch.Tensor, factor: float):
-    c = a * factor
-    hi = c - (c - a)
-    return hi, a - hi
-
-
-def _two_prod(a: torch.Tensor, b: torch.Tensor, factor: float):
-    p = a * b
-    ah, al = _split(a, factor)
-    bh, bl = _split(b, factor)
-    err = al * bl - (((p - ah * bh) - al * bh) - ah * bl)
-    return p, err
-
-
-def _dot2(terms, factor: float) -> torch.Tensor:
-    """``sum(sign * a * b for sign, a, b in terms)`` as if in doubled precision (Ogita–Rump–Oishi)."""
-    s = None
-    c = None
-    for sign, a, b in terms:
-        p, e = _two_prod(a, b, factor)
-        if sign < 0:
-            p, e = -p, -e
-        if s is None:
-            s, c = p, e
-            continue
-        t = s + p
-        bb = t - s
-        q = (s - (t - bb)) + (p - bb)
-        s = t
-        c = c + (q + e)
-    return s + c
-
-
 def _det2_accurate(ops, a, b, c, d):
     """``a d − b c`` in doubled precision (the FMA-accurate 2×2 determinant)."""
     factor = ops.P.split_factor
     if not ops.complex:
-        return _dot2([(1, a, d), (-1, b, c)], factor)
+        return dot2([(1, a, d), (-1, b, c)], factor)
     (ar, ai), (br, bi), (cr, ci), (dr, di) = a, b, c, d
-    re = _dot2([(1, ar, dr), (-1, ai, di), (-1, br, cr), (1, bi, ci)], factor)
-    im = _dot2([(1, ar, di), (1, ai, dr), (-1, br, ci), (-1, bi, cr)], factor)
+    re = dot2([(1, ar, dr), (-1, ai, di), (-1, br, cr), (1, bi, ci)], factor)
+    im = dot2([(1, ar, di), (1, ai, dr), (-1, br, ci), (-1, bi, cr)], factor)
     return (re, im)
 
 
@@ -337,9 +93,9 @@ def _entries(A: torch.Tensor):
     if A.is_complex():
         Ar = torch.view_as_real(A).permute(1, 2, 3, 0).contiguous()  # (n, n, 2, B)
         a = [[(Ar[i, j, 0], Ar[i, j, 1]) for j in range(n)] for i in range(n)]
-        return _ComplexOps(_TorchPrims(Ar.dtype)), Ar.dtype, a
+        return ComplexOps(TorchPrims(Ar.dtype)), Ar.dtype, a
     At = A.permute(1, 2, 0).contiguous()  # (n, n, B)
-    return _RealOps(_TorchPrims(A.dtype)), A.dtype, [[At[i, j] for j in range(n)] for i in range(n)]
+    return RealOps(TorchPrims(A.dtype)), A.dtype, [[At[i, j] for j in range(n)] for i in range(n)]
 
 
 def _assemble(ops, entries, dtype: torch.dtype) -> torch.Tensor:
@@ -761,8 +517,8 @@ def _abs1_t(A: torch.Tensor) -> torch.Tensor:
 def _leaf_equilibrate(A: torch.Tensor):
     """Vectorised column scaling ``A_s = A C`` on (B, n, n) (the program's one-sided rule; LAPACK's
     pivots are invariant to it); returns ``(A_s, ec, c)``, ``c = 2^-ec`` of shape (B, n)."""
-    ec = _exponent(_abs1_t(A).amax(-2))
-    c = _pow2(-ec, _real_dtype(A.dtype))
+    ec = exponent(_abs1_t(A).amax(-2))
+    c = pow2(-ec, _real_dtype(A.dtype))
     return A * c.unsqueeze(-2), ec, c
 
 
@@ -785,8 +541,8 @@ def _leaf_det_parts(A: torch.Tensor):
     As, ec, _ = _leaf_equilibrate(A.mT)  # Aᵀ as the program (and torch's det) factors it
     LU, piv, info = torch.linalg.lu_factor_ex(As)
     d = LU.diagonal(dim1=-2, dim2=-1)
-    g = _exponent(_abs1_t(d))
-    mant = (d * _pow2(-g, rdt)).prod(-1)  # Inf/NaN entries: what LU arithmetic gives
+    g = exponent(_abs1_t(d))
+    mant = (d * pow2(-g, rdt)).prod(-1)  # Inf/NaN entries: what LU arithmetic gives
     swaps = (piv != torch.arange(1, n + 1, dtype=piv.dtype, device=piv.device)).sum(-1)
     mant = torch.where(swaps % 2 == 1, -mant, mant)
     expo = (ec.sum(-1) + g.sum(-1)).to(torch.int32)
@@ -807,7 +563,7 @@ _LEAVES: dict[str, Callable] = {"inv": _leaf_inv, "det": _leaf_det_parts, "solve
 
 
 class Program:
-    """The small family's program, written once over primitives ``P`` (see :class:`_TorchPrims`).
+    """The small family's program, written once over primitives ``P`` (see :class:`TorchPrims`).
 
     The torch path runs it on tensors; the code generators of :mod:`mpslinalg.kernels`
     (``small_c``, ``small_triton``) run it on symbolic values that print a kernel. Entries are
@@ -817,7 +573,7 @@ class Program:
     @staticmethod
     def ops(P, is_complex: bool):
         """Scalar arithmetic over primitives ``P``."""
-        return _ComplexOps(P) if is_complex else _RealOps(P)
+        return ComplexOps(P) if is_complex else RealOps(P)
 
     inv = staticmethod(_core_inv)  # (ops, a) -> (x, info)
     det = staticmethod(_core_det)  # (ops, a) -> (mant, expo, info)
@@ -956,7 +712,7 @@ def _det_from_parts(mant: torch.Tensor, expo: torch.Tensor) -> torch.Tensor:
     """``mant · 2^expo`` (overflows/underflows only if the determinant does)."""
     rdt = _real_dtype(mant.dtype)
     e1 = torch.div(expo, 2, rounding_mode="floor")
-    return mant * _pow2(e1, rdt) * _pow2(expo - e1, rdt)
+    return mant * pow2(e1, rdt) * pow2(expo - e1, rdt)
 
 
 # ln 2 split (Cody–Waite) so that expo * LN2_HI is exact for |expo| < 2^11.

@@ -130,7 +130,7 @@ class CSym(SymArith):
 
 
 class CPrims:
-    """The program's primitives (see ``mpslinalg.small._TorchPrims``), printed as calls of the
+    """The program's primitives (:class:`mpslinalg.kernels.prims.TorchPrims`), printed as calls of the
     ``sm_*`` helpers of :data:`PRELUDE` (scalar) or ``vsm_*`` of :data:`PRELUDE_VEC` (vectors:
     flags are 0/-1 masks)."""
 

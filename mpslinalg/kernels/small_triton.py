@@ -71,7 +71,7 @@ class TSym(SymArith):
 
 
 class TritonPrims:
-    """The program's primitives (see ``mpslinalg.small._TorchPrims``), printed as Triton (float32)."""
+    """The program's primitives (:class:`mpslinalg.kernels.prims.TorchPrims`), printed as Triton (float32)."""
 
     split_factor = 4097.0  # Dekker's split for float32 (2^12 + 1)
     emax = 126  # largest exponent of a normal float32 power of two

@@ -136,7 +136,7 @@ def _small_cases(device, quick):
 
 
 def _triangular_cases(device, quick):
-    from mpslinalg import triangular
+    from mpslinalg.triangular import kernels as triangular
 
     out = []
     bsz = 1024 if quick else 16384

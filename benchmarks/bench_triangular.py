@@ -38,6 +38,7 @@ import mpslinalg  # noqa: E402
 from benchmarks.harness import Case, cli, print_host_sync_check  # noqa: E402
 from mpslinalg import triangular as tri  # noqa: E402
 from mpslinalg.mainjob.timing import resolve_device, synchronize  # noqa: E402
+from mpslinalg.triangular import kernels as tri_kernels  # noqa: E402
 
 TUNE = "--tune" in sys.argv
 if TUNE:
@@ -211,8 +212,8 @@ def cases(device: torch.device, quick: bool) -> list[Case]:
             def triton_ours(A=A, B=B, unit=unit):
                 with tuning(triton_max=64):
                     X = mpslinalg.solve_triangular(A, B, upper=False, unitriangular=unit)
-                if tri._triton_state.get("ok") is not True:
-                    raise RuntimeError(f"Triton kernel unavailable: {tri._triton_state}")
+                if tri_kernels._triton_state.get("ok") is not True:
+                    raise RuntimeError(f"Triton kernel unavailable: {tri_kernels._triton_state}")
                 return X
 
             try:

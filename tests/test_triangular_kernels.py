@@ -2,7 +2,7 @@
 
 Every case runs in the emulator's three thread orders (in order, reverse, shuffled with two seeds)
 so a missing barrier shows up, and is compared with the torch-op implementation of the same
-contract (``mpslinalg.triangular._trtri_diag_torch``). The kernels are launched by
+contract (``mpslinalg.triangular.kernels._trtri_diag_torch``). The kernels are launched by
 ``_trtri_diag_metal`` / ``_trsm_small_metal`` themselves (their ``load_library`` patched to add the
 emulator-only ``order``/``seed``), so the index maps and grids the library computes are tested.
 
@@ -22,8 +22,8 @@ import pytest
 import torch
 from helpers import ORDER_IDS, ORDERS, InOrder, require_emulator
 
-from mpslinalg import triangular as tri
 from mpslinalg.kernels import load_library
+from mpslinalg.triangular import kernels as tri  # the kernels' launch code and tuning
 from reference import matrices, metrics
 
 

@@ -1,6 +1,6 @@
 """The kernel interface: backend selection and the Metal source loader (DESIGN §4).
 
-A family (``mpslinalg/triangular.py``, ``lu.py``, ...) asks :func:`backend_for` which backend serves
+A family (``mpslinalg/triangular/``, ``mpslinalg/lu/``, ...) asks :func:`backend_for` which backend serves
 its tensors. For ``torch`` it runs its torch-op kernels; for ``metal`` and ``emulator`` it calls the
 kernels of :func:`load_library` — one Python call site for both, only the shader compiler differs.
 """

@@ -66,7 +66,7 @@ def _emulator_kernel_case(A: torch.Tensor, name: str) -> Case | None:
 
     def run():
         with mpslinalg.use_backend("emulator"):
-            return small.inv_ex(A)
+            return mpslinalg.inv_ex(A)
 
     return Case(name=name, workload="the Metal kernel small_inv itself (emulator cuda target): roofline",
                 device=A.device, dtype=A.dtype, shape=tuple(A.shape), ours=run,
@@ -91,18 +91,18 @@ def cases(device: torch.device, quick: bool) -> list[Case]:
                 name=f"inv_ex {n}x{n} {tag} batch {batch:.0e}",
                 workload="camera poses (4x4) / homographies, intrinsics (3x3)",
                 device=device, dtype=dtype, shape=tuple(A.shape),
-                ours=(lambda A=A: small.inv_ex(A)),
+                ours=(lambda A=A: mpslinalg.inv_ex(A)),
                 peer={"torch.linalg.inv_ex": (lambda A=A: torch.linalg.inv_ex(A))},
                 bytes_moved=2 * A.nbytes + 4 * batch))
         if not gpu:
             A = _mats(batch, 4, torch.float32, device, seed=4)
             for mode, what in [("inductor", "torch.compile of the program"),
-                               ("never", "no generated code: equilibrated LAPACK")]:
+                               ("never", "no generated code: torch.linalg, the no-compiler fallback")]:
                 out.append(Case(
                     name=f"inv_ex 4x4 float32 batch {batch:.0e} ({mode})",
                     workload=f"camera poses, {what}",
                     device=device, dtype=torch.float32, shape=tuple(A.shape),
-                    ours=_Mode(lambda A=A: small.inv_ex(A), mode),
+                    ours=_Mode(lambda A=A: mpslinalg.inv_ex(A), mode),
                     peer={"torch.linalg.inv_ex": (lambda A=A: torch.linalg.inv_ex(A))},
                     bytes_moved=2 * A.nbytes + 4 * batch))
 
@@ -110,12 +110,12 @@ def cases(device: torch.device, quick: bool) -> list[Case]:
     A = _mats(batch, 3, torch.float32, device, seed=7)
     out.append(Case(name=f"slogdet 3x3 float32 batch {batch:.0e}", workload="homography orientation / scale",
                     device=device, dtype=torch.float32, shape=tuple(A.shape),
-                    ours=lambda: small.slogdet(A),
+                    ours=lambda: mpslinalg.slogdet(A),
                     peer={"torch.linalg.slogdet": lambda: torch.linalg.slogdet(A)},
                     bytes_moved=A.nbytes + 8 * batch))
     out.append(Case(name=f"det 3x3 float32 batch {batch:.0e}", workload="homography orientation",
                     device=device, dtype=torch.float32, shape=tuple(A.shape),
-                    ours=lambda: small.det(A), peer={"torch.linalg.det": lambda: torch.linalg.det(A)},
+                    ours=lambda: mpslinalg.det(A), peer={"torch.linalg.det": lambda: torch.linalg.det(A)},
                     bytes_moved=A.nbytes + 4 * batch))
     A4 = _mats(batch, 4, torch.float32, device, seed=8)
     B4 = torch.randn(batch, 4, 1, device=device)
@@ -137,9 +137,9 @@ def _no_sync_report(device: torch.device) -> bool:
     """PASS/FAIL: each _ex op runs with torch.cuda.set_sync_debug_mode('error')."""
     A = _mats(1 << 16, 4, torch.float32, device, seed=1)
     B = torch.randn(1 << 16, 4, 2, device=device)
-    calls = {"inv_ex": lambda: small.inv_ex(A), "solve_ex": lambda: small.solve_ex(A, B),
-             "det": lambda: small.det(A), "slogdet": lambda: small.slogdet(A)}
-    return print_host_sync_check({f"small.{name}": fn for name, fn in calls.items()}, warmup=True)
+    calls = {"inv_ex": lambda: mpslinalg.inv_ex(A), "solve_ex": lambda: mpslinalg.solve_ex(A, B),
+             "det": lambda: mpslinalg.det(A), "slogdet": lambda: mpslinalg.slogdet(A)}
+    return print_host_sync_check({f"mpslinalg.{name}": fn for name, fn in calls.items()}, warmup=True)
 
 
 def main(argv: list[str] | None = None) -> int:

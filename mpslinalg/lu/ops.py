@@ -265,8 +265,11 @@ def _det_backward(ctx, g, gLU=None, gpiv=None):
         gA = _adjoint_solve_diag(LU, piv, g * d.conj())
     if _any(sing):
         A_sing = torch.where(sing[..., None, None], A, eye)
-        U, S, Vh = torch.linalg.svd(A_sing)
-        alpha = (torch.linalg.det(U) * torch.linalg.det(Vh)).conj() * g
+        from ..svd import svd  # the project's SVD (no CPU fallback on mps); imported late: svd -> qr -> lu
+        from .api import det
+
+        U, S, Vh = svd(A_sing)
+        alpha = (det(U) * det(Vh)).conj() * g
         D = alpha[..., None] * _exclusive_prod(S).to(A.dtype)
         gS = (U * D[..., None, :]) @ Vh
         gA = torch.where(sing[..., None, None], gS, gA)

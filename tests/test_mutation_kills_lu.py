@@ -13,6 +13,7 @@
   factored in their own precision (the Metal kernels are float32/complex64 only). Bound: LAPACK's
   ``xGET01`` ratio ``< 30`` with ``u = 2^-53`` (``metrics.unit_roundoff`` of the dtype); a float32
   computation would give ratios near ``2^-24 / 2^-53 ~ 5e8``.
+* ``lu-pivot-tie-flipped``: exact ties in every LU kernel, in every thread order (last test).
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ import importlib
 
 import pytest
 import torch
-from helpers import NoHostSync, require_emulator
+from helpers import ORDER_IDS, ORDERS, InOrder, NoHostSync, require_emulator
 
 import mpslinalg as LA
+from mpslinalg.kernels import load_library
 from reference import lapack, matrices, metrics
 
 lu_mod = importlib.import_module("mpslinalg.lu")
+kern_mod = importlib.import_module("mpslinalg.lu.kernels")
 PASS = metrics.PASS_RATIO
 
 # (backend, n, small leaves): every path of _getrf on the CPU backends
@@ -38,6 +41,12 @@ _PATHS = [
     ("emulator", 40, False),  # the recursion with lu_panel / lu_laswp
 ]
 _PATH_IDS = [f"{b}-{n}{'-leaves' if s else ''}" for b, n, s in _PATHS]
+
+
+@pytest.fixture(scope="module")
+def lib():
+    require_emulator()
+    return load_library("lu", "cpu")
 
 
 @pytest.fixture
@@ -124,3 +133,26 @@ def test_float64_with_the_emulator_backend(dtype, n):
     assert float(metrics.lu_factor_ratio(A, LU, piv).max()) < PASS
     assert float(metrics.solve_ratio(A, X, B).max()) < PASS
     assert float(metrics.inverse_ratio(A, Ainv).max()) < PASS
+
+
+@pytest.mark.parametrize("order,seed", ORDERS, ids=ORDER_IDS)
+@pytest.mark.parametrize("kernel,n,threads", [("small", 20, 32), ("panel", 40, 32), ("panel", 40, 64)],
+                         ids=["small-20", "panel-40-32", "panel-40-64"])
+def test_pivot_ties_go_to_the_first_row_in_every_kernel(lib, monkeypatch, order, seed, kernel, n, threads):
+    """``lu-pivot-tie-flipped``: i?amax returns the FIRST row of largest magnitude. Wilkinson's growth
+    matrix ties every candidate of every column in magnitude (entries +-1; its elimination is exact),
+    so LAPACK makes no interchange: pivots 1..n. The panel cases spread the tied rows over the
+    threads' strided scans and the tree reduction (32 and 64 threads for 40 rows)."""
+    monkeypatch.setattr(kern_mod, "load_library", lambda family, device: InOrder(lib, order, seed))
+    monkeypatch.setattr(lu_mod.TUNING, "panel_threads", threads)
+    kern = kern_mod._MetalKernels(torch.device("cpu"), torch.float32)
+    A = matrices.wilkinson_growth(n, dtype=torch.float32)[None]
+    LU = A.clone()
+    piv = torch.zeros(1, n, dtype=torch.int32)
+    info = torch.zeros(1, dtype=torch.int32)
+    if kernel == "small":
+        kern.small(LU, piv, info)
+    else:
+        kern.panel(LU, piv, info, 0, n)
+    assert piv[0].tolist() == list(range(1, n + 1)) == lapack.getrf_pivots(A[0]).tolist()
+    assert float(metrics.lu_factor_ratio(A, LU, piv)) == 0.0  # exact elimination

@@ -6,6 +6,8 @@ untested: kernels in ``kernels/mutation_kills.metal``.
   an earlier group wrote it.
 * ``emu-fiber-stack-guard-dropped``: a GPU thread overflowing its fiber stack faults with the
   stack-overflow message instead of silently corrupting a neighbour's stack.
+* ``emu-barrier-no-restart``: ``inorder``/``reverse`` stay in order after a barrier completed by a
+  thread in the middle of the order.
 """
 
 from __future__ import annotations
@@ -37,3 +39,14 @@ def test_fiber_stack_overflow_is_a_fault(emu, lib, order):
     x = torch.zeros(64)
     lib.uninit_tg_later_group(x, threads=64, group_size=32)
     assert bool(x[32:].isnan().all())
+
+
+@pytest.mark.parametrize("order", ["inorder", "reverse"])
+def test_inorder_and_reverse_hold_after_a_barrier(emu, lib, order):
+    """``emu-barrier-no-restart``: after a barrier the next phase runs in the requested order from
+    its start, even when the barrier was completed by a thread in the middle of the order."""
+    counter = torch.zeros(1, dtype=torch.int32)
+    seq = torch.zeros(64, dtype=torch.int32)
+    lib.order_after_collective(counter, seq, threads=64, group_size=64, order=order)
+    expect = list(range(64)) if order == "inorder" else list(range(63, -1, -1))
+    assert seq.tolist() == expect  # (+1000 would flag a wrong simd_sum)

@@ -30,3 +30,19 @@ kernel void deep_stack(device float* x [[buffer(0)]],
   threadgroup_barrier(mem_flags::mem_threadgroup);  // the threads are fibers
   x[tid] = big[(int)n - 1];
 }
+
+// Phase 2 (after the barrier) records the order the threads ran in. Simdgroup 0 passes two
+// collectives before the barrier, simdgroup 1 one, so simdgroup 0 reaches the barrier a scheduler
+// round later: the thread that completes the barrier (31) is not the last of the order, and
+// 'inorder' must still run phase 2 from thread 0 (64 threads).
+kernel void order_after_collective(device atomic_int* counter [[buffer(0)]],
+                                   device int* seq [[buffer(1)]],
+                                   uint tid [[thread_index_in_threadgroup]]) {
+  float v = simd_sum(1.0f);
+  if (tid < 32) {
+    v += simd_sum(1.0f);
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  const int k = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
+  seq[k] = int(tid) + (v == (tid < 32 ? 64.0f : 32.0f) ? 0 : 1000);
+}

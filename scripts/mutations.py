@@ -245,7 +245,7 @@ MUTATIONS = [
         file='metal/lu.metal',
         pattern='(v == bv && i < bi)',
         replacement='(v == bv && i > bi)',
-        tests=['tests/test_lu_kernels.py'],
+        tests=['tests/test_mutation_kills_lu.py::test_pivot_ties_go_to_the_first_row_in_every_kernel', 'tests/test_lu_kernels.py'],
         why='ties go to the last row, not the first (i?amax)',
     ),
     dict(
@@ -758,7 +758,7 @@ MUTATIONS = [
     restart_round = 1;''',
         replacement='''    bar_gen++;
     restart_round = 0;''',
-        tests=['tests/emulator/test_emulator_kernels.py'],
+        tests=['tests/emulator/test_mutation_kills_emulator.py', 'tests/emulator/test_emulator_kernels.py'],
         why='after a barrier the next phase continues mid-order (in-order is not in order)',
     ),
     dict(

@@ -266,10 +266,9 @@ def _det_backward(ctx, g, gLU=None, gpiv=None):
     if _any(sing):
         A_sing = torch.where(sing[..., None, None], A, eye)
         from ..svd import svd  # the project's SVD (no CPU fallback on mps); imported late: svd -> qr -> lu
-        from .api import det
 
         U, S, Vh = svd(A_sing)
-        alpha = (det(U) * det(Vh)).conj() * g
+        alpha = (_det_op(U)[0] * _det_op(Vh)[0]).conj() * g
         D = alpha[..., None] * _exclusive_prod(S).to(A.dtype)
         gS = (U * D[..., None, :]) @ Vh
         gA = torch.where(sing[..., None, None], gS, gA)

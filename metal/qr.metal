@@ -5,10 +5,11 @@
 //
 //   qr_small_{f32,c64}  geqr2 of whole M x N matrices (M, N <= 64, M*N*sizeof(T) <= 32 KiB) in
 //                       threadgroup memory; one simdgroup (32 threads) per matrix;
-//   qr_panel_{f32,c64}  geqr2 of the panel rows [o, M) x columns [o, o+w) (w <= 32) of every matrix
-//                       in device memory, plus the w x w triangular factor T of its compact WY form
-//                       H_o ... H_{o+w-1} = I - V T V^H (LAPACK larft, forward, columnwise);
-//                       one threadgroup of 256 threads per matrix.
+//   qr_panel_{f32,c64}  geqr2 of the panel rows [o, M) x columns [o, o+w) (w <= 32, w <= M - o) of
+//                       every matrix in device memory, plus the w x w triangular factor T of its
+//                       compact WY form H_o ... H_{o+w-1} = I - V T V^H (LAPACK larft, forward,
+//                       columnwise) and V itself (unit lower trapezoidal, explicit zeros and ones)
+//                       for the caller's larfb; one threadgroup of 256 threads per matrix.
 //
 // LAPACK semantics, exactly (geqr2 / larfg / larft):
 //   * larfg of [alpha; x]: xnorm = ||x||; if xnorm == 0 and Im(alpha) == 0 then tau = 0, nothing is
@@ -20,7 +21,8 @@
 //
 // Layout: A is a contiguous [batch, M, N] row-major buffer (the Python side passes resolved,
 // contiguous tensors: Metal ignores strides and conjugate bits); tau is [batch, K] with
-// K = min(M, N); T is [batch, w, w], zero-initialised by the caller. Sizes arrive as 8-byte longs.
+// K = min(M, N); T is [batch, w, w] and V is [batch, M - o, w], both written whole (the caller
+// allocates them uninitialised). Sizes arrive as 8-byte longs.
 #include <metal_stdlib>
 #include "complex.h"
 using namespace metal;
@@ -173,7 +175,8 @@ kernel void qr_small(device T* A [[buffer(0)]],
 // one pass over the rows computes d_c = v^H a_c for every other panel column c: for c > j that
 // is larfb's w_c (then a_c -= conj(tau) v d_c), for c < j it is conj(V_c^H v) - exactly what
 // larft needs for column j of T: T[i][j] = -tau T[i][i:j] conj(d[i:j]), T[j][j] = tau. Row i of
-// T is written only by thread i (at every step), so it needs no barrier of its own.
+// T is written only by thread i (its zeros below the diagonal first), so it needs no barrier of
+// its own. At the end V is copied out of the panel with its unit diagonal and zeros above.
 
 // Sum of one float/float2 per thread over the group (all threads get the total).
 template <typename T>
@@ -196,11 +199,12 @@ template <typename T>
 kernel void qr_panel(device T* A [[buffer(0)]],
                      device T* tau [[buffer(1)]],
                      device T* Tf [[buffer(2)]],
-                     constant long& M [[buffer(3)]],
-                     constant long& N [[buffer(4)]],
-                     constant long& K [[buffer(5)]],
-                     constant long& o [[buffer(6)]],
-                     constant long& w [[buffer(7)]],
+                     device T* Vout [[buffer(3)]],
+                     constant long& M [[buffer(4)]],
+                     constant long& N [[buffer(5)]],
+                     constant long& K [[buffer(6)]],
+                     constant long& o [[buffer(7)]],
+                     constant long& w [[buffer(8)]],
                      uint tid [[thread_index_in_threadgroup]],
                      uint b [[threadgroup_position_in_grid]]) {
   threadgroup float fpart[QR_PANEL_SIMDS];
@@ -211,6 +215,11 @@ kernel void qr_panel(device T* A [[buffer(0)]],
   const int ww = (int)w;
   const long kl = min(M - o, w);
   const uint lane = tid % 32, sg = tid / 32;
+  if ((long)tid < w) {
+    for (long l = 0; l < (long)tid; ++l) {
+      tf[tid * w + l] = qr_zero<T>();
+    }
+  }
   for (long j = 0; j < kl; ++j) {
     const long col = o + j;
     // 1. norm of the subdiagonal: the largest magnitude, then the scaled sum of squares
@@ -304,6 +313,12 @@ kernel void qr_panel(device T* A [[buffer(0)]],
     }
     threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
   }
+  // V for larfb: rows [o, M) of the panel, unit diagonal, zeros above it
+  device T* v = Vout + (long)b * (M - o) * w;
+  for (long t = tid; t < (M - o) * w; t += QR_PANEL_THREADS) {
+    const long r = t / w, c = t % w;
+    v[t] = r < c ? qr_zero<T>() : (r == c ? qr_real<T>(1.0f) : a[(o + r) * N + o + c]);
+  }
 }
 
 template [[host_name("qr_small_f32")]] kernel void qr_small<float>(
@@ -311,8 +326,8 @@ template [[host_name("qr_small_f32")]] kernel void qr_small<float>(
 template [[host_name("qr_small_c64")]] kernel void qr_small<float2>(
     device float2*, device float2*, constant long&, constant long&, uint, uint);
 template [[host_name("qr_panel_f32")]] kernel void qr_panel<float>(
-    device float*, device float*, device float*, constant long&, constant long&, constant long&,
+    device float*, device float*, device float*, device float*, constant long&, constant long&, constant long&,
     constant long&, constant long&, uint, uint);
 template [[host_name("qr_panel_c64")]] kernel void qr_panel<float2>(
-    device float2*, device float2*, device float2*, constant long&, constant long&, constant long&,
+    device float2*, device float2*, device float2*, device float2*, constant long&, constant long&, constant long&,
     constant long&, constant long&, uint, uint);

@@ -33,10 +33,11 @@ Kernel contracts (identical on every backend)
 ``small(A, tau)``
     ``geqr2`` of every matrix of the contiguous ``[B, M, N]`` buffer ``A`` in place (packed
     ``R``/``v``); writes ``tau [B, min(M, N)]``.
-``panel(A, tau, o, w) -> T``
+``panel(A, tau, o, w) -> (V, T)``
     ``geqr2`` of rows ``[o, M)`` x columns ``[o, o+w)`` of every matrix of ``A`` (``w <= M - o``),
-    in place; writes ``tau[:, o:o+w]``; returns the ``[B, w, w]`` upper triangular ``T`` of the
-    compact WY form ``H_o ... H_{o+w-1} = I - V T Vᴴ`` (LAPACK ``larft``, forward, columnwise).
+    in place; writes ``tau[:, o:o+w]``; returns ``V [B, M-o, w]`` (the reflectors, unit lower
+    trapezoidal, explicit) and the upper triangular ``T [B, w, w]`` of the compact WY form
+    ``H_o ... H_{o+w-1} = I - V T Vᴴ`` (LAPACK ``larft``, forward, columnwise).
 """
 
 from __future__ import annotations
@@ -212,10 +213,11 @@ class _TorchKernels:
             return
         _geqr2_torch(A, tau)
 
-    def panel(self, A: torch.Tensor, tau: torch.Tensor, o: int, w: int) -> torch.Tensor:
+    def panel(self, A: torch.Tensor, tau: torch.Tensor, o: int, w: int) -> tuple[torch.Tensor, torch.Tensor]:
         P = A[:, o:, o:o + w]
         _geqr2_torch(P, tau[:, o:o + w])
-        return _larft(_unit_lower(P), tau[:, o:o + w])
+        V = _unit_lower(P)
+        return V, _larft(V, tau[:, o:o + w])
 
 
 class _MetalKernels:
@@ -231,13 +233,14 @@ class _MetalKernels:
         B, M, N = A.shape
         getattr(self.lib, f"qr_small_{self.sfx}")(A, tau, M, N, threads=B * 32, group_size=32)
 
-    def panel(self, A: torch.Tensor, tau: torch.Tensor, o: int, w: int) -> torch.Tensor:
+    def panel(self, A: torch.Tensor, tau: torch.Tensor, o: int, w: int) -> tuple[torch.Tensor, torch.Tensor]:
         B, M, N = A.shape
         K = tau.shape[-1]
-        T = A.new_zeros(B, w, w)
+        T = A.new_empty(B, w, w)  # written whole by the kernel: no fill dispatch
+        V = A.new_empty(B, M - o, w)
         g = 256
-        getattr(self.lib, f"qr_panel_{self.sfx}")(A, tau, T, M, N, K, o, w, threads=B * g, group_size=g)
-        return T
+        getattr(self.lib, f"qr_panel_{self.sfx}")(A, tau, T, V, M, N, K, o, w, threads=B * g, group_size=g)
+        return V, T
 
 
 _TORCH_KERNELS = _TorchKernels()
@@ -294,16 +297,25 @@ def geqrf_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     if not _on_kernels(A) and _torch_leaf(A):
         QR, tau = torch.geqrf(A)
         return QR, tau
-    QR = E.resolved(A).reshape(math.prod(batch), M, N).clone()
-    B = QR.shape[0]
-    tau = QR.new_zeros(B, K)
-    if B > 0 and K > 0:
-        _geqrf3(QR, tau)
+    QR, tau, _ = _geqrf_blocks(A)
     return QR.reshape(*batch, M, N), tau.reshape(*batch, K)
 
 
-def _geqrf3(QR: torch.Tensor, tau: torch.Tensor) -> None:
-    """``geqrf`` of the contiguous ``[B, M, N]`` buffer in place (whole-matrix kernel or blocked)."""
+def _geqrf_blocks(A: torch.Tensor):
+    """``(QR [B, M, N], tau [B, K], blocks)`` of ``A`` flattened to one batch dim; ``blocks`` are the
+    panels' ``(j, w, V, T)`` when the blocked algorithm ran (``orgqr`` reuses them), else empty."""
+    M, N = A.shape[-2], A.shape[-1]
+    QR = E.resolved(A).reshape(-1, M, N).clone()
+    tau = QR.new_zeros(QR.shape[0], min(M, N))
+    blocks: list = []
+    if QR.shape[0] > 0 and min(M, N) > 0:
+        _geqrf3(QR, tau, blocks)
+    return QR, tau, blocks
+
+
+def _geqrf3(QR: torch.Tensor, tau: torch.Tensor, blocks: list | None = None) -> None:
+    """``geqrf`` of the contiguous ``[B, M, N]`` buffer in place (whole-matrix kernel or blocked);
+    the panels' ``(j, w, V, T)`` are appended to ``blocks`` if given."""
     B, M, N = QR.shape
     K = min(M, N)
     kern = _kernels(QR)
@@ -316,11 +328,12 @@ def _geqrf3(QR: torch.Tensor, tau: torch.Tensor) -> None:
     nb = TUNING.nb
     for j in range(0, K, nb):
         w = min(nb, K - j)
-        T = kern.panel(QR, tau, j, w)
-        if j + w < N:
-            V = _unit_lower(QR[:, j:, j:j + w])
+        V, T = kern.panel(QR, tau, j, w)
+        if blocks is not None:
+            blocks.append((j, w, V, T))
+        if j + w < N:  # larfb: C -= V (Tᴴ (Vᴴ C)), three matrix products
             C = QR[:, j:, j + w:]
-            C.sub_(torch.matmul(V, torch.matmul(T.mH, torch.matmul(V.mH, C))))
+            C.baddbmm_(V, torch.matmul(T.mH, torch.matmul(V.mH, C)), alpha=-1)
 
 
 def _blocks(k: int, nb: int) -> list[tuple[int, int]]:
@@ -426,15 +439,23 @@ def qr_plain(A: torch.Tensor, mode: str) -> tuple[torch.Tensor, torch.Tensor]:
         fused = _qr_small_fused(A, mode)
         if fused is not None:
             return fused
-    QR, tau = geqrf_impl(A)
+    batch = A.shape[:-2]
+    QR, tau, blocks = _geqrf_blocks(A)
+    rows = M if mode == "complete" else K
+    R = _r_from(QR, rows).reshape(*batch, rows, N)
     if mode == "r":
-        return A.new_empty(0), _r_from(QR, K)
-    R = _r_from(QR, M if mode == "complete" else K)
+        return A.new_empty(0), R
+    if blocks:  # the panels' V and T again: orgqr is three matrix products per block
+        Q = torch.eye(M, rows, dtype=A.dtype, device=A.device).expand(QR.shape[0], M, rows).clone()
+        for j, _w, V, T in reversed(blocks):
+            C = Q[:, j:, j:]
+            C.baddbmm_(V, torch.matmul(T, torch.matmul(V.mH, C)), alpha=-1)
+        return Q.reshape(*batch, M, rows), R
     if mode == "complete" and M > N:
         V = torch.cat([QR, QR.new_zeros(*QR.shape[:-1], M - N)], dim=-1)
     else:
         V = QR[..., :, :K]
-    return householder_product_impl(V, tau).contiguous(), R
+    return householder_product_impl(V, tau).reshape(*batch, M, rows), R
 
 
 def _use_tsqr(A: torch.Tensor) -> bool:

@@ -93,9 +93,10 @@ def test_qr_panel(lib, order, seed, dtype):
         X = A.clone()
         K = min(M, N)
         tau = torch.zeros(2, K, dtype=dtype)
-        T = torch.zeros(2, w, w, dtype=dtype)
-        getattr(lib, f"qr_panel_{_sfx(dtype)}")(X, tau, T, M, N, K, o, w, threads=2 * 256, group_size=256,
-                                                order=order, seed=seed)
+        T = torch.full((2, w, w), float("nan"), dtype=dtype)  # written whole by the kernel
+        Vk = torch.full((2, M - o, w), float("nan"), dtype=dtype)
+        getattr(lib, f"qr_panel_{_sfx(dtype)}")(X, tau, T, Vk, M, N, K, o, w, threads=2 * 256,
+                                                group_size=256, order=order, seed=seed)
         # outside the panel nothing moved (exact)
         keep = torch.ones(M, N, dtype=torch.bool)
         keep[o:, o:o + w] = False
@@ -104,6 +105,8 @@ def test_qr_panel(lib, order, seed, dtype):
         _check_geqrf(A[:, o:, o:o + w], X[:, o:, o:o + w], tau[:, o:o + w])
         # the compact WY form: H_1 ... H_w = I - V T V^H
         V = qrmod._unit_lower(_wide(X[:, o:, o:o + w]))
+        assert torch.equal(_wide(Vk), V)  # V copied out exactly, unit diagonal, zeros above
+        assert torch.equal(T.tril(-1), torch.zeros_like(T))
         H = torch.linalg.householder_product(V, _wide(tau[:, o:o + w]))
         Qfull = torch.eye(M - o, dtype=V.dtype) - V @ _wide(T) @ V.mH
         assert float((Qfull[..., :w] - H).abs().max()) < 30 * (M - o) * U

@@ -163,7 +163,7 @@ MUTATIONS = [
         file='mpslinalg/oplayer/derivatives.py',
         pattern='return -(X @ or_zeros(dA, X) @ X)',
         replacement='return X @ or_zeros(dA, X) @ X',
-        tests=['tests/test_lu_grad.py'],
+        tests=['tests/test_mutation_kills_derivatives.py', 'tests/test_lu_grad.py'],
         why='inv forward-mode derivative with the wrong sign',
     ),
     dict(
@@ -187,7 +187,7 @@ MUTATIONS = [
         file='mpslinalg/oplayer/derivatives.py',
         pattern='R = R - (dA @ X if left else X @ dA)',
         replacement='R = R + (dA @ X if left else X @ dA)',
-        tests=['tests/test_lu_grad.py'],
+        tests=['tests/test_mutation_kills_derivatives.py', 'tests/test_lu_grad.py'],
         why='solve jvp: dX = A^-1 (dB + dA X)',
     ),
     dict(
@@ -195,7 +195,7 @@ MUTATIONS = [
         file='mpslinalg/oplayer/derivatives.py',
         pattern='R = R - (dA @ X if left else X @ dA)',
         replacement='R = R - (dA @ X if left else dA @ X)',
-        tests=['tests/test_lu_grad.py'],
+        tests=['tests/test_mutation_kills_derivatives.py', 'tests/test_lu_grad.py'],
         why='solve jvp for left=False multiplies on the wrong side',
     ),
     dict(
@@ -211,7 +211,7 @@ MUTATIONS = [
         file='mpslinalg/oplayer/derivatives.py',
         pattern='return sign * (1j * t.imag), t.real.to(logabs.dtype)',
         replacement='return sign * (1j * t.real), t.real.to(logabs.dtype)',
-        tests=['tests/test_lu_grad.py'],
+        tests=['tests/test_mutation_kills_derivatives.py', 'tests/test_lu_grad.py'],
         why='complex slogdet jvp: d sign from Re t',
     ),
     # ---- metal/lu.metal ---------------------------------------------------------------------------

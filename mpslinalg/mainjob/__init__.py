@@ -2,12 +2,14 @@
 
 This sub-package holds the main job and the benchmark support, apart from the ops:
 :mod:`.timing` (the timing core shared with ``benchmarks/harness.py``), :mod:`.report` (environment
-and table helpers) and :mod:`.workloads` (the workload registry: one ``_<family>()`` per family).
+and table helpers), :mod:`.workloads` (the workload registry: one ``_<family>()`` per family) and
+:mod:`.overhead` (host time per call at small sizes).
 
 Prints the environment (versions, devices, MPS availability, the backend each device uses, the
-emulator's compiler), then, for every registered workload (:mod:`mpslinalg.mainjob.workloads`), one row with
-its accuracy (a LAPACK test ratio against the references, pass below the threshold) and its time
-against ``torch.linalg`` — and SciPy when the device is the CPU — measured in the same run.
+emulator's compiler), then, for every registered workload, one row with its accuracy (a LAPACK test
+ratio against the references, pass below the threshold) and its time against ``torch.linalg`` —
+and SciPy when the device is the CPU — interleaved in the same run, with a verdict per peer
+(faster / slower / inconclusive, :func:`.timing.compare`), then the host-overhead section.
 
 Exit status: 0 when every row ran and passed its accuracy check (or no op is implemented yet),
 1 when one of our ops raised or failed its accuracy threshold, 2 for bad arguments.

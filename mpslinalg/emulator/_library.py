@@ -56,6 +56,7 @@ __all__ = [
 ]
 
 MAX_THREADS_PER_GROUP = 1024
+_NO_OPTIONS: frozenset = frozenset()
 
 
 class KernelFunction:
@@ -154,13 +155,15 @@ class KernelFunction:
             )
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise BindingTypeError(f"kernel '{name}': seed must be an int, got {seed!r}")
-        given = frozenset(k for k, v in (("guard", guard), ("tsan", tsan), ("timeout", timeout is not None)) if v)
-        tgt = self._lib._tgt
-        for opt in sorted(given - tgt.options):
-            raise BindingError(
-                f"kernel '{name}': {opt}= is not available on the {tgt.name} target"
-                f"{tgt.option_hints.get(opt, '')}"
-            )
+        given = _NO_OPTIONS
+        if guard or tsan or timeout is not None:
+            given = frozenset(k for k, v in (("guard", guard), ("tsan", tsan), ("timeout", timeout is not None)) if v)
+            tgt = self._lib._tgt
+            for opt in sorted(given - tgt.options):
+                raise BindingError(
+                    f"kernel '{name}': {opt}= is not available on the {tgt.name} target"
+                    f"{tgt.option_hints.get(opt, '')}"
+                )
         opts = LaunchOptions(order, seed, guard, tsan, launch_timeout(timeout, name), given)
         bound = bind_args(self, args, arg_casts)
         shape = dispatch_grid(self, bound, threads, group_size)

@@ -526,7 +526,10 @@ EXPORT int mpsle_launch(const mpsle_kdesc *k, void **bufs, const uint32_t grid_i
   old_int_sa = old_sa[4];
   /* the wall-clock limit: a timer that signals this thread (not the process) */
 #ifdef MPSLE_HAVE_TIMER
-  timer_t timer;
+  /* one timer per thread, created on its first limited launch and re-armed after (creating and
+   * deleting a POSIX timer per launch cost ~30 us); a disarmed timer never fires */
+  static __thread timer_t timer;
+  static __thread int timer_made;
   int have_timer = 0;
   struct itimerspec its;
   memset(&its, 0, sizeof its);
@@ -539,9 +542,8 @@ EXPORT int mpsle_launch(const mpsle_kdesc *k, void **bufs, const uint32_t grid_i
     sev.sigev_notify = SIGEV_THREAD_ID;
     sev.sigev_signo = MPSLE_TIMEOUT_SIG;
     sev.sigev_notify_thread_id = (pid_t)syscall(SYS_gettid);
-    if (timer_create(CLOCK_MONOTONIC, &sev, &timer) == 0) {
-      have_timer = 1;
-    }
+    if (!timer_made && timer_create(CLOCK_MONOTONIC, &sev, &timer) == 0) timer_made = 1;
+    have_timer = timer_made;
   }
 #else
   (void)timeout;
@@ -694,9 +696,13 @@ done:
   tg_mem = tg_arena;
 #endif
 #ifdef MPSLE_HAVE_TIMER
-  /* a signal the timer sent before this is delivered on return from timer_delete, while our
-   * handler (which ignores it outside a kernel) is still installed */
-  if (have_timer) timer_delete(timer);
+  /* disarm; a signal the timer sent before this is delivered on return from timer_settime,
+   * while our handler (which ignores it outside a kernel) is still installed */
+  if (have_timer) {
+    struct itimerspec off;
+    memset(&off, 0, sizeof off);
+    timer_settime(timer, 0, &off, NULL);
+  }
 #endif
   for (int s = 0; s < NSIGS; s++) sigaction(SIGS[s], &old_sa[s], NULL);
   sigaltstack(&old_ss, NULL);

@@ -68,24 +68,29 @@ class Tuning:
     ----------
     max_sweeps : int
         Most sweeps run on the CPU (which stops early once converged); ``xGESVJ``'s ``NSWEEP``.
+    compile_max : int
+        CUDA, torch backend: largest (padded) order whose Jacobi sweep is fused by ``torch.compile``
+        (0 turns it off).
     round_threads : int
         Threads per threadgroup of ``svd_jacobi_round`` (a multiple of 32, at most 256).
     gpu_sweeps : dict
-        Fixed number of sweeps on devices where checking convergence would synchronise, per real
-        dtype. Quadratic convergence after QR preconditioning: the worst case measured over
-        random, graded and clustered spectra is written in ``docs/ops/svd.md``.
+        Devices where checking convergence would synchronise run a fixed ``gpu_sweeps[dtype] +
+        ceil(log2 n)`` sweeps (at most ``max_sweeps``). Quadratic convergence after QR
+        preconditioning; the sweeps needed on random, graded, κ = 1e6 and clustered spectra are
+        in ``docs/ops/svd.md`` (float32 n = 32: 9 of the 11 run).
     """
 
     max_sweeps: int = 30
     gpu_sweeps: dict | None = None
     round_threads: int = 64
+    compile_max: int = 64
 
-    def sweeps(self, device: torch.device, dtype: torch.dtype) -> tuple[int, bool]:
-        """``(sweeps, early_exit)`` for a matrix of real ``dtype`` on ``device``."""
+    def sweeps(self, device: torch.device, dtype: torch.dtype, n: int = 32) -> tuple[int, bool]:
+        """``(sweeps, early_exit)`` for ``n``-column matrices of real ``dtype`` on ``device``."""
         if device.type == "cpu":
             return self.max_sweeps, True
-        table = self.gpu_sweeps or {torch.float32: 10, torch.float64: 14}
-        return table.get(dtype, self.max_sweeps), False
+        extra = (self.gpu_sweeps or {torch.float32: 6, torch.float64: 7}).get(dtype, self.max_sweeps)
+        return min(self.max_sweeps, extra + max(1, math.ceil(math.log2(max(n, 2))))), False
 
 
 #: The tuning in use (module-level, mutable: benchmarks and tests adjust it).
@@ -175,6 +180,37 @@ def _rotations(xp: torch.Tensor, xq: torch.Tensor, tol: float):
     return c, se, rot
 
 
+def _sweep(Y: torch.Tensor, rows: int, perms: tuple[torch.Tensor, ...], tol: float):
+    """One sweep (``n − 1`` rounds) of the torch kernel: ``(Y', rotated)``."""
+    Bn, _, n = Y.shape
+    h = n // 2
+    rotated = torch.zeros(Bn, dtype=torch.bool, device=Y.device)
+    for perm in perms:
+        P = Y.unflatten(-1, (h, 2))
+        yp, yq = P[..., 0], P[..., 1]
+        c, se, rot = _rotations(yp[:, :rows], yq[:, :rows], tol)
+        rotated = rotated | rot.any(-1)
+        c, se = c[:, None, :], se[:, None, :]
+        new_p = c * yp - se.conj() * yq
+        new_q = se * yp + c * yq
+        Y = torch.stack([new_p, new_q], dim=-1).flatten(-2).index_select(-1, perm)
+    return Y, rotated
+
+
+_COMPILED: dict = {}
+
+
+def _sweep_fn(Y: torch.Tensor):
+    """The sweep, fused by ``torch.compile`` on CUDA for small orders (``TUNING.compile_max``): one
+    round is ~35 tiny launches in eager mode, a few fused kernels compiled."""
+    n = Y.shape[-1]
+    if Y.device.type != "cuda" or n > TUNING.compile_max or functorch_active() or torch.compiler.is_compiling():
+        return _sweep
+    if "fn" not in _COMPILED:
+        _COMPILED["fn"] = torch.compile(_sweep, dynamic=False, fullgraph=True)
+    return _COMPILED["fn"]
+
+
 class _TorchKernels:
     """The kernel contract with torch ops, vectorised over the batch and the pairs of a round."""
 
@@ -183,21 +219,12 @@ class _TorchKernels:
     def jacobi(self, X: torch.Tensor, V: torch.Tensor | None, sweeps: int, tol: float,
                early_exit: bool) -> torch.Tensor:
         Bn, rows, n = X.shape
-        h = n // 2
-        perms = _perms(n, X.device)
+        perms = tuple(_perms(n, X.device))
         Y = X if V is None else torch.cat([X, V], dim=-2)
         rotated = torch.zeros(Bn, dtype=torch.bool, device=X.device)
+        sweep = _sweep_fn(Y)
         for _ in range(sweeps):
-            rotated = torch.zeros_like(rotated)
-            for perm in perms:
-                P = Y.unflatten(-1, (h, 2))
-                yp, yq = P[..., 0], P[..., 1]
-                c, se, rot = _rotations(yp[:, :rows], yq[:, :rows], tol)
-                rotated = rotated | rot.any(-1)
-                c, se = c[:, None, :], se[:, None, :]
-                new_p = c * yp - se.conj() * yq
-                new_q = se * yp + c * yq
-                Y = torch.stack([new_p, new_q], dim=-1).flatten(-2).index_select(-1, perm)
+            Y, rotated = sweep(Y, rows, perms, tol)
             if early_exit and not bool(rotated.any()):
                 break
         return Y[:, :rows], (None if V is None else Y[:, rows:]), rotated
@@ -307,7 +334,7 @@ def _svd_tall(A: torch.Tensor, full: bool, compute_uv: bool):
     V = None
     if compute_uv:
         V = torch.eye(npad, dtype=A.dtype, device=A.device).expand(Bn, -1, -1).contiguous()
-    sweeps, early = TUNING.sweeps(A.device, rdt)
+    sweeps, early = TUNING.sweeps(A.device, rdt, n)
     early = early and not functorch_active()  # early: host reads are free (CPU, no transform)
     tol = math.sqrt(n) * _unit_roundoff(rdt)
     X, V, rotated = _kernels(X).jacobi(X, V, sweeps, tol, early)

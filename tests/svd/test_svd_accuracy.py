@@ -163,7 +163,7 @@ def test_nonfinite_input(backend, backend_device):
 def test_sweep_bound_is_reported(monkeypatch):
     """With too few sweeps allowed, ``svd_ex`` reports ``info = 2`` and ``svd`` raises torch's
     error; the outputs stay finite."""
-    monkeypatch.setattr(svd_mod.TUNING, "sweeps", lambda device, dtype: (1, False))
+    monkeypatch.setattr(svd_mod.TUNING, "sweeps", lambda device, dtype, n=32: (1, False))
     A = torch.randn(2, 12, 12)
     U, S, Vh, info = LA.svd_ex(A)
     assert info.tolist() == [2, 2] and bool(torch.isfinite(S).all())

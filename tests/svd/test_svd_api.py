@@ -99,7 +99,7 @@ def test_svd_ex_no_host_sync(monkeypatch):
     host; checked on the CPU with the dispatch-level detector (``sync_check``)."""
     gpu = svd_mod.TUNING.sweeps(torch.device("cuda"), torch.float32)
     assert gpu[1] is False
-    monkeypatch.setattr(svd_mod.TUNING, "sweeps", lambda device, dtype: gpu)
+    monkeypatch.setattr(svd_mod.TUNING, "sweeps", lambda device, dtype, n=32: gpu)
     A = torch.randn(3, 6, 5)
     A[1, :, 2:] = 0  # exercise the completion path too
     with no_host_sync():

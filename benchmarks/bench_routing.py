@@ -95,9 +95,9 @@ def measure(op: str, n: int, batch: int, dtype: torch.dtype, device: str, blocks
 def regions(rows: list[dict], op: str, dtype: str) -> tuple[tuple[int, int, int], ...]:
     """``WHEN`` regions ``(n_min, n_max, batch_min)`` of ``op`` from the measured rows.
 
-    Size ``n`` routes from the smallest measured batch whose ratio, and every larger measured
-    batch's, is >= :data:`THRESHOLD`. Consecutive measured sizes that both route are joined (with
-    the larger of their batch minima); unmeasured sizes outside them stay with torch.
+    Size ``n`` routes from the smallest measured batch whose worst ratio, and every larger measured
+    batch's, is >= :data:`THRESHOLD`. Only measured sizes route (neighbouring sizes may take
+    another algorithm: the closed forms end at n = 4); adjacent entries may be merged by hand.
     """
     by_n: dict[int, list[dict]] = {}
     for r in rows:
@@ -113,16 +113,7 @@ def regions(rows: list[dict], op: str, dtype: str) -> tuple[tuple[int, int, int]
             start = r["batch"]
         if start is not None:
             mins[n] = start
-    sizes = sorted(by_n)
-    out: list[tuple[int, int, int]] = []
-    for i, n in enumerate(sizes):
-        if n not in mins:
-            continue
-        out.append((n, n, mins[n]))
-        nxt = sizes[i + 1] if i + 1 < len(sizes) else None
-        if nxt is not None and nxt in mins and nxt > n + 1:
-            out.append((n + 1, nxt - 1, max(mins[n], mins[nxt])))
-    return tuple(out)
+    return tuple((n, n, b) for n, b in sorted(mins.items()))
 
 
 def overhead(device: str, rounds: int = 7) -> int:
@@ -153,6 +144,25 @@ def overhead(device: str, rounds: int = 7) -> int:
               f"{(statistics.median(off_t) + statistics.median(extra)) * 1e6:.2f} µs | "
               f"{statistics.median(extra) * 1e6:+.2f} µs |", flush=True)
     return 0
+
+
+def verify(device: str, blocks: int) -> int:
+    """Re-measure the corners ``(n_min, batch_min)`` and ``(n_max, batch_min)`` of every ``WHEN``
+    region of ``device`` (e.g. at the default thread count); exit status 1 if one is below 0.95."""
+    bad = 0
+    print("| op | dtype | n | batch | torch.linalg | routed | ratio (median) | worst block | verdict |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for op, table in (routing.WHEN.get(device) or {}).items():
+        for dtype, regions_ in table.items():
+            for lo, hi, b in regions_:
+                for n in sorted({lo, hi}):
+                    r = measure(op, n, b, dtype, device, blocks)
+                    ok = r["worst"] >= THRESHOLD
+                    bad += not ok
+                    print(f"| {op} | {r['dtype']} | {n} | {b} | {r['torch_s'] * 1e6:.1f} µs | "
+                          f"{r['routed_s'] * 1e6:.1f} µs | {r['ratio']:.2f} | {r['worst']:.2f} | "
+                          f"{'ok' if ok else 'BELOW 0.95'} |", flush=True)
+    return 1 if bad else 0
 
 
 def mainjob_rows(device: str, blocks: int) -> int:
@@ -193,8 +203,11 @@ def main(argv=None) -> int:
     p.add_argument("--device", default="cpu")
     p.add_argument("--ops", nargs="*", default=None)
     p.add_argument("--dtypes", nargs="*", default=["float32", "float64"])
+    p.add_argument("--sizes", nargs="*", type=int, default=None)
+    p.add_argument("--batches", nargs="*", type=int, default=None)
     p.add_argument("--quick", action="store_true")
     p.add_argument("--overhead", action="store_true", help="only the cost of a call handed back to torch")
+    p.add_argument("--verify", action="store_true", help="re-measure the corners of the WHEN regions")
     p.add_argument("--mainjob", action="store_true", help="the peer calls of python -m mpslinalg --quick's rows")
     p.add_argument("--blocks", type=int, default=3)
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
@@ -205,12 +218,15 @@ def main(argv=None) -> int:
     ops = args.ops or [o for o in routing.routed_ops() if o in
                        ("inv_ex", "det", "slogdet", "solve", "solve_ex", "lu_factor_ex", "lu", "lu_solve",
                         "solve_triangular")]
-    sizes = (3, 4, 9, 64) if args.quick else SIZES
+    sizes = args.sizes or ((3, 4, 9, 64) if args.quick else SIZES)
+    batches = args.batches or BATCHES
     rows = []
     print(f"mpslinalg {mpslinalg.__version__}, torch {torch.__version__}, device {args.device}, "
           f"threads {torch.get_num_threads()}")
     if args.overhead:
         return overhead(args.device)
+    if args.verify:
+        return verify(args.device, args.blocks)
     if args.mainjob:
         return mainjob_rows(args.device, args.blocks)
     print("| op | dtype | n | batch | torch.linalg | routed | ratio (median) | worst block | default path |")
@@ -219,7 +235,7 @@ def main(argv=None) -> int:
         dtype = getattr(torch, dtype_name)
         for op in ops:
             for n in sizes:
-                for batch in BATCHES:
+                for batch in batches:
                     if batch * n * n > MAX_ELEMENTS:
                         continue
                     r = measure(op, n, batch, dtype, args.device, args.blocks)
@@ -234,7 +250,7 @@ def main(argv=None) -> int:
             print(f"  {dtype_name} {op!r}: {regions(rows, op, dtype_name)},")
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
-        path = args.out / f"routing-{args.device}.json"
+        path = args.out / f"routing-{args.device}-{'-'.join(args.dtypes)}.json"
         path.write_text(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(),
                                     "rows": rows}, indent=1))
         print(f"wrote {path}")

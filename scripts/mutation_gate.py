@@ -12,9 +12,10 @@ copy's ``mpslinalg``/``reference`` are imported, not the editable install -- che
 mutation runs), time-boxed, and restores the file. A mutation is *killed* when its tests fail,
 *survived* when they pass, *timeout* when they run past the box.
 
-Before the mutations, each distinct test selection runs once on the unmutated copy (the baseline):
-a selection that fails there would "kill" every mutation for a reason unrelated to it, so its
-mutations are reported as ``baseline-failed`` instead.
+Each distinct test selection that killed a mutation then runs once on the unmutated copy (the
+baseline): a selection that fails there "killed" its mutations for a reason unrelated to them, so
+they are reported as ``baseline-failed`` instead. ``--known-good run.json`` reuses the selections a
+previous run's JSON recorded as passing (same day, same tree: say so when you use it).
 
 Usage::
 
@@ -178,9 +179,11 @@ def run_tests(copy: Path, tests: list[str], timeout: float, cache: Path) -> tupl
 
 
 def run_gate(muts: list[Mutation], *, baseline: bool = True, cache: Path = DEFAULT_CACHE,
-             log=print) -> list[Result]:
-    """Run each mutation in one temporary copy of the tree (restored after each); see the module
-    docstring for the statuses."""
+             known_good: set[tuple[str, ...]] = frozenset(), log=print,
+             baselines: dict | None = None) -> list[Result]:
+    """Run each mutation in one temporary copy of the tree (restored after each), then the
+    baselines of the selections that killed one (unless ``known_good``); see the module docstring.
+    ``baselines`` (if given) receives ``{selection: status}`` of the baselines run."""
     cache.mkdir(parents=True, exist_ok=True)
     results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="mutation-gate-") as td:
@@ -190,21 +193,10 @@ def run_gate(muts: list[Mutation], *, baseline: bool = True, cache: Path = DEFAU
         if errors:
             raise ListError("\n".join(errors))
         check_imports_copy(copy, cache)
-        broken: dict[tuple, str] = {}
-        if baseline:
-            for tests in sorted({tuple(m.tests) for m in muts if not m.equivalent}):
-                status, secs, tail = run_tests(copy, list(tests), max(m.timeout for m in muts), cache)
-                log(f"baseline {status:8s} {secs:6.1f}s {' '.join(tests)}")
-                if status != "passed":
-                    broken[tests] = tail
         for m in muts:
             if m.equivalent:
                 results.append(Result(m.id, "equivalent", detail=m.equivalent))
                 log(f"{'equivalent':15s}        {m.id}")
-                continue
-            if tuple(m.tests) in broken:
-                results.append(Result(m.id, "baseline-failed", detail=broken[tuple(m.tests)]))
-                log(f"{'baseline-failed':15s}        {m.id}")
                 continue
             path = copy / m.file
             original = path.read_bytes()
@@ -214,8 +206,25 @@ def run_gate(muts: list[Mutation], *, baseline: bool = True, cache: Path = DEFAU
             finally:
                 path.write_bytes(original)
             verdict = {"failed": "killed", "passed": "survived"}.get(status, status)
-            results.append(Result(m.id, verdict, secs, tail if verdict != "killed" else ""))
+            results.append(Result(m.id, verdict, secs, tail))
             log(f"{verdict:15s} {secs:6.1f}s {m.id}")
+        if not baseline:
+            return results
+        by_id = {m.id: m for m in muts}
+        todo = sorted({tuple(by_id[r.id].tests) for r in results if r.status == "killed"} - set(known_good))
+        for tests in todo:
+            timeout = max(by_id[r.id].timeout for r in results if tuple(by_id[r.id].tests) == tests)
+            status, secs, tail = run_tests(copy, list(tests), timeout, cache)
+            log(f"baseline {status:8s} {secs:6.1f}s {' '.join(tests)}")
+            if baselines is not None:
+                baselines[" ".join(tests)] = status
+            if status != "passed":
+                for r in results:
+                    if r.status == "killed" and tuple(by_id[r.id].tests) == tests:
+                        r.status, r.detail = "baseline-failed", tail
+    for r in results:
+        if r.status == "killed":
+            r.detail = ""
     return results
 
 
@@ -236,6 +245,7 @@ def main(argv=None) -> int:
     ap.add_argument("--file", type=Path, default=DEFAULT_LIST, help="the mutation list")
     ap.add_argument("--no-baseline", action="store_true", help="skip the unmutated runs")
     ap.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE, help="emulator compile cache")
+    ap.add_argument("--known-good", type=Path, help="a previous run's JSON: its passing baselines are reused")
     args = ap.parse_args(argv)
     try:
         muts = load_mutations(args.file)
@@ -255,7 +265,13 @@ def main(argv=None) -> int:
             if errors:
                 raise ListError("\n".join(errors))
             return 0
-        results = run_gate(muts, baseline=not args.no_baseline, cache=args.cache_dir)
+        known = set()
+        if args.known_good:
+            prev = json.loads(args.known_good.read_text()).get("baselines", {})
+            known = {tuple(k.split(" ")) for k, v in prev.items() if v == "passed"}
+        baselines: dict = {}
+        results = run_gate(muts, baseline=not args.no_baseline, cache=args.cache_dir,
+                           known_good=known, baselines=baselines)
     except ListError as exc:
         print(f"mutation list error:\n{exc}", file=sys.stderr)
         return 2
@@ -266,8 +282,8 @@ def main(argv=None) -> int:
         if r.status in ("survived", "timeout", "baseline-failed", "no-tests"):
             print(f"--- {r.status}: {r.id}\n{r.detail[-800:]}")
     if args.json:
-        args.json.write_text(json.dumps({"summary": s, "results": [r.__dict__ for r in results]},
-                                        indent=1))
+        args.json.write_text(json.dumps({"summary": s, "results": [r.__dict__ for r in results],
+                                         "baselines": baselines}, indent=1))
     return 0 if s["killed"] == s["scored"] else 1
 
 

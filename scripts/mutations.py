@@ -514,8 +514,8 @@ MUTATIONS = [
     dict(
         id='qr-metal-small-vH-conj-dropped',
         file='metal/qr.metal',
-        pattern='w += qr_mul(qr_conj(s[r * n + j]), s[r * n + c]);',
-        replacement='w += qr_mul(s[r * n + j], s[r * n + c]);',
+        pattern='w += s_mul(s_conj(s[r * n + j]), s[r * n + c]);',
+        replacement='w += s_mul(s[r * n + j], s[r * n + c]);',
         tests=['tests/qr/test_qr_kernels.py'],
         why='qr_small applies H with v^T instead of v^H (complex)',
     ),
@@ -530,8 +530,8 @@ MUTATIONS = [
     dict(
         id='qr-metal-larft-sign',
         file='metal/qr.metal',
-        pattern='tf[tid * w + j] = -qr_mul(h.tau, sum);',
-        replacement='tf[tid * w + j] = qr_mul(h.tau, sum);',
+        pattern='tf[tid * w + j] = -s_mul(h.tau, sum);',
+        replacement='tf[tid * w + j] = s_mul(h.tau, sum);',
         tests=['tests/qr/test_qr_kernels.py'],
         why='T of the compact WY form with the wrong sign off the diagonal',
     ),

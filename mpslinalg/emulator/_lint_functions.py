@@ -3,7 +3,7 @@ threadgroup memory, call graph and recursion)."""
 
 from __future__ import annotations
 
-from ._frontend import _Tok
+from ._frontend import ADDRESS_SPACES, _Tok
 from ._lint_eval import _CONST, _LAZY, _RUNTIME, _UNKNOWN, _Evaluator, _NotConstant
 from ._lint_tables import (
     _DECL_FOLLOW,
@@ -155,6 +155,7 @@ class _Functions:
                 k2 += 1
             if stop == hi:
                 n_required += 1
+            self.check_param_address_space(f, lo, stop)
             name = None
             while j < stop:
                 t = toks[j]
@@ -181,6 +182,42 @@ class _Functions:
                 f.params.append(name)
         f.max_arity = len(parts)
         f.min_arity = n_required
+
+    def check_param_address_space(self, f: _Func, lo: int, hi: int) -> None:
+        """A pointer or reference parameter needs an address space (device, constant, threadgroup,
+        thread): Apple's compiler rejects one without, and clang would read it as ``thread``.
+        Parameters typed by a template parameter (which may carry the address space) are left
+        alone."""
+        toks = self.toks
+        indirect = None
+        words = []
+        j = lo
+        while j < hi:
+            t = toks[j]
+            if t.text == "[" and j + 1 < hi and toks[j + 1].text == "[":  # an attribute
+                j = self.match.get(j, hi) + 1
+                continue
+            if t.text == "<":
+                c2 = self.angle_close(j, hi)
+                j = (c2 if c2 is not None else j) + 1
+                continue
+            if t.text in ("*", "&", "&&") and indirect is None:
+                indirect = t
+            elif t.kind == "id":
+                words.append(t.text)
+            j += 1
+        if indirect is None or any(w in ADDRESS_SPACES for w in words):
+            return
+        tparams = {tp[1] for tp in f.tparams or ()}
+        type_words = [w for w in words if w not in _DECL_QUALS]
+        if not type_words or type_words[0] in tparams or type_words[0] == "auto":
+            return
+        self.report(
+            indirect,
+            "address-space",
+            f"parameter `{self.spelling(toks[lo:hi])}` of `{f.name}` is a pointer or reference without an "
+            "address space: Metal requires device, constant, threadgroup or thread",
+        )
 
     def instantiation(self, s: int, e: int) -> None:
         toks = self.toks

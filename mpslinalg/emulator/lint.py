@@ -39,6 +39,8 @@ Rules (``LintProblem.rule``):
                          code (in the emulator such a declaration would reach libc)
 ``function-pointer``     a barrier or simdgroup function used as a value (its address taken):
                          they must be called directly, in uniform control flow
+``address-space``        a pointer or reference parameter without an address space (device,
+                         constant, threadgroup, thread): Apple's compiler rejects it
 ``non-ascii``            bytes outside ASCII: PyTorch passes the source to Metal as an ASCII
                          string
 ``unsupported``          features the project does not use and the emulator does not model:
@@ -111,6 +113,7 @@ RULES: dict[str, str] = {
     "linkage": "no extern declarations or extern \"C\" linkage in Metal",
     "function-pointer": "barriers and simdgroup functions must be called directly",
     "non-ascii": "Metal sources must be ASCII (PyTorch encodes them as ASCII)",
+    "address-space": "pointers and references need an address space",
     "unsupported": "feature not supported by the project / emulator",
 }
 

@@ -245,6 +245,13 @@ VIOLATIONS = [
         "kernel void k(device float* x [[buffer(0)]]) {\n  auto f = &metal::simd_sum<float>;  // <-\n"
         "  x[0] = f(x[0]);\n}\n",
     ),
+    # issue 17.5: pointers and references need an address space (clang would read `thread`)
+    ("address-space", "inline float first(float* p) {  // <-\n  return p[0];\n}\n"),
+    ("address-space", "inline float sum4(const float (&a)[4]) {  // <-\n  return a[0] + a[3];\n}\n"),
+    (
+        "address-space",
+        "kernel void k(device float* x [[buffer(0)]],\n              float& acc [[buffer(1)]]) {}  // <-\n",
+    ),
     # issue 17.4: PyTorch encodes the source as ASCII (comments included)
     ("non-ascii", "// x \u2264 y  // <-\nconstant float A = 1.0f;\n"),
     ("non-ascii", "constant float A = 1.0f;  // \u00d7 twice on one line counts once  \u00d7 // <-\n"),
@@ -424,6 +431,10 @@ NOT_VIOLATIONS = [
     "kernel void k(device float* x [[buffer(0)]]) {\n  threadgroup_barrier(mem_flags::mem_threadgroup);\n"
     "  x[0] = metal::simd_sum<float>(x[0]) + simd_max(x[1]);\n}",
     "struct Q { float simd_sum; };\ninline float f(Q q) { return q.simd_sum; }",
+    # address spaces given, or carried by a template parameter
+    "inline float f(thread const float& r, device float* d, constant float* c, threadgroup float* t) {\n"
+    "  return r + d[0] + c[0] + t[0]; }\n"
+    "template <typename T> inline T g(T* p, thread T (&a)[4]) { return p[0] + a[0]; }",
     "[[kernel, max_total_threads_per_threadgroup(256)]] void k(device half4* x [[buffer(0)]]) {\n"
     "  x[0] = half4(1.0h) + half4(0x1p-3h);\n}",
 ]

@@ -24,7 +24,7 @@
 // K = min(M, N); T is [batch, w, w] and V is [batch, M - o, w], both written whole (the caller
 // allocates them uninitialised). Sizes arrive as 8-byte longs.
 #include <metal_stdlib>
-#include "complex.h"
+#include "scalar.h"
 using namespace metal;
 
 // Largest tile of qr_small in elements (32 KiB of complex64, 16 KiB of float32).
@@ -36,18 +36,10 @@ constant constexpr int QR_PANEL_MAX_W = 32;
 
 // ---- element helpers, overloaded for float (real) and float2 (complex) ------------------------
 
-inline float qr_conj(float a) { return a; }
-inline float2 qr_conj(float2 a) { return cconj(a); }
-inline float qr_mul(float a, float b) { return a * b; }
-inline float2 qr_mul(float2 a, float2 b) { return cmul(a, b); }
-inline float qr_div(float a, float b) { return a / b; }
-inline float2 qr_div(float2 a, float2 b) { return cdiv(a, b); }
 inline float qr_re(float a) { return a; }
 inline float qr_re(float2 a) { return a.x; }
 inline float qr_im(float a) { return 0.0f; }
 inline float qr_im(float2 a) { return a.y; }
-inline float qr_abs(float a) { return fabs(a); }
-inline float qr_abs(float2 a) { return cmodulus(a); }
 // |a / s|^2 for a scale s > 0 (the scaled sum of squares of a norm).
 inline float qr_sq(float a, float s) { const float t = a / s; return t * t; }
 inline float qr_sq(float2 a, float s) { const float x = a.x / s, y = a.y / s; return x * x + y * y; }
@@ -56,7 +48,6 @@ inline float2 qr_simd_sum(float2 a) { return float2(simd_sum(a.x), simd_sum(a.y)
 template <typename T> inline T qr_real(float a);
 template <> inline float qr_real<float>(float a) { return a; }
 template <> inline float2 qr_real<float2>(float a) { return float2(a, 0.0f); }
-template <typename T> inline T qr_zero() { return qr_real<T>(0.0f); }
 
 // sqrt(a^2 + b^2 + c^2) without overflow or underflow (LAPACK lapy3).
 inline float qr_lapy3(float a, float b, float c) {
@@ -87,7 +78,7 @@ inline QrReflector<T> qr_larfg(T alpha, float xnorm) {
   const float mag = qr_lapy3(ar, qr_im(alpha), xnorm);
   const float b = ar >= 0.0f ? -mag : mag;
   h.beta = qr_real<T>(b);
-  h.tau = h.skip ? qr_zero<T>() : qr_div(h.beta - alpha, h.beta);
+  h.tau = h.skip ? s_zero<T>() : s_div(h.beta - alpha, h.beta);
   h.denom = alpha - h.beta;
   return h;
 }
@@ -120,7 +111,7 @@ kernel void qr_small(device T* A [[buffer(0)]],
   for (int j = 0; j < k; ++j) {
     float big = 0.0f;
     for (int r = j + 1 + t0; r < m; r += 32) {
-      big = max(big, qr_abs(s[r * n + j]));
+      big = max(big, s_abs(s[r * n + j]));
     }
     big = simd_max(big);
     float ss = 0.0f;
@@ -136,7 +127,7 @@ kernel void qr_small(device T* A [[buffer(0)]],
     threadgroup_barrier(mem_flags::mem_threadgroup);  // alpha read by all before it is replaced
     if (!h.skip) {
       for (int r = j + 1 + t0; r < m; r += 32) {
-        s[r * n + j] = qr_div(s[r * n + j], h.denom);
+        s[r * n + j] = s_div(s[r * n + j], h.denom);
       }
       if (t0 == 0) {
         s[j * n + j] = h.beta;
@@ -147,16 +138,16 @@ kernel void qr_small(device T* A [[buffer(0)]],
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (!h.skip) {
-      const T ct = qr_conj(h.tau);
+      const T ct = s_conj(h.tau);
       for (int c = j + 1 + t0; c < n; c += 32) {
         T w = s[j * n + c];
         for (int r = j + 1; r < m; ++r) {
-          w += qr_mul(qr_conj(s[r * n + j]), s[r * n + c]);
+          w += s_mul(s_conj(s[r * n + j]), s[r * n + c]);
         }
-        const T f = qr_mul(ct, w);
+        const T f = s_mul(ct, w);
         s[j * n + c] -= f;
         for (int r = j + 1; r < m; ++r) {
-          s[r * n + c] -= qr_mul(s[r * n + j], f);
+          s[r * n + c] -= s_mul(s[r * n + j], f);
         }
       }
     }
@@ -217,7 +208,7 @@ kernel void qr_panel(device T* A [[buffer(0)]],
   const uint lane = tid % 32, sg = tid / 32;
   if ((long)tid < w) {
     for (long l = 0; l < (long)tid; ++l) {
-      tf[tid * w + l] = qr_zero<T>();
+      tf[tid * w + l] = s_zero<T>();
     }
   }
   for (long j = 0; j < kl; ++j) {
@@ -225,7 +216,7 @@ kernel void qr_panel(device T* A [[buffer(0)]],
     // 1. norm of the subdiagonal: the largest magnitude, then the scaled sum of squares
     float big = 0.0f;
     for (long r = col + 1 + tid; r < M; r += QR_PANEL_THREADS) {
-      big = max(big, qr_abs(a[r * N + col]));
+      big = max(big, s_abs(a[r * N + col]));
     }
     big = simd_max(big);
     if (lane == 0) {
@@ -251,7 +242,7 @@ kernel void qr_panel(device T* A [[buffer(0)]],
     // 2. v = x / (alpha - beta), R's diagonal entry, tau
     if (!h.skip) {
       for (long r = col + 1 + tid; r < M; r += QR_PANEL_THREADS) {
-        a[r * N + col] = qr_div(a[r * N + col], h.denom);
+        a[r * N + col] = s_div(a[r * N + col], h.denom);
       }
     }
     if (tid == 0) {
@@ -264,16 +255,16 @@ kernel void qr_panel(device T* A [[buffer(0)]],
     // 3. d_c = v^H a_c for every panel column c != j (v_rj = 1 implied)
     T acc[QR_PANEL_MAX_W];
     for (int c = 0; c < ww; ++c) {
-      acc[c] = qr_zero<T>();
+      acc[c] = s_zero<T>();
     }
     for (long r = col + tid; r < M; r += QR_PANEL_THREADS) {
-      const T vr = r == col ? qr_real<T>(1.0f) : a[r * N + col];
-      const T cv = qr_conj(vr);
+      const T vr = r == col ? s_one<T>() : a[r * N + col];
+      const T cv = s_conj(vr);
       for (int c = 0; c < ww; ++c) {
         // rows r >= col of a column c < j hold its reflector (below its diagonal): read as is;
         // row col of column c < j is an entry of V_c too (col > o + c)
         if (c != (int)j) {
-          acc[c] += qr_mul(cv, a[r * N + o + c]);
+          acc[c] += s_mul(cv, a[r * N + o + c]);
         }
       }
     }
@@ -294,20 +285,20 @@ kernel void qr_panel(device T* A [[buffer(0)]],
     threadgroup_barrier(mem_flags::mem_threadgroup);
     // 4. trailing panel columns: a_c -= conj(tau) v d_c (c > j); column j of T
     if (!h.skip) {
-      const T ct = qr_conj(h.tau);
+      const T ct = s_conj(h.tau);
       for (long r = col + tid; r < M; r += QR_PANEL_THREADS) {
-        const T vr = r == col ? qr_real<T>(1.0f) : a[r * N + col];
+        const T vr = r == col ? s_one<T>() : a[r * N + col];
         for (int c = (int)j + 1; c < ww; ++c) {
-          a[r * N + o + c] -= qr_mul(vr, qr_mul(ct, d[c]));
+          a[r * N + o + c] -= s_mul(vr, s_mul(ct, d[c]));
         }
       }
     }
     if ((long)tid < j) {
-      T sum = qr_zero<T>();
+      T sum = s_zero<T>();
       for (long l = tid; l < j; ++l) {
-        sum += qr_mul(tf[tid * w + l], qr_conj(d[l]));
+        sum += s_mul(tf[tid * w + l], s_conj(d[l]));
       }
-      tf[tid * w + j] = -qr_mul(h.tau, sum);
+      tf[tid * w + j] = -s_mul(h.tau, sum);
     } else if ((long)tid == j) {
       tf[j * w + j] = h.tau;
     }
@@ -317,17 +308,9 @@ kernel void qr_panel(device T* A [[buffer(0)]],
   device T* v = Vout + (long)b * (M - o) * w;
   for (long t = tid; t < (M - o) * w; t += QR_PANEL_THREADS) {
     const long r = t / w, c = t % w;
-    v[t] = r < c ? qr_zero<T>() : (r == c ? qr_real<T>(1.0f) : a[(o + r) * N + o + c]);
+    v[t] = r < c ? s_zero<T>() : (r == c ? s_one<T>() : a[(o + r) * N + o + c]);
   }
 }
 
-template [[host_name("qr_small_f32")]] kernel void qr_small<float>(
-    device float*, device float*, constant long&, constant long&, uint, uint);
-template [[host_name("qr_small_c64")]] kernel void qr_small<float2>(
-    device float2*, device float2*, constant long&, constant long&, uint, uint);
-template [[host_name("qr_panel_f32")]] kernel void qr_panel<float>(
-    device float*, device float*, device float*, device float*, constant long&, constant long&, constant long&,
-    constant long&, constant long&, uint, uint);
-template [[host_name("qr_panel_c64")]] kernel void qr_panel<float2>(
-    device float2*, device float2*, device float2*, device float2*, constant long&, constant long&, constant long&,
-    constant long&, constant long&, uint, uint);
+MPSL_INSTANTIATE_DTYPES(qr_small)
+MPSL_INSTANTIATE_DTYPES(qr_panel)

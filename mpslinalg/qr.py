@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .kernels import backend_for, load_library
+from .kernels import backend_for, kernel_name, load_library
 from .oplayer import checks as E
 from .oplayer import defop
 from .oplayer import functorch_active as _functorch
@@ -227,11 +227,11 @@ class _MetalKernels:
 
     def __init__(self, device: torch.device, dtype: torch.dtype) -> None:
         self.lib = load_library("qr", device)
-        self.sfx = "c64" if dtype == torch.complex64 else "f32"
+        self.dtype = dtype
 
     def small(self, A: torch.Tensor, tau: torch.Tensor) -> None:
         B, M, N = A.shape
-        getattr(self.lib, f"qr_small_{self.sfx}")(A, tau, M, N, threads=B * 32, group_size=32)
+        getattr(self.lib, kernel_name("qr_small", self.dtype))(A, tau, M, N, threads=B * 32, group_size=32)
 
     def panel(self, A: torch.Tensor, tau: torch.Tensor, o: int, w: int) -> tuple[torch.Tensor, torch.Tensor]:
         B, M, N = A.shape
@@ -239,7 +239,8 @@ class _MetalKernels:
         T = A.new_empty(B, w, w)  # written whole by the kernel: no fill dispatch
         V = A.new_empty(B, M - o, w)
         g = 256
-        getattr(self.lib, f"qr_panel_{self.sfx}")(A, tau, T, V, M, N, K, o, w, threads=B * g, group_size=g)
+        getattr(self.lib, kernel_name("qr_panel", self.dtype))(A, tau, T, V, M, N, K, o, w, threads=B * g,
+                                                                group_size=g)
         return V, T
 
 

@@ -84,14 +84,10 @@ def test_loader_rejects_non_ascii(tmp_path):
         metal_source("fam", root=tmp_path)
 
 
-_NOT_YET = pytest.mark.xfail(strict=True, reason="metal/qr.metal does not include scalar.h yet")
-
-
-@pytest.mark.parametrize("family", [pytest.param(f, marks=_NOT_YET) if f == "qr" else f for f in FAMILIES])
+@pytest.mark.parametrize("family", FAMILIES)
 def test_safe_math_pinned_in_every_family(family):
     """Every family source carries the safe-math pragmas (via scalar.h, inlined), guarded by the
-    MSL version that has them (3.2), so torch's fast-math option cannot reach our kernels there.
-    (qr: strict xfail until its switch to scalar.h lands; then this marker must go.)"""
+    MSL version that has them (3.2), so torch's fast-math option cannot reach our kernels there."""
     src = metal_source(family)
     block = re.search(r"#if defined\(__METAL_VERSION__\) && __METAL_VERSION__ >= 320\n"
                       r"#pragma METAL fp math_mode\(safe\)\n#pragma METAL fp contract\(off\)\n#endif", src)

@@ -25,7 +25,7 @@ import pytest
 import torch
 from helpers import require_emulator
 
-from mpslinalg.kernels import load_library, use_backend
+from mpslinalg.kernels import kernel_name, load_library, use_backend
 from reference import matrices, metrics
 
 qrmod = importlib.import_module("mpslinalg.qr")
@@ -41,10 +41,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def lib():
     require_emulator()
     return load_library("qr", "cpu")
-
-
-def _sfx(dtype):
-    return "c64" if dtype == torch.complex64 else "f32"
 
 
 def _wide(x):
@@ -78,7 +74,7 @@ def test_qr_small(lib, order, seed, dtype):
         A[1, :, 0] = 0  # tau = 0 column
         QR = A.clone()
         tau = torch.zeros(3, min(m, n), dtype=dtype)
-        getattr(lib, f"qr_small_{_sfx(dtype)}")(QR, tau, m, n, threads=3 * 32, group_size=32,
+        getattr(lib, kernel_name("qr_small", dtype))(QR, tau, m, n, threads=3 * 32, group_size=32,
                                                 order=order, seed=seed)
         assert float(tau[1, 0].abs()) == 0.0
         _check_geqrf(A[[0, 2]], QR[[0, 2]], tau[[0, 2]])
@@ -95,7 +91,7 @@ def test_qr_panel(lib, order, seed, dtype):
         tau = torch.zeros(2, K, dtype=dtype)
         T = torch.full((2, w, w), float("nan"), dtype=dtype)  # written whole by the kernel
         Vk = torch.full((2, M - o, w), float("nan"), dtype=dtype)
-        getattr(lib, f"qr_panel_{_sfx(dtype)}")(X, tau, T, Vk, M, N, K, o, w, threads=2 * 256,
+        getattr(lib, kernel_name("qr_panel", dtype))(X, tau, T, Vk, M, N, K, o, w, threads=2 * 256,
                                                 group_size=256, order=order, seed=seed)
         # outside the panel nothing moved (exact)
         keep = torch.ones(M, N, dtype=torch.bool)

@@ -40,7 +40,7 @@ def cases(device: torch.device, quick: bool) -> list[Case]:
     for dtype in (torch.float32, torch.complex64):
         A = _randn((batch, 32, 32), dtype, device, 0)
         out.append(Case(
-            name=f"pinv {batch}x32x32", workload="pseudo-inverses of batched ill-conditioned data",
+            name=f"pinv {str(dtype)[6:]} {batch}x32x32", workload="pseudo-inverses of batched ill-conditioned data",
             device=device, dtype=dtype, shape=tuple(A.shape),
             ours=lambda A=A: mpslinalg.pinv(A), peer={"torch.linalg": lambda A=A: torch.linalg.pinv(A)},
             bytes_moved=2 * A.nbytes, sync_check=True))

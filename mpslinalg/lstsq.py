@@ -40,6 +40,8 @@ differentiable too; ``rank`` and ``singular_values`` are not (as torch).
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .oplayer import checks as E
@@ -93,10 +95,12 @@ def _svd_solve(A: torch.Tensor, B: torch.Tensor, rcond: float, driver: str):
 def _qrcp(A: torch.Tensor, B: torch.Tensor):
     """Householder QR with column pivoting of ``A`` (``xgeqp3``), with ``Qᴴ`` applied to ``B``.
 
-    Returns ``R (*, K, n)`` upper trapezoidal, ``C = (Qᴴ B)[:K] (*, K, k)`` and the permutation
-    ``perm (*, n)`` (column ``i`` of ``A P`` is column ``perm[i]`` of ``A``), ``K = min(m, n)``.
-    ``R`` is written in place into a copy of ``A`` (batched like ``A``); ``C`` and ``perm``
-    functionally (they may be batched differently under ``torch.func.vmap``).
+    ``A (b, m, n)``, ``B (b, m, k)``. Returns ``R (b, K, n)`` upper trapezoidal,
+    ``C = (Qᴴ B)[:K] (b, K, k)`` and the permutation ``perm (b, n)`` (column ``i`` of ``A P`` is
+    column ``perm[i]`` of ``A``), ``K = min(m, n)``. ``R`` is written in place into a copy of
+    ``A`` (batched like ``A``); ``C`` and ``perm`` functionally (under ``torch.func.vmap`` they may
+    be batched differently). Per step: one norm pass over the trailing block, a two-column swap and
+    one fused rank-1 update (``baddbmm``) of the trailing block and of ``C``.
     """
     m, n = A.shape[-2:]
     K = min(m, n)
@@ -104,17 +108,18 @@ def _qrcp(A: torch.Tensor, B: torch.Tensor):
     cols = torch.arange(n, device=A.device)
     perm = cols.expand(A.shape[:-2] + (n,))
     for j in range(K):
-        rest = R[..., j:, j:]
-        norms = (rest.abs() ** 2).sum(-2)
-        p = norms.argmax(-1, keepdim=True) + j  # first maximum on ties, as idamax
-        src = torch.where(cols == j, p, torch.where(cols == p, j, cols))
-        R[..., :, j:] = R.gather(-1, src.unsqueeze(-2).expand(R.shape))[..., :, j:]
-        perm = perm.gather(-1, src)
+        # pivot: largest norm of the remaining columns (recomputed, no downdating), first on ties
+        p = torch.linalg.vector_norm(R[..., j:, j:], dim=-2).argmax(-1, keepdim=True) + j
+        at_p = p.unsqueeze(-2).expand(R.shape[:-1] + (1,))
+        col_p = R.gather(-1, at_p)
+        R.scatter_(-1, at_p, R[..., j:j + 1].clone())
+        R[..., j:j + 1] = col_p
+        perm = perm.gather(-1, torch.where(cols == j, p, torch.where(cols == p, j, cols)))
         # xlarfg: H = I - tau v vᴴ with Hᴴ x = beta e1, v[0] = 1
         x = R[..., j:, j]
         alpha = x[..., 0]
         xnorm = torch.linalg.vector_norm(x[..., 1:], dim=-1)
-        beta = torch.linalg.vector_norm(x, dim=-1)
+        beta = torch.hypot(alpha.abs(), xnorm)
         beta = torch.where(alpha.real >= 0, -beta, beta)
         trivial = xnorm == 0
         if x.is_complex():
@@ -122,17 +127,19 @@ def _qrcp(A: torch.Tensor, B: torch.Tensor):
         tau = torch.where(trivial, 0.0, (beta - alpha) / torch.where(trivial, 1.0, beta))
         scale = torch.where(trivial, 0.0, 1.0 / torch.where(trivial, 1.0, alpha - beta))
         v = torch.cat([torch.ones_like(x[..., :1]), x[..., 1:] * scale.unsqueeze(-1)], -1).unsqueeze(-1)
-        ct = tau.conj().unsqueeze(-1).unsqueeze(-1)
+        ctv = tau.conj()[:, None, None] * v  # Hᴴ Y = Y - conj(tau) v (vᴴ Y)
         trail = R[..., j:, j + 1:]
-        R[..., j:, j + 1:] = trail - ct * v * (v.mH @ trail)
+        R[..., j:, j + 1:] = torch.baddbmm(trail, ctv, v.mH @ trail, alpha=-1)
         Cj = C[..., j:, :]
-        C = torch.cat([C[..., :j, :], Cj - ct * v * (v.mH @ Cj)], -2)
+        C = torch.cat([C[..., :j, :], torch.baddbmm(Cj, ctv, v.mH @ Cj, alpha=-1)], -2)
         R[..., j, j] = torch.where(trivial, alpha, beta.to(R.dtype))
     return R[..., :K, :].triu(), C[..., :K, :], perm
 
 
 def _gelsy(A: torch.Tensor, B: torch.Tensor, rcond: float):
-    R, C, perm = _qrcp(A, B)
+    batch, (m, n), k = A.shape[:-2], A.shape[-2:], B.shape[-1]
+    b = math.prod(batch)
+    R, C, perm = _qrcp(A.reshape(b, m, n), B.reshape(b, m, k))
     d = torch.diagonal(R, dim1=-2, dim2=-1).abs()
     # leading pivots with |r_kk| > rcond·|r_11| (the diagonal is non-increasing; cumprod makes the
     # first failure final even where rounding breaks that order)
@@ -147,7 +154,7 @@ def _gelsy(A: torch.Tensor, B: torch.Tensor, rcond: float):
     Y = Q2 @ solve_triangular(R2.mH, C, upper=False)
     inverse = torch.argsort(perm, dim=-1)
     X = Y.gather(-2, inverse.unsqueeze(-1).expand(Y.shape))
-    return X, keep.sum(-1)
+    return X.reshape(batch + (n, k)), keep.sum(-1).reshape(batch)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -49,9 +49,8 @@ def _front_door_always_small(monkeypatch):
     default small CPU batches go to one torch.linalg call instead, lu.TUNING.small_min_batch)."""
     import importlib
 
-    lu = importlib.import_module("mpslinalg.lu")  # the module (mpslinalg.lu is also a function)
-    if hasattr(lu.TUNING, "small_min_batch"):
-        monkeypatch.setattr(lu.TUNING, "small_min_batch", {})
+    lu = importlib.import_module("mpslinalg.lu")  # the package (mpslinalg.lu is also a function)
+    monkeypatch.setattr(lu.TUNING, "small_min_batch", {})
 
 
 

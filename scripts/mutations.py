@@ -582,7 +582,7 @@ MUTATIONS = [
         file='metal/svd.metal',
         pattern='float t = az < 1.0e18f ? 1.0f / (az + sqrt(1.0f + az * az)) : 0.5f / az;',
         replacement='float t = 1.0f / (az + sqrt(1.0f + az * az));',
-        tests=['tests/svd/test_svd_kernels.py', 'tests/svd/test_svd_accuracy.py'],
+        tests=['tests/svd/test_mutation_kills_svd.py', 'tests/svd/test_svd_kernels.py', 'tests/svd/test_svd_accuracy.py'],
         why='1 + zeta^2 overflows: t = 0 for |zeta| > 1.8e19 (the pair is never rotated)',
     ),
     dict(
@@ -615,7 +615,7 @@ MUTATIONS = [
         file='mpslinalg/spectral.py',
         pattern='default = torch.finfo(A.dtype).eps * max(A.shape[-2], A.shape[-1])',
         replacement='default = torch.finfo(A.dtype).eps * min(A.shape[-2], A.shape[-1])',
-        tests=['tests/svd/test_rank_cond_norm.py', 'tests/svd/test_pinv.py'],
+        tests=['tests/svd/test_mutation_kills_svd.py', 'tests/svd/test_rank_cond_norm.py', 'tests/svd/test_pinv.py'],
         why="rtol's default eps * min(m, n) instead of torch's eps * max(m, n)",
     ),
     dict(
@@ -623,7 +623,7 @@ MUTATIONS = [
         file='mpslinalg/spectral.py',
         pattern='    return S > tol',
         replacement='    return S >= tol',
-        tests=['tests/svd/test_rank_cond_norm.py', 'tests/svd/test_pinv.py'],
+        tests=['tests/svd/test_mutation_kills_svd.py', 'tests/svd/test_rank_cond_norm.py', 'tests/svd/test_pinv.py'],
         why='a singular value equal to the threshold counts (torch: strictly greater)',
     ),
     dict(
@@ -631,7 +631,7 @@ MUTATIONS = [
         file='mpslinalg/spectral.py',
         pattern='return atol_t, _tol_tensor(op, "rtol", 0.0 if atol > 0 else default, A)',
         replacement='return atol_t, _tol_tensor(op, "rtol", default, A)',
-        tests=['tests/svd/test_rank_cond_norm.py', 'tests/svd/test_pinv.py'],
+        tests=['tests/svd/test_mutation_kills_svd.py', 'tests/svd/test_rank_cond_norm.py', 'tests/svd/test_pinv.py'],
         why='with atol > 0 given, rtol keeps its default (torch: 0)',
     ),
     dict(
@@ -647,7 +647,7 @@ MUTATIONS = [
         file='mpslinalg/lstsq.py',
         pattern='thr = (eps / 2 if rcond <= 0 or rcond >= 1 else rcond) * S[..., :1]',
         replacement='thr = (eps / 2 if rcond <= 0 else rcond) * S[..., :1]',
-        tests=['tests/svd/test_lstsq.py'],
+        tests=['tests/svd/test_mutation_kills_svd.py', 'tests/svd/test_lstsq.py'],
         why='gelsd with rcond >= 1 drops every singular value (LAPACK: rcond means u there)',
     ),
     dict(
@@ -663,7 +663,7 @@ MUTATIONS = [
         file='mpslinalg/lstsq.py',
         pattern='keep = ((d > rcond * d[..., :1]) & (d[..., :1] > 0))',
         replacement='keep = ((d >= rcond * d[..., :1]) & (d[..., :1] > 0))',
-        tests=['tests/svd/test_lstsq.py'],
+        tests=['tests/svd/test_mutation_kills_svd.py', 'tests/svd/test_lstsq.py'],
         why='gelsy counts a pivot equal to rcond * |r_11| (LAPACK: strictly greater)',
     ),
     # ---- mpslinalg/lu -----------------------------------------------------------------------------

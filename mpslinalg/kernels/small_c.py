@@ -400,7 +400,7 @@ class CKernels:
             self.failed.add(key)
             warn_once(f"c:{self.tag}", f"mpslinalg: the generated C for {self.tag} n = {n} is unavailable "
                       f"({type(exc).__name__}: {str(exc)[:300]}); the CPU path falls back to torch.linalg "
-                      "with the same equilibration (slower for large batches; see mpslinalg.small.cpu_path())")
+                      "(slower for large batches; see mpslinalg.small.cpu_path())")
             return False
 
     def library(self, n: int, is_complex: bool) -> ctypes.CDLL:

@@ -25,7 +25,8 @@
 //       group's matrices are staged through threadgroup memory so that loads and stores are
 //       coalesced - consecutive threads touch consecutive words).
 //   small_det_T_N   (A[batch][N][N], mant[batch], expo[batch] int32, info[batch], long batch)
-//       det(A) = mant * 2^expo with cabs1(mant) in [2^-N, 2^N) (or mant = 0 / Inf / NaN);
+//       det(A) = mant * 2^expo with cabs1(mant) in [2^-N, 2^N) (or mant = 0 / Inf / NaN),
+//       from the factorization of A^T (torch's: LAPACK reads the row-major storage as A^T);
 //       same launch shape as small_inv.
 //   small_solve_T_N (A[batch][N][N], B[batch][N][k], X[batch][N][k], info[batch], long batch,
 //       long k)  threads = batch * max(k, 1) (one per right-hand-side column), no barriers.

@@ -3,8 +3,9 @@
 // Two kernels; everything else of blocked Householder QR (the block reflector applied by larfb,
 // the thin Q of orgqr, ormqr) is matrix products issued from Python (DESIGN sec. 6):
 //
-//   qr_small_{f32,c64}  geqr2 of whole M x N matrices (M, N <= 64, M*N*sizeof(T) <= 32 KiB) in
-//                       threadgroup memory; one simdgroup (32 threads) per matrix;
+//   qr_small_{f32,c64}  geqr2 of whole M x N matrices (M, N <= 64, M*N + 64 elements <= 32 KiB) in
+//                       threadgroup memory, and (want_q != 0) the thin Q [M, min(M, N)] in the same
+//                       dispatch; one simdgroup (32 threads) per matrix;
 //   qr_panel_{f32,c64}  geqr2 of the panel rows [o, M) x columns [o, o+w) (w <= 32, w <= M - o) of
 //                       every matrix in device memory, plus the w x w triangular factor T of its
 //                       compact WY form H_o ... H_{o+w-1} = I - V T V^H (LAPACK larft, forward,
@@ -27,8 +28,10 @@
 #include "scalar.h"
 using namespace metal;
 
-// Largest tile of qr_small in elements (32 KiB of complex64, 16 KiB of float32).
-constant constexpr int QR_SMALL_ELEMS = 4096;
+// Largest M and N of qr_small, and its threadgroup memory: the tile gets what the tau array
+// leaves of 32 KiB (8128 float32 or 4032 complex64 elements; the host checks M * N against it).
+constant constexpr int QR_SMALL_MAX = 64;
+constant constexpr int QR_SMALL_BYTES = 32768;
 // Threads per threadgroup of qr_panel, its simdgroups, and the widest panel.
 constant constexpr int QR_PANEL_THREADS = 256;
 constant constexpr int QR_PANEL_SIMDS = QR_PANEL_THREADS / 32;
@@ -94,11 +97,14 @@ template <typename T>
 [[max_total_threads_per_threadgroup(32)]]  // the host launches one simdgroup per matrix
 kernel void qr_small(device T* A [[buffer(0)]],
                      device T* tau [[buffer(1)]],
-                     constant long& M [[buffer(2)]],
-                     constant long& N [[buffer(3)]],
+                     device T* Q [[buffer(2)]],
+                     constant long& M [[buffer(3)]],
+                     constant long& N [[buffer(4)]],
+                     constant long& want_q [[buffer(5)]],
                      uint tid [[thread_index_in_threadgroup]],
                      uint b [[threadgroup_position_in_grid]]) {
-  threadgroup T s[QR_SMALL_ELEMS];
+  threadgroup T s[QR_SMALL_BYTES / sizeof(T) - QR_SMALL_MAX];
+  threadgroup T ts[QR_SMALL_MAX];
   const int m = (int)M;
   const int n = (int)N;
   const int k = min(m, n);
@@ -135,6 +141,7 @@ kernel void qr_small(device T* A [[buffer(0)]],
     }
     if (t0 == 0) {
       tau[(long)b * k + j] = h.tau;
+      ts[j] = h.tau;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (!h.skip) {
@@ -155,6 +162,32 @@ kernel void qr_small(device T* A [[buffer(0)]],
   }
   for (int t = t0; t < m * n; t += 32) {
     a[t] = s[t];
+  }
+  if (want_q == 0) {
+    return;
+  }
+  // the thin Q [M, k] (orgqr): column c = H_1 ... H_k e_c, each lane owning whole columns, so no
+  // barrier is needed; H_j e_c = e_c for j > c (v_j is zero above row j)
+  device T* q = Q + (long)b * M * k;
+  for (int c = t0; c < k; c += 32) {
+    for (int r = 0; r < m; ++r) {
+      q[r * k + c] = r == c ? s_one<T>() : s_zero<T>();
+    }
+    for (int j = c; j >= 0; --j) {
+      const T tj = ts[j];
+      if (s_is_zero(tj)) {
+        continue;
+      }
+      T w = q[j * k + c];
+      for (int r = j + 1; r < m; ++r) {
+        w += s_mul(s_conj(s[r * n + j]), q[r * k + c]);
+      }
+      const T f = s_mul(tj, w);
+      q[j * k + c] -= f;
+      for (int r = j + 1; r < m; ++r) {
+        q[r * k + c] -= s_mul(s[r * n + j], f);
+      }
+    }
   }
 }
 

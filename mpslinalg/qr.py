@@ -75,9 +75,9 @@ class Tuning:
     ----------
     nb : int
         Panel width of the blocked algorithms (``geqrf``, ``householder_product``, ``ormqr``).
-    small_elems : int
-        Kernel backends: matrices with ``M * N`` up to this (and ``M, N <= 64``) are one ``qr_small``
-        dispatch (the tile in threadgroup memory: 16 KiB of float32, 32 KiB of complex64).
+    small_bytes : int
+        Kernel backends: matrices with ``M, N <= 64`` and ``(M * N + 64) * itemsize`` up to this
+        many bytes are one ``qr_small`` dispatch (tile and ``tau`` in threadgroup memory).
     torch_small_max : int
         ``torch`` backend: batches of matrices with ``max(M, N)`` up to this are factored by the
         batch-vectorised Householder loop (or Triton on CUDA float32).
@@ -98,7 +98,7 @@ class Tuning:
     """
 
     nb: int = 32
-    small_elems: int = 4096
+    small_bytes: int = 32768
     torch_small_max: int = 64
     # CPU: LAPACK's per-matrix loop beat the batch-vectorised loop at every batched size measured
     # (2-core CPU, 512 x 32x32: 50x; 10000 x 3x4: 7x), so the CPU never takes it
@@ -229,9 +229,11 @@ class _MetalKernels:
         self.lib = load_library("qr", device)
         self.dtype = dtype
 
-    def small(self, A: torch.Tensor, tau: torch.Tensor) -> None:
+    def small(self, A: torch.Tensor, tau: torch.Tensor, Q: torch.Tensor | None = None) -> None:
         B, M, N = A.shape
-        getattr(self.lib, kernel_name("qr_small", self.dtype))(A, tau, M, N, threads=B * 32, group_size=32)
+        getattr(self.lib, kernel_name("qr_small", self.dtype))(A, tau, tau if Q is None else Q, M, N,
+                                                                int(Q is not None), threads=B * 32,
+                                                                group_size=32)
 
     def panel(self, A: torch.Tensor, tau: torch.Tensor, o: int, w: int) -> tuple[torch.Tensor, torch.Tensor]:
         B, M, N = A.shape
@@ -266,8 +268,9 @@ def _triton_ok(A: torch.Tensor) -> bool:
     return fits(M, N)
 
 
-def _small_on_kernels(M: int, N: int) -> bool:
-    return M <= 64 and N <= 64 and M * N <= TUNING.small_elems
+def _small_on_kernels(M: int, N: int, dtype: torch.dtype) -> bool:
+    size = 8 if dtype.is_complex else 4
+    return M <= 64 and N <= 64 and (M * N + 64) * size <= TUNING.small_bytes
 
 
 # --------------------------------------------------------------------------------------------------
@@ -320,7 +323,7 @@ def _geqrf3(QR: torch.Tensor, tau: torch.Tensor, blocks: list | None = None) -> 
     B, M, N = QR.shape
     K = min(M, N)
     kern = _kernels(QR)
-    if kern.name == "metal" and _small_on_kernels(M, N):
+    if kern.name == "metal" and _small_on_kernels(M, N, QR.dtype):
         kern.small(QR, tau)
         return
     if kern.name == "torch" and (max(M, N) <= TUNING.torch_small_max or _triton_ok(QR)):
@@ -470,7 +473,8 @@ def tsqr_leaf_limit(A: torch.Tensor) -> int:
     """Most rows of a TSQR leaf for ``A``'s backend: what one whole-matrix kernel call holds."""
     N = A.shape[-1]
     if _on_kernels(A):
-        return min(TUNING.tsqr_leaf, 64, TUNING.small_elems // max(N, 1))
+        size = 8 if A.is_complex() else 4
+        return min(TUNING.tsqr_leaf, 64, (TUNING.small_bytes // size - 64) // max(N, 1))
     if _triton_ok(A[..., :1, :]):
         return 256 if N <= 32 else 128
     return TUNING.tsqr_leaf
@@ -785,17 +789,23 @@ def ormqr(A: torch.Tensor, tau: torch.Tensor, other: torch.Tensor, left: bool = 
 
 
 def _qr_small_fused(A: torch.Tensor, mode: str):
-    """``(Q, R)`` of a batch of small matrices in one Triton launch (CUDA), or None."""
+    """``(Q, R)`` of a batch of small matrices with ``Q`` formed in the factorising launch (the
+    ``qr_small`` Metal kernel, or Triton on CUDA), or None."""
     M, N = A.shape[-2], A.shape[-1]
-    if _on_kernels(A) or not _triton_ok(A) or _torch_leaf(A):
+    if _on_kernels(A):
+        if not _small_on_kernels(M, N, A.dtype):
+            return None
+        run = _MetalKernels(A.device, A.dtype).small
+    elif _triton_ok(A) and not _torch_leaf(A):
+        from ._qr_triton import geqrf_small as run
+    else:
         return None
-    from ._qr_triton import geqrf_small
-
     K = min(M, N)
     batch = A.shape[:-2]
     QR = E.resolved(A).reshape(-1, M, N).clone()
     tau = QR.new_empty(QR.shape[0], K)
     Q = None if mode == "r" else QR.new_empty(QR.shape[0], M, K)
-    geqrf_small(QR, tau, Q)
+    if QR.shape[0] > 0 and K > 0:
+        run(QR, tau, Q)
     R = _r_from(QR, K).reshape(*batch, K, N)
     return (A.new_empty(0) if Q is None else Q.reshape(*batch, M, K)), R

@@ -69,15 +69,26 @@ def _check_geqrf(A, QR, tau):
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DID)
 def test_qr_small(lib, order, seed, dtype):
-    for m, n in [(9, 9), (32, 32), (12, 5), (5, 12), (64, 40 if dtype == torch.float32 else 20), (1, 3)]:
+    for m, n in [(9, 9), (32, 32), (12, 5), (5, 12), (64, 64 if dtype == torch.float32 else 63), (1, 3)]:
         A = matrices.random(m, n, batch=(3,), dtype=dtype, seed=m * 100 + n)
         A[1, :, 0] = 0  # tau = 0 column
         QR = A.clone()
-        tau = torch.zeros(3, min(m, n), dtype=dtype)
-        getattr(lib, kernel_name("qr_small", dtype))(QR, tau, m, n, threads=3 * 32, group_size=32,
-                                                order=order, seed=seed)
+        k = min(m, n)
+        tau = torch.zeros(3, k, dtype=dtype)
+        Q = torch.full((3, m, k), float("nan"), dtype=dtype)  # written whole
+        getattr(lib, kernel_name("qr_small", dtype))(QR, tau, Q, m, n, 1, threads=3 * 32, group_size=32,
+                                                     order=order, seed=seed)
         assert float(tau[1, 0].abs()) == 0.0
         _check_geqrf(A[[0, 2]], QR[[0, 2]], tau[[0, 2]])
+        # the thin Q formed in the same dispatch: LAPACK's (householder_product of its own factors)
+        H = torch.linalg.householder_product(_wide(QR)[..., :k], _wide(tau))
+        assert float((_wide(Q) - H).abs().max()) < 30 * m * U
+        res, orth = metrics.qr_ratios(A, Q, QR[..., :k, :].triu())
+        assert float(res.max()) < 30 and float(orth.max()) < 30
+        QR2, tau2 = A.clone(), torch.zeros(3, k, dtype=dtype)  # without Q: same factors, Q untouched
+        getattr(lib, kernel_name("qr_small", dtype))(QR2, tau2, tau2, m, n, 0, threads=3 * 32, group_size=32,
+                                                     order=order, seed=seed)
+        assert torch.equal(QR2, QR) and torch.equal(tau2, tau)
 
 
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)

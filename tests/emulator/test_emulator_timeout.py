@@ -157,3 +157,57 @@ def test_ctrl_c_interrupts_a_launch(emu):
         proc.kill()
     assert proc.returncode == 0, err
     assert out.splitlines() == ["interrupted", "after [7, 8, 9]", "python handler ok"], (out, err)
+
+
+_CTRL_C_WORKER_CHILD = """
+    import threading, torch
+    from mpslinalg import emulator
+    lib = emulator.compile_shader(open({spin!r}).read())
+    got = []
+
+    def worker():
+        try:
+            lib.spin_plain(torch.zeros(1, dtype=torch.int32), torch.zeros(1, dtype=torch.int32),
+                           threads=1, group_size=1, timeout=60)
+            got.append("returned")
+        except KeyboardInterrupt:
+            got.append("worker interrupted")
+
+    t = threading.Thread(target=worker)
+    t.start()
+    print("spinning", flush=True)
+    try:
+        t.join()
+        print("main not interrupted", flush=True)
+    except KeyboardInterrupt:
+        print("main interrupted", flush=True)
+    import time
+    deadline = time.monotonic() + 30  # (a join interrupted by Ctrl-C no longer waits: CPython)
+    while not got and time.monotonic() < deadline:
+        time.sleep(0.05)
+    print(got, flush=True)
+    out = torch.zeros(2, dtype=torch.int32)
+    lib.spin_atomic(torch.ones(1, dtype=torch.int32), torch.tensor([5], dtype=torch.int32), out,
+                    threads=2, group_size=2)
+    print("after", out.tolist(), flush=True)
+"""
+
+
+def test_ctrl_c_during_a_worker_threads_launch(emu):
+    # Ctrl-C while a worker thread runs a kernel: the main thread gets its KeyboardInterrupt (as
+    # for any Python program) and the worker's launch is abandoned (its own KeyboardInterrupt)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    code = textwrap.dedent(_CTRL_C_WORKER_CHILD.format(spin=str(KERNELS / "spin.metal")))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT
+    )
+    try:
+        assert proc.stdout.readline().strip() == "spinning"
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=50)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert out.splitlines() == ["main interrupted", "['worker interrupted']", "after [5, 6]"], (out, err)

@@ -164,6 +164,8 @@ static void *volatile fault_addr;
 static volatile sig_atomic_t in_kernel;
 static pthread_t launch_thread;
 static struct sigaction old_int_sa;
+static int launch_on_main;                   /* the launching thread is the process's main thread */
+static volatile sig_atomic_t sigint_chained; /* this launch's Ctrl-C already went to Python */
 
 static void fault_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void fault_msg(const char *fmt, ...) {
@@ -409,8 +411,23 @@ EXPORT void mpsle_kernel_fault(const char *msg) {
 /* ----------------------------------------------------------------------------------------- */
 /* signals                                                                                     */
 /* ----------------------------------------------------------------------------------------- */
+/* whatever handled SIGINT before the launch (Python's handler: it sets a flag the main thread
+ * turns into KeyboardInterrupt) */
+static void chain_sigint(int sig, siginfo_t *si, void *uc) {
+  if (old_int_sa.sa_flags & SA_SIGINFO) {
+    if (old_int_sa.sa_sigaction) old_int_sa.sa_sigaction(sig, si, uc);
+  } else if (old_int_sa.sa_handler != SIG_IGN && old_int_sa.sa_handler != SIG_DFL) {
+    old_int_sa.sa_handler(sig);
+  }
+}
+
 static void on_signal(int sig, siginfo_t *si, void *uc) {
   if (sig == MPSLE_TIMEOUT_SIG || sig == SIGINT) {
+    if (sig == SIGINT && in_kernel && !launch_on_main && !sigint_chained) {
+      /* a launch in a worker thread: the main thread gets its KeyboardInterrupt as well */
+      sigint_chained = 1;
+      chain_sigint(sig, si, uc);
+    }
     if (in_kernel && pthread_equal(pthread_self(), launch_thread))
       siglongjmp(fault_jmp, sig == SIGINT ? RC_INTERRUPT : RC_TIMEOUT);
     if (sig == MPSLE_TIMEOUT_SIG) return; /* a late expiry after the launch ended */
@@ -418,12 +435,7 @@ static void on_signal(int sig, siginfo_t *si, void *uc) {
       pthread_kill(launch_thread, SIGINT);
       return;
     }
-    /* between launches: whatever handled SIGINT before (Python's handler) */
-    if (old_int_sa.sa_flags & SA_SIGINFO) {
-      if (old_int_sa.sa_sigaction) old_int_sa.sa_sigaction(sig, si, uc);
-    } else if (old_int_sa.sa_handler != SIG_IGN && old_int_sa.sa_handler != SIG_DFL) {
-      old_int_sa.sa_handler(sig);
-    }
+    chain_sigint(sig, si, uc); /* between launches */
     return;
   }
   if (!in_kernel) { /* not ours: restore default and re-raise */
@@ -522,6 +534,12 @@ EXPORT int mpsle_launch(const mpsle_kdesc *k, void **bufs, const uint32_t grid_i
   sigemptyset(&sa.sa_mask);
   SIGS[NSIGS - 1] = MPSLE_TIMEOUT_SIG;
   launch_thread = pthread_self();
+#if defined(__linux__)
+  launch_on_main = getpid() == (pid_t)syscall(SYS_gettid);
+#else
+  launch_on_main = 1;
+#endif
+  sigint_chained = 0;
   for (int s = 0; s < NSIGS; s++) sigaction(SIGS[s], &sa, &old_sa[s]);
   old_int_sa = old_sa[4];
   /* the wall-clock limit: a timer that signals this thread (not the process) */

@@ -450,7 +450,7 @@ MUTATIONS = [
         file='mpslinalg/small.py',
         pattern='gt = v > best',
         replacement='gt = v >= best',
-        tests=['tests/test_small.py', 'tests/test_small_classes.py'],
+        tests=['tests/test_mutation_kills_small.py', 'tests/test_small.py', 'tests/test_small_classes.py'],
         why='the unrolled GEPP takes the last of equal pivots (LAPACK: the first)',
     ),
     dict(
@@ -491,7 +491,7 @@ MUTATIONS = [
         file='metal/small.metal',
         pattern='if (v > best) {',
         replacement='if (v >= best) {',
-        tests=['tests/test_small.py::test_kernels_all_orders', 'tests/test_small.py::test_emulator_equals_torch_program', 'tests/test_small_classes.py'],
+        tests=['tests/test_mutation_kills_small.py', 'tests/test_small.py::test_kernels_all_orders', 'tests/test_small.py::test_emulator_equals_torch_program', 'tests/test_small_classes.py'],
         why='the Metal n <= 4 elimination takes the last of equal pivots',
     ),
     dict(

@@ -538,7 +538,7 @@ MUTATIONS = [
     # ---- mpslinalg/qr.py ---------------------------------------------------------------------------
     dict(
         id='qr-torch-geqr2-conj-tau-dropped',
-        file='mpslinalg/qr.py',
+        file='mpslinalg/qr_kernels.py',
         pattern='C.sub_((t.conj()[:, None, None] * v[:, :, None]) * w)',
         replacement='C.sub_((t[:, None, None] * v[:, :, None]) * w)',
         tests=['tests/qr/test_qr_kernels.py', 'tests/qr/test_qr_api.py', 'tests/qr/test_qr_accuracy.py'],
@@ -546,7 +546,7 @@ MUTATIONS = [
     ),
     dict(
         id='qr-larft-diagonal-kept',
-        file='mpslinalg/qr.py',
+        file='mpslinalg/qr_kernels.py',
         pattern='G = torch.matmul(V.mH, V).triu(1)',
         replacement='G = torch.matmul(V.mH, V).triu(0)',
         tests=['tests/qr/test_qr_kernels.py', 'tests/qr/test_qr_api.py', 'tests/qr/test_qr_accuracy.py'],

@@ -748,7 +748,7 @@ MUTATIONS = [
         file='mpslinalg/emulator/shim/cpu_runtime.c',
         pattern='perm[k] = (order == MPSLE_REVERSE) ? n - 1 - k : k;',
         replacement='perm[k] = k;',
-        tests=['tests/emulator/test_emulator_kernels.py'],
+        tests=['tests/emulator/test_mutation_kills_emulator.py', 'tests/emulator/test_emulator_kernels.py'],
         why="order='reverse' runs in order: a missing barrier goes unseen",
     ),
     dict(

@@ -666,6 +666,27 @@ MUTATIONS = [
         tests=['tests/svd/test_mutation_kills_svd.py', 'tests/svd/test_lstsq.py'],
         why='gelsy counts a pivot equal to rcond * |r_11| (LAPACK: strictly greater)',
     ),
+    # ---- host synchronisation inside no-sync ops -----------------------------------------------------
+    dict(
+        id='lstsq-gelsy-host-sync',
+        file='mpslinalg/lstsq.py',
+        pattern='T = R * keep.unsqueeze(-1)',
+        replacement='T = R * keep.unsqueeze(-1) if bool(keep.any()) else R * 0',
+        tests=['tests/svd/test_lstsq.py::test_no_host_sync'],
+        why='a host read inside gelsy (same values: an early-out being written)',
+    ),
+    dict(
+        id='tri-solve-host-sync',
+        file='mpslinalg/triangular/algorithm.py',
+        pattern='''    kernel = _uses_kernel(A)
+    n = A.shape[-1]
+    triton = not kernel and _use_triton(A, n)''',
+        replacement='''    kernel = _uses_kernel(A)
+    n = A.shape[-1] + 0 * int(A.isfinite().all())
+    triton = not kernel and _use_triton(A, n)''',
+        tests=['tests/test_oplayer.py::test_ex_ops_never_read_back'],
+        why='solve_triangular reads a value back (an input finiteness check)',
+    ),
     # ---- mpslinalg/lu -----------------------------------------------------------------------------
     dict(
         id='lu-torch-recursion-info-off-by-one',

@@ -43,7 +43,7 @@ Kernel contract (identical on every backend)
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.autograd.forward_ad as _fwad
@@ -68,6 +68,10 @@ class Tuning:
     ----------
     max_sweeps : int
         Most sweeps run on the CPU (which stops early once converged); ``xGESVJ``'s ``NSWEEP``.
+    jacobi_max : dict
+        ``torch`` backend, per device type: largest order solved by Jacobi; larger ones take the
+        device's own SVD of the preconditioned factor (block Jacobi through matrix products is
+        not written yet). The ``metal``/``emulator`` backends always run Jacobi.
     compile_max : int
         CUDA, torch backend: largest (padded) order whose Jacobi sweep is fused by ``torch.compile``
         (0 turns it off).
@@ -84,6 +88,7 @@ class Tuning:
     gpu_sweeps: dict | None = None
     round_threads: int = 64
     compile_max: int = 64
+    jacobi_max: dict = field(default_factory=lambda: {"cpu": 128, "cuda": 64})
 
     def sweeps(self, device: torch.device, dtype: torch.dtype, n: int = 32) -> tuple[int, bool]:
         """``(sweeps, early_exit)`` for ``n``-column matrices of real ``dtype`` on ``device``."""
@@ -283,6 +288,18 @@ def _kernels(x: torch.Tensor):
 # --------------------------------------------------------------------------------------------------
 
 
+def _device_svd(X: torch.Tensor, compute_uv: bool):
+    """The torch backend's route for orders above ``TUNING.jacobi_max``: the device's own SVD
+    (LAPACK/cuSOLVER, bidiagonalisation) of the preconditioned factor, returned in the Jacobi
+    contract's form ``(X V, V, rotated=False)``. Not relatively accurate for graded matrices and,
+    on CUDA, torch checks its ``info`` on the host."""
+    not_rotated = torch.zeros(X.shape[0], dtype=torch.bool, device=X.device)
+    if not compute_uv:
+        return torch.diag_embed(torch.linalg.svdvals(X)).to(X.dtype), None, not_rotated
+    Ux, S, Vh = torch.linalg.svd(X, full_matrices=False)
+    return Ux * S[:, None, :].to(X.dtype), Vh.mH, not_rotated
+
+
 def _pow2_scale(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(A·2^-e, e, finite)`` per matrix: max |entry| of the scaled matrix in [1/2, 1)."""
     amax = A.abs().amax(dim=(-2, -1))
@@ -328,17 +345,19 @@ def _svd_tall(A: torch.Tensor, full: bool, compute_uv: bool):
         Q, R = None, _householder_qr(As, "r")[1]
     R = R[:, :n, :]
 
-    # one-sided Jacobi on X = Rᴴ, padded to an even number of columns
-    npad = n + (n % 2)
-    X = torch.nn.functional.pad(R.mH.resolve_conj(), (0, npad - n, 0, npad - n)).contiguous()
-    V = None
-    if compute_uv:
-        V = torch.eye(npad, dtype=A.dtype, device=A.device).expand(Bn, -1, -1).contiguous()
     sweeps, early = TUNING.sweeps(A.device, rdt, n)
     early = early and not functorch_active()  # early: host reads are free (CPU, no transform)
-    tol = math.sqrt(n) * _unit_roundoff(rdt)
-    X, V, rotated = _kernels(X).jacobi(X, V, sweeps, tol, early)
-    X, V = X[:, :n, :n], (V[:, :n, :n] if V is not None else None)
+    if not _on_kernels(A) and n > TUNING.jacobi_max.get(A.device.type, 0):
+        X, V, rotated = _device_svd(R.mH, compute_uv)
+    else:  # one-sided Jacobi on X = Rᴴ, padded to an even number of columns
+        npad = n + (n % 2)
+        X = torch.nn.functional.pad(R.mH.resolve_conj(), (0, npad - n, 0, npad - n)).contiguous()
+        V = None
+        if compute_uv:
+            V = torch.eye(npad, dtype=A.dtype, device=A.device).expand(Bn, -1, -1).contiguous()
+        tol = math.sqrt(n) * _unit_roundoff(rdt)
+        X, V, rotated = _kernels(X).jacobi(X, V, sweeps, tol, early)
+        X, V = X[:, :n, :n], (V[:, :n, :n] if V is not None else None)
 
     S = torch.linalg.vector_norm(X, dim=-2)
     S, order = S.sort(dim=-1, descending=True, stable=True)

@@ -69,6 +69,18 @@ def test_lapack_ratios(backend, backend_device, full):
             assert float((Sv - S).abs().max()) <= 30 * k * _u(S.dtype) * float(S.max())
 
 
+def test_large_order_route():
+    """Above ``TUNING.jacobi_max`` the torch backend takes the device's SVD of the preconditioned
+    factor; the LAPACK ratios hold there too."""
+    n = svd_mod.TUNING.jacobi_max["cpu"] + 3
+    for dtype in (torch.float32, torch.complex128):
+        A = matrices.with_condition(n, 1e3, m=n + 5, batch=(1,), dtype=dtype, seed=n)
+        for full in (True, False):
+            U, S, Vh = LA.svd(A, full_matrices=full)
+            recon, uo, vo, order = _ratios(A, U, S, Vh)
+            assert recon < RATIO and uo < RATIO and vo < RATIO and order == 0
+
+
 def _grading(k: int, decades: float) -> torch.Tensor:
     """``matrices.graded``'s diagonal: ``10**(−decades·j/(k−1))``."""
     return 10.0 ** (-decades * torch.arange(k, dtype=torch.float64) / (k - 1))

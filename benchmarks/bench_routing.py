@@ -2,7 +2,7 @@
 against the same call with routing off, per op, size, batch and dtype (issue 13, "never slower").
 
 A routed call costs what the user sees: the dispatcher's hop into Python plus mpslinalg's op. So each
-workload is timed in alternating blocks — routing off, routing on, off, on, ... — and the ratio is
+workload is timed in blocks of routing off and on (which one first alternates) and the ratio is
 the median over blocks of ``time(off) / time(on)`` (> 1: routing is faster). "Never slower" is
 judged on the **smallest** block ratio (the shared CPU is noisy; a workload routes only if every
 block had it at >= 0.95x); :func:`regions` turns a device's rows into the
@@ -74,13 +74,19 @@ def measure(op: str, n: int, batch: int, dtype: torch.dtype, device: str, blocks
     A = (torch.randn(shape, generator=g, dtype=dtype) + n * torch.eye(n, dtype=dtype)).to(device)
     fn = _calls(op, A)
     off, on, ratios = [], [], []
-    for _ in range(blocks):
-        routing.disable()
-        t_off = time_callable(fn, device=device, warmup=2, repeat=5, min_time=0.02).median
+    for block in range(blocks):
+        def timed_off():
+            routing.disable()
+            return time_callable(fn, device=device, warmup=2, repeat=5, min_time=0.02).median
+
+        if block % 2:  # alternate which one runs first in a block (no order bias)
+            t_off = timed_off()
         routing.enable(devices=(device,), ops=(op,), when="always")
         routing.reset_stats()
         t_on = time_callable(fn, device=device, warmup=2, repeat=5, min_time=0.02).median
         ran_ours = routing.stats().get(op, {}).get("ours", 0) > 0
+        if not block % 2:
+            t_off = timed_off()
         routing.disable()
         if not ran_ours:
             raise RuntimeError(f"{op} n={n} batch={batch}: routing on did not run mpslinalg's op")
@@ -128,13 +134,19 @@ def overhead(device: str, rounds: int = 7) -> int:
     print("|---|---|---|---|")
     for name, fn in calls.items():
         extra, off_t = [], []
-        for _ in range(rounds):
-            routing.disable()
-            off = time_callable(fn, device=device, warmup=50, repeat=20, min_time=0.05).median
+        for block in range(rounds):
+            def timed_off(fn=fn):
+                routing.disable()
+                return time_callable(fn, device=device, warmup=50, repeat=20, min_time=0.05).median
+
+            if block % 2:  # alternate which one runs first
+                off = timed_off()
             routing.enable(devices=(device,))
             routing.reset_stats()
             on = time_callable(fn, device=device, warmup=50, repeat=20, min_time=0.05).median
             st = routing.stats()
+            if not block % 2:
+                off = timed_off()
             routing.disable()
             if any(c["ours"] for c in st.values()):
                 raise RuntimeError(f"{name}: the default table routed it; pick a declined size")
@@ -179,8 +191,9 @@ def mainjob_rows(device: str, blocks: int) -> int:
         fn = functools.partial(w.peer, x)
         times: dict[str, list[float]] = {"off": [], "always": [], "faster": []}
         paths = set()
-        for _ in range(blocks):
-            for mode in times:
+        for block in range(blocks):
+            modes = list(times)
+            for mode in modes[block % 3:] + modes[:block % 3]:  # rotate the order per block
                 routing.disable()
                 if mode != "off":
                     routing.enable(devices=(device,), when=mode)

@@ -228,6 +228,21 @@ def run_gate(muts: list[Mutation], *, baseline: bool = True, cache: Path = DEFAU
     return results
 
 
+def baseline_only(muts: list[Mutation], cache: Path = DEFAULT_CACHE) -> int:
+    """Run each distinct test selection of ``muts`` on an unmutated copy; 0 if all pass."""
+    cache.mkdir(parents=True, exist_ok=True)
+    bad = 0
+    with tempfile.TemporaryDirectory(prefix="mutation-gate-") as td:
+        copy = Path(td)
+        copy_tree(copy)
+        check_imports_copy(copy, cache)
+        for tests in sorted({tuple(m.tests) for m in muts if not m.equivalent}):
+            status, secs, tail = run_tests(copy, list(tests), max(m.timeout for m in muts), cache)
+            print(f"baseline {status:8s} {secs:6.1f}s {' '.join(tests)}", flush=True)
+            bad += status != "passed"
+    return int(bad > 0)
+
+
 def summary(results: list[Result]) -> dict:
     counts: dict[str, int] = {}
     for r in results:
@@ -244,6 +259,8 @@ def main(argv=None) -> int:
     ap.add_argument("--json", type=Path, help="write the results here")
     ap.add_argument("--file", type=Path, default=DEFAULT_LIST, help="the mutation list")
     ap.add_argument("--no-baseline", action="store_true", help="skip the unmutated runs")
+    ap.add_argument("--baseline-only", action="store_true",
+                    help="only run the selected mutations' test selections on the unmutated tree")
     ap.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE, help="emulator compile cache")
     ap.add_argument("--known-good", type=Path, help="a previous run's JSON: its passing baselines are reused")
     args = ap.parse_args(argv)
@@ -265,6 +282,8 @@ def main(argv=None) -> int:
             if errors:
                 raise ListError("\n".join(errors))
             return 0
+        if args.baseline_only:
+            return baseline_only(muts, args.cache_dir)
         known = set()
         if args.known_good:
             prev = json.loads(args.known_good.read_text()).get("baselines", {})

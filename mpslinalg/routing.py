@@ -52,7 +52,6 @@ dispatcher does not synchronise the two): switch routing at start-up or between 
 from __future__ import annotations
 
 import contextlib
-import math
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -228,14 +227,19 @@ WHEN: dict[str, dict[str, dict[torch.dtype, tuple[tuple[int, int, int], ...]]] |
 
 
 def _faster(table: dict, args) -> bool:
-    """Whether ``table`` (one op's ``WHEN`` entry) routes a call with these arguments."""
+    """Whether ``table`` (one op's ``WHEN`` entry) routes a call with these arguments.
+
+    On every call's path, so it avoids building shapes: ``batch >= b`` is ``numel >= b n²``.
+    """
     A = args[0]
     regions = table.get(A.dtype)
-    if not regions:
+    if regions is None:
         return False
-    shape = A.shape
-    n, batch = shape[-1], math.prod(shape[:-2])
-    return any(lo <= n <= hi and batch >= b for lo, hi, b in regions)
+    n = A.shape[-1]
+    for lo, hi, b in regions:
+        if lo <= n <= hi and A.numel() >= b * n * n:
+            return True
+    return False
 
 
 # --------------------------------------------------------------------------------------------------
@@ -245,19 +249,27 @@ def _faster(table: dict, args) -> bool:
 
 class _Local(threading.local):
     inside: bool = False  # this thread is computing a routed call (its torch calls are internal)
+    counts: dict | None = None  # this thread's counters: op -> [ours, torch, internal]
 
 
 _local = _Local()
-_lock = threading.Lock()  # enable/disable and the counters
+_lock = threading.Lock()  # enable/disable, and the list of the threads' counters
 _libraries: list[torch.library.Library] = []
 _config: tuple | None = None  # (devices, ops, when) of the active routing, for enabled() to restore
 _OURS, _TORCH, _INTERNAL = range(3)
-_counts: dict[str, list[int]] = {}  # op -> calls [that ran ours, handed to torch, internal]
+_all_counts: list[dict[str, list[int]]] = []  # every thread's counters (no lock on the call path)
 
 
 def _count(name: str, path: int) -> None:
-    with _lock:
-        _counts.setdefault(name, [0, 0, 0])[path] += 1
+    counts = _local.counts
+    if counts is None:
+        counts = _local.counts = {}
+        with _lock:
+            _all_counts.append(counts)
+    c = counts.get(name)
+    if c is None:
+        c = counts[name] = [0, 0, 0]
+    c[path] += 1
 
 
 def stats() -> dict[str, dict[str, int]]:
@@ -272,14 +284,22 @@ def stats() -> dict[str, dict[str, int]]:
         ``internal`` calls were made by mpslinalg itself while computing a routed call (torch's
         kernel, never routed again).
     """
+    total: dict[str, list[int]] = {}
     with _lock:
-        return {name: dict(zip(("ours", "torch", "internal"), c)) for name, c in _counts.items()}
+        for counts in _all_counts:
+            for name, c in list(counts.items()):
+                t = total.setdefault(name, [0, 0, 0])
+                for i in range(3):
+                    t[i] += c[i]
+    return {name: dict(zip(("ours", "torch", "internal"), t)) for name, t in total.items() if any(t)}
 
 
 def reset_stats() -> None:
-    """Zero the counters of :func:`stats`."""
+    """Zero the counters of :func:`stats` (call it while no other thread is making routed calls)."""
     with _lock:
-        _counts.clear()
+        for counts in _all_counts:
+            for c in counts.values():
+                c[:] = [0, 0, 0]
 
 
 def _kernel(route: Route, op: Callable, original, table: dict | None) -> Callable:

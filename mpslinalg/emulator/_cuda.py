@@ -36,7 +36,7 @@ import threading
 import time
 from pathlib import Path
 
-from ._cpu import _attr_expr, _sizes, _unbound_arg
+from ._cpu import CXX14_ONLY, _attr_expr, _sizes, _unbound_arg
 from ._cuda_run import CudaRunner, CudaToolchainError, launch_plan  # noqa: F401 - re-exported
 from ._frontend import Kernel
 from ._prepass import PrepassResult
@@ -76,7 +76,7 @@ CUDA_FLAGS = [
     "--cuda-device-only",
     "-nocudainc",
     "-nocudalib",
-    "-std=c++17",
+    *CXX14_ONLY,  # MSL is C++14-based (as on the cpu target)
     "-O3",
     "-ffp-contract=off",
     "-fno-math-errno",
@@ -88,7 +88,6 @@ CUDA_FLAGS = [
     "-fsanitize-trap=array-bounds",
     "-gline-tables-only",  # .loc -> compute-sanitizer reports point at .metal lines
     "-Wno-unknown-cuda-version",
-    "-w",
 ]
 
 

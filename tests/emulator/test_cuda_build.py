@@ -283,3 +283,17 @@ def test_family_sources_build(cuda_mod, family):
         assert len(k["params"]) == 1 + max(
             [p["buffer_index"] for p in k["meta"]["params"] if p["buffer_index"] is not None], default=-1
         )
+
+
+def test_cuda_build_is_cxx14_like_msl(cuda_mod, tmp_path):
+    # issue 17.5: the cuda target holds kernels to C++14 as the cpu target does
+    from mpslinalg.emulator import ShaderCompileError, preprocess
+    from mpslinalg.emulator._prepass import prepass
+
+    src = (
+        "#include <metal_stdlib>\nusing namespace metal;\n"
+        "kernel void k(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n"
+        "  if constexpr (sizeof(float) == 4) { x[i] = 1.0f; }\n}\n"
+    )
+    with pytest.raises(ShaderCompileError, match=r"constexpr if is a C\+\+17 extension"):
+        cuda_mod.build_artifacts(prepass(preprocess(src)), cuda_mod.source_key(src), tmp_path)

@@ -20,6 +20,10 @@
 //   atomics      -> clang __atomic builtins (relaxed), native on sm_70+
 //   math         -> libdevice (__nv_*) except sqrt, which stays correctly rounded (sqrt.rn)
 #pragma once
+// The shim itself uses C++17; the kernel source after it is held to C++14, as MSL is (the compile
+// flags make C++17 extensions errors, as on the cpu target).
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wc++17-extensions"
 
 #if !defined(__CUDA__) || !defined(__CUDA_ARCH__)
 #error "cuda.h is the device-side shim of the emulator's cuda target (clang -x cuda --cuda-device-only)"
@@ -286,3 +290,4 @@ inline bool atomic_compare_exchange_weak_explicit(P obj, E expected, V desired, 
 }  // namespace metal
 
 using namespace metal;
+#pragma clang diagnostic pop

@@ -43,6 +43,7 @@ from ._prepass import PrepassResult
 from ._toolchain import (
     SHIM_DIR,
     ShaderCompileError,
+    _file_digest,
     _shim_text,
     cache_dir,
     compiler_info,
@@ -428,11 +429,31 @@ def build_artifacts(
         tmp = dst.with_name(dst.name + suffix)
         tmp.write_text(ptx)
         os.replace(tmp, dst)
+        # size + sha256 of each file, checked before use (a truncated copy of a folder is rebuilt)
+        manifest["files"] = {
+            p.name: _file_digest(p)
+            for p in [out_dir / f"{key}.{arch}.cubin" for arch in cubins] + [out_dir / f"{key}.ptx"]
+        }
         man = out_dir / f"{key}.json"
         tmp = man.with_name(man.name + suffix)
         tmp.write_text(json.dumps(manifest, indent=1))
         os.replace(tmp, man)
     return man
+
+
+def _complete(manifest: Path) -> bool:
+    """Every file the manifest lists is there with the size and sha256 it was built with
+    (manifests from before the checksums were recorded are taken as they are)."""
+    try:
+        files = json.loads(manifest.read_text()).get("files")
+    except (OSError, ValueError):
+        return False
+    if files is None:
+        return True
+    try:
+        return all(_file_digest(manifest.with_name(n)) == d for n, d in files.items())
+    except OSError:
+        return False
 
 
 def _run(cmd: list[str]):
@@ -478,7 +499,7 @@ class CudaTarget:
         dirs = cubin_dirs()
         for d in dirs:
             p = d / f"{key}.json"
-            if p.is_file():
+            if p.is_file() and _complete(p):
                 return p
         if compiler_info() is None:  # a GPU machine without clang: say what to do
             raise CudaToolchainError(

@@ -297,3 +297,20 @@ def test_cuda_build_is_cxx14_like_msl(cuda_mod, tmp_path):
     )
     with pytest.raises(ShaderCompileError, match=r"constexpr if is a C\+\+17 extension"):
         cuda_mod.build_artifacts(prepass(preprocess(src)), cuda_mod.source_key(src), tmp_path)
+
+
+def test_truncated_cubin_makes_the_artifact_incomplete(cuda_mod, tmp_path, monkeypatch):
+    # issue 14.12 for the cuda target: a manifest whose files do not match their recorded size and
+    # sha256 is not used (rebuilt where a compiler is, reported as missing where none is)
+    from mpslinalg.emulator import preprocess
+    from mpslinalg.emulator._prepass import prepass
+
+    src = (KERNELS / "binding.metal").read_text()
+    key = cuda_mod.source_key(src)
+    man = cuda_mod.build_artifacts(prepass(preprocess(src)), key, tmp_path)
+    monkeypatch.setenv("MPSLINALG_CUBIN_DIR", str(tmp_path))
+    monkeypatch.setenv("MPSLINALG_CACHE_DIR", str(tmp_path / "cache"))  # no other copy to fall back on
+    assert cuda_mod.CudaTarget().artifact(key) == man
+    (cubin,) = tmp_path.glob(f"{key}.sm_*.cubin")
+    cubin.write_bytes(cubin.read_bytes()[:100])
+    assert cuda_mod.CudaTarget().artifact(key) is None

@@ -15,8 +15,10 @@ For a batch ``[B, m, n]`` (wide matrices are handled as ``Aᴴ``, so ``m >= n``)
    ordering, ``n/2`` disjoint pairs per round, ``n − 1`` rounds per sweep, all pairs of all
    matrices rotated at once. A pair is rotated when ``|x_pᴴ x_q| > tol·√α_p·√α_q`` (square roots
    taken separately: the product of the two squared norms can overflow/underflow),
-   ``tol = √n·u`` (``xGESVJ``'s ``CTOL``). Rotation: Rutishauser's ``t = sign(ζ)/(|ζ| + hypot(1, ζ))``
-   with the complex phase of ``x_pᴴ x_q`` split off.
+   ``tol = 2n·u``: twice the rounding bound ``γ_n`` of the computed dot product, so that rounding
+   noise alone never triggers a rotation (``xGESVJ``'s ``√n·u`` sits below that noise, and a
+   random float32 3x3 batch of 10000 had two matrices rotating forever). Rotation: Rutishauser's
+   ``t = sign(ζ)/(|ζ| + hypot(1, ζ))`` with the complex phase of ``x_pᴴ x_q`` split off.
 4. **Sweep bound**: at most :attr:`Tuning.max_sweeps` sweeps (30, as ``xGESVJ``). On the CPU
    the loop stops after the first sweep without a rotation (checking is free there); on GPUs
    the number of sweeps is fixed in advance (:attr:`Tuning.gpu_sweeps`), so ``svd_ex`` never
@@ -355,7 +357,7 @@ def _svd_tall(A: torch.Tensor, full: bool, compute_uv: bool):
         V = None
         if compute_uv:
             V = torch.eye(npad, dtype=A.dtype, device=A.device).expand(Bn, -1, -1).contiguous()
-        tol = math.sqrt(n) * _unit_roundoff(rdt)
+        tol = 2 * npad * _unit_roundoff(rdt)
         X, V, rotated = _kernels(X).jacobi(X, V, sweeps, tol, early)
         X, V = X[:, :n, :n], (V[:, :n, :n] if V is not None else None)
 

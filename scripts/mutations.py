@@ -357,7 +357,7 @@ MUTATIONS = [
         file='metal/triangular.metal',
         pattern='s[r] = conj_b ? s_conj(bi) : bi;',
         replacement='s[r] = bi;',
-        tests=['tests/test_triangular_kernels.py'],
+        tests=['tests/test_mutation_kills_triangular.py', 'tests/test_triangular_kernels.py'],
         why='conj(B) flag ignored by trsm_small',
     ),
     dict(

@@ -38,6 +38,7 @@ for s in "$@"; do
     small) step small $PY benchmarks/bench_small.py --device cuda --out "$RES" ;;
     pinv-lstsq) step pinv-lstsq $PY benchmarks/bench_pinv_lstsq.py --device cuda --out "$RES" ;;
     qr) step qr $PY benchmarks/bench_qr.py --device cuda --out "$RES" --warmup 1 --repeat 3 --count-dispatches ;;
+    svd) step svd $PY benchmarks/bench_svd.py --device cuda --out "$RES" --warmup 1 --repeat 3 --profile ;;
     roofline) step roofline $PY benchmarks/bench_roofline.py --device cuda --out "$RES" ;;
     main) step main $PY -m mpslinalg --device cuda --json "$RES/main_cuda.json" ;;
     main-quick) step main-quick $PY -m mpslinalg --device cuda --quick --json "$RES/main_cuda_quick.json" ;;

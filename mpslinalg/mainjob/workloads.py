@@ -548,6 +548,16 @@ def _svd() -> list[Workload]:
             scipy=lambda x: sl().svd(x["A"].numpy(), full_matrices=False, check_finite=False),
             accuracy=acc))
 
+        def make_8pt(device: torch.device, dtype: torch.dtype, quick: bool) -> Inputs:
+            b = _size(device, quick, gpu=100000, cpu=4096, quick_gpu=4096, quick_cpu=256)
+            return {"A": _randn((b, 8, 9), dtype, device, 51)}
+
+        rows.append(Workload(
+            op="svd", name="svd float32 batched 8x9",
+            description="camera geometry: 8-point systems, 100000 x (8x9) float32, full V (null vector)",
+            make=make_8pt, ours=lambda x: ours("svd")(x["A"]),
+            peer=lambda x: torch.linalg.svd(x["A"]), accuracy=acc))
+
     if implemented("svdvals"):
         def make_vals(device: torch.device, dtype: torch.dtype, quick: bool) -> Inputs:
             n = _size(device, quick, gpu=2048, cpu=256, quick_gpu=512, quick_cpu=64)

@@ -12,13 +12,14 @@ Algorithm
 ``geqrf`` of a batch ``[B, M, N]`` (a copy of the input, factored in place):
 
 * small matrices are one **whole-matrix** call (``small``: the ``qr_small`` Metal kernel with the
-  matrix in threadgroup memory; on CUDA float32 the Triton kernel of :mod:`mpslinalg._qr_triton`;
-  else a Householder loop over columns vectorised over the batch);
+  matrix in threadgroup memory; on CUDA float32/complex64 the Triton kernel of
+  :mod:`mpslinalg._qr_triton`; else a Householder loop over columns vectorised over the batch);
+  ``qr`` has both kernels form the thin ``Q`` in the same launch;
 * larger ones are **compact-WY blocked** (LAPACK ``geqrf``): factor an ``nb``-wide panel
   (``panel``: ``geqr2`` plus its ``T`` factor, ``larft``), then apply ``Qᴴ = I - V Tᴴ Vᴴ`` to the
   trailing columns by three matrix products (``larfb``);
 * on the ``torch`` backend, single large matrices call the device's ``geqrf`` (LAPACK on CPU,
-  cuSOLVER on CUDA) — never slower than ``torch.linalg`` —, see :class:`Tuning`.
+  cuSOLVER on CUDA) — never slower than ``torch.linalg`` —, see ``qr_kernels.Tuning``.
 
 ``householder_product`` and ``ormqr`` apply the blocks by matrix products (backward accumulation
 for ``Q``, touching only the trailing part); the thin ``Q`` never forms the ``m x m`` one.
@@ -26,7 +27,8 @@ Tall-skinny ``qr`` (``m >= Tuning.tsqr_ratio * n``) is a Householder **TSQR** (:
 batched small QRs in a tree, then LAPACK's signs recovered from the first ``n`` rows of ``Q``.
 
 Internal entry points (no checks; torch conventions; used by the SVD family):
-:func:`geqrf_impl`, :func:`householder_product_impl`, :func:`ormqr_impl`, :func:`qr_impl`.
+:func:`geqrf_impl`, :func:`householder_product_impl`, :func:`ormqr_impl`, :func:`qr_impl`,
+:func:`qr_plain` (no TSQR route).
 
 The kernels, their contracts and the tuning live in :mod:`mpslinalg.qr_kernels`.
 """

@@ -206,8 +206,10 @@ _inv_ex_op = defop("inv_ex", impl=_inv_ex_op_impl, fake=_inv_ex_op_fake, **D.inv
 
 
 def _det_op_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    # LU and pivots are internal outputs (the public det drops them): the backward reuses them
-    LU, piv, _ = _getrf(A)
+    # LU and pivots (of Aᵀ) are internal outputs (the public det drops them): the backward reuses
+    # them. Aᵀ as torch.linalg.det factors it (LAPACK reads row-major A as Aᵀ): the same det, and
+    # the same pattern of inf/NaN for non-finite input at every size (the small family does too)
+    LU, piv, _ = _getrf(A.mT)
     d, sign = _det_parts(LU, piv)
     return d.prod(-1) * sign, LU.contiguous(), piv.contiguous()
 
@@ -222,10 +224,11 @@ def _det_setup(ctx, inputs, output):
 
 
 def _adjoint_solve_diag(LU: torch.Tensor, piv: torch.Tensor, diag: torch.Tensor) -> torch.Tensor:
-    """``A^{-H} diag(diag)`` from the saved factorisation of ``A`` (one getrs, no refactorisation)."""
+    """``A^{-H} diag(diag)`` from the saved factorisation of ``M = Aᵀ`` (one getrs, no
+    refactorisation): ``A^{-H} = conj(M⁻¹)``, so ``A^{-H} D = conj(M⁻¹ conj(D))``."""
     n = LU.shape[-1]
     D = torch.diag_embed(diag[..., None].expand(*diag.shape, n))
-    return _lu_solve_left(LU, piv, D, "C")
+    return _lu_solve_left(LU, piv, D.conj(), "N").conj()
 
 
 def _exclusive_prod(S: torch.Tensor) -> torch.Tensor:
@@ -287,8 +290,8 @@ _det_op = defop("det", impl=_det_op_impl, fake=_det_op_fake, setup=_det_setup,
 
 
 def _slogdet_op_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    # LU and pivots are internal outputs (the public slogdet drops them): the backward reuses them
-    LU, piv, _ = _getrf(A)
+    # LU and pivots of Aᵀ (as det) are internal outputs: the backward reuses them
+    LU, piv, _ = _getrf(A.mT)
     s, la = _slogdet_from_lu(LU, piv)
     return s, la, LU.contiguous(), piv.contiguous()
 

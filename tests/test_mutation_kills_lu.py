@@ -156,3 +156,21 @@ def test_pivot_ties_go_to_the_first_row_in_every_kernel(lib, monkeypatch, order,
         kern.panel(LU, piv, info, 0, n)
     assert piv[0].tolist() == list(range(1, n + 1)) == lapack.getrf_pivots(A[0]).tolist()
     assert float(metrics.lu_factor_ratio(A, LU, piv)) == 0.0  # exact elimination
+
+
+@pytest.mark.parametrize("backend", ["torch", "emulator"])
+@pytest.mark.parametrize("n", [8, 40])  # the fused lu_small_solve (n <= 32) and the blocked path
+@pytest.mark.parametrize("left", [True, False])
+def test_solve_with_conjugate_views(backend, n, left):
+    """``checks-resolved-keeps-conj-bit``: Metal binds storage and ignores the conj bit, so every
+    kernel call site resolves it (``oplayer.checks.resolved``); ``solve`` with ``A.conj()`` or
+    ``B.conj()`` (views) must equal the solve with the resolved copies bit for bit (same kernels on
+    the same values)."""
+    if backend == "emulator":
+        require_emulator()
+    A = matrices.random(n, n, batch=(2,), dtype=torch.complex64, seed=n)
+    B = matrices.random(*((n, 3) if left else (3, n)), batch=(2,), dtype=torch.complex64, seed=n + 1)
+    with LA.use_backend(backend):
+        for Av, Bv in ((A.conj(), B), (A, B.conj()), (A.conj(), B.conj())):
+            X = LA.solve(Av, Bv, left=left)
+            assert torch.equal(X, LA.solve(Av.resolve_conj(), Bv.resolve_conj(), left=left))

@@ -61,8 +61,9 @@ def _no_family(what: str, A: torch.Tensor) -> None:
             "(torch.linalg would silently run it on the CPU)")
 
 
-def svd_parts(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Reduced SVD ``(U, S, Vh)`` of ``A`` for use inside op implementations (not differentiable).
+def svd_parts(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Reduced SVD ``(U, S, Vh, info)`` of ``A`` for use inside op implementations (not
+    differentiable, no host sync).
 
     Parameters
     ----------
@@ -72,14 +73,15 @@ def svd_parts(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor
     Returns
     -------
     tuple of torch.Tensor
-        ``U (*, m, k)``, ``S (*, k)`` real descending, ``Vh (*, k, n)``, ``k = min(m, n)``.
+        ``U (*, m, k)``, ``S (*, k)`` real descending, ``Vh (*, k, n)``, ``k = min(m, n)``;
+        ``info (*)`` int32, ``> 0`` where the SVD failed (non-finite input, no convergence).
     """
     svd = _family("svd")
     if svd is not None and hasattr(svd, "svd_impl"):
-        U, S, Vh, _ = svd.svd_impl(A, False, True)
-        return U, S, Vh
+        return svd.svd_impl(A, False, True)
     _no_family("svd", A)
-    return torch.linalg.svd(A, full_matrices=False)
+    U, S, Vh = torch.linalg.svd(A, full_matrices=False)
+    return U, S, Vh, torch.zeros(A.shape[:-2], dtype=torch.int32, device=A.device)
 
 
 def svdvals_grad(A: torch.Tensor) -> torch.Tensor:
@@ -177,7 +179,7 @@ def _pinv_impl(A: torch.Tensor, atol: torch.Tensor, rtol: torch.Tensor) -> torch
     m, n = A.shape[-2:]
     if m == 0 or n == 0:
         return A.new_zeros(_batch_of(A, atol, rtol) + (n, m))
-    U, S, Vh = svd_parts(A)
+    U, S, Vh, _ = svd_parts(A)  # a failed SVD has NaN factors: NaN comes out (no host sync)
     keep = _keep(S, atol, rtol)
     # 1/σ only where kept: the where() never divides by a dropped (possibly zero) value
     Sinv = torch.where(keep, 1.0 / torch.where(keep, S, 1.0), 0.0).to(S.dtype).to(A.dtype)

@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 import scipy.linalg as sla
 import torch
+from spectral_data import matrix as _matrix
 from sync_check import no_host_sync
-from test_pinv import _matrix
 
 import mpslinalg as LA
 from reference.metrics import lstsq_ratio, unit_roundoff
@@ -256,8 +256,9 @@ def test_no_host_sync(driver):
 @pytest.mark.parametrize("driver", DRIVERS)
 @pytest.mark.parametrize("shape", [(5, 3), (3, 5)], ids=str)
 def test_gradcheck(shape, driver, dtype):
-    A = _matrix((2, *shape), dtype, cond=4.0, seed=16).requires_grad_()
-    B = torch.randn(2, shape[0], 2, dtype=dtype).requires_grad_()
+    # one matrix, one right-hand side: every entry is perturbed, so size is test time
+    A = _matrix(shape, dtype, cond=4.0, seed=16).requires_grad_()
+    B = torch.randn(shape[0], 1, dtype=dtype).requires_grad_()
 
     def f(A, B):
         r = LA.lstsq(A, B, driver=driver)
@@ -290,3 +291,17 @@ def test_compile_fullgraph():
     A, B = _matrix((2, 6, 4), torch.float32), torch.randn(2, 6, 2)
     f = torch.compile(lambda a, b: LA.lstsq(a, b, driver="gelsd"), fullgraph=True, backend="eager")
     torch.testing.assert_close(f(A, B).solution, LA.lstsq(A, B, driver="gelsd").solution)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")], ids=["nan", "inf"])
+def test_nonfinite_matrix_has_rank_minus_one(bad):
+    A = _matrix((3, 6, 4), torch.float32, seed=19)
+    A[1, 2, 3] = bad
+    B = torch.randn(3, 6, 2)
+    for driver in DRIVERS:
+        res = LA.lstsq(A, B, driver=driver)
+        assert not res.solution[1].isfinite().all()
+        good = LA.lstsq(A[[0, 2]], B[[0, 2]], driver=driver).solution
+        torch.testing.assert_close(res.solution[[0, 2]], good, rtol=0, atol=0)
+        if driver != "gels":
+            assert res.rank.tolist() == [4, -1, 4]

@@ -18,7 +18,7 @@ import math
 
 import pytest
 import torch
-from test_pinv import _matrix
+from spectral_data import matrix as _matrix
 
 import mpslinalg as LA
 from reference import lapack as ref

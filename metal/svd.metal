@@ -16,6 +16,8 @@
 //
 // Rotation of the pair (p, q) with a = |x_p|^2, b = |x_q|^2, g = x_p^H x_q: rotate only when
 // |g| > tol * sqrt(a) * sqrt(b) (square roots taken separately: a * b can overflow or underflow);
+// only rotations with |g| > ctol * sqrt(a) * sqrt(b) count against convergence (tol is below the
+// dot product's rounding noise, ctol = 2n u above it: noise alone must not look like work left);
 // zeta = (b - a) / (2|g|), t = sign(zeta) / (|zeta| + sqrt(1 + zeta^2)) (Rutishauser, the smaller
 // angle), c = 1 / sqrt(1 + t^2), e = g / |g| (the complex phase);
 //   x_p' = c x_p - conj(c t e) x_q,   x_q' = (c t e) x_p + c x_q.
@@ -44,9 +46,12 @@ inline int svd_player(int j, int r, int n) { return j == 0 ? 0 : 1 + (j - 1 + r)
 // The rotation (c, se) of a pair from its Gram entries; false if the pair is already orthogonal
 // to working accuracy.
 template <typename T>
-inline bool svd_rotation(float a, float b, T g, float tol, thread float& c, thread T& se) {
+inline bool svd_rotation(float a, float b, T g, float tol, float ctol, thread float& c, thread T& se,
+                         thread bool& significant) {
   const float ag = s_abs(g);
-  if (!(ag > tol * (sqrt(a) * sqrt(b)))) {
+  const float scale = sqrt(a) * sqrt(b);
+  significant = ag > ctol * scale;
+  if (!(ag > tol * scale)) {
     c = 1.0f;
     se = s_zero<T>();
     return false;
@@ -72,7 +77,8 @@ inline void svd_rotate(thread T& xp, thread T& xq, float c, T se) {
 //
 // Grid: threads = batch * 32, group_size = 32 (one simdgroup per matrix; thread t < n/2 owns pair
 // t of each round). Threadgroup memory: two 32 x 33 tiles, 16.9 KiB for complex64.
-// rotated[b] = 1 if matrix b still rotated in the last sweep run (not converged), else 0.
+// rotated[b] = 1 if matrix b still made a significant rotation in the last sweep run (not
+// converged), else 0.
 template <typename T>
 [[max_total_threads_per_threadgroup(32)]]  // the host launches one simdgroup per matrix
 kernel void svd_jacobi_small(device T* X [[buffer(0)]],
@@ -81,7 +87,8 @@ kernel void svd_jacobi_small(device T* X [[buffer(0)]],
                              constant long& N [[buffer(3)]],
                              constant long& SWEEPS [[buffer(4)]],
                              constant float& TOL [[buffer(5)]],
-                             constant long& WANT_V [[buffer(6)]],
+                             constant float& CTOL [[buffer(6)]],
+                             constant long& WANT_V [[buffer(7)]],
                              uint tid [[thread_index_in_threadgroup]],
                              uint ntg [[threads_per_threadgroup]],
                              uint b [[threadgroup_position_in_grid]]) {
@@ -118,8 +125,9 @@ kernel void svd_jacobi_small(device T* X [[buffer(0)]],
         }
         float c;
         T se;
-        if (svd_rotation(a, bb, g, TOL, c, se)) {
-          mine = 1;
+        bool significant;
+        if (svd_rotation(a, bb, g, TOL, CTOL, c, se, significant)) {
+          mine = significant ? 1 : mine;
           for (int i = 0; i < n; ++i) {
             T xp = x[i * SVD_SMALL_LD + p], xq = x[i * SVD_SMALL_LD + q];
             svd_rotate(xp, xq, c, se);
@@ -159,7 +167,7 @@ kernel void svd_jacobi_small(device T* X [[buffer(0)]],
 // Grid: threads = batch * (n/2) * G, group_size = G (a multiple of 32, <= 256); threadgroup
 // g = b * (n/2) + i rotates pair i of round ROUND of matrix b. X is [batch, rows, n] (rows may
 // exceed n); V is [batch, n, n] when WANT_V. flags[b * (n/2) + i] is set to 1 when the pair
-// rotated (the host zeroes it at the start of a sweep; slot i belongs to one threadgroup per
+// made a significant rotation (the host zeroes it at the start of a sweep; slot i belongs to one threadgroup per
 // dispatch, so there is no race).
 template <typename T>
 [[max_total_threads_per_threadgroup(256)]]  // = SVD_ROUND_MAX_THREADS
@@ -170,7 +178,8 @@ kernel void svd_jacobi_round(device T* X [[buffer(0)]],
                              constant long& N [[buffer(4)]],
                              constant long& ROUND [[buffer(5)]],
                              constant float& TOL [[buffer(6)]],
-                             constant long& WANT_V [[buffer(7)]],
+                             constant float& CTOL [[buffer(7)]],
+                             constant long& WANT_V [[buffer(8)]],
                              uint tid [[thread_index_in_threadgroup]],
                              uint ntg [[threads_per_threadgroup]],
                              uint grp [[threadgroup_position_in_grid]],
@@ -228,7 +237,8 @@ kernel void svd_jacobi_round(device T* X [[buffer(0)]],
   const T tg = rg[TOTAL];
   float c;
   T se;
-  if (!svd_rotation(ta, tb, tg, TOL, c, se)) {
+  bool significant;
+  if (!svd_rotation(ta, tb, tg, TOL, CTOL, c, se, significant)) {
     return;  // uniform: every thread of the group computed the same rotation
   }
   for (int i = t0; i < rows; i += nt) {
@@ -246,7 +256,7 @@ kernel void svd_jacobi_round(device T* X [[buffer(0)]],
       vb[i * n + q] = vq;
     }
   }
-  if (t0 == 0) {
+  if (t0 == 0 && significant) {
     flags[b * h + pair] = 1;
   }
 }

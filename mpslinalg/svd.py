@@ -15,9 +15,10 @@ For a batch ``[B, m, n]`` (wide matrices are handled as ``Aᴴ``, so ``m >= n``)
    ordering, ``n/2`` disjoint pairs per round, ``n − 1`` rounds per sweep, all pairs of all
    matrices rotated at once. A pair is rotated when ``|x_pᴴ x_q| > tol·√α_p·√α_q`` (square roots
    taken separately: the product of the two squared norms can overflow/underflow),
-   ``tol = 2n·u``: twice the rounding bound ``γ_n`` of the computed dot product, so that rounding
-   noise alone never triggers a rotation (``xGESVJ``'s ``√n·u`` sits below that noise, and a
-   random float32 3x3 batch of 10000 had two matrices rotating forever). Rotation: Rutishauser's
+   ``tol = √n·u`` (``xGESVJ``'s ``CTOL``). That is below the rounding noise of the computed dot
+   product (``γ_n ≈ n·u``), so rounding alone can keep a converged matrix rotating by tiny angles
+   (2 of 10000 random float32 3x3 matrices did, to the sweep bound): convergence counts only
+   rotations with ``|x_pᴴ x_q| > ctol·√α_p·√α_q``, ``ctol = 2n·u``. Rotation: Rutishauser's
    ``t = sign(ζ)/(|ζ| + hypot(1, ζ))`` with the complex phase of ``x_pᴴ x_q`` split off.
 4. **Sweep bound**: at most :attr:`Tuning.max_sweeps` sweeps (30, as ``xGESVJ``). On the CPU
    the loop stops after the first sweep without a rotation (checking is free there); on GPUs
@@ -33,13 +34,14 @@ digit.
 
 Kernel contract (identical on every backend)
 --------------------------------------------
-``jacobi(X, V, sweeps, tol, early_exit) -> (X', V', rotated)``
+``jacobi(X, V, sweeps, tol, ctol, early_exit) -> (X', V', rotated)``
     One-sided Jacobi on the columns of the contiguous ``[B, n, n]`` buffer ``X`` (``n`` even; a
     zero padding column is never rotated), the same rotations applied to the columns of ``V``
-    (``[B, n, n]`` or ``None``), for at most ``sweeps`` sweeps (fewer if ``early_exit`` and a sweep
-    rotated nothing). Returns the rotated ``X``, ``V`` (the Metal kernels rotate the fresh
-    buffers in place and return them; the torch kernels return new tensors, as ``torch.func``
-    needs) and a ``[B]`` bool tensor: the matrix was rotated in the last sweep run.
+    (``[B, n, n]`` or ``None``), for at most ``sweeps`` sweeps: pairs above ``tol`` are rotated,
+    a sweep with no rotation above ``ctol`` is converged (with ``early_exit`` the loop stops
+    there). Returns the rotated ``X``, ``V`` (the Metal kernels rotate the fresh buffers in place
+    and return them; the torch kernels return new tensors, as ``torch.func`` needs) and a ``[B]``
+    bool tensor: the matrix made a rotation above ``ctol`` in the last sweep run.
 """
 
 from __future__ import annotations
@@ -166,7 +168,7 @@ def _perms(n: int, device: torch.device) -> list[torch.Tensor]:
     return _RR_CACHE[key]
 
 
-def _rotations(xp: torch.Tensor, xq: torch.Tensor, tol: float):
+def _rotations(xp: torch.Tensor, xq: torch.Tensor, tol: float, ctol: float):
     """Jacobi rotations of column pairs ``(xp, xq)`` (``[..., rows, h]``): ``(c, s·e, rot)``.
 
     ``x_p' = c x_p − conj(s·e) x_q``, ``x_q' = (s·e) x_p + c x_q`` orthogonalises the pair.
@@ -175,7 +177,9 @@ def _rotations(xp: torch.Tensor, xq: torch.Tensor, tol: float):
     b = (xq.real.square() + xq.imag.square()).sum(-2) if xq.is_complex() else xq.square().sum(-2)
     g = (xp.conj() * xq).sum(-2)
     ag = g.abs()
-    rot = ag > tol * (a.sqrt() * b.sqrt())  # never √(αβ): αβ can overflow or underflow
+    scale = a.sqrt() * b.sqrt()  # never √(αβ): αβ can overflow or underflow
+    rot = ag > tol * scale
+    sig = ag > ctol * scale
     safe = torch.where(rot, ag, torch.ones_like(ag))
     zeta = (b - a) / (2 * safe)
     t = torch.where(zeta >= 0, 1.0, -1.0) / (zeta.abs() + torch.hypot(torch.ones_like(zeta), zeta))
@@ -184,10 +188,10 @@ def _rotations(xp: torch.Tensor, xq: torch.Tensor, tol: float):
     e = g / safe
     c = torch.where(rot, c, torch.ones_like(c))
     se = torch.where(rot, s * e, torch.zeros_like(e))
-    return c, se, rot
+    return c, se, rot, sig
 
 
-def _sweep(Y: torch.Tensor, rows: int, perms: tuple[torch.Tensor, ...], tol: float):
+def _sweep(Y: torch.Tensor, rows: int, perms: tuple[torch.Tensor, ...], tol: float, ctol: float):
     """One sweep (``n − 1`` rounds) of the torch kernel: ``(Y', rotated)``."""
     Bn, _, n = Y.shape
     h = n // 2
@@ -195,8 +199,8 @@ def _sweep(Y: torch.Tensor, rows: int, perms: tuple[torch.Tensor, ...], tol: flo
     for perm in perms:
         P = Y.unflatten(-1, (h, 2))
         yp, yq = P[..., 0], P[..., 1]
-        c, se, rot = _rotations(yp[:, :rows], yq[:, :rows], tol)
-        rotated = rotated | rot.any(-1)
+        c, se, _, sig = _rotations(yp[:, :rows], yq[:, :rows], tol, ctol)
+        rotated = rotated | sig.any(-1)
         c, se = c[:, None, :], se[:, None, :]
         new_p = c * yp - se.conj() * yq
         new_q = se * yp + c * yq
@@ -223,7 +227,7 @@ class _TorchKernels:
 
     name = "torch"
 
-    def jacobi(self, X: torch.Tensor, V: torch.Tensor | None, sweeps: int, tol: float,
+    def jacobi(self, X: torch.Tensor, V: torch.Tensor | None, sweeps: int, tol: float, ctol: float,
                early_exit: bool) -> torch.Tensor:
         Bn, rows, n = X.shape
         perms = tuple(_perms(n, X.device))
@@ -231,7 +235,7 @@ class _TorchKernels:
         rotated = torch.zeros(Bn, dtype=torch.bool, device=X.device)
         sweep = _sweep_fn(Y)
         for _ in range(sweeps):
-            Y, rotated = sweep(Y, rows, perms, tol)
+            Y, rotated = sweep(Y, rows, perms, tol, ctol)
             if early_exit and not bool(rotated.any()):
                 break
         return Y[:, :rows], (None if V is None else Y[:, rows:]), rotated
@@ -246,7 +250,7 @@ class _MetalKernels:
         self.lib = load_library("svd", device)
         self.dtype = dtype
 
-    def jacobi(self, X: torch.Tensor, V: torch.Tensor | None, sweeps: int, tol: float,
+    def jacobi(self, X: torch.Tensor, V: torch.Tensor | None, sweeps: int, tol: float, ctol: float,
                early_exit: bool) -> torch.Tensor:
         Bn, rows, n = X.shape
         want_v = int(V is not None)
@@ -254,7 +258,7 @@ class _MetalKernels:
         if rows == n and n <= SMALL_MAX:  # whole iteration in threadgroup memory, stops on the GPU
             rotated = torch.zeros(Bn, dtype=torch.int32, device=X.device)
             kern = getattr(self.lib, kernel_name("svd_jacobi_small", self.dtype))
-            kern(X, Vb, rotated, n, sweeps, tol, want_v, threads=Bn * 32, group_size=32)
+            kern(X, Vb, rotated, n, sweeps, tol, ctol, want_v, threads=Bn * 32, group_size=32)
             return X, V, rotated != 0
         h = n // 2
         g = TUNING.round_threads
@@ -263,7 +267,7 @@ class _MetalKernels:
         for _ in range(sweeps):
             flags.zero_()
             for r in range(n - 1):
-                kern(X, Vb, flags, rows, n, r, tol, want_v, threads=Bn * h * g, group_size=g)
+                kern(X, Vb, flags, rows, n, r, tol, ctol, want_v, threads=Bn * h * g, group_size=g)
             if early_exit and not bool(flags.any()):
                 break
         return X, V, flags.any(-1)
@@ -357,8 +361,8 @@ def _svd_tall(A: torch.Tensor, full: bool, compute_uv: bool):
         V = None
         if compute_uv:
             V = torch.eye(npad, dtype=A.dtype, device=A.device).expand(Bn, -1, -1).contiguous()
-        tol = 2 * npad * _unit_roundoff(rdt)
-        X, V, rotated = _kernels(X).jacobi(X, V, sweeps, tol, early)
+        u = _unit_roundoff(rdt)
+        X, V, rotated = _kernels(X).jacobi(X, V, sweeps, math.sqrt(npad) * u, 2 * npad * u, early)
         X, V = X[:, :n, :n], (V[:, :n, :n] if V is not None else None)
 
     S = torch.linalg.vector_norm(X, dim=-2)

@@ -10,8 +10,9 @@ Bounds (float32, ``u = 2^-24``, ``n`` columns):
 * ``V`` is a product of plane rotations, each orthogonal to ``O(u)``; LAPACK's orthogonality ratio
   ``‖I − VᴴV‖₁/(n u)`` and the residual ratio ``‖X V − X'‖₁/(n ‖X‖₁ u)`` (the SVD test ratios of
   ``xDRVBD``, with ``X'`` in the role of ``UΣ``) must stay below LAPACK's threshold 30.
-* A converged sweep rotated no pair, so every computed ``|g_pq| <= tol √α_p √α_q`` with
-  ``tol = 2 n u``; the computed dot product differs from the exact one by at most ``γ_n ≈ n u`` times
+* A converged sweep made no significant rotation, so every computed ``|g_pq| <= ctol √α_p √α_q``
+  with ``ctol = 2 n u`` (smaller rotations, above ``tol = √n u``, only reduce it); the computed
+  dot product differs from the exact one by at most ``γ_n ≈ n u`` times
   ``‖x_p‖‖x_q‖`` (Higham, *Accuracy and Stability*, §3.1; ``m`` rows), so the exact cosine of every
   pair of columns is at most ``(2 n + 1.01 m) u``.
 * The singular values (column norms of ``X'``) agree with LAPACK's to ``30 n u σ₁`` (backward
@@ -46,8 +47,8 @@ def _jacobi(lib, X, want_v, order, seed, sweeps=30, early_exit=True):
         kern = svd_mod._MetalKernels(X.device, X.dtype)
         n = X.shape[-1]
         V = torch.eye(n, dtype=X.dtype).expand(X.shape[0], n, n).contiguous() if want_v else None
-        tol = 2 * n * U32  # the library's tolerance
-        return kern.jacobi(X.clone(), V, sweeps, tol, early_exit)
+        # the library's tolerances: rotate above √n u, count as work left above 2n u
+        return kern.jacobi(X.clone(), V, sweeps, n**0.5 * U32, 2 * n * U32, early_exit)
 
 
 def _cosines(W: torch.Tensor) -> torch.Tensor:

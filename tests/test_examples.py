@@ -21,6 +21,7 @@ SMALL = {
     "deltanet_chunk.py": ["--seq", "128", "--heads", "2"],
     "camera_rq.py": ["--cameras", "2048"],
     "dropin_camera.py": [],
+    "eight_point.py": ["--batch", "256"],
 }
 
 

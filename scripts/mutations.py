@@ -535,10 +535,10 @@ MUTATIONS = [
         tests=['tests/qr/test_qr_kernels.py'],
         why='T of the compact WY form with the wrong sign off the diagonal',
     ),
-    # ---- mpslinalg/qr.py ---------------------------------------------------------------------------
+    # ---- mpslinalg/qr/ ---------------------------------------------------------------------------
     dict(
         id='qr-torch-geqr2-conj-tau-dropped',
-        file='mpslinalg/qr_kernels.py',
+        file='mpslinalg/qr/kernels.py',
         pattern='C.sub_((t.conj()[:, None, None] * v[:, :, None]) * w)',
         replacement='C.sub_((t[:, None, None] * v[:, :, None]) * w)',
         tests=['tests/qr/test_qr_kernels.py', 'tests/qr/test_qr_api.py', 'tests/qr/test_qr_accuracy.py'],
@@ -546,7 +546,7 @@ MUTATIONS = [
     ),
     dict(
         id='qr-larft-diagonal-kept',
-        file='mpslinalg/qr_kernels.py',
+        file='mpslinalg/qr/kernels.py',
         pattern='G = torch.matmul(V.mH, V).triu(1)',
         replacement='G = torch.matmul(V.mH, V).triu(0)',
         tests=['tests/qr/test_qr_kernels.py', 'tests/qr/test_qr_api.py', 'tests/qr/test_qr_accuracy.py'],
@@ -554,7 +554,7 @@ MUTATIONS = [
     ),
     dict(
         id='qr-backward-conj-dropped',
-        file='mpslinalg/qr.py',
+        file='mpslinalg/qr/ops.py',
         pattern='gA = gR @ R.mH if gR is not None else None',
         replacement='gA = gR @ R.mT if gR is not None else None',
         tests=['tests/qr/test_qr_grad.py'],

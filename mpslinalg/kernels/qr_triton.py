@@ -203,7 +203,7 @@ def _signs_kernel(Q, S, N, COMPLEX: tl.constexpr, NP: tl.constexpr):
 
 
 def lapack_signs(Q1: torch.Tensor) -> torch.Tensor:
-    """``S [B, n]`` (float32 ``±1``) of the modified LU of ``Q₁ - S`` (see :mod:`mpslinalg._qr_tsqr`)
+    """``S [B, n]`` (float32 ``±1``) of the modified LU of ``Q₁ - S`` (see :mod:`mpslinalg.qr.tsqr`)
     for ``Q₁ [B, n, n]`` float32/complex64, ``n <= 64``: one program per matrix."""
     Bn, n, _ = Q1.shape
     S = torch.empty(Bn, n, dtype=torch.float32, device=Q1.device)

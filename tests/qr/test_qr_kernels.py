@@ -1,5 +1,5 @@
 """The kernels of ``metal/qr.metal`` called directly in the emulator, in every thread order, and the
-Triton kernels of ``mpslinalg._qr_triton`` (Triton's interpreter on the CPU; compiled on CUDA).
+Triton kernels of ``mpslinalg.kernels.qr_triton`` (Triton's interpreter on the CPU; compiled on CUDA).
 
 Each Metal case runs in order, in reverse and shuffled (two seeds), so a missing barrier shows,
 through the same call shape as ``mpslinalg.qr._MetalKernels`` plus the emulator-only
@@ -29,6 +29,7 @@ from mpslinalg.kernels import kernel_name, load_library, use_backend
 from reference import matrices, metrics
 
 qrmod = importlib.import_module("mpslinalg.qr")
+qrkern = importlib.import_module("mpslinalg.qr.kernels")
 ORDERS = [("inorder", 0), ("reverse", 0), ("shuffle", 1), ("shuffle", 2)]
 OID = [f"{o}{s}" for o, s in ORDERS]
 DTYPES = [torch.float32, torch.complex64]
@@ -111,7 +112,7 @@ def test_qr_panel(lib, order, seed, dtype):
         # the panel equals LAPACK's geqrf of the sub-block
         _check_geqrf(A[:, o:, o:o + w], X[:, o:, o:o + w], tau[:, o:o + w])
         # the compact WY form: H_1 ... H_w = I - V T V^H
-        V = qrmod._unit_lower(_wide(X[:, o:, o:o + w]))
+        V = qrkern._unit_lower(_wide(X[:, o:, o:o + w]))
         assert torch.equal(_wide(Vk), V)  # V copied out exactly, unit diagonal, zeros above
         assert torch.equal(T.tril(-1), torch.zeros_like(T))
         H = torch.linalg.householder_product(V, _wide(tau[:, o:o + w]))
@@ -130,8 +131,8 @@ def test_panel_path_through_module(lib, dtype):
 
 def _triton_check(device: str) -> None:
     """Triton geqrf_small (with thin Q) and lapack_signs against LAPACK, real and complex."""
-    from mpslinalg._qr_triton import geqrf_small, lapack_signs
-    from mpslinalg._qr_tsqr import _signs_torch
+    from mpslinalg.kernels.qr_triton import geqrf_small, lapack_signs
+    from mpslinalg.qr.tsqr import _signs_torch
 
     for dtype in DTYPES:
         for m, n in [(5, 3), (3, 5), (32, 32), (3, 4), (256, 32), (128, 64)]:

@@ -727,7 +727,7 @@ MUTATIONS = [
         file='mpslinalg/lu/algorithm.py',
         pattern='odd = ((piv != ar).sum(-1) % 2)',
         replacement='odd = ((piv == ar).sum(-1) % 2)',
-        tests=['tests/test_det.py'],
+        tests=['tests/test_mutation_kills_lu.py::test_det_sign_at_odd_and_even_orders', 'tests/test_det.py'],
         why='permutation sign from the wrong count',
     ),
     dict(
@@ -737,6 +737,8 @@ MUTATIONS = [
         replacement='phase = d / safe',
         tests=['tests/test_det.py'],
         why='complex slogdet of a singular matrix gives a nonzero sign',
+        equivalent=('where |d| = 0, safe = 1 and d / safe = d = 0 exactly: the where selects the same '
+                    'zero (its sign bit may differ, -0.0 == 0.0; the phase product is 0 either way)'),
     ),
     # ---- emulator runtime -------------------------------------------------------------------------
     dict(

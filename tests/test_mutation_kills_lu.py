@@ -174,3 +174,20 @@ def test_solve_with_conjugate_views(backend, n, left):
         for Av, Bv in ((A.conj(), B), (A, B.conj()), (A.conj(), B.conj())):
             X = LA.solve(Av, Bv, left=left)
             assert torch.equal(X, LA.solve(Av.resolve_conj(), Bv.resolve_conj(), left=left))
+
+
+@pytest.mark.parametrize("backend", ["torch", "emulator"])
+@pytest.mark.parametrize("n", [5, 6, 7, 33, 40])
+def test_det_sign_at_odd_and_even_orders(backend, n):
+    """``lu-det-sign-parity``: the permutation's sign from the number of interchanges (counting the
+    non-interchanges instead has the same parity for even n only, which is all the det tests used).
+    Random float32 matrices: the pivots are LAPACK's (no near-ties, see test_lu_kernels.py) and no
+    pivot is near 0, so the sign of det equals torch.linalg.det's (LAPACK) exactly."""
+    if backend == "emulator":
+        require_emulator()
+    A = matrices.random(n, n, batch=(6,), dtype=torch.float32, seed=n)
+    ref = torch.linalg.det(A).sign()
+    assert bool((ref != 0).all()) and len(set(ref.tolist())) == 2  # both signs occur
+    with LA.use_backend(backend):
+        assert torch.equal(LA.det(A).sign(), ref)
+        assert torch.equal(LA.slogdet(A).sign, ref)

@@ -75,7 +75,7 @@ def _small_cases(device, quick):
     out = []
     batch = 10**5 if quick else 10**7
     lib = load_library("small", device)
-    group = 64  # mpslinalg.small._GROUP: the host launches groups of this size
+    group = 64  # mpslinalg.small.program._GROUP: the host launches groups of this size
     threads = -(-batch // group) * group
     for dtype, tag in ((torch.float32, "f32"), (torch.complex64, "c64")):  # kernel_name() tags
         for n in (1, 2, 3, 4):

@@ -149,8 +149,8 @@ def main(argv: list[str] | None = None) -> int:
         dev = torch.device("cuda")
         if not _no_sync_report(dev):
             status = status or 1
-        print(f"[bench_small] compiled programs: {sorted(small._compiled)}; "
-              f"compile failures: {sorted(small._compile_failed)}")
+        print(f"[bench_small] compiled programs: {sorted(small.program._compiled)}; "
+              f"compile failures: {sorted(small.program._compile_failed)}")
     return status
 
 

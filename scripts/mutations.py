@@ -444,10 +444,10 @@ MUTATIONS = [
         tests=['tests/test_errors.py', 'tests/test_solve.py'],
         why='X A = B checked against the rows of B',
     ),
-    # ---- mpslinalg/small.py ------------------------------------------------------------------------
+    # ---- mpslinalg/small/ ----------------------------------------------------------------------------
     dict(
         id='small-pivot-tie-last',
-        file='mpslinalg/small.py',
+        file='mpslinalg/small/program.py',
         pattern='gt = v > best',
         replacement='gt = v >= best',
         tests=['tests/test_mutation_kills_small.py', 'tests/test_small.py', 'tests/test_small_classes.py'],
@@ -455,7 +455,7 @@ MUTATIONS = [
     ),
     dict(
         id='small-column-equilibration-dropped',
-        file='mpslinalg/small.py',
+        file='mpslinalg/small/program.py',
         pattern='c = [P.pow2(-e) for e in ec]',
         replacement='c = [P.pow2(0 * e) for e in ec]',
         tests=['tests/test_small.py', 'tests/test_small_classes.py'],
@@ -463,7 +463,7 @@ MUTATIONS = [
     ),
     dict(
         id='small-info-off-by-one',
-        file='mpslinalg/small.py',
+        file='mpslinalg/small/program.py',
         pattern='info = P.where(zero & (info == 0), k + 1, info)',
         replacement='info = P.where(zero & (info == 0), k, info)',
         tests=['tests/test_small.py', 'tests/test_small_classes.py'],
@@ -471,7 +471,7 @@ MUTATIONS = [
     ),
     dict(
         id='small-det-parity',
-        file='mpslinalg/small.py',
+        file='mpslinalg/small/program.py',
         pattern='odd = odd ^ (p != k)',
         replacement='odd = odd ^ (p == k)',
         tests=['tests/test_small.py', 'tests/test_small_classes.py'],
@@ -479,7 +479,7 @@ MUTATIONS = [
     ),
     dict(
         id='small-getri-interchange-order',
-        file='mpslinalg/small.py',
+        file='mpslinalg/small/program.py',
         pattern='for j in range(n - 2, -1, -1):',
         replacement='for j in range(n - 1):',
         tests=['tests/test_small.py', 'tests/test_small_classes.py'],

@@ -35,10 +35,10 @@ def _case(n, dtype, batch=5):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.complex64], ids=["float32", "complex64"])
 def test_ties_go_to_the_first_row_program_and_kernels(dtype, n):
     A, X = _case(n, dtype)
-    assert torch.equal(small._program_inv(A)[0], X)
+    assert torch.equal(small.program._program_inv(A)[0], X)
     require_emulator()
     for order in ORDERS:
-        assert torch.equal(small._kernel_inv(A, order=order[0], seed=order[1])[0], X)
+        assert torch.equal(small.program._kernel_inv(A, order=order[0], seed=order[1])[0], X)
 
 
 @pytest.mark.parametrize("backend", ["torch", "emulator"])

@@ -95,11 +95,11 @@ def test_program_ratios(gpu_dtype, kind):
     # own; on the CPU the default torch path wraps LAPACK with the same equilibration instead.
     for n in SIZES:
         A = _inputs(kind, n, gpu_dtype, batch=64, seed=n)
-        X, info = small._program_inv(A)
+        X, info = small.program._program_inv(A)
         assert (info == 0).all()
         assert metrics.inverse_ratio(A, X).max() < PASS  # xGET03, see the module docstring
         B = mx.random(n, 2, batch=(64,), dtype=gpu_dtype, seed=7)
-        Y, _ = small._program_solve(A, B)
+        Y, _ = small.program._program_solve(A, B)
         assert metrics.solve_ratio(A, Y, B).max() < PASS  # xGET02
 
 
@@ -268,18 +268,18 @@ def test_kernels_all_orders(gpu_dtype, n, order):
     A = mx.with_condition(n, 100.0, batch=(batch,), dtype=gpu_dtype, seed=n).contiguous()
     u = _u(gpu_dtype)
 
-    # through the library's own launch code (small._kernel_*), with the emulator's order keywords
-    X, info = small._kernel_inv(A, **order)
-    X0, info0 = small._program_inv(A)
+    # through the library's own launch code (small.program._kernel_*), with the emulator's order keywords
+    X, info = small.program._kernel_inv(A, **order)
+    X0, info0 = small.program._program_inv(A)
     assert _close(X, X0, u) and torch.equal(info, info0)
 
-    mant, expo, info = small._kernel_det_parts(A, **order)
-    m0, e0, i0 = small._program_det_parts(A)
+    mant, expo, info = small.program._kernel_det_parts(A, **order)
+    m0, e0, i0 = small.program._program_det_parts(A)
     assert torch.equal(expo, e0) and torch.equal(info, i0) and _close(mant, m0, u)
 
     B = mx.random(n, 3, batch=(batch,), dtype=gpu_dtype, seed=9).contiguous()
-    Xs, info = small._kernel_solve(A, B, **order)
-    Xs0, i0 = small._program_solve(A, B)
+    Xs, info = small.program._kernel_solve(A, B, **order)
+    Xs0, i0 = small.program._program_solve(A, B)
     assert _close(Xs, Xs0, u) and torch.equal(info, i0)
 
 
@@ -293,7 +293,7 @@ def test_emulator_equals_torch_program(gpu_dtype, kind):
         with mpslinalg.use_backend("torch"):
             X0, i0 = mpslinalg.inv_ex(A)  # CPU default: equilibrated LAPACK
             s0, l0 = mpslinalg.slogdet(A)
-            Xp, ip = small._program_inv(A)  # the elementwise program
+            Xp, ip = small.program._program_inv(A)  # the elementwise program
         with mpslinalg.use_backend("emulator"):
             X1, i1 = mpslinalg.inv_ex(A)
             s1, l1 = mpslinalg.slogdet(A)
@@ -406,7 +406,7 @@ def test_torch_func_transforms(dtype):
         if not dtype.is_complex:
             assert rel(torch.func.jacrev(ours)(A[0]), torch.func.jacrev(ref)(A[0])) <= bound
     assert rel(torch.vmap(lambda a, b: mpslinalg.solve_ex(a, b)[0])(A, B), torch.linalg.solve(A, B)) <= bound
-    assert not small._C.failed
+    assert not small.program._C.failed
 
 
 def test_views_broadcast_and_inputs_unchanged(backend, backend_device):
@@ -477,9 +477,9 @@ def test_compiled_program_matches_eager():
         with mpslinalg.use_backend("torch"):
             A = mx.random(1, batch=(37,), seed=3)
             X, info = mpslinalg.inv_ex(A)
-        X0, info0 = small._program_inv(A)
+        X0, info0 = small.program._program_inv(A)
         assert torch.equal(X, X0) and torch.equal(info, info0)
-        assert "inv:cpu" in small._compiled  # the compiled path ran
+        assert "inv:cpu" in small.program._compiled  # the compiled path ran
     finally:
         small.set_compile(previous)
 
@@ -509,10 +509,10 @@ def _check_triton_against_program(device: str):
             A[100:200] *= torch.exp2(torch.tensor([-66.0, 66.0, -60.0, 60.0][:n])).to(dtype)
             A[7, 0, n - 1] = float("inf")
             A = A.to(device)
-            X, info = small._TRITON.run("inv", A)
-            X0, i0 = small._program_inv(A)
-            m, e, i1 = small._TRITON.run("det", A)
-            m0, e0, i10 = small._program_det_parts(A)
+            X, info = small.program._TRITON.run("inv", A)
+            X0, i0 = small.program._program_inv(A)
+            m, e, i1 = small.program._TRITON.run("det", A)
+            m0, e0, i10 = small.program._program_det_parts(A)
             assert torch.equal(info, i0) and torch.equal(e, e0) and torch.equal(i1, i10)
             # same operations; on a GPU FMA contraction may change the last bits: c·κ·u (κ = 100)
             good = (info == 0) & torch.isfinite(X0).flatten(1).all(1)
@@ -522,8 +522,8 @@ def _check_triton_against_program(device: str):
             assert (rel <= bound).all()
             assert ((m - m0)[good].abs() <= bound * n * m0[good].abs()).all()
             Bm = mx.random(n, 3, batch=(300,), dtype=dtype, seed=2).contiguous().to(device)
-            Y, j1 = small._TRITON.run("solve", A, Bm)
-            Y0, j0 = small._program_solve(A, Bm)
+            Y, j1 = small.program._TRITON.run("solve", A, Bm)
+            Y0, j0 = small.program._program_solve(A, Bm)
             assert torch.equal(j1, j0)
             rel = (Y - Y0)[good].abs().amax((-2, -1)) / Y0[good].abs().amax((-2, -1))
             assert (rel <= bound).all()
@@ -561,12 +561,12 @@ def test_cuda_accuracy(gpu_dtype, kind):
         assert metrics.solve_ratio(A, Y.cpu(), B).max() < PASS
         _, logabs = mpslinalg.slogdet(A.cuda())
         assert torch.isfinite(logabs).all()
-    assert not small._TRITON.failed
+    assert not small.program._TRITON.failed
 
 
 @pytest.mark.cuda
 def test_triton_kernel_cuda(monkeypatch):
-    monkeypatch.setattr(small._TRITON, "kernels", {})
+    monkeypatch.setattr(small.program._TRITON, "kernels", {})
     _check_triton_against_program("cuda")
     # and the public path uses it without host synchronisation
     A = mx.random(4, batch=(1000,), seed=1).cuda()
@@ -577,7 +577,7 @@ def test_triton_kernel_cuda(monkeypatch):
         mpslinalg.slogdet(A)
     finally:
         torch.cuda.set_sync_debug_mode(0)
-    assert not small._TRITON.failed
+    assert not small.program._TRITON.failed
 
 
 # --------------------------------------------------------------------------------------------
@@ -587,7 +587,7 @@ def test_triton_kernel_cuda(monkeypatch):
 
 @pytest.mark.parametrize("n", SIZES)
 def test_generated_c_matches_program(gpu_dtype, n):
-    if small._C.compiler() is None:
+    if small.program._C.compiler() is None:
         pytest.skip("no C compiler (the emulator's discovery found none): the CPU path falls back")
     batch = 37  # vector blocks and a scalar tail
     A = mx.with_condition(n, 100.0, batch=(batch,), dtype=gpu_dtype, seed=n).contiguous()
@@ -603,14 +603,14 @@ def test_generated_c_matches_program(gpu_dtype, n):
         scale = b[ok].abs().reshape(ok.sum(), -1).amax(-1)
         return ((a[ok] - b[ok]).abs().reshape(ok.sum(), -1).amax(-1) <= 4 * u * scale).all()
 
-    X, info = small._C.run("inv", A)
-    X0, i0 = small._program_inv(A)
+    X, info = small.program._C.run("inv", A)
+    X0, i0 = small.program._program_inv(A)
     assert torch.equal(info, i0) and close(X, X0) and torch.isnan(X[4]).all()
-    m, e, i1 = small._C.run("det", A)
-    m0, e0, i10 = small._program_det_parts(A)
+    m, e, i1 = small.program._C.run("det", A)
+    m0, e0, i10 = small.program._program_det_parts(A)
     assert torch.equal(e[ok], e0[ok]) and torch.equal(i1, i10) and close(m, m0)
-    Y, j1 = small._C.run("solve", A, B)
-    Y0, j0 = small._program_solve(A, B)
+    Y, j1 = small.program._C.run("solve", A, B)
+    Y0, j0 = small.program._program_solve(A, B)
     assert torch.equal(j1, j0) and close(Y, Y0)
 
 

@@ -57,31 +57,31 @@ def _front_door_always_small(monkeypatch):
 def _impl(name: str):
     """``(inv, solve)`` of implementation ``name`` on contiguous (B, n, n) / (B, n, k) inputs."""
     if name == "program":
-        return (lambda A: small._program_inv(A)[0]), (lambda A, B: small._program_solve(A, B)[0])
+        return (lambda A: small.program._program_inv(A)[0]), (lambda A, B: small.program._program_solve(A, B)[0])
     if name == "c":
-        if small._C.compiler() is None:
+        if small.program._C.compiler() is None:
             pytest.skip("no C compiler (the emulator's discovery found none)")
-        return (lambda A: small._C.run("inv", A)[0]), (lambda A, B: small._C.run("solve", A, B)[0])
+        return (lambda A: small.program._C.run("inv", A)[0]), (lambda A, B: small.program._C.run("solve", A, B)[0])
     if name == "leaf":
-        return (lambda A: small._LEAVES["inv"](A)[0]), (lambda A, B: small._LEAVES["solve"](A, B)[0])
+        return (lambda A: small.program._LEAVES["inv"](A)[0]), (lambda A, B: small.program._LEAVES["solve"](A, B)[0])
     require_emulator()
-    return (lambda A: small._kernel_inv(A)[0]), (lambda A, B: small._kernel_solve(A, B)[0])
+    return (lambda A: small.program._kernel_inv(A)[0]), (lambda A, B: small.program._kernel_solve(A, B)[0])
 
 
 def _det(name: str, A: torch.Tensor) -> torch.Tensor:
     """det of (B, n, n) ``A`` through implementation ``name`` (mantissa and exponent of its kernel)."""
     if name == "program":
-        mant, expo, _ = small._program_det_parts(A)
+        mant, expo, _ = small.program._program_det_parts(A)
     elif name == "c":
-        if small._C.compiler() is None:
+        if small.program._C.compiler() is None:
             pytest.skip("no C compiler (the emulator's discovery found none)")
-        mant, expo, _ = small._C.run("det", A)
+        mant, expo, _ = small.program._C.run("det", A)
     elif name == "leaf":
-        mant, expo, _ = small._LEAVES["det"](A)
+        mant, expo, _ = small.program._LEAVES["det"](A)
     else:
         require_emulator()
-        mant, expo, _ = small._kernel_det_parts(A)
-    return small._det_from_parts(mant, expo)  # as the public det assembles it
+        mant, expo, _ = small.program._kernel_det_parts(A)
+    return small.program._det_from_parts(mant, expo)  # as the public det assembles it
 
 
 def _scaled(n: int, cls: str, batch: int, seed: int, dtype: torch.dtype) -> torch.Tensor:
@@ -311,6 +311,6 @@ def test_cpu_path_reports_the_mode():
         assert small.cpu_path() == "torch.compile"
         small.set_compile("auto")
         assert small.cpu_path(torch.float64) == "torch.linalg"  # the generated C is float32/complex64
-        assert small.cpu_path() == ("generated C" if small._C.compiler() is not None else "torch.linalg")
+        assert small.cpu_path() == ("generated C" if small.program._C.compiler() is not None else "torch.linalg")
     finally:
         small.set_compile(previous)

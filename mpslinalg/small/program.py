@@ -1,55 +1,6 @@
-"""Batched inverses, determinants and solves of matrices up to 4×4 (camera geometry).
-
-Camera poses (4×4), homographies and intrinsics (3×3) come in batches of thousands to millions. A
-general LU per matrix wastes almost all of its time on launch and bookkeeping; here every matrix is
-handled by straight-line code — one GPU thread per matrix in ``metal/small.metal``, and the same
-arithmetic as an elementwise program on CPU/CUDA (torch ops, or the same program printed as C or
-Triton and compiled once).
-
-Algorithm (DESIGN §6), identical on every backend:
-
-1. **Power-of-two equilibration** (exact: only exponents change; magnitudes are LAPACK's
-   ``cabs1 = |Re| + |Im|``). Eliminations scale the **columns** only, ``A_s = A C``: Gaussian
-   elimination with partial pivoting is invariant to column scaling, so the pivot order and the
-   accuracy are LAPACK's on graded and badly scaled inputs (scaling rows too changed the pivots:
-   10–1000× LAPACK's componentwise errors, issue 14.4), and ``|A_s| < 2`` rules out overflow. The
-   2×2 adjugate paths scale rows and columns, ``A_s = R A C``, with the exponents computed in
-   integers from the entries' own exponents and applied as up to three same-sign powers of two, so
-   no intermediate over- or underflows (issue 14.3).
-2. ``n = 1``: a division. ``n = 2``: the adjugate with a determinant computed in doubled precision
-   (error-free products, Ogita–Rump–Oishi ``Dot2``), so ``inv = adj(A)/det`` has a relative error of
-   a few ``u`` per entry (``inv`` and finite ``det``; ``solve`` uses elimination, which is backward
-   stable). ``n = 3, 4``: unrolled Gaussian elimination with partial pivoting (pivot = largest
-   ``cabs1``, smallest index on ties, like LAPACK's ``i?amax``), then LAPACK's ``getri`` inverse
-   (``inv(U)`` then ``X L = inv(U)``, then the column interchanges), whose *left* residual
-   ``‖I − XA‖`` — the quantity LAPACK's test ratio measures — is small.
-3. Results are unscaled exactly: ``inv(A) = C inv(A_s) (R)``, ``x = C solve(A_s, b)``, and the
-   determinant is kept as ``mantissa × 2^exponent`` (each pivot split into its power of two), so
-   ``slogdet`` never overflows or underflows and ``det`` overflows only when the true value does.
-   The determinant factors ``Aᵀ``, as torch's does (LAPACK reads the row-major storage as ``Aᵀ``).
-
-Non-finite input (one rule for every backend, docs/ops/small.md): an Inf/NaN entry makes the whole
-inverse or solution of that matrix NaN (``nan+nanj`` for complex); det/slogdet are what LU
-arithmetic gives, equal to torch's for real dtypes.
-
-``info`` follows LAPACK's rule: the 1-based index of the first pivot that is exactly zero in the
-partial-pivoted elimination (for ``n = 2`` inverses: 1 when the first column is zero, else 2 when
-the doubled-precision determinant is exactly zero), 0 otherwise. Elimination continues past a zero
-pivot as in ``getf2``.
-
-This module is the engine behind :func:`mpslinalg.inv`, :func:`mpslinalg.det`, ... for ``n <= 4``
-(the LU family routes to it); its functions take already checked square inputs.
-
-Backend selection (DESIGN §4): ``mps`` tensors run the Metal kernels, CPU tensors run them through
-:mod:`mpslinalg.emulator` when that backend is selected, otherwise the torch path runs the program.
-The program is written once, over a few primitives, and executed three ways: as torch ops
-(reference, any device), printed as one C function per matrix size (CPU: every matrix in registers,
-4/8 matrices per SIMD vector; compiled once by the emulator's compiler and cached on disk, see
-:mod:`mpslinalg.kernels.small_c`) and printed as one Triton kernel (CUDA,
-:mod:`mpslinalg.kernels.small_triton`). Where no compiler exists the CPU path is torch.linalg
-itself (measured fastest without one; a warning says so once, :func:`cpu_path` reports it);
-``torch.compile`` of the program is available too (see :func:`set_compile`).
-"""
+"""The small family's program (equilibrated elimination / adjugate, written once over primitives),
+its runners (torch ops, generated C, Triton, ``torch.compile``) and the Metal kernel calls; see
+:mod:`mpslinalg.small` for the algorithm."""
 
 from __future__ import annotations
 
@@ -59,14 +10,12 @@ from collections.abc import Callable
 
 import torch
 
-from .kernels import backend_for, kernel_name, load_library, small_c, small_triton
-from .kernels.codegen import warn_once
-from .kernels.prims import ComplexOps, RealOps, TorchPrims, dot2, exponent, pow2
-from .oplayer import checks as E
-from .oplayer import defop, functorch_active
-from .oplayer import derivatives as D
+from ..kernels import backend_for, kernel_name, load_library, small_c, small_triton
+from ..kernels.codegen import warn_once
+from ..kernels.prims import ComplexOps, RealOps, TorchPrims, dot2, exponent, pow2
+from ..oplayer import functorch_active
 
-__all__ = ["adjugate", "cpu_path", "det_op", "inv_ex_op", "set_compile", "slogdet_op", "solve_ex_op"]
+__all__ = ["MAX_N", "Program", "cpu_path", "set_compile"]
 
 #: Largest matrix order served by this family.
 MAX_N = 4
@@ -761,145 +710,3 @@ def _info_of_a(info: torch.Tensor, a_batch: torch.Size) -> torch.Tensor:
     lead = info.ndim - len(a_batch)
     idx = [0] * lead + [slice(None) if a == b else slice(0, 1) for a, b in zip(a_batch, info.shape[lead:])]
     return info[tuple(idx)].contiguous()
-
-
-# ---------------------------------------------------------------------------------------------
-# Op declarations (the implementation behind mpslinalg.inv/inv_ex/det/slogdet/solve/solve_ex for
-# n <= 4: those public ops check the inputs once and route here; derivatives are the shared
-# formulas of mpslinalg.oplayer.derivatives, det's from the cofactor adjugate)
-# ---------------------------------------------------------------------------------------------
-
-
-def _inv_ex_fake(A):
-    return (torch.empty_like(A, memory_format=torch.contiguous_format),
-            A.new_empty(A.shape[:-2], dtype=torch.int32))
-
-
-def _inv_ex(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    return _inv_impl(A)
-
-
-#: ``A -> (A⁻¹, info)`` for ``n <= 4`` (no checks: the public ``inv``/``inv_ex`` check).
-inv_ex_op = defop("small_inv_ex", impl=_inv_ex, fake=_inv_ex_fake, **D.inv_rules())
-
-
-def _det(A: torch.Tensor) -> torch.Tensor:
-    return _det_impl(A)
-
-
-def _det_setup(ctx, inputs, output):
-    ctx.save_for_backward(inputs[0])
-
-
-def _det_backward(ctx, g):
-    # d det = tr(adj(A) dA): grad = g * adj(A)^H (= g conj(det) A^{-H}), exact for singular A too,
-    # and a polynomial in A, so differentiable to any order
-    (A,) = ctx.saved_tensors
-    return g[..., None, None] * adjugate(A).mH
-
-
-def _det_jvp(inputs, outputs, tangents):
-    (A,), (dA,) = inputs, tangents
-    return ((adjugate(A) * D.or_zeros(dA, A).mT).sum((-2, -1)),)
-
-
-#: ``A -> det(A)`` for ``n <= 4``.
-det_op = defop("small_det", impl=_det, fake=lambda A: A.new_empty(A.shape[:-2]), setup=_det_setup,
-               backward=_det_backward, jvp=_det_jvp)
-
-
-def _slogdet(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    return _slogdet_impl(A)
-
-
-def _slogdet_fake(A):
-    return A.new_empty(A.shape[:-2]), A.new_empty(A.shape[:-2], dtype=_real_dtype(A.dtype))
-
-
-def _slogdet_setup(ctx, inputs, output):
-    ctx.save_for_backward(inputs[0], output[0])
-
-
-def _slogdet_backward(ctx, gsign, glogabs):
-    A, sign = ctx.saved_tensors
-    g = D.slogdet_cotangent(A, sign, gsign, glogabs)
-    return g[..., None, None] * inv_ex_op(A)[0].mH
-
-
-def _slogdet_jvp(inputs, outputs, tangents):
-    (A,), (sign, logabs), (dA,) = inputs, outputs, tangents
-    t = (inv_ex_op(A)[0] * D.or_zeros(dA, A).mT).sum((-2, -1))  # tr(A⁻¹ dA)
-    return D.slogdet_jvp(t, sign, logabs, A.is_complex())
-
-
-#: ``A -> (sign, logabsdet)`` for ``n <= 4``.
-slogdet_op = defop("small_slogdet", impl=_slogdet, fake=_slogdet_fake, setup=_slogdet_setup,
-                   backward=_slogdet_backward, jvp=_slogdet_jvp)
-
-
-def _solve_ex(A: torch.Tensor, B: torch.Tensor, left: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    return _solve_impl(A, B, left)
-
-
-def _solve_ex_fake(A, B, left):
-    batch = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
-    return B.new_empty(*batch, B.shape[-2], B.shape[-1]), A.new_empty(A.shape[:-2], dtype=torch.int32)
-
-
-#: ``(A, B, left) -> (X, info)`` for ``n <= 4``, ``B`` a matrix (``info`` of ``A``'s batch).
-solve_ex_op = defop("small_solve_ex", impl=_solve_ex, fake=_solve_ex_fake,
-                    **D.solve_rules(lambda A, B, left: solve_ex_op(A, B, left)[0]))
-
-
-# ---------------------------------------------------------------------------------------------
-# Adjugate by cofactors (polynomial in A: exact gradient of det for singular matrices too)
-# ---------------------------------------------------------------------------------------------
-
-
-def _det_poly(m: torch.Tensor) -> torch.Tensor:
-    """Determinant of (..., k, k), k <= 3, by its polynomial (differentiable to any order)."""
-    k = m.shape[-1]
-    if k == 0:
-        return torch.ones(m.shape[:-2], dtype=m.dtype, device=m.device)
-    if k == 1:
-        return m[..., 0, 0]
-    if k == 2:
-        return m[..., 0, 0] * m[..., 1, 1] - m[..., 0, 1] * m[..., 1, 0]
-    a = m[..., 0, :]
-    return (a[..., 0] * (m[..., 1, 1] * m[..., 2, 2] - m[..., 1, 2] * m[..., 2, 1])
-            - a[..., 1] * (m[..., 1, 0] * m[..., 2, 2] - m[..., 1, 2] * m[..., 2, 0])
-            + a[..., 2] * (m[..., 1, 0] * m[..., 2, 1] - m[..., 1, 1] * m[..., 2, 0]))
-
-
-def adjugate(A: torch.Tensor) -> torch.Tensor:
-    """The adjugate ``adj(A)`` (``adj(A) A = det(A) I``) of (..., n, n) with n <= 4, by cofactors.
-
-    Parameters
-    ----------
-    A : torch.Tensor
-        Shape ``(*, n, n)``, ``n <= 4``, any floating/complex dtype.
-
-    Returns
-    -------
-    torch.Tensor
-        Same shape and dtype; ``adj(A)[j, i] = (-1)^(i+j) det(A without row i and column j)``.
-        Differentiable to any order (a polynomial in ``A``); defined for singular ``A``.
-    """
-    n = A.shape[-1]
-    if n > MAX_N:
-        raise E.ShapeError(f"adjugate: n <= {MAX_N} expected, got shape {tuple(A.shape)}")
-    if n == 0:
-        return A.clone()
-    if n == 1:
-        return torch.ones_like(A)
-    idx = [[j for j in range(n) if j != i] for i in range(n)]
-    cof_rows = []
-    for i in range(n):
-        row = []
-        for j in range(n):
-            minor = A[..., idx[i], :][..., :, idx[j]]
-            d = _det_poly(minor)
-            row.append(d if (i + j) % 2 == 0 else -d)
-        cof_rows.append(torch.stack(row, dim=-1))
-    cof = torch.stack(cof_rows, dim=-2)
-    return cof.mT

@@ -129,8 +129,9 @@ def _qrcp(A: torch.Tensor, B: torch.Tensor):
         # xlarfg: H = I - tau v vᴴ with Hᴴ x = beta e1, v[0] = 1
         x = R[..., j:, j]
         alpha = x[..., 0]
-        xnorm = _abs2(x[..., 1:]).sum(-1).sqrt()
-        beta = torch.hypot(alpha.abs(), xnorm)
+        tail2 = _abs2(x[..., 1:]).sum(-1)
+        xnorm = tail2.sqrt()
+        beta = (_abs2(alpha) + tail2).sqrt()  # max|a| < 1 after scaling: squares cannot overflow
         beta = torch.where(alpha.real >= 0, -beta, beta)
         trivial = xnorm == 0
         if x.is_complex():

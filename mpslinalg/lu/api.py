@@ -183,8 +183,9 @@ def lu(A: torch.Tensor, *, pivot: bool = True, out=None):
     E.check_matrix(op, "A", A)
     E.check_bool(op, "pivot", pivot)
     _check_pivot(op, pivot)
-    direct = _route(_lu_factor_ex_op, None, A) == "torch"
-    LU, piv, _ = torch.linalg.lu_factor_ex(A) if direct else _lu_factor_ex_op(A)
+    if _route(_lu_factor_ex_op, None, A) == "torch":  # one call of the device's own LU
+        return E.store(op, out, torch.linalg.lu(A), A, kind=_RT.linalg_lu)
+    LU, piv, _ = _lu_factor_ex_op(A)
     m = A.shape[-2]
     L, U = _unpack(LU)
     perm = _perm_from_pivots(piv, m)
@@ -240,8 +241,11 @@ def lu_solve(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, *, left: b
                            f"{tuple(LU.shape)}, got {tuple(pivots.shape)}")
     E.check_rhs(op, LU, B, left=left, a_name="LU")
     E.broadcast_batch(op, ("LU", "B"), LU, B)
-    _check_pivot_values(op, pivots, LU.shape[-2])
-    X = _lu_solve_op(LU, pivots, B, left, adjoint)
+    if _route(_lu_solve_op, None, LU, pivots, B) == "torch":  # torch's getrs validates the pivots itself
+        X = torch.linalg.lu_solve(LU, pivots, B, left=left, adjoint=adjoint)
+    else:
+        _check_pivot_values(op, pivots, LU.shape[-2])
+        X = _lu_solve_op(LU, pivots, B, left, adjoint)
     return E.store(op, out, X, LU, B)
 
 

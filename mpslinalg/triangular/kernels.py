@@ -222,12 +222,16 @@ def _trsm_small_triton(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, upper:
 _triton_state: dict[str, object] = {}  # "ok": bool once probed; "error": why it was switched off
 
 
+#: Triton reads TRITON_INTERPRET when it is imported; so do we (no environment read per call).
+_TRITON_INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+
+
 def _use_triton(A: torch.Tensor, n: int) -> bool:
     """Whether the torch backend solves this system with the Triton kernel (``TUNING.triton_max``)."""
     if not (0 < n <= min(TUNING.triton_max, 64) and A.dtype == torch.float32):
         return False
     dev = A.device.type
-    if dev != "cuda" and not (dev == "cpu" and os.environ.get("TRITON_INTERPRET") == "1"):
+    if dev != "cuda" and not (dev == "cpu" and _TRITON_INTERPRET):
         return False
     ok = _triton_state.get("ok")
     if ok is None:

@@ -44,7 +44,7 @@ for s in "$@"; do
     main-quick) step main-quick $PY -m mpslinalg --device cuda --quick --json "$RES/main_cuda_quick.json" ;;
     pytest) step pytest $PY -m pytest -q -p no:cacheprovider -m cuda tests/test_timing.py tests/test_main_job.py \
               tests/test_triangular.py tests/test_triangular_grad.py tests/test_triangular_triton.py tests/test_lu.py tests/test_solve.py \
-              tests/test_inv.py tests/test_det.py tests/test_small.py tests/qr tests/svd/test_svd_api.py ;;
+              tests/test_inv.py tests/test_det.py tests/test_small.py tests/qr tests/svd tests/test_oplayer.py ;;
     gpucheck) OUT="$RES/gpucheck" step gpucheck bash scripts/gpu_check.sh ;;
     *) echo "unknown step $s" >&2 ;;
   esac

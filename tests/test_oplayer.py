@@ -248,3 +248,23 @@ def test_errors_name_the_op_with_linalg_prefix():
                     ("linalg.lu_factor", LA.lu_factor), ("linalg.solve", lambda a: LA.solve(a, a))]:
         with pytest.raises(E.ShapeError, match=f"^{name}: "):
             f(bad)
+
+
+@pytest.mark.cuda
+def test_ex_ops_no_host_sync_on_cuda():
+    # Issue 18: the _ex / no-sync ops never synchronise on CUDA (torch's sync debug mode raises on
+    # any device-to-host read), at n <= 4 (small family), mid sizes and the batched path
+    dev = torch.device("cuda")
+    for n, batch in [(3, (64,)), (9, (256,)), (40, (4,)), (300, ())]:
+        A = mx.with_condition(n, KAPPA, batch=batch, seed=n).to(dev)
+        B = mx.random(n, 2, batch=batch, seed=n + 1).to(dev)
+        for f in (lambda: LA.lu_factor_ex(A), lambda: LA.solve_ex(A, B), lambda: LA.inv_ex(A),
+                  lambda: LA.det(A), lambda: LA.slogdet(A),
+                  lambda: LA.solve_triangular(A, B, upper=True)):
+            f()  # warm-up (lazy initialisation may synchronise once)
+            torch.cuda.synchronize()
+            torch.cuda.set_sync_debug_mode("error")
+            try:
+                f()
+            finally:
+                torch.cuda.set_sync_debug_mode("default")

@@ -258,13 +258,13 @@ def test_ex_ops_no_host_sync_on_cuda():
     for n, batch in [(3, (64,)), (9, (256,)), (40, (4,)), (300, ())]:
         A = mx.with_condition(n, KAPPA, batch=batch, seed=n).to(dev)
         B = mx.random(n, 2, batch=batch, seed=n + 1).to(dev)
-        for f in (lambda: LA.lu_factor_ex(A), lambda: LA.solve_ex(A, B), lambda: LA.inv_ex(A),
-                  lambda: LA.det(A), lambda: LA.slogdet(A),
-                  lambda: LA.solve_triangular(A, B, upper=True)):
-            f()  # warm-up (lazy initialisation may synchronise once)
+        calls = [(LA.lu_factor_ex, (A,), {}), (LA.solve_ex, (A, B), {}), (LA.inv_ex, (A,), {}),
+                 (LA.det, (A,), {}), (LA.slogdet, (A,), {}), (LA.solve_triangular, (A, B), {"upper": True})]
+        for f, args, kw in calls:
+            f(*args, **kw)  # warm-up (lazy initialisation may synchronise once)
             torch.cuda.synchronize()
             torch.cuda.set_sync_debug_mode("error")
             try:
-                f()
+                f(*args, **kw)
             finally:
                 torch.cuda.set_sync_debug_mode("default")

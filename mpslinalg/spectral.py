@@ -30,7 +30,7 @@ import math
 
 import torch
 
-from .kernels import BackendUnavailableError
+from .kernels import BackendUnavailableError, backend_for
 from .lu import inv_ex
 from .oplayer import checks as E
 from .oplayer import defop
@@ -76,12 +76,39 @@ def svd_parts(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor
         ``U (*, m, k)``, ``S (*, k)`` real descending, ``Vh (*, k, n)``, ``k = min(m, n)``;
         ``info (*)`` int32, ``> 0`` where the SVD failed (non-finite input, no convergence).
     """
+    if A.device.type == "cpu" and backend_for(A.device) == "torch":
+        return _svd_lapack(A)
     svd = _family("svd")
     if svd is not None and hasattr(svd, "svd_impl"):
         return svd.svd_impl(A, False, True)
     _no_family("svd", A)
     U, S, Vh = torch.linalg.svd(A, full_matrices=False)
     return U, S, Vh, torch.zeros(A.shape[:-2], dtype=torch.int32, device=A.device)
+
+
+def _svd_lapack(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """LAPACK's SVD for the CPU torch backend, with the SVD family's non-finite rule (NaN outputs and
+    ``info = 1`` instead of an exception; finite matrices untouched).
+
+    Why not the SVD family here: pinv, ranks and least squares cut the singular values below
+    ``rtol·σ₁``, where LAPACK's absolute accuracy suffices (it is what torch.linalg.pinv/lstsq use),
+    and on the CPU the relative-accurate Jacobi of :func:`mpslinalg.svd` is 30-300x slower
+    (docs/ops/svd.md): never slower than torch.linalg. On GPUs the family's own SVD runs (no host
+    sync, no CPU fallback on mps)."""
+    finite = torch.isfinite(A).all(-1).all(-1)
+    A0 = torch.where(finite[..., None, None], A, torch.zeros((), dtype=A.dtype))
+    # scaled by a power of two into range first, as the SVD family does (exact: the same digits
+    # come out at 2^±100, and 1e±30 float32 inputs neither overflow nor underflow inside LAPACK)
+    amax = A0.abs().amax((-2, -1)) if A0.numel() else A0.abs().sum((-2, -1))
+    expo = torch.frexp(amax).exponent
+    U, S, Vh = torch.linalg.svd(torch.ldexp(A0, -expo[..., None, None]), full_matrices=False)
+    S = torch.ldexp(S, expo[..., None])
+    bad = ~finite
+    nan = float("nan")
+    U = torch.where(bad[..., None, None], nan, U)
+    Vh = torch.where(bad[..., None, None], nan, Vh)
+    S = torch.where(bad[..., None], nan, S)
+    return U, S, Vh, bad.to(torch.int32)
 
 
 def svdvals_grad(A: torch.Tensor) -> torch.Tensor:

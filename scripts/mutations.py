@@ -551,6 +551,8 @@ MUTATIONS = [
         replacement='G = torch.matmul(V.mH, V).triu(0)',
         tests=['tests/qr/test_qr_kernels.py', 'tests/qr/test_qr_api.py', 'tests/qr/test_qr_accuracy.py'],
         why='larft uses the diagonal of V^H V (off by one in the triangle)',
+        equivalent=('the diagonal of M is never read: _trsm solves unit-triangular (the diagonal is '
+                    'taken as 1), so keeping the diagonal of V^H V in G changes nothing'),
     ),
     dict(
         id='qr-backward-conj-dropped',

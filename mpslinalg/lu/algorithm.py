@@ -9,6 +9,7 @@ import torch
 
 from ..oplayer import checks as E
 from ..oplayer import functorch_active as _functorch
+from ..triangular import solve_triangular, trsm
 from .kernels import _TORCH_KERNELS, TUNING, _kernels, _MetalKernels, _on_kernels, _swaps_to_perm
 
 # --------------------------------------------------------------------------------------------------
@@ -20,10 +21,6 @@ def _trsm(A: torch.Tensor, B: torch.Tensor, *, upper: bool, left: bool, unitrian
     """Internal triangular solve of the triangular family (no checks, not differentiable)."""
     if _functorch():
         return torch.linalg.solve_triangular(A, B, upper=upper, left=left, unitriangular=unitriangular)
-    try:
-        from .triangular import trsm
-    except ImportError:  # pragma: no cover - the triangular family ships with the package
-        return torch.linalg.solve_triangular(A, B, upper=upper, left=left, unitriangular=unitriangular)
     return trsm(A, B, upper=upper, left=left, unitriangular=unitriangular)
 
 
@@ -32,10 +29,6 @@ def _solve_tri(A: torch.Tensor, B: torch.Tensor, *, upper: bool, left: bool = Tr
     """Differentiable triangular solve used inside backward formulas (our public op; torch's under
     ``torch.func`` transforms, which the triangular custom op does not support)."""
     if _functorch():
-        return torch.linalg.solve_triangular(A, B, upper=upper, left=left, unitriangular=unitriangular)
-    try:
-        from .triangular import solve_triangular
-    except ImportError:  # pragma: no cover
         return torch.linalg.solve_triangular(A, B, upper=upper, left=left, unitriangular=unitriangular)
     return solve_triangular(A, B, upper=upper, left=left, unitriangular=unitriangular)
 

@@ -160,7 +160,7 @@ def median_interval(xs: list[float] | tuple[float, ...], confidence: float = CON
     n = len(ys)
     tail, below, k = (1.0 - confidence) / 2.0, 0.0, 0
     for j in range(n):
-        below += math.comb(n, j) / 2.0 ** n  # P(Binomial(n, 1/2) <= j)
+        below += math.comb(n, j) / (1 << n)  # P(Binomial(n, 1/2) <= j); integer division: exact for any n
         if below > tail:
             break
         k = j + 1

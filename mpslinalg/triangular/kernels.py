@@ -209,7 +209,7 @@ def _trsm_small_metal(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, upper: 
 def _trsm_small_triton(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, upper: bool, unit: bool) -> None:
     """``X = A⁻¹ B`` for ``n <= 64``, float32, by the one-launch Triton kernel (same index maps as
     :func:`_trsm_small_metal`)."""
-    from .kernels import triangular_triton as _triangular_triton
+    from ..kernels import triangular_triton as _triangular_triton
 
     batch, n, k = X.shape
     a, _, aoff, abs_, ars, acs = _kernel_strides(A, batch, upper, True)
@@ -236,7 +236,7 @@ def _use_triton(A: torch.Tensor, n: int) -> bool:
     ok = _triton_state.get("ok")
     if ok is None:
         try:
-            from .kernels import triangular_triton  # noqa: F401
+            from ..kernels import triangular_triton  # noqa: F401
             ok = True
         except Exception as exc:  # noqa: BLE001 - no Triton: cuBLAS it is
             ok, _triton_state["error"] = False, repr(exc)

@@ -230,11 +230,12 @@ def _tune_cases(device, gpu, quick) -> list[Case]:
     m = (4096 if not quick else 2048) if gpu else 512
     X, Y = _randn((1, m, m), torch.complex64, device, 12), _randn((1, m, m), torch.complex64, device, 13)
     C = _randn((1, m, m), torch.complex64, device, 14)
+    gemm_sub = importlib.import_module("mpslinalg.lu.algorithm")._gemm_sub
     for mode in ("4m", "embed"):
         rows.append(Case(name=f"complex GEMM {m}^3 [{mode}]", workload="C -= A @ B as real GEMMs",
                          device=device, dtype=torch.complex64, shape=(m, m, m),
-                         ours=lambda mode=mode: importlib.import_module("mpslinalg.lu.algorithm")._gemm_sub(C, X, Y, mode),
-                         peer={"native complex matmul": lambda: importlib.import_module("mpslinalg.lu.algorithm")._gemm_sub(C, X, Y, "native")},
+                         ours=lambda mode=mode: gemm_sub(C, X, Y, mode),
+                         peer={"native complex matmul": lambda: gemm_sub(C, X, Y, "native")},
                          flops=8 * m ** 3, sync_check=False, count_launches=False))
     return rows
 

@@ -42,9 +42,9 @@ for s in "$@"; do
     roofline) step roofline $PY benchmarks/bench_roofline.py --device cuda --out "$RES" ;;
     main) step main $PY -m mpslinalg --device cuda --json "$RES/main_cuda.json" ;;
     main-quick) step main-quick $PY -m mpslinalg --device cuda --quick --json "$RES/main_cuda_quick.json" ;;
-    pytest) step pytest $PY -m pytest -q -p no:cacheprovider -m cuda tests/test_timing.py tests/test_main_job.py \
-              tests/test_triangular.py tests/test_triangular_grad.py tests/test_triangular_triton.py tests/test_lu.py tests/test_solve.py \
-              tests/test_inv.py tests/test_det.py tests/test_small.py tests/qr tests/svd tests/test_oplayer.py ;;
+    pytest) step pytest $PY -m pytest -q -p no:cacheprovider -m cuda tests/mainjob/test_timing.py tests/mainjob/test_main_job.py \
+              tests/triangular/test_triangular.py tests/triangular/test_triangular_grad.py tests/triangular/test_triangular_triton.py tests/lu/test_lu.py tests/lu/test_solve.py \
+              tests/lu/test_inv.py tests/lu/test_det.py tests/small/test_small.py tests/qr tests/svd tests/oplayer/test_oplayer.py ;;
     gpucheck) OUT="$RES/gpucheck" step gpucheck bash scripts/gpu_check.sh ;;
     *) echo "unknown step $s" >&2 ;;
   esac

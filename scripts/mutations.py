@@ -155,7 +155,7 @@ MUTATIONS = [
         file='mpslinalg/oplayer/derivatives.py',
         pattern='XH = X.mH',
         replacement='XH = X.mT',
-        tests=['tests/test_lu_grad.py'],
+        tests=['tests/lu/test_lu_grad.py'],
         why='inv backward with the transpose instead of the conjugate transpose',
     ),
     dict(
@@ -163,7 +163,7 @@ MUTATIONS = [
         file='mpslinalg/oplayer/derivatives.py',
         pattern='return -(X @ or_zeros(dA, X) @ X)',
         replacement='return X @ or_zeros(dA, X) @ X',
-        tests=['tests/test_mutation_kills_derivatives.py', 'tests/test_lu_grad.py'],
+        tests=['tests/oplayer/test_mutation_kills_derivatives.py', 'tests/lu/test_lu_grad.py'],
         why='inv forward-mode derivative with the wrong sign',
     ),
     dict(
@@ -171,7 +171,7 @@ MUTATIONS = [
         file='mpslinalg/oplayer/derivatives.py',
         pattern='gB_full = solve(A.mH, gX, left)',
         replacement='gB_full = solve(A.mT, gX, left)',
-        tests=['tests/test_lu_grad.py'],
+        tests=['tests/lu/test_lu_grad.py'],
         why='solve backward solves with A^T, not A^H',
     ),
     dict(
@@ -179,7 +179,7 @@ MUTATIONS = [
         file='mpslinalg/oplayer/derivatives.py',
         pattern='-(gB_full @ X.mH) if left',
         replacement='-(gB_full @ X.mT) if left',
-        tests=['tests/test_lu_grad.py'],
+        tests=['tests/lu/test_lu_grad.py'],
         why='gA = -gB X^T (conjugate dropped)',
     ),
     dict(
@@ -187,7 +187,7 @@ MUTATIONS = [
         file='mpslinalg/oplayer/derivatives.py',
         pattern='R = R - (dA @ X if left else X @ dA)',
         replacement='R = R + (dA @ X if left else X @ dA)',
-        tests=['tests/test_mutation_kills_derivatives.py', 'tests/test_lu_grad.py'],
+        tests=['tests/oplayer/test_mutation_kills_derivatives.py', 'tests/lu/test_lu_grad.py'],
         why='solve jvp: dX = A^-1 (dB + dA X)',
     ),
     dict(
@@ -195,7 +195,7 @@ MUTATIONS = [
         file='mpslinalg/oplayer/derivatives.py',
         pattern='R = R - (dA @ X if left else X @ dA)',
         replacement='R = R - (dA @ X if left else dA @ X)',
-        tests=['tests/test_mutation_kills_derivatives.py', 'tests/test_lu_grad.py'],
+        tests=['tests/oplayer/test_mutation_kills_derivatives.py', 'tests/lu/test_lu_grad.py'],
         why='solve jvp for left=False multiplies on the wrong side',
     ),
     dict(
@@ -203,7 +203,7 @@ MUTATIONS = [
         file='mpslinalg/oplayer/derivatives.py',
         pattern='g = g - 1j * (gsign.conj() * sign).imag',
         replacement='g = g - 1j * (gsign * sign).imag',
-        tests=['tests/test_lu_grad.py'],
+        tests=['tests/lu/test_lu_grad.py'],
         why='complex slogdet backward: conj(g_sign) dropped',
     ),
     dict(
@@ -211,7 +211,7 @@ MUTATIONS = [
         file='mpslinalg/oplayer/derivatives.py',
         pattern='return sign * (1j * t.imag), t.real.to(logabs.dtype)',
         replacement='return sign * (1j * t.real), t.real.to(logabs.dtype)',
-        tests=['tests/test_mutation_kills_derivatives.py', 'tests/test_lu_grad.py'],
+        tests=['tests/oplayer/test_mutation_kills_derivatives.py', 'tests/lu/test_lu_grad.py'],
         why='complex slogdet jvp: d sign from Re t',
     ),
     # ---- metal/lu.metal ---------------------------------------------------------------------------
@@ -224,7 +224,7 @@ MUTATIONS = [
         replacement='''      const bool use_recip = true;
       const T rp = lu_recip(pivot);
       for (int r = col + 1 + t; r < m; r += nt) {''',
-        tests=['tests/test_lu_kernels.py::test_subnormal_pivot_is_divided_not_inverted', 'tests/test_lu_kernels.py::test_subnormal_pivot_public_lu_factor_40'],
+        tests=['tests/lu/test_lu_kernels.py::test_subnormal_pivot_is_divided_not_inverted', 'tests/lu/test_lu_kernels.py::test_subnormal_pivot_public_lu_factor_40'],
         why='issue 18 survivor: lu_panel always multiplies by the reciprocal (subnormal pivot -> inf)',
         subsets=['ci'],
     ),
@@ -237,7 +237,7 @@ MUTATIONS = [
         replacement='''      const bool use_recip = true;
       const T rp = lu_recip(pivot);
       for (int r = j + 1 + t0; r < m; r += nt) {''',
-        tests=['tests/test_lu_kernels.py::test_subnormal_pivot_is_divided_not_inverted'],
+        tests=['tests/lu/test_lu_kernels.py::test_subnormal_pivot_is_divided_not_inverted'],
         why='lu_small / lu_small_solve always multiply by the reciprocal',
     ),
     dict(
@@ -245,7 +245,7 @@ MUTATIONS = [
         file='metal/lu.metal',
         pattern='(v == bv && i < bi)',
         replacement='(v == bv && i > bi)',
-        tests=['tests/test_mutation_kills_lu.py::test_pivot_ties_go_to_the_first_row_in_every_kernel', 'tests/test_lu_kernels.py'],
+        tests=['tests/lu/test_mutation_kills_lu.py::test_pivot_ties_go_to_the_first_row_in_every_kernel', 'tests/lu/test_lu_kernels.py'],
         why='ties go to the last row, not the first (i?amax)',
     ),
     dict(
@@ -253,7 +253,7 @@ MUTATIONS = [
         file='metal/lu.metal',
         pattern='return vn ? i < bi :',
         replacement='return vn ? i > bi :',
-        tests=['tests/test_lu_kernels.py'],
+        tests=['tests/lu/test_lu_kernels.py'],
         why='between two NaNs the last wins (torch/MKL: the first)',
     ),
     dict(
@@ -263,7 +263,7 @@ MUTATIONS = [
     return vn;''',
         replacement='''  if (vn != bn) {
     return bn;''',
-        tests=['tests/test_lu_kernels.py'],
+        tests=['tests/lu/test_lu_kernels.py'],
         why='a NaN never wins the pivot search (NaN hidden from the factor)',
     ),
     dict(
@@ -271,7 +271,7 @@ MUTATIONS = [
         file='metal/lu.metal',
         pattern='    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);',
         replacement='    // barrier removed',
-        tests=['tests/test_lu_kernels.py::test_lu_panel'],
+        tests=['tests/lu/test_lu_kernels.py::test_lu_panel'],
         why='the pivot is read while another thread already swaps rows',
     ),
     dict(
@@ -280,7 +280,7 @@ MUTATIONS = [
         pattern='''      threadgroup_barrier(mem_flags::mem_device);
       // 3. scale the column''',
         replacement='      // 3. scale the column',
-        tests=['tests/test_lu_kernels.py::test_lu_panel'],
+        tests=['tests/lu/test_lu_kernels.py::test_lu_panel'],
         why='scaling reads rows another thread is still swapping',
     ),
     dict(
@@ -288,7 +288,7 @@ MUTATIONS = [
         file='metal/lu.metal',
         pattern='for (uint s = ntg / 2; s > 0; s >>= 1)',
         replacement='for (uint s = ntg / 2; s > 1; s >>= 1)',
-        tests=['tests/test_lu_kernels.py::test_lu_panel'],
+        tests=['tests/lu/test_lu_kernels.py::test_lu_panel'],
         why='tree reduction skips its last level (off-by-one bound)',
     ),
     dict(
@@ -296,7 +296,7 @@ MUTATIONS = [
         file='metal/lu.metal',
         pattern='info[b] = col + 1;',
         replacement='info[b] = col;',
-        tests=['tests/test_lu_kernels.py::test_zero_pivot_sets_info_and_no_nan'],
+        tests=['tests/lu/test_lu_kernels.py::test_zero_pivot_sets_info_and_no_nan'],
         why='info 0-based (LAPACK: 1-based)',
     ),
     dict(
@@ -304,7 +304,7 @@ MUTATIONS = [
         file='metal/lu.metal',
         pattern='for (int i = 0; i < j; ++i) {',
         replacement='for (int i = 1; i < j; ++i) {',
-        tests=['tests/test_lu_kernels.py::test_lu_small_solve'],
+        tests=['tests/lu/test_lu_kernels.py::test_lu_small_solve'],
         why='back substitution never updates row 0',
     ),
     dict(
@@ -312,7 +312,7 @@ MUTATIONS = [
         file='metal/lu.metal',
         pattern='const int i = reverse != 0 ? lo + cnt - 1 - step : lo + step;',
         replacement='const int i = lo + step;',
-        tests=['tests/test_lu_kernels.py::test_lu_laswp_exact'],
+        tests=['tests/lu/test_lu_kernels.py::test_lu_laswp_exact'],
         why='reverse interchanges applied forward',
     ),
     dict(
@@ -320,7 +320,7 @@ MUTATIONS = [
         file='metal/lu.metal',
         pattern='    s[(t / n) * LU_SMALL_LD + t % n] = a[t];',
         replacement='    s[(t % n) * LU_SMALL_LD + t / n] = a[t];',
-        tests=['tests/test_lu_kernels.py::test_lu_small'],
+        tests=['tests/lu/test_lu_kernels.py::test_lu_small'],
         why='tile loaded column-major (wrong index map)',
     ),
     # ---- metal/triangular.metal -------------------------------------------------------------------
@@ -331,7 +331,7 @@ MUTATIONS = [
 
   const int c = (int)tid;''',
         replacement='  const int c = (int)tid;',
-        tests=['tests/test_triangular_kernels.py::test_trtri_diag_matches_contract'],
+        tests=['tests/triangular/test_triangular_kernels.py::test_trtri_diag_matches_contract'],
         why='substitution reads the tile before other threads staged it',
         subsets=['ci'],
     ),
@@ -341,7 +341,7 @@ MUTATIONS = [
         pattern='''  threadgroup_barrier(mem_flags::mem_threadgroup);
   if (c >= k) {''',
         replacement='  if (c >= k) {',
-        tests=['tests/test_triangular_kernels.py::test_trsm_small_all_variants'],
+        tests=['tests/triangular/test_triangular_kernels.py::test_trsm_small_all_variants'],
         why='trsm_small reads the packed triangle before it is staged',
     ),
     dict(
@@ -349,7 +349,7 @@ MUTATIONS = [
         file='metal/triangular.metal',
         pattern='L[i * TRI_LD + j] = conj ? s_conj(v) : v;',
         replacement='L[i * TRI_LD + j] = v;',
-        tests=['tests/test_triangular_kernels.py'],
+        tests=['tests/triangular/test_triangular_kernels.py'],
         why='conj(A) flag ignored by trtri_diag',
     ),
     dict(
@@ -357,7 +357,7 @@ MUTATIONS = [
         file='metal/triangular.metal',
         pattern='s[r] = conj_b ? s_conj(bi) : bi;',
         replacement='s[r] = bi;',
-        tests=['tests/test_mutation_kills_triangular.py', 'tests/test_triangular_kernels.py'],
+        tests=['tests/triangular/test_mutation_kills_triangular.py', 'tests/triangular/test_triangular_kernels.py'],
         why='conj(B) flag ignored by trsm_small',
     ),
     dict(
@@ -367,7 +367,7 @@ MUTATIONS = [
               s[r] = s_div(s[r], L[row[r] + i0 + r]);''',
         replacement='''            if (true) {
               s[r] = s_div(s[r], L[row[r] + i0 + r]);''',
-        tests=['tests/test_triangular_kernels.py'],
+        tests=['tests/triangular/test_triangular_kernels.py'],
         why='unit diagonal read (and divided by) instead of taken as 1',
     ),
     # ---- mpslinalg/triangular ---------------------------------------------------------------------
@@ -376,7 +376,7 @@ MUTATIONS = [
         file='mpslinalg/triangular/api.py',
         pattern='gB_full = _solve(A.mH, gX, not upper, left, unit)',
         replacement='gB_full = _solve(A.mT, gX, not upper, left, unit)',
-        tests=['tests/test_triangular_grad.py'],
+        tests=['tests/triangular/test_triangular_grad.py'],
         why='solve_triangular backward solves with A^T, not A^H',
     ),
     dict(
@@ -384,7 +384,7 @@ MUTATIONS = [
         file='mpslinalg/triangular/api.py',
         pattern='gA = -(gB_full @ X.mH) if left else -(X.mH @ gB_full)',
         replacement='gA = -(gB_full @ X.mT) if left else -(X.mH @ gB_full)',
-        tests=['tests/test_triangular_grad.py'],
+        tests=['tests/triangular/test_triangular_grad.py'],
         why='gA = -gB X^T (conjugate dropped) for left=True',
     ),
     dict(
@@ -392,7 +392,7 @@ MUTATIONS = [
         file='mpslinalg/triangular/kernels.py',
         pattern='flags = int(unit) | (int(conj) << 1)',
         replacement='flags = int(unit)',
-        tests=['tests/test_triangular.py', 'tests/test_triangular_kernels.py'],
+        tests=['tests/triangular/test_triangular.py', 'tests/triangular/test_triangular_kernels.py'],
         why='a conjugate view of A reaches trtri_diag without its conj flag (Metal ignores conj bits)',
     ),
     dict(
@@ -400,7 +400,7 @@ MUTATIONS = [
         file='mpslinalg/triangular/kernels.py',
         pattern='if phys.shape[0] != batch:  # broadcast batch',
         replacement='if False:  # broadcast batch',
-        tests=['tests/test_triangular.py', 'tests/test_triangular_kernels.py'],
+        tests=['tests/triangular/test_triangular.py', 'tests/triangular/test_triangular_kernels.py'],
         why='a broadcast A (batch 1) is indexed with its own batch stride (reads past its end)',
     ),
     dict(
@@ -408,7 +408,7 @@ MUTATIONS = [
         file='mpslinalg/triangular/kernels.py',
         pattern='off += (phys.shape[1] - 1) * rs',
         replacement='off += phys.shape[1] * rs',
-        tests=['tests/test_triangular.py', 'tests/test_triangular_kernels.py'],
+        tests=['tests/triangular/test_triangular.py', 'tests/triangular/test_triangular_kernels.py'],
         why='the reversal index map of an upper triangle starts one row too far',
     ),
     # ---- mpslinalg/oplayer/checks.py ---------------------------------------------------------------
@@ -417,7 +417,7 @@ MUTATIONS = [
         file='mpslinalg/oplayer/checks.py',
         pattern='return x.resolve_conj().resolve_neg().contiguous()',
         replacement='return x.resolve_neg().contiguous()',
-        tests=['tests/test_lu.py', 'tests/test_solve.py', 'tests/test_inv.py'],
+        tests=['tests/lu/test_lu.py', 'tests/lu/test_solve.py', 'tests/lu/test_inv.py'],
         why='a conjugate view reaches a kernel unresolved (Metal binds storage: the conj bit is lost)',
     ),
     dict(
@@ -425,7 +425,7 @@ MUTATIONS = [
         file='mpslinalg/oplayer/checks.py',
         pattern='if out[i] != 1 and out[i] != d:',
         replacement='if out[i] != 1 and out[i] > d:',
-        tests=['tests/test_errors.py', 'tests/test_oplayer.py', 'tests/test_solve.py'],
+        tests=['tests/oplayer/test_errors.py', 'tests/oplayer/test_oplayer.py', 'tests/lu/test_solve.py'],
         why='batch dimensions 3 and 2 broadcast silently',
     ),
     dict(
@@ -433,7 +433,7 @@ MUTATIONS = [
         file='mpslinalg/oplayer/checks.py',
         pattern='flat = int(torch.nonzero(info.reshape(-1) > 0)[0, 0])',
         replacement='flat = int(torch.nonzero(info.reshape(-1) > 0)[-1, 0])',
-        tests=['tests/test_errors.py', 'tests/test_lu.py'],
+        tests=['tests/oplayer/test_errors.py', 'tests/lu/test_lu.py'],
         why='the error names the last failing batch element, not the first (torch: the first)',
     ),
     dict(
@@ -441,7 +441,7 @@ MUTATIONS = [
         file='mpslinalg/oplayer/checks.py',
         pattern='k = B.shape[-2] if left else B.shape[-1]',
         replacement='k = B.shape[-2]',
-        tests=['tests/test_errors.py', 'tests/test_solve.py'],
+        tests=['tests/oplayer/test_errors.py', 'tests/lu/test_solve.py'],
         why='X A = B checked against the rows of B',
     ),
     # ---- mpslinalg/small/ ----------------------------------------------------------------------------
@@ -450,7 +450,7 @@ MUTATIONS = [
         file='mpslinalg/small/program.py',
         pattern='gt = v > best',
         replacement='gt = v >= best',
-        tests=['tests/test_mutation_kills_small.py', 'tests/test_small.py', 'tests/test_small_classes.py'],
+        tests=['tests/small/test_mutation_kills_small.py', 'tests/small/test_small.py', 'tests/small/test_small_classes.py'],
         why='the unrolled GEPP takes the last of equal pivots (LAPACK: the first)',
     ),
     dict(
@@ -458,7 +458,7 @@ MUTATIONS = [
         file='mpslinalg/small/program.py',
         pattern='c = [P.pow2(-e) for e in ec]',
         replacement='c = [P.pow2(0 * e) for e in ec]',
-        tests=['tests/test_small.py', 'tests/test_small_classes.py'],
+        tests=['tests/small/test_small.py', 'tests/small/test_small_classes.py'],
         why='one-sided equilibration dropped (overflow / underflow on badly scaled inputs)',
     ),
     dict(
@@ -466,7 +466,7 @@ MUTATIONS = [
         file='mpslinalg/small/program.py',
         pattern='info = P.where(zero & (info == 0), k + 1, info)',
         replacement='info = P.where(zero & (info == 0), k, info)',
-        tests=['tests/test_small.py', 'tests/test_small_classes.py'],
+        tests=['tests/small/test_small.py', 'tests/small/test_small_classes.py'],
         why='info 0-based in the n <= 4 program',
     ),
     dict(
@@ -474,7 +474,7 @@ MUTATIONS = [
         file='mpslinalg/small/program.py',
         pattern='odd = odd ^ (p != k)',
         replacement='odd = odd ^ (p == k)',
-        tests=['tests/test_small.py', 'tests/test_small_classes.py'],
+        tests=['tests/small/test_small.py', 'tests/small/test_small_classes.py'],
         why='determinant sign from the wrong parity',
     ),
     dict(
@@ -482,7 +482,7 @@ MUTATIONS = [
         file='mpslinalg/small/program.py',
         pattern='for j in range(n - 2, -1, -1):',
         replacement='for j in range(n - 1):',
-        tests=['tests/test_small.py', 'tests/test_small_classes.py'],
+        tests=['tests/small/test_small.py', 'tests/small/test_small_classes.py'],
         why='getri applies the column interchanges forward instead of in reverse',
     ),
     # ---- metal/small.metal -------------------------------------------------------------------------
@@ -491,7 +491,7 @@ MUTATIONS = [
         file='metal/small.metal',
         pattern='if (v > best) {',
         replacement='if (v >= best) {',
-        tests=['tests/test_mutation_kills_small.py', 'tests/test_small.py::test_kernels_all_orders', 'tests/test_small.py::test_emulator_equals_torch_program', 'tests/test_small_classes.py'],
+        tests=['tests/small/test_mutation_kills_small.py', 'tests/small/test_small.py::test_kernels_all_orders', 'tests/small/test_small.py::test_emulator_equals_torch_program', 'tests/small/test_small_classes.py'],
         why='the Metal n <= 4 elimination takes the last of equal pivots',
     ),
     dict(
@@ -499,7 +499,7 @@ MUTATIONS = [
         file='metal/small.metal',
         pattern='if (zero && info == 0) info = k + 1;',
         replacement='if (zero && info == 0) info = k;',
-        tests=['tests/test_small.py::test_kernels_all_orders', 'tests/test_small.py::test_emulator_equals_torch_program', 'tests/test_small.py::test_singular_info_det_slogdet', 'tests/test_small_classes.py'],
+        tests=['tests/small/test_small.py::test_kernels_all_orders', 'tests/small/test_small.py::test_emulator_equals_torch_program', 'tests/small/test_small.py::test_singular_info_det_slogdet', 'tests/small/test_small_classes.py'],
         why='info 0-based in the Metal n <= 4 kernels',
     ),
     dict(
@@ -507,7 +507,7 @@ MUTATIONS = [
         file='metal/small.metal',
         pattern='a[i][j] = scale_exp(a[i][j], -ec[i] - er[j]);',
         replacement='a[i][j] = scale_exp(a[i][j], -ec[j] - er[i]);',
-        tests=['tests/test_small.py::test_kernels_all_orders', 'tests/test_small.py::test_emulator_equals_torch_program', 'tests/test_small_classes.py'],
+        tests=['tests/small/test_small.py::test_kernels_all_orders', 'tests/small/test_small.py::test_emulator_equals_torch_program', 'tests/small/test_small_classes.py'],
         why='inv(A) = C inv(A_s) R unscaled with the row and column exponents swapped',
     ),
     # ---- metal/qr.metal ----------------------------------------------------------------------------
@@ -686,7 +686,7 @@ MUTATIONS = [
         replacement='''    kernel = _uses_kernel(A)
     n = A.shape[-1] + 0 * int(A.isfinite().all())
     triton = not kernel and _use_triton(A, n)''',
-        tests=['tests/test_oplayer.py::test_ex_ops_never_read_back'],
+        tests=['tests/oplayer/test_oplayer.py::test_ex_ops_never_read_back'],
         why='solve_triangular reads a value back (an input finiteness check)',
     ),
     # ---- mpslinalg/lu -----------------------------------------------------------------------------
@@ -695,7 +695,7 @@ MUTATIONS = [
         file='mpslinalg/lu/kernels.py',
         pattern='info.copy_(torch.where((info == 0) & (inf > 0), inf + o, info))',
         replacement='info.copy_(torch.where((info == 0) & (inf > 0), inf + o + 1, info))',
-        tests=['tests/test_mutation_kills_lu.py', 'tests/test_lu.py', 'tests/test_lu_api.py'],
+        tests=['tests/lu/test_mutation_kills_lu.py', 'tests/lu/test_lu.py', 'tests/lu/test_lu_api.py'],
         why="issue 18 survivor: info off by one in the torch backend's recursion (n > 512 on the CPU)",
     ),
     dict(
@@ -705,7 +705,7 @@ MUTATIONS = [
         kern = _kernels(LU)''',
         replacement='''    if B > 0 and K > 0 and not bool(info.any()):
         kern = _kernels(LU)''',
-        tests=['tests/test_mutation_kills_lu.py', 'tests/test_lu.py', 'tests/test_lu_api.py'],
+        tests=['tests/lu/test_mutation_kills_lu.py', 'tests/lu/test_lu.py', 'tests/lu/test_lu_api.py'],
         why='issue 18 survivor: a host sync inside _getrf (lu_factor_ex must not synchronise)',
     ),
     dict(
@@ -713,7 +713,7 @@ MUTATIONS = [
         file='mpslinalg/lu/kernels.py',
         pattern='return x.dtype in E.GPU_DTYPES and backend_for',
         replacement='return (x.dtype.is_floating_point or x.dtype.is_complex) and backend_for',
-        tests=['tests/test_mutation_kills_lu.py', 'tests/test_lu.py', 'tests/test_lu_api.py'],
+        tests=['tests/lu/test_mutation_kills_lu.py', 'tests/lu/test_lu.py', 'tests/lu/test_lu_api.py'],
         why='issue 18 survivor: float64 sent to the float32 kernels on the emulator backend',
     ),
     dict(
@@ -721,7 +721,7 @@ MUTATIONS = [
         file='mpslinalg/lu/algorithm.py',
         pattern='op = (lambda t: t.mT) if trans == "T" else (lambda t: t.mH)',
         replacement='op = (lambda t: t.mT)',
-        tests=['tests/test_lu_api.py', 'tests/test_solve.py'],
+        tests=['tests/lu/test_lu_api.py', 'tests/lu/test_solve.py'],
         why='adjoint solve on the kernels drops the conjugate',
     ),
     dict(
@@ -729,7 +729,7 @@ MUTATIONS = [
         file='mpslinalg/lu/algorithm.py',
         pattern='odd = ((piv != ar).sum(-1) % 2)',
         replacement='odd = ((piv == ar).sum(-1) % 2)',
-        tests=['tests/test_mutation_kills_lu.py::test_det_sign_at_odd_and_even_orders', 'tests/test_det.py'],
+        tests=['tests/lu/test_mutation_kills_lu.py::test_det_sign_at_odd_and_even_orders', 'tests/lu/test_det.py'],
         why='permutation sign from the wrong count',
     ),
     dict(
@@ -737,7 +737,7 @@ MUTATIONS = [
         file='mpslinalg/lu/algorithm.py',
         pattern='phase = torch.where(absd == 0, torch.zeros_like(d), d / safe)',
         replacement='phase = d / safe',
-        tests=['tests/test_det.py'],
+        tests=['tests/lu/test_det.py'],
         why='complex slogdet of a singular matrix gives a nonzero sign',
         equivalent=('where |d| = 0, safe = 1 and d / safe = d = 0 exactly: the where selects the same '
                     'zero (its sign bit may differ, -0.0 == 0.0; the phase product is 0 either way)'),

@@ -539,12 +539,12 @@ def test_triton_kernel_interpreted():
 
     if importlib.util.find_spec("triton") is None:
         pytest.skip("Triton is not installed (it ships with CUDA builds of torch)")
-    tests_dir = os.path.dirname(os.path.abspath(__file__))  # for `from helpers import ...`
+    tests_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # for `from helpers import ...`
     env = dict(os.environ, TRITON_INTERPRET="1",
                PYTHONPATH=os.pathsep.join(filter(None, [tests_dir, os.environ.get("PYTHONPATH")])))
-    code = "import tests.test_small as t; t._check_triton_against_program('cpu'); print('ok')"
+    code = "import tests.small.test_small as t; t._check_triton_against_program('cpu'); print('ok')"
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
-                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+                         cwd=os.path.dirname(tests_dir))
     assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stderr[-3000:]
 
 

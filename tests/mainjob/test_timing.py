@@ -193,7 +193,7 @@ def test_mps_timing_sees_gpu_work():
 
 # ---- the benchmark runner (benchmarks/harness.py) on the timing core --------------------------------
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # `pytest` (not `python -m pytest`) does not put the root on sys.path
     sys.path.insert(0, str(ROOT))
 

@@ -4,7 +4,7 @@ Implementations (each runs the same program; all are checked, not only the defau
 ``program`` (torch ops: the CUDA/torch.func path), ``c`` (the program printed as C: the CPU default),
 ``leaf`` (LAPACK around the same column scaling: the CPU path without a compiler) and ``emulator``
 (metal/small.metal through the emulator, the library's own launch code). The Triton kernel is
-compared with the program in tests/test_small.py.
+compared with the program in tests/small/test_small.py.
 
 Bounds (u = 2^-24 for float32/complex64):
 
@@ -22,7 +22,7 @@ Bounds (u = 2^-24 for float32/complex64):
   u + O(u^2 kappa), so its error is <= 4u per entry (8u complex: Smith's division adds ~3u).
 * Column-scaled inverses (issue 14.3): GEPP is invariant to column scaling, so after unscaling the
   rows of X = inv(A D) = D^-1 inv(A), the error is that of the well-conditioned A: <= c kappa u
-  with c = 4n 2^(n-1) (tests/test_small.py's constant).
+  with c = 4n 2^(n-1) (tests/small/test_small.py's constant).
 * Non-finite input (issues 14.6, 14.16): det/slogdet are what LU arithmetic gives on A^T, which is
   what torch's det/slogdet give (LAPACK reads the row-major storage as A^T): identical non-finite
   pattern, finite values to c kappa u. Inverses and solutions are all-NaN, nan+nanj for complex.
@@ -299,7 +299,7 @@ def test_without_a_compiler_falls_back_to_torch_linalg_and_warns_once(tmp_path):
 
     env = dict(os.environ, MPSLINALG_CXX=str(tmp_path / "no-such-compiler"), MPSLINALG_CACHE_DIR=str(tmp_path))
     res = subprocess.run([sys.executable, "-c", _NO_COMPILER_CHILD], env=env, capture_output=True, text=True,
-                         timeout=300, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+                         timeout=300, cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stderr[-3000:]
 
 

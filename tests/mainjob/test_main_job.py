@@ -23,7 +23,7 @@ from mpslinalg.kernels import backend_for
 from mpslinalg.mainjob import main, overhead, run_workload
 from mpslinalg.mainjob import workloads as _workloads
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 #: Every op some family registers a workload for.
 OPS = ["solve_triangular", "lu_factor", "lu", "lu_solve", "solve", "det", "slogdet", "inv", "qr", "svd",

@@ -28,7 +28,7 @@ from mpslinalg.triangular import kernels as tri_kernels
 from reference import matrices, metrics
 
 VARIANTS = list(itertools.product([False, True], repeat=3))  # (upper, left, unit)
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _check(device: str) -> None:
@@ -64,7 +64,7 @@ def test_triton_kernel_interpreted():
     if importlib.util.find_spec("triton") is None:
         pytest.skip("Triton is not installed (it ships with CUDA builds of torch)")
     env = dict(os.environ, TRITON_INTERPRET="1")
-    code = "import tests.test_triangular_triton as t; t._check('cpu'); print('ok')"
+    code = "import tests.triangular.test_triangular_triton as t; t._check('cpu'); print('ok')"
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600,
                          cwd=ROOT)
     assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stderr[-3000:]

@@ -419,6 +419,17 @@ MUTATIONS = [
         replacement='return x.resolve_neg().contiguous()',
         tests=['tests/lu/test_lu.py', 'tests/lu/test_solve.py', 'tests/lu/test_inv.py'],
         why='a conjugate view reaches a kernel unresolved (Metal binds storage: the conj bit is lost)',
+        equivalent=('kernels/loader.BoundLibrary resolves the conj/neg bits of every tensor bound to a '
+                    'kernel (the one place, issue 17.1), so a conj bit left by resolved() is resolved '
+                    'there; the binding-level mutation below is the one that changes behaviour'),
+    ),
+    dict(
+        id='loader-binding-keeps-bits',
+        file='mpslinalg/kernels/loader.py',
+        pattern='        a = a.resolve_conj().resolve_neg()',
+        replacement='        pass',
+        tests=['tests/oplayer/test_oplayer.py::test_negative_bit_views'],
+        why='a neg-bit view is bound as raw storage (what a Mac does): the kernel reads the wrong sign',
     ),
     dict(
         id='checks-broadcast-accepts-mismatch',

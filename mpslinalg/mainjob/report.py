@@ -172,7 +172,18 @@ def environment() -> dict:
         "devices": devices,
         "backends": _backends(devices),
         "emulator_compiler": _emulator_compiler(),
+        "small_cpu_path": _small_cpu_path(),
     }
+
+
+def _small_cpu_path() -> str:
+    """Which implementation serves n <= 4 float32 CPU batches (generated C, or torch.linalg where no
+    compiler is there: the report says which, issue 15)."""
+    try:
+        from ..small import cpu_path
+    except ImportError as exc:  # pragma: no cover - the small family ships with the package
+        return f"unknown ({exc})"
+    return cpu_path()
 
 
 def format_environment(env: dict) -> str:
@@ -211,6 +222,8 @@ def format_environment(env: dict) -> str:
         lines.append(f"emulator  {cmd} ({c.get('version', 'version unknown')})")
     else:
         lines.append(f"emulator  no compiler: {c.get('note', '')}")
+    if env.get("small_cpu_path"):
+        lines.append(f"n <= 4    CPU batches run as: {env['small_cpu_path']}")
     return "\n".join(lines)
 
 

@@ -76,16 +76,26 @@ def test_blocked_torch_path_matches_torch():
 
 
 def test_larft_matches_lapack_recursion():
-    # T = (I + D N)^-1 D equals LAPACK's column recursion, also with tau_i = 0
-    V = torch.randn(2, 20, 6, dtype=torch.complex128).tril(-1) + torch.eye(20, 6, dtype=torch.complex128)
-    tau = torch.randn(2, 6, dtype=torch.complex128)
+    # T = (I + D N)^-1 D equals LAPACK's column recursion, also with tau_i = 0. Bound: both are
+    # float64 evaluations of the same sums of products (inner products of length m = 20 nested
+    # k = 6 deep), so they differ by at most 2·γ_{mk} times the recursion run on absolute values
+    # (the standard running error bound, Higham §3.1); γ_{mk} <= 1.01·m·k·u.
+    g = torch.Generator().manual_seed(11)
+    V = torch.randn(2, 20, 6, dtype=torch.complex128, generator=g).tril(-1) + torch.eye(20, 6, dtype=torch.complex128)
+    tau = torch.randn(2, 6, dtype=torch.complex128, generator=g)
     tau[:, 2] = 0
     T = qrkern._larft(V, tau)
     Tr = torch.zeros(2, 6, 6, dtype=torch.complex128)
+    Ta = torch.zeros(2, 6, 6, dtype=torch.float64)  # the recursion on |tau|, |V|
+    Va = V.abs()
     for i in range(6):
         Tr[:, :i, i] = -tau[:, i, None] * (Tr[:, :i, :i] @ (V[:, :, :i].mH @ V[:, :, i:i + 1]))[..., 0]
         Tr[:, i, i] = tau[:, i]
-    assert float((T - Tr).abs().max()) < 1e-13
+        Ta[:, :i, i] = tau[:, i, None].abs() * (Ta[:, :i, :i] @ (Va[:, :, :i].mT @ Va[:, :, i:i + 1]))[..., 0]
+        Ta[:, i, i] = tau[:, i].abs()
+    u = torch.finfo(torch.float64).eps / 2
+    bound = 2 * 1.01 * 20 * 6 * u * Ta
+    assert bool(((T - Tr).abs() <= bound).all())
 
 
 @pytest.mark.parametrize("mode", ["reduced", "complete", "r"])

@@ -25,15 +25,16 @@ the other orders through torch ops and ``inv_ex``.
 
 from __future__ import annotations
 
-import importlib
 import math
 
 import torch
 
-from .kernels import BackendUnavailableError, backend_for
+from .kernels import backend_for
 from .lu import inv_ex
 from .oplayer import checks as E
 from .oplayer import defop
+from .qr import qr
+from .svd import svd_impl, svdvals
 
 __all__ = ["cond", "matrix_norm", "matrix_rank", "pinv"]
 
@@ -41,24 +42,6 @@ __all__ = ["cond", "matrix_norm", "matrix_rank", "pinv"]
 # --------------------------------------------------------------------------------------------------
 # Doors to the SVD and QR families
 # --------------------------------------------------------------------------------------------------
-
-
-def _family(name: str):
-    """The module ``mpslinalg.<name>`` or None while it does not exist yet (other errors raise)."""
-    full = f"mpslinalg.{name}"
-    try:
-        return importlib.import_module(full)
-    except ModuleNotFoundError as exc:
-        if exc.name != full:
-            raise
-        return None
-
-
-def _no_family(what: str, A: torch.Tensor) -> None:
-    if A.device.type == "mps":
-        raise BackendUnavailableError(
-            f"mpslinalg: {what} on mps needs mpslinalg's own implementation, which is not installed "
-            "(torch.linalg would silently run it on the CPU)")
 
 
 def svd_parts(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -78,12 +61,7 @@ def svd_parts(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor
     """
     if A.device.type == "cpu" and backend_for(A.device) == "torch":
         return _svd_lapack(A)
-    svd = _family("svd")
-    if svd is not None and hasattr(svd, "svd_impl"):
-        return svd.svd_impl(A, False, True)
-    _no_family("svd", A)
-    U, S, Vh = torch.linalg.svd(A, full_matrices=False)
-    return U, S, Vh, torch.zeros(A.shape[:-2], dtype=torch.int32, device=A.device)
+    return svd_impl(A, False, True)
 
 
 def _svd_lapack(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -113,20 +91,12 @@ def _svd_lapack(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tens
 
 def svdvals_grad(A: torch.Tensor) -> torch.Tensor:
     """Singular values of ``A`` (descending), differentiable (the SVD family's ``svdvals``)."""
-    svd = _family("svd")
-    if svd is not None and hasattr(svd, "svdvals"):
-        return svd.svdvals(A)
-    _no_family("svdvals", A)
-    return torch.linalg.svdvals(A)
+    return svdvals(A)
 
 
 def qr_reduced(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Reduced Householder QR ``(Q (*, m, k), R (*, k, n))`` (the QR family's ``qr``)."""
-    qr = _family("qr")
-    if qr is not None and hasattr(qr, "qr"):
-        return tuple(qr.qr(A, mode="reduced"))
-    _no_family("qr", A)
-    return torch.linalg.qr(A, mode="reduced")
+    return tuple(qr(A, mode="reduced"))
 
 
 # --------------------------------------------------------------------------------------------------

@@ -55,6 +55,7 @@ import torch.autograd.forward_ad as _fwad
 from .kernels import backend_for, kernel_name, load_library
 from .oplayer import checks as E
 from .oplayer import defop, functorch_active
+from .qr import qr_impl
 
 __all__ = ["TUNING", "SVDExResult", "svd", "svd_backward", "svd_ex", "svd_impl", "svd_jvp", "svdvals"]
 
@@ -122,10 +123,6 @@ def _unit_roundoff(dtype: torch.dtype) -> float:
 def _householder_qr(A: torch.Tensor, mode: str) -> tuple[torch.Tensor, torch.Tensor]:
     """Householder QR ``A = Q R`` (``mode`` as ``torch.linalg.qr``: reduced/complete/r), the QR
     family's internal entry point (its kernels on mps/emulator, no host sync)."""
-    try:
-        from .qr import qr_impl
-    except ImportError:  # pragma: no cover - the QR family ships with the package
-        return torch.linalg.qr(A, mode=mode)
     return qr_impl(A, mode)
 
 

@@ -7,6 +7,7 @@ import torch
 
 from ..oplayer import defop
 from ..oplayer import derivatives as D
+from ..svd import svd  # the project's SVD for det's singular gradient (no CPU fallback on mps)
 from .algorithm import (
     _det_parts,
     _eye,
@@ -268,8 +269,6 @@ def _det_backward(ctx, g, gLU=None, gpiv=None):
         gA = _adjoint_solve_diag(LU, piv, g * d.conj())
     if _any(sing):
         A_sing = torch.where(sing[..., None, None], A, eye)
-        from ..svd import svd  # the project's SVD (no CPU fallback on mps); imported late: svd -> qr -> lu
-
         U, S, Vh = svd(A_sing)
         alpha = (_det_op(U)[0] * _det_op(Vh)[0]).conj() * g
         D = alpha[..., None] * _exclusive_prod(S).to(A.dtype)

@@ -15,15 +15,11 @@ into a :class:`CEmitter`, so the C performs exactly the operations of the torch 
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
 import platform
-import subprocess
-import threading
 
 import torch
 
-from .codegen import SymArith, warn_once
+from .codegen import CLibraries, SymArith
 
 __all__ = ["CKernels", "c_source"]
 
@@ -360,123 +356,24 @@ def lanes_and_flags() -> tuple[int, list[str]]:
     return 4, []
 
 
-class CKernels:
-    """The generated C of one program: built once per (n, complex), cached on disk, run in parallel.
-
-    Any failure to build or load (no compiler, a compile error, a corrupt cache entry that a
-    rebuild does not fix) is recorded per (n, complex), warned about once per process, and makes
-    :meth:`usable` False so the caller takes its fallback.
-    """
+class CKernels(CLibraries):
+    """The generated C of one program: built once per (n, complex), cached on disk, run in parallel
+    (the shared build machinery: :class:`mpslinalg.kernels.codegen.CLibraries`)."""
 
     def __init__(self, program, tag: str = "small"):
+        super().__init__(tag, fallback="torch.linalg (slower for large batches; see mpslinalg.small.cpu_path())")
         self.program = program
-        self.tag = tag
-        self.libs: dict[tuple[int, bool], ctypes.CDLL] = {}
-        self.failed: set[tuple[int, bool]] = set()
-        self._lock = threading.Lock()
-        self._pool = None
 
-    @staticmethod
-    def compiler() -> list[str] | None:
-        """The compiler command (the emulator's discovery), or None when there is none."""
-        from ..emulator import _toolchain
-
-        try:
-            return _toolchain.find_compiler()
-        except _toolchain.CompilerNotFoundError:
-            return None
-
-    def usable(self, n: int, is_complex: bool) -> bool:
-        """Build (once) the library for (n, complex); False, with one warning, if that fails."""
-        key = (n, is_complex)
-        if key in self.libs:
-            return True
-        if key in self.failed:
-            return False
-        try:
-            self.library(n, is_complex)
-            return True
-        except Exception as exc:  # noqa: BLE001 - any failure of generated code falls back
-            self.failed.add(key)
-            warn_once(f"c:{self.tag}", f"mpslinalg: the generated C for {self.tag} n = {n} is unavailable "
-                      f"({type(exc).__name__}: {str(exc)[:300]}); the CPU path falls back to torch.linalg "
-                      "(slower for large batches; see mpslinalg.small.cpu_path())")
-            return False
-
-    def library(self, n: int, is_complex: bool) -> ctypes.CDLL:
-        """The compiled functions for (n, complex): built once, cached in the emulator's cache
-        directory (:func:`mpslinalg.emulator._toolchain.cache_dir`)."""
-        key = (n, is_complex)
-        lib = self.libs.get(key)
-        if lib is not None:
-            return lib
-        with self._lock:
-            lib = self.libs.get(key)
-            if lib is None:
-                lib = self._build(n, is_complex)
-                self.libs[key] = lib
-        return lib
-
-    def _build(self, n: int, is_complex: bool) -> ctypes.CDLL:
-        from ..emulator import _toolchain
-
-        cc = _toolchain.find_compiler()
+    def source(self, n: int, is_complex: bool) -> tuple[str, list[str], str]:
         lanes, extra = lanes_and_flags()
-        flags = FLAGS + extra
-        src = c_source(self.program, n, is_complex, lanes)
-        h = hashlib.sha256()
-        for part in (src, repr(_toolchain.compiler_info()), " ".join(flags)):
-            h.update(part.encode() + b"\0")
-        so = _toolchain.cache_dir() / f"{self.tag}_c_{n}_{'c' if is_complex else 'f'}_{h.hexdigest()[:20]}.so"
-        if not so.exists():
-            self._compile(cc, flags, src, str(so))
-        try:
-            lib = ctypes.CDLL(str(so))
-        except OSError:  # a truncated or corrupt cache entry (an interrupted copy): rebuild it once
-            so.unlink(missing_ok=True)
-            self._compile(cc, flags, src, str(so))
-            lib = ctypes.CDLL(str(so))
+        return (c_source(self.program, n, is_complex, lanes), FLAGS + extra,
+                f"{self.tag}_c_{n}_{'c' if is_complex else 'f'}")
+
+    def bind(self, lib: ctypes.CDLL, n: int, is_complex: bool) -> None:
         i64, vp = ctypes.c_int64, ctypes.c_void_p
         lib.small_inv.argtypes = [vp, vp, vp, i64, i64]
         lib.small_det.argtypes = [vp, vp, vp, vp, i64, i64]
         lib.small_solve.argtypes = [vp, vp, vp, vp, i64, i64, i64]
-        return lib
-
-    @staticmethod
-    def _compile(cc: list[str], flags: list[str], src: str, so: str) -> None:
-        # per-process temporaries, then atomic renames: concurrent processes never see a
-        # half-written source or library
-        tag = f"{os.getpid()}.{threading.get_ident()}"
-        c_tmp, so_tmp = f"{so[:-3]}.{tag}.c", f"{so}.{tag}.tmp"
-        with open(c_tmp, "w") as f:
-            f.write(src)
-        try:
-            proc = subprocess.run([*cc, *flags, c_tmp, "-o", so_tmp, "-lm"], capture_output=True, text=True,
-                                  timeout=300)
-            if proc.returncode != 0:
-                raise RuntimeError(f"{' '.join(cc)} failed: {proc.stderr.strip()[-2000:]}")
-            os.replace(so_tmp, so)
-            os.replace(c_tmp, so[:-3] + ".c")  # kept for reading
-        finally:
-            for leftover in (c_tmp, so_tmp):
-                if os.path.exists(leftover):
-                    os.remove(leftover)
-
-    def _parallel(self, fn, batch: int, *args) -> None:
-        """``fn(*args, b0, b1)`` over the batch split across torch's intra-op thread count (ctypes
-        releases the GIL, so the chunks run in parallel)."""
-        threads = max(1, min(torch.get_num_threads(), batch // 4096))
-        if threads == 1:
-            fn(*args, 0, batch)
-            return
-        import concurrent.futures
-
-        if self._pool is None or self._pool._max_workers < threads:
-            self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=threads)
-        step = -(-batch // threads)
-        futures = [self._pool.submit(fn, *args, b0, min(batch, b0 + step)) for b0 in range(0, batch, step)]
-        for f in futures:
-            f.result()
 
     def run(self, name: str, A: torch.Tensor, *args: torch.Tensor):
         """Run ``name`` ("inv", "det", or "solve" with ``B``) on contiguous CPU (batch, n, n) ``A``."""

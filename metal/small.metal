@@ -19,17 +19,22 @@
 //
 // info (int32): 1-based index of the first exactly-zero pivot, 0 if none (LAPACK's rule).
 //
-// Kernels (host names; T = f32 | c64, N = 1...4), all matrices row-major and contiguous:
-//   small_inv_T_N   (A[batch][N][N], X[batch][N][N], info[batch], long batch)
-//       threads = batch rounded up to a multiple of 64, group_size = 64 (uses barriers: the
-//       group's matrices are staged through threadgroup memory so that loads and stores are
-//       coalesced - consecutive threads touch consecutive words).
-//   small_det_T_N   (A[batch][N][N], mant[batch], expo[batch] int32, info[batch], long batch)
+// Kernels (host names; T = f32 | c64, N = 1...4, V = staged | direct), all matrices row-major and
+// contiguous, every buffer 16-byte aligned (the host copies a misaligned input):
+//   small_inv_V_T_N   (A[batch][N][N], X[batch][N][N], info[batch], long batch)
+//   small_det_V_T_N   (A[batch][N][N], mant[batch], expo[batch] int32, info[batch], long batch)
 //       det(A) = mant * 2^expo with cabs1(mant) in [2^-N, 2^N) (or mant = 0 / Inf / NaN),
-//       from the factorization of A^T (torch's: LAPACK reads the row-major storage as A^T);
-//       same launch shape as small_inv.
+//       from the factorization of A^T (torch's: LAPACK reads the row-major storage as A^T).
+//   Both: threads = batch rounded up to a multiple of 64, group_size = 64. The two load variants
+//   compute the same thing with the same arithmetic (inv_in_registers, det_in_registers):
+//     staged: the group's 64 matrices pass through threadgroup memory (<= 8 KiB, two barriers),
+//             so that global loads and stores are coalesced;
+//     direct: each thread loads and stores its own matrix with float4 / float2 accesses where
+//             its size allows, no threadgroup memory, no barriers.
+//   Which one a device uses is mpslinalg.small.TUNING.load (docs/ops/small.md says why).
 //   small_solve_T_N (A[batch][N][N], B[batch][N][k], X[batch][N][k], info[batch], long batch,
-//       long k)  threads = batch * max(k, 1) (one per right-hand-side column), no barriers.
+//       long k)  threads = batch * max(k, 1) (one per right-hand-side column), no barriers; A read
+//       with the direct variant's accesses.
 #include "scalar.h"
 
 // Threads per threadgroup of small_inv / small_det (the host always launches groups of this size).
@@ -291,7 +296,73 @@ inline void mant_expo_push(thread T &m, thread int &e, T pk, bool first) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Coalesced staging of a threadgroup's matrices through threadgroup memory.
+// One matrix in registers: the contracts of small_inv and small_det (both load variants call these)
+// ---------------------------------------------------------------------------------------------
+
+// a := inv(a) in place; returns info (the contract of small_inv; all-NaN for non-finite input).
+template <typename T, int N>
+inline int inv_in_registers(thread T (&a)[N][N]) {
+  const bool fin = all_finite(a);
+  int er[N], ec[N];
+  int inf;
+  if (N == 2) {  // inv(A) = C inv(A_s) R, exponents up to ~3 * 126
+    equilibrate_two_sided(a, er, ec);
+    inf = invert_adjugate(a);
+    for (int i = 0; i < N; ++i)
+      for (int j = 0; j < N; ++j) a[i][j] = scale_exp(a[i][j], -ec[i] - er[j]);
+  } else {  // inv(A) = C inv(A_s)
+    equilibrate_columns(a, ec);
+    inf = invert_eliminate(a);
+    for (int i = 0; i < N; ++i) {
+      float c = pow2(-ec[i]);
+      for (int j = 0; j < N; ++j) a[i][j] = a[i][j] * c;
+    }
+  }
+  for (int i = 0; i < N; ++i)
+    for (int j = 0; j < N; ++j) a[i][j] = fin ? a[i][j] : s_nan<T>();
+  return inf;
+}
+
+// det(A) = m * 2^e with A loaded as stored (row-major); returns info (the contract of small_det).
+// Factors A^T, as torch's det does: LAPACK reads the row-major storage as A^T.
+template <typename T, int N>
+inline int det_in_registers(thread T (&a)[N][N], thread T &m, thread int &e) {
+  for (int i = 0; i < N; ++i)  // transpose in place (register renaming after unrolling)
+    for (int j = i + 1; j < N; ++j) {
+      T t = a[i][j];
+      a[i][j] = a[j][i];
+      a[j][i] = t;
+    }
+  // elimination on the column-scaled matrix (Inf/NaN entries: what LU arithmetic gives)
+  T a2[N][N];  // the input again, for the 2x2 doubled-precision path
+  for (int i = 0; i < N; ++i)
+    for (int j = 0; j < N; ++j) a2[i][j] = a[i][j];
+  int ec[N];
+  equilibrate_columns(a, ec);
+  e = 0;
+  for (int j = 0; j < N; ++j) e += ec[j];
+  int piv[N];
+  bool odd;
+  int inf = factor(a, piv, odd);
+  m = s_one<T>();
+  for (int k = 0; k < N; ++k) mant_expo_push(m, e, a[k][k], k == 0);
+  if (odd) m = -m;
+  if (N == 2 && all_finite(a2)) {  // finite 2x2: ad - bc in doubled precision instead
+    int er2[N], ec2[N];
+    equilibrate_two_sided(a2, er2, ec2);
+    T p = a2[0][0], r = a2[N - 1][0];
+    T d = det2_accurate(p, a2[0][N - 1], r, a2[N - 1][N - 1]);
+    inf = (s_is_zero(p) && s_is_zero(r)) ? 1 : (s_is_zero(d) ? 2 : 0);
+    e = 0;
+    for (int i = 0; i < N; ++i) e += er2[i] + ec2[i];
+    mant_expo_push(m, e, d, true);
+  }
+  return inf;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Load variant "staged": a threadgroup's matrices through threadgroup memory, so that global loads
+// and stores are coalesced (consecutive threads touch consecutive words); two barriers per group.
 // ---------------------------------------------------------------------------------------------
 
 // Largest staging tile: SMALL_GROUP complex 4x4 matrices = 64 * 16 * 2 floats = 8 KiB.
@@ -322,15 +393,83 @@ inline void tile_put(threadgroup float *t, int i, float2 v) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Load variant "direct": each thread reads and writes its own matrix with the widest vector
+// accesses its size allows, no threadgroup memory, no barriers. The host passes 16-byte aligned
+// buffers (mpslinalg/small/program.py), so a matrix whose size is a multiple of 16 (8) bytes
+// starts 16 (8) byte aligned: float 2x2 and 4x4, complex 2x2 and 4x4 use float4 accesses,
+// complex 1x1 and 3x3 float2, float 1x1 and 3x3 (36 bytes) scalar ones.
+// ---------------------------------------------------------------------------------------------
+
+// Matrix m of A (row-major N x N floats) into a.
+template <int N>
+inline void direct_load(device const float *A, long m, thread float (&a)[N][N]) {
+  device const float *p = A + m * (N * N);
+  if ((N * N) % 4 == 0) {
+    device const float4 *q = reinterpret_cast<device const float4 *>(p);
+    for (int v = 0; v < N * N / 4; ++v) {
+      float4 x = q[v];
+      a[(4 * v) / N][(4 * v) % N] = x.x;
+      a[(4 * v + 1) / N][(4 * v + 1) % N] = x.y;
+      a[(4 * v + 2) / N][(4 * v + 2) % N] = x.z;
+      a[(4 * v + 3) / N][(4 * v + 3) % N] = x.w;
+    }
+  } else {
+    for (int w = 0; w < N * N; ++w) a[w / N][w % N] = p[w];
+  }
+}
+
+// Matrix m of A (row-major N x N complex) into a: two entries per float4 where N * N is even.
+template <int N>
+inline void direct_load(device const float2 *A, long m, thread float2 (&a)[N][N]) {
+  device const float2 *p = A + m * (N * N);
+  if ((N * N) % 2 == 0) {
+    device const float4 *q = reinterpret_cast<device const float4 *>(p);
+    for (int v = 0; v < N * N / 2; ++v) {
+      float4 x = q[v];
+      a[(2 * v) / N][(2 * v) % N] = x.xy;
+      a[(2 * v + 1) / N][(2 * v + 1) % N] = x.zw;
+    }
+  } else {
+    for (int w = 0; w < N * N; ++w) a[w / N][w % N] = p[w];
+  }
+}
+
+template <int N>
+inline void direct_store(device float *X, long m, thread const float (&a)[N][N]) {
+  device float *p = X + m * (N * N);
+  if ((N * N) % 4 == 0) {
+    device float4 *q = reinterpret_cast<device float4 *>(p);
+    for (int v = 0; v < N * N / 4; ++v)
+      q[v] = float4(a[(4 * v) / N][(4 * v) % N], a[(4 * v + 1) / N][(4 * v + 1) % N],
+                    a[(4 * v + 2) / N][(4 * v + 2) % N], a[(4 * v + 3) / N][(4 * v + 3) % N]);
+  } else {
+    for (int w = 0; w < N * N; ++w) p[w] = a[w / N][w % N];
+  }
+}
+
+template <int N>
+inline void direct_store(device float2 *X, long m, thread const float2 (&a)[N][N]) {
+  device float2 *p = X + m * (N * N);
+  if ((N * N) % 2 == 0) {
+    device float4 *q = reinterpret_cast<device float4 *>(p);
+    for (int v = 0; v < N * N / 2; ++v)
+      q[v] = float4(a[(2 * v) / N][(2 * v) % N], a[(2 * v + 1) / N][(2 * v + 1) % N]);
+  } else {
+    for (int w = 0; w < N * N; ++w) p[w] = a[w / N][w % N];
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Kernels
 // ---------------------------------------------------------------------------------------------
 
 template <typename T, int N>
-kernel void small_inv(device const T *A [[buffer(0)]], device T *X [[buffer(1)]],
-                      device int *info [[buffer(2)]], constant long &batch [[buffer(3)]],
-                      uint tid [[thread_position_in_grid]], uint lid [[thread_position_in_threadgroup]],
-                      uint gid [[threadgroup_position_in_grid]],
-                      uint group [[threads_per_threadgroup]]) {
+kernel void small_inv_staged(device const T *A [[buffer(0)]], device T *X [[buffer(1)]],
+                             device int *info [[buffer(2)]], constant long &batch [[buffer(3)]],
+                             uint tid [[thread_position_in_grid]],
+                             uint lid [[thread_position_in_threadgroup]],
+                             uint gid [[threadgroup_position_in_grid]],
+                             uint group [[threads_per_threadgroup]]) {
   threadgroup float tile[SMALL_TILE_FLOATS];
   T zero = s_zero<T>();
   const int W = s_words(zero);
@@ -345,24 +484,7 @@ kernel void small_inv(device const T *A [[buffer(0)]], device T *X [[buffer(1)]]
   T a[N][N];
   for (int i = 0; i < N; ++i)
     for (int j = 0; j < N; ++j) a[i][j] = tile_get(tile, int(lid) * N * N + i * N + j, zero);
-  const bool fin = all_finite(a);
-  int er[N], ec[N];
-  int inf;
-  if (N == 2) {  // inv(A) = C inv(A_s) R, exponents up to ~3 * 126
-    equilibrate_two_sided(a, er, ec);
-    inf = invert_adjugate(a);
-    for (int i = 0; i < N; ++i)
-      for (int j = 0; j < N; ++j) a[i][j] = scale_exp(a[i][j], -ec[i] - er[j]);
-  } else {  // inv(A) = C inv(A_s)
-    equilibrate_columns(a, ec);
-    inf = invert_eliminate(a);
-    for (int i = 0; i < N; ++i) {
-      float c = pow2(-ec[i]);
-      for (int j = 0; j < N; ++j) a[i][j] = a[i][j] * c;
-    }
-  }
-  for (int i = 0; i < N; ++i)
-    for (int j = 0; j < N; ++j) a[i][j] = fin ? a[i][j] : s_nan<T>();
+  const int inf = inv_in_registers(a);  // padding threads (tid >= batch) invert zeros: harmless
   if (long(tid) < batch) info[tid] = inf;
 
   // each thread overwrites only its own matrix's words: no barrier needed before this
@@ -373,12 +495,23 @@ kernel void small_inv(device const T *A [[buffer(0)]], device T *X [[buffer(1)]]
 }
 
 template <typename T, int N>
-kernel void small_det(device const T *A [[buffer(0)]], device T *mant [[buffer(1)]],
-                      device int *expo [[buffer(2)]], device int *info [[buffer(3)]],
-                      constant long &batch [[buffer(4)]], uint tid [[thread_position_in_grid]],
-                      uint lid [[thread_position_in_threadgroup]],
-                      uint gid [[threadgroup_position_in_grid]],
-                      uint group [[threads_per_threadgroup]]) {
+kernel void small_inv_direct(device const T *A [[buffer(0)]], device T *X [[buffer(1)]],
+                             device int *info [[buffer(2)]], constant long &batch [[buffer(3)]],
+                             uint tid [[thread_position_in_grid]]) {
+  if (long(tid) >= batch) return;
+  T a[N][N];
+  direct_load(A, long(tid), a);
+  info[tid] = inv_in_registers(a);
+  direct_store(X, long(tid), a);
+}
+
+template <typename T, int N>
+kernel void small_det_staged(device const T *A [[buffer(0)]], device T *mant [[buffer(1)]],
+                             device int *expo [[buffer(2)]], device int *info [[buffer(3)]],
+                             constant long &batch [[buffer(4)]], uint tid [[thread_position_in_grid]],
+                             uint lid [[thread_position_in_threadgroup]],
+                             uint gid [[threadgroup_position_in_grid]],
+                             uint group [[threads_per_threadgroup]]) {
   threadgroup float tile[SMALL_TILE_FLOATS];
   T zero = s_zero<T>();
   const int W = s_words(zero);
@@ -391,39 +524,31 @@ kernel void small_det(device const T *A [[buffer(0)]], device T *mant [[buffer(1
   threadgroup_barrier(mem_flags::mem_threadgroup);
   if (long(tid) >= batch) return;  // after the last barrier
 
-  // A^T (same determinant), as torch's det factors it: LAPACK reads the row-major storage as A^T
   T a[N][N];
   for (int i = 0; i < N; ++i)
-    for (int j = 0; j < N; ++j) a[i][j] = tile_get(tile, int(lid) * N * N + j * N + i, zero);
-  // elimination on the column-scaled matrix (Inf/NaN entries: what LU arithmetic gives)
-  T a2[N][N];  // the input again, for the 2x2 doubled-precision path
-  for (int i = 0; i < N; ++i)
-    for (int j = 0; j < N; ++j) a2[i][j] = a[i][j];
-  int ec[N];
-  equilibrate_columns(a, ec);
-  int e = 0;
-  for (int j = 0; j < N; ++j) e += ec[j];
-  int piv[N];
-  bool odd;
-  int inf = factor(a, piv, odd);
-  T m = s_one<T>();
-  for (int k = 0; k < N; ++k) mant_expo_push(m, e, a[k][k], k == 0);
-  if (odd) m = -m;
-  if (N == 2 && all_finite(a2)) {  // finite 2x2: ad - bc in doubled precision instead
-    int er2[N], ec2[N];
-    equilibrate_two_sided(a2, er2, ec2);
-    T p = a2[0][0], r = a2[N - 1][0];
-    T d = det2_accurate(p, a2[0][N - 1], r, a2[N - 1][N - 1]);
-    inf = (s_is_zero(p) && s_is_zero(r)) ? 1 : (s_is_zero(d) ? 2 : 0);
-    e = 0;
-    for (int i = 0; i < N; ++i) e += er2[i] + ec2[i];
-    mant_expo_push(m, e, d, true);
-  }
+    for (int j = 0; j < N; ++j) a[i][j] = tile_get(tile, int(lid) * N * N + i * N + j, zero);
+  T m;
+  int e;
+  info[tid] = det_in_registers(a, m, e);
   mant[tid] = m;
   expo[tid] = e;
-  info[tid] = inf;
 }
 
+template <typename T, int N>
+kernel void small_det_direct(device const T *A [[buffer(0)]], device T *mant [[buffer(1)]],
+                             device int *expo [[buffer(2)]], device int *info [[buffer(3)]],
+                             constant long &batch [[buffer(4)]], uint tid [[thread_position_in_grid]]) {
+  if (long(tid) >= batch) return;
+  T a[N][N];
+  direct_load(A, long(tid), a);
+  T m;
+  int e;
+  info[tid] = det_in_registers(a, m, e);
+  mant[tid] = m;
+  expo[tid] = e;
+}
+
+// One thread per (matrix, right-hand-side column); A read with the direct variant's accesses.
 template <typename T, int N>
 kernel void small_solve(device const T *A [[buffer(0)]], device const T *B [[buffer(1)]],
                         device T *X [[buffer(2)]], device int *info [[buffer(3)]],
@@ -435,8 +560,8 @@ kernel void small_solve(device const T *A [[buffer(0)]], device const T *B [[buf
   if (mat >= batch) return;
 
   T a[N][N];
-  for (int i = 0; i < N; ++i)
-    for (int j = 0; j < N; ++j) a[i][j] = A[mat * N * N + i * N + j];
+  direct_load(A, mat, a);
+
   const bool fin = all_finite(a);
   int ec[N];
   equilibrate_columns(a, ec);
@@ -471,14 +596,15 @@ kernel void small_solve(device const T *A [[buffer(0)]], device const T *B [[buf
   for (int i = 0; i < N; ++i) X[(mat * N + i) * k + col] = fin ? b[i] * pow2(-ec[i]) : s_nan<T>();
 }
 
-// Instantiations: host names <kernel>_<f32|c64>_<N> (scalar.h's idiom; kernel_name() on the host).
-#define SMALL_INSTANTIATE(N)                                    \
-  MPSL_INSTANTIATE("small_inv_f32_" #N, small_inv, float, N)     \
-  MPSL_INSTANTIATE("small_det_f32_" #N, small_det, float, N)     \
-  MPSL_INSTANTIATE("small_solve_f32_" #N, small_solve, float, N) \
-  MPSL_INSTANTIATE("small_inv_c64_" #N, small_inv, float2, N)    \
-  MPSL_INSTANTIATE("small_det_c64_" #N, small_det, float2, N)    \
-  MPSL_INSTANTIATE("small_solve_c64_" #N, small_solve, float2, N)
+// Instantiations: host names <kernel>_<f32|c64>_<N> (scalar.h's idiom; kernel_name() on the host),
+// the load variant part of the kernel's name (small_inv_staged, small_inv_direct, ...).
+#define SMALL_INSTANTIATE_T(tag, T, N)                                          \
+  MPSL_INSTANTIATE("small_inv_staged_" tag "_" #N, small_inv_staged, T, N)  \
+  MPSL_INSTANTIATE("small_inv_direct_" tag "_" #N, small_inv_direct, T, N)  \
+  MPSL_INSTANTIATE("small_det_staged_" tag "_" #N, small_det_staged, T, N)  \
+  MPSL_INSTANTIATE("small_det_direct_" tag "_" #N, small_det_direct, T, N)  \
+  MPSL_INSTANTIATE("small_solve_" tag "_" #N, small_solve, T, N)
+#define SMALL_INSTANTIATE(N) SMALL_INSTANTIATE_T("f32", float, N) SMALL_INSTANTIATE_T("c64", float2, N)
 SMALL_INSTANTIATE(1)
 SMALL_INSTANTIATE(2)
 SMALL_INSTANTIATE(3)

@@ -55,7 +55,7 @@ from __future__ import annotations
 
 from . import program
 from .ops import adjugate, det_op, inv_ex_op, slogdet_op, solve_ex_op
-from .program import MAX_N, Program, cpu_path, set_compile
+from .program import MAX_N, TUNING, Program, Tuning, cpu_path, set_compile
 
-__all__ = ["MAX_N", "Program", "adjugate", "cpu_path", "det_op", "inv_ex_op", "program", "set_compile",
-           "slogdet_op", "solve_ex_op"]
+__all__ = ["MAX_N", "TUNING", "Program", "Tuning", "adjugate", "cpu_path", "det_op", "inv_ex_op", "program",
+           "set_compile", "slogdet_op", "solve_ex_op"]

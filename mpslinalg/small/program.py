@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
 
@@ -15,7 +16,7 @@ from ..kernels.codegen import warn_once
 from ..kernels.prims import ComplexOps, RealOps, TorchPrims, dot2, exponent, pow2
 from ..oplayer import functorch_active
 
-__all__ = ["MAX_N", "Program", "cpu_path", "set_compile"]
+__all__ = ["MAX_N", "TUNING", "Program", "Tuning", "cpu_path", "set_compile"]
 
 #: Largest matrix order served by this family.
 MAX_N = 4
@@ -576,6 +577,49 @@ def _run_program(name: str, *args: torch.Tensor):
 
 _GROUP = 64  # threads per threadgroup of the Metal kernels (one matrix per thread)
 _KERNEL_DTYPES = (torch.float32, torch.complex64)
+_LOADS = ("direct", "staged")  # the load variants of small_inv / small_det (metal/small.metal)
+_ALIGN = 16  # bytes: the direct accesses are float4 (metal/small.metal, "Load variant direct")
+
+
+@dataclass
+class Tuning:
+    """How the family's Metal kernels run on the kernel backends (``metal``, ``emulator``).
+
+    Attributes
+    ----------
+    load : dict
+        Per device type (``"mps"``, and ``"cpu"`` / ``"cuda"`` for the emulator's targets), the
+        load variant of ``small_inv`` and ``small_det``: ``"direct"`` (each thread reads and writes
+        its own matrix with float4 / float2 accesses, no threadgroup memory, no barriers) or
+        ``"staged"`` (a threadgroup's 64 matrices pass through 8 KiB of threadgroup memory so that
+        global accesses are coalesced; two barriers). Both compute the same results with the same
+        arithmetic. Devices not listed use ``"direct"``. Why ``"direct"`` is the Mac default, and
+        the H200 measurements of both: docs/ops/small.md, "Load variants". To try the other on a
+        Mac: ``mpslinalg.small.TUNING.load["mps"] = "staged"``.
+    """
+
+    load: dict = field(default_factory=lambda: {"mps": "direct", "cuda": "direct", "cpu": "direct"})
+
+
+#: The tuning in use (module-level, mutable: benchmarks and tests adjust it).
+TUNING = Tuning()
+
+
+def _load_variant(device: torch.device, load: str | None = None) -> str:
+    """``load``, or the tuned variant for ``device``, validated (a bad value is a configuration
+    error naming the field)."""
+    if load is None:
+        if not isinstance(TUNING.load, dict):
+            raise ValueError(f"mpslinalg.small.TUNING.load must be a dict of device type -> one of "
+                             f"{_LOADS}, got {TUNING.load!r}")
+        load = TUNING.load.get(device.type, "direct")
+        what = f"mpslinalg.small.TUNING.load[{device.type!r}]"
+    else:
+        what = "load"
+    if load not in _LOADS:
+        raise ValueError(f"{what} must be one of {_LOADS} (the load variants of metal/small.metal), "
+                         f"got {load!r}")
+    return load
 
 
 def _use_kernels(A: torch.Tensor) -> bool:
@@ -584,35 +628,53 @@ def _use_kernels(A: torch.Tensor) -> bool:
 
 
 def _padded(batch: int) -> int:
-    """Threads for the barrier kernels: ``batch`` rounded up to whole threadgroups."""
+    """Threads for the inverse and determinant kernels: ``batch`` rounded up to whole threadgroups."""
     return -(-batch // _GROUP) * _GROUP
 
 
-def _kernel_inv(A3: torch.Tensor, **launch):
-    """Kernel ``small_inv`` on contiguous (B, n, n) ``A3``. ``launch``: emulator-only keywords
-    (``order``, ``seed``, ...) for the kernel tests, which go through this call site."""
+def _aligned(A3: torch.Tensor) -> torch.Tensor:
+    """``A3``, or a copy where its first byte is not 16-byte aligned: the kernels' vector accesses
+    need it (a contiguous view can start anywhere in its storage). Host metadata only, no sync."""
+    if A3.device.type == "mps":  # MTLBuffers are page aligned; the view starts at its offset
+        offset = A3.storage_offset() * A3.element_size()
+    else:
+        offset = A3.data_ptr()
+    return A3 if offset % _ALIGN == 0 else A3.clone()
+
+
+def _kernel_inv(A3: torch.Tensor, load: str | None = None, **launch):
+    """Kernel ``small_inv`` on contiguous (B, n, n) ``A3``. ``load``: the variant (default
+    :attr:`Tuning.load` of the device); ``launch``: emulator-only keywords (``order``, ``seed``,
+    ...) for the kernel tests, which go through this call site."""
     n, batch = A3.shape[-1], A3.shape[0]
+    A3 = _aligned(A3)
     X = torch.empty_like(A3)
     info = torch.empty(batch, dtype=torch.int32, device=A3.device)
-    kern = getattr(load_library("small", A3.device), kernel_name("small_inv", A3.dtype, n))
-    kern(A3, X, info, batch, threads=_padded(batch), group_size=_GROUP, **launch)
+    lib = load_library("small", A3.device)
+    staged = _load_variant(A3.device, load) == "staged"
+    name = kernel_name("small_inv_staged", A3.dtype, n) if staged else kernel_name("small_inv_direct", A3.dtype, n)
+    getattr(lib, name)(A3, X, info, batch, threads=_padded(batch), group_size=_GROUP, **launch)
     return X, info
 
 
-def _kernel_det_parts(A3: torch.Tensor, **launch):
+def _kernel_det_parts(A3: torch.Tensor, load: str | None = None, **launch):
     """Kernel ``small_det`` (see :func:`_kernel_inv`)."""
     n, batch = A3.shape[-1], A3.shape[0]
+    A3 = _aligned(A3)
     mant = torch.empty(batch, dtype=A3.dtype, device=A3.device)
     expo = torch.empty(batch, dtype=torch.int32, device=A3.device)
     info = torch.empty(batch, dtype=torch.int32, device=A3.device)
-    kern = getattr(load_library("small", A3.device), kernel_name("small_det", A3.dtype, n))
-    kern(A3, mant, expo, info, batch, threads=_padded(batch), group_size=_GROUP, **launch)
+    lib = load_library("small", A3.device)
+    staged = _load_variant(A3.device, load) == "staged"
+    name = kernel_name("small_det_staged", A3.dtype, n) if staged else kernel_name("small_det_direct", A3.dtype, n)
+    getattr(lib, name)(A3, mant, expo, info, batch, threads=_padded(batch), group_size=_GROUP, **launch)
     return mant, expo, info
 
 
 def _kernel_solve(A3: torch.Tensor, B3: torch.Tensor, **launch):
     """Kernel ``small_solve`` on (B, n, n) ``A3`` and (B, n, k) ``B3`` (see :func:`_kernel_inv`)."""
     n, batch, k = A3.shape[-1], A3.shape[0], B3.shape[-1]
+    A3 = _aligned(A3)
     X = torch.empty_like(B3)
     info = torch.empty(batch, dtype=torch.int32, device=A3.device)
     kern = getattr(load_library("small", A3.device), kernel_name("small_solve", A3.dtype, n))

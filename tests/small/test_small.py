@@ -33,11 +33,11 @@ PASS = metrics.PASS_RATIO
 @pytest.fixture(autouse=True)
 def _front_door_always_small(monkeypatch):
     """These are tests of the small family: the front door sends every n <= 4 call to it (by
-    default small CPU batches go to one torch.linalg call instead, lu.TUNING.small_min_batch)."""
-    import importlib
+    default small CPU batches go to one torch.linalg call instead, mpslinalg.routing.WHEN)."""
+    from mpslinalg import routing
 
-    lu = importlib.import_module("mpslinalg.lu")  # the package (mpslinalg.lu is also a function)
-    monkeypatch.setattr(lu.TUNING, "small_min_batch", {})
+    with routing.ours_always():
+        yield
 
 SIZES = [1, 2, 3, 4]
 
@@ -260,20 +260,24 @@ def _close(a, b, u, factor=64.0):
     return ((a - b).abs().max() / scale).item() <= factor * u
 
 
+LOADS = ["direct", "staged"]  # the load variants of small_inv / small_det (small.TUNING.load)
+
+
+@pytest.mark.parametrize("load", LOADS)
 @pytest.mark.parametrize("order", ORDERS, ids=["inorder", "reverse", "shuffle1", "shuffle2"])
 @pytest.mark.parametrize("n", SIZES)
-def test_kernels_all_orders(gpu_dtype, n, order):
+def test_kernels_all_orders(gpu_dtype, n, order, load):
     require_emulator()
     batch = 130  # three threadgroups of 64, the last one partial
     A = mx.with_condition(n, 100.0, batch=(batch,), dtype=gpu_dtype, seed=n).contiguous()
     u = _u(gpu_dtype)
 
     # through the library's own launch code (small.program._kernel_*), with the emulator's order keywords
-    X, info = small.program._kernel_inv(A, **order)
+    X, info = small.program._kernel_inv(A, load=load, **order)
     X0, info0 = small.program._program_inv(A)
     assert _close(X, X0, u) and torch.equal(info, info0)
 
-    mant, expo, info = small.program._kernel_det_parts(A, **order)
+    mant, expo, info = small.program._kernel_det_parts(A, load=load, **order)
     m0, e0, i0 = small.program._program_det_parts(A)
     assert torch.equal(expo, e0) and torch.equal(info, i0) and _close(mant, m0, u)
 
@@ -281,6 +285,72 @@ def test_kernels_all_orders(gpu_dtype, n, order):
     Xs, info = small.program._kernel_solve(A, B, **order)
     Xs0, i0 = small.program._program_solve(A, B)
     assert _close(Xs, Xs0, u) and torch.equal(info, i0)
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """The bytes of ``t`` (bit-identical results, NaNs included)."""
+    return t.contiguous().view(torch.uint8)
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_load_variants_same_arithmetic(gpu_dtype, n):
+    """Both load variants run the same register code (inv_in_registers / det_in_registers) and the
+    CPU emulator does not contract to FMA: their results are bit-identical, also for an input that
+    starts at an odd element of its storage (the host then copies it to a 16-byte aligned buffer for
+    the vector accesses), for the singular and non-finite rules, and with guard pages around every
+    buffer (a vector access past a matrix's end would fault there)."""
+    require_emulator()
+    batch = 70  # one full threadgroup and a partial one
+    A = mx.random(n, batch=(batch,), dtype=gpu_dtype, seed=30 + n).contiguous()
+    A[3] = 0  # info = 1 (exactly singular)
+    A[5, 0, 0] = float("nan")  # all-NaN inverse, NaN det
+    A[7, -1, -1] = float("inf")
+    storage = torch.empty(batch * n * n + 1, dtype=gpu_dtype)
+    A_odd = storage[1:].view(batch, n, n)  # 4 (8) bytes past an aligned start
+    A_odd.copy_(A)
+    assert A_odd.is_contiguous() and A_odd.data_ptr() % 16 != 0
+    before = A_odd.clone()
+    out = {}
+    for load in LOADS:
+        for tag, M in (("aligned", A), ("odd", A_odd)):
+            X, info = small.program._kernel_inv(M, load=load, guard=True)
+            mant, expo, dinfo = small.program._kernel_det_parts(M, load=load, guard=True)
+            out[load, tag] = (X, info, mant, expo, dinfo)
+    assert torch.equal(_bits(A_odd), _bits(before))  # the input is never modified
+    ref = out["direct", "aligned"]
+    for key, got in out.items():
+        assert all(torch.equal(_bits(r), _bits(g)) for r, g in zip(ref, got)), key
+    X, info, mant, _, dinfo = ref
+    assert info[3] == 1 and dinfo[3] == 1 and mant[3] == 0
+    assert torch.isnan(X[5]).all() and torch.isnan(X[7]).all() and torch.isnan(mant[5])
+    Xs, _ = small.program._kernel_solve(A_odd, torch.ones(batch, n, 1, dtype=gpu_dtype), guard=True)
+    Xs0, _ = small.program._kernel_solve(A, torch.ones(batch, n, 1, dtype=gpu_dtype))
+    assert torch.equal(_bits(Xs), _bits(Xs0))
+
+
+def test_tuning_load_selects_and_is_validated(monkeypatch):
+    """TUNING.load picks the kernel each call launches; a value that names no variant is an error
+    naming the field, before anything runs."""
+    require_emulator()
+    A = mx.random(3, batch=(4,), seed=1)
+    launched = []
+    real = small.program.kernel_name
+    monkeypatch.setattr(small.program, "kernel_name", lambda *a: launched.append(real(*a)) or real(*a))
+    for load in LOADS:
+        monkeypatch.setitem(small.TUNING.load, "cpu", load)
+        with mpslinalg.use_backend("emulator"):
+            mpslinalg.inv_ex(A)
+            mpslinalg.det(A)
+    assert launched == ["small_inv_direct_f32_3", "small_det_direct_f32_3",
+                        "small_inv_staged_f32_3", "small_det_staged_f32_3"], launched
+    monkeypatch.setitem(small.TUNING.load, "cpu", "coalesced")
+    with pytest.raises(ValueError, match=r"TUNING\.load\['cpu'\] must be one of"):
+        small.program._kernel_inv(A)
+    monkeypatch.setattr(small.TUNING, "load", "staged")
+    with pytest.raises(ValueError, match=r"TUNING\.load must be a dict"):
+        small.program._kernel_det_parts(A)
+    with pytest.raises(ValueError, match="load must be one of"):
+        small.program._kernel_inv(A, load="Staged")
 
 
 @pytest.mark.parametrize("kind", ["random", "rowcol", "big", "tiny"])

@@ -58,9 +58,12 @@ from dataclasses import dataclass
 
 import torch
 
+from .kernels import backend_for
+from .oplayer import functorch_active
 from .oplayer.checks import supported_dtypes
 
-__all__ = ["ROUTES", "WHEN", "disable", "enable", "enabled", "reset_stats", "routed_ops", "stats"]
+__all__ = ["ROUTES", "WHEN", "decisions", "disable", "enable", "enabled", "ours_always", "reset_decisions",
+           "reset_stats", "routed_ops", "stats", "torch_is_faster"]
 
 #: device type -> the dispatch key whose kernel is replaced.
 _AUTOGRAD_KEY = {"cpu": "AutogradCPU", "cuda": "AutogradCUDA", "mps": "AutogradMPS"}
@@ -226,20 +229,120 @@ WHEN: dict[str, dict[str, dict[torch.dtype, tuple[tuple[int, int, int], ...]]] |
 }
 
 
-def _faster(table: dict, args) -> bool:
-    """Whether ``table`` (one op's ``WHEN`` entry) routes a call with these arguments.
+def _faster(table: dict, A: torch.Tensor) -> bool:
+    """Whether ``table`` (one op's ``WHEN`` entry on ``A``'s device) has ``A``'s dtype, order and batch.
 
-    On every call's path, so it avoids building shapes: ``batch >= b`` is ``numel >= b n²``.
+    ``n`` is the larger dimension of the ``m x n`` matrices (the coefficient matrix for solves);
+    on every call's path, so it avoids building shapes: ``batch >= b`` is ``numel >= b m n``.
     """
-    A = args[0]
     regions = table.get(A.dtype)
     if regions is None:
         return False
-    n = A.shape[-1]
+    m, n = A.shape[-2], A.shape[-1]
+    big = max(m, n)
     for lo, hi, b in regions:
-        if lo <= n <= hi and A.numel() >= b * n * n:
+        if lo <= big <= hi and A.numel() >= b * m * n:
             return True
     return False
+
+
+# --------------------------------------------------------------------------------------------------
+# The same table at the public ops' front doors (torch backend)
+# --------------------------------------------------------------------------------------------------
+
+_ours_depth = 0  # > 0 inside ours_always(): every front door runs mpslinalg's implementation
+
+
+@contextlib.contextmanager
+def ours_always() -> Iterator[None]:
+    """Front doors run mpslinalg's own implementation at every size, ignoring :data:`WHEN`.
+
+    For tests of the families' algorithms on the ``torch`` backend and for benchmarks that measure
+    mpslinalg's implementation against torch.linalg. Process-wide (every thread), nestable.
+
+    Examples
+    --------
+    >>> import torch, mpslinalg
+    >>> with mpslinalg.routing.ours_always():
+    ...     LU, piv = mpslinalg.lu_factor(torch.randn(64, 64))   # the LU family's code, not a table lookup
+    """
+    global _ours_depth
+    _ours_depth += 1
+    try:
+        yield
+    finally:
+        _ours_depth -= 1
+
+
+def torch_is_faster(op: str, A: torch.Tensor) -> bool:
+    """Whether a public op's front door hands this call to one ``torch.linalg`` call.
+
+    True when the call runs on the ``torch`` backend (CPU/CUDA by default) and :data:`WHEN` has no
+    region for ``op`` (its :data:`ROUTES` name, e.g. ``"inv_ex"`` for ``inv``), ``A``'s dtype, order
+    and batch on ``A``'s device: there torch.linalg was measured faster, or nothing was measured.
+    Never on the ``metal``/``emulator`` backends (our kernels must run there), for ``meta`` tensors,
+    while ``torch.compile`` traces or a ``torch.func`` transform is active (those keep the declared
+    op), inside :func:`ours_always`, nor while :func:`enable` with ``when="always"`` computes a call.
+    Each answer is counted per op (:func:`decisions`): the main job reports the path a row took.
+
+    Parameters
+    ----------
+    op : str
+        The :data:`WHEN` key of the op.
+    A : Tensor
+        The (coefficient) matrix or batch of matrices that sets device, dtype, order and batch.
+
+    Returns
+    -------
+    bool
+    """
+    if _ours_depth or _local.ours:
+        return False
+    table = WHEN.get(A.device.type)
+    if (table is None or A.device.type == "meta" or torch.compiler.is_compiling() or functorch_active()
+            or backend_for(A.device) != "torch"):
+        return False
+    torch_path = not _faster(table.get(op, _EMPTY), A)
+    counts = _local.doors
+    if counts is None:
+        counts = _local.doors = {}
+        with _lock:
+            _all_doors.append(counts)
+    c = counts.get(op)
+    if c is None:
+        c = counts[op] = [0, 0]
+    c[torch_path] += 1
+    return torch_path
+
+
+_EMPTY: dict = {}
+
+
+def decisions() -> dict[str, dict[str, int]]:
+    """Front-door decisions of :func:`torch_is_faster` since :func:`reset_decisions`, per op.
+
+    Returns
+    -------
+    dict
+        ``{op: {"ours": n, "torch": m}}``: calls that ran mpslinalg's implementation (inside a
+        :data:`WHEN` region) and calls handed to torch.linalg (outside), summed over threads.
+    """
+    total: dict[str, list[int]] = {}
+    with _lock:
+        for counts in _all_doors:
+            for name, c in list(counts.items()):
+                t = total.setdefault(name, [0, 0])
+                t[0] += c[0]
+                t[1] += c[1]
+    return {name: {"ours": t[0], "torch": t[1]} for name, t in total.items() if any(t)}
+
+
+def reset_decisions() -> None:
+    """Zero the counters of :func:`decisions`."""
+    with _lock:
+        for counts in _all_doors:
+            for c in counts.values():
+                c[:] = [0, 0]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -249,7 +352,9 @@ def _faster(table: dict, args) -> bool:
 
 class _Local(threading.local):
     inside: bool = False  # this thread is computing a routed call (its torch calls are internal)
+    ours: bool = False  # ... under when="always": the front doors skip WHEN (torch_is_faster)
     counts: dict | None = None  # this thread's counters: op -> [ours, torch, internal]
+    doors: dict | None = None  # this thread's front-door decisions: op -> [ours, torch]
 
 
 _local = _Local()
@@ -258,6 +363,7 @@ _libraries: list[torch.library.Library] = []
 _config: tuple | None = None  # (devices, ops, when) of the active routing, for enabled() to restore
 _OURS, _TORCH, _INTERNAL = range(3)
 _all_counts: list[dict[str, list[int]]] = []  # every thread's counters (no lock on the call path)
+_all_doors: list[dict[str, list[int]]] = []  # every thread's front-door decisions
 
 
 def _count(name: str, path: int) -> None:
@@ -313,12 +419,13 @@ def _kernel(route: Route, op: Callable, original, table: dict | None) -> Callabl
         if _local.inside:
             _count(name, _INTERNAL)
             return original.call_boxed(keyset, *args, **kwargs)
-        if not torch._C._are_functorch_transforms_active() and (table is None or _faster(table, args)):
+        if not torch._C._are_functorch_transforms_active() and (table is None or _faster(table, args[0])):
             _local.inside = True
+            _local.ours = table is None  # when="always": mpslinalg's implementation at every size
             try:
                 result = route.call(op, *args, **kwargs)
             finally:
-                _local.inside = False
+                _local.inside = _local.ours = False
             if result is not None:
                 _count(name, _OURS)
                 return result

@@ -50,6 +50,28 @@ def backend(request):
         yield name
 
 
+@pytest.fixture(autouse=True)
+def _front_doors_run_ours(request):
+    """The public ops run mpslinalg's own implementation at every size (``routing.ours_always``):
+    tests exercise the families' code, not the "never slower" table's torch.linalg calls. Tests of
+    the table itself request the ``routing_table`` fixture."""
+    if "routing_table" in request.fixturenames:
+        yield
+        return
+    from mpslinalg import routing
+
+    with routing.ours_always():
+        yield
+
+
+@pytest.fixture
+def routing_table():
+    """Opt out of :func:`_front_doors_run_ours`: front doors consult ``mpslinalg.routing.WHEN``."""
+    from mpslinalg import routing
+
+    assert routing._ours_depth == 0, "a test of the routing table runs inside ours_always()"
+
+
 @pytest.fixture
 def backend_device(backend) -> torch.device:
     """The device whose tensors the selected backend serves."""

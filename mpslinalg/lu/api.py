@@ -3,11 +3,9 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 
-from .. import small
+from .. import routing, small
 from ..oplayer import checks as E
 from ..oplayer import functorch_active as _functorch
 from .kernels import TUNING, _on_kernels, _perm_from_pivots
@@ -21,15 +19,18 @@ _RT = torch.return_types
 # --------------------------------------------------------------------------------------------------
 
 
-def _route(op, kind: str | None, A: torch.Tensor, *more: torch.Tensor) -> str:
+def _route(op, kind: str | None, name: str, A: torch.Tensor, *more: torch.Tensor, grad_ours: bool = False) -> str:
     """Where a front door sends a checked call (one backend lookup per call):
 
+    * ``"torch"``: one ``torch.linalg`` call, torch's derivative included. On the torch backend,
+      outside the measured regions of :data:`mpslinalg.routing.WHEN` for ``name`` (the same table
+      as the drop-in routing: :func:`mpslinalg.routing.torch_is_faster`), unless autograd records
+      and ``grad_ours`` (our derivative is needed for correctness: the adjugate gradient of ``det``
+      at singular matrices). Also inside the regions when the torch backend would make exactly that
+      one call (:func:`_direct_torch`) and nothing needs the declared ``op`` (no autograd, compile,
+      ``torch.func``, dual tensor): the front door makes the call itself, skipping the op layer;
     * ``"small"``: ``n <= 4`` and ``kind`` given (``"inv"`` for inv/solve, ``"det"`` for
-      det/slogdet): the small family — always on the kernel backends, on the torch backend from a
-      batch size on (:attr:`Tuning.small_min_batch`);
-    * ``"torch"``: the torch backend would make exactly one ``torch.linalg`` call
-      (:func:`_direct_torch`) and nothing needs the declared ``op`` (no autograd, compile,
-      ``torch.func``, dual tensor): the front door makes that call itself, skipping the op layer;
+      det/slogdet): the small family;
     * ``"op"``: the declared op. Under ``torch.func`` transforms and on meta tensors the LU path
       serves ``n <= 4`` too (it supports them).
     """
@@ -37,13 +38,13 @@ def _route(op, kind: str | None, A: torch.Tensor, *more: torch.Tensor) -> str:
         return "op"
     if torch.compiler.is_compiling():  # no backend lookup while tracing (a ContextVar read)
         return "small" if kind is not None and 0 < A.shape[-1] <= 4 else "op"
-    kernels = _on_kernels(A)
+    direct = op.direct(A, *more)
+    if (direct or not grad_ours) and routing.torch_is_faster(name, A):
+        return "torch"
     if kind is not None and 0 < A.shape[-1] <= 4:
-        least = 1 if kernels else TUNING.small_min_batch.get(A.device.type, {}).get(kind, 1)
-        if least <= 1 or math.prod(A.shape[:-2]) >= least:
-            return "small"
-    if (not kernels and max(A.shape[-2], A.shape[-1]) <= TUNING.direct_max.get(A.device.type, 256)
-            and op.direct(A, *more)):
+        return "small"
+    if (direct and max(A.shape[-2], A.shape[-1]) <= TUNING.direct_max.get(A.device.type, 256)
+            and not _on_kernels(A)):
         return "torch"
     return "op"
 
@@ -113,7 +114,7 @@ def lu_factor_ex(A: torch.Tensor, *, pivot: bool = True, check_errors: bool = Fa
     E.check_bool(op, "pivot", pivot)
     E.check_bool(op, "check_errors", check_errors)
     _check_pivot(op, pivot)
-    direct = _route(_lu_factor_ex_op, None, A) == "torch"
+    direct = _route(_lu_factor_ex_op, None, "lu_factor_ex", A) == "torch"
     LU, piv, info = torch.linalg.lu_factor_ex(A) if direct else _lu_factor_ex_op(A)
     if check_errors:
         E.raise_for_info(op, info, "U[{info},{info}] is zero (1-based), the matrix is singular.")
@@ -141,7 +142,7 @@ def lu_factor(A: torch.Tensor, *, pivot: bool = True, out=None):
     E.check_matrix(op, "A", A)
     E.check_bool(op, "pivot", pivot)
     _check_pivot(op, pivot)
-    direct = _route(_lu_factor_ex_op, None, A) == "torch"
+    direct = _route(_lu_factor_ex_op, None, "lu_factor_ex", A) == "torch"
     LU, piv, info = torch.linalg.lu_factor_ex(A) if direct else _lu_factor_ex_op(A)
     E.raise_for_info(op, info, "U[{info},{info}] is zero (1-based pivot {info}), the matrix is singular "
                      "and using it in lu_solve would divide by zero. Use lu_factor_ex or lu to factor it "
@@ -183,7 +184,7 @@ def lu(A: torch.Tensor, *, pivot: bool = True, out=None):
     E.check_matrix(op, "A", A)
     E.check_bool(op, "pivot", pivot)
     _check_pivot(op, pivot)
-    if _route(_lu_factor_ex_op, None, A) == "torch":  # one call of the device's own LU
+    if _route(_lu_factor_ex_op, None, "lu", A) == "torch":  # one call of the device's own LU
         return E.store(op, out, torch.linalg.lu(A), A, kind=_RT.linalg_lu)
     LU, piv, _ = _lu_factor_ex_op(A)
     m = A.shape[-2]
@@ -241,7 +242,7 @@ def lu_solve(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, *, left: b
                            f"{tuple(LU.shape)}, got {tuple(pivots.shape)}")
     E.check_rhs(op, LU, B, left=left, a_name="LU")
     E.broadcast_batch(op, ("LU", "B"), LU, B)
-    if _route(_lu_solve_op, None, LU, pivots, B) == "torch":  # torch's getrs validates the pivots itself
+    if _route(_lu_solve_op, None, "lu_solve", LU, pivots, B) == "torch":  # torch's getrs validates the pivots itself
         X = torch.linalg.lu_solve(LU, pivots, B, left=left, adjoint=adjoint)
     else:
         _check_pivot_values(op, pivots, LU.shape[-2])
@@ -281,13 +282,13 @@ def solve_ex(A: torch.Tensor, B: torch.Tensor, *, left: bool = True, check_error
     """
     op = "linalg.solve_ex"
     E.check_bool(op, "check_errors", check_errors)
-    X, info = _solve_checked(op, A, B, left)
+    X, info = _solve_checked(op, "solve_ex", A, B, left)
     if check_errors:
         E.raise_for_info(op, info, "The solver failed because the input matrix is singular.")
     return E.store(op, out, (X, info), A, B, kind=_RT.linalg_solve_ex)
 
 
-def _solve_checked(op: str, A: torch.Tensor, B: torch.Tensor, left: bool):
+def _solve_checked(op: str, name: str, A: torch.Tensor, B: torch.Tensor, left: bool):
     E.check_bool(op, "left", left)
     E.check_matrix(op, "A", A, square=True)
     E.check_tensor(op, "B", B)
@@ -305,7 +306,7 @@ def _solve_checked(op: str, A: torch.Tensor, B: torch.Tensor, left: bool):
     B2 = B.unsqueeze(-1) if vec else B
     E.check_rhs(op, A, B2, left=left)
     E.broadcast_batch(op, ("A", "B"), A, B2)
-    route = _route(_solve_ex_op, "inv", A, B2)
+    route = _route(_solve_ex_op, "inv", name, A, B2)
     if route == "small":
         X, info = small.solve_ex_op(A, B2, left)  # info of A's batch, as torch's
     elif route == "torch":
@@ -345,7 +346,7 @@ def solve(A: torch.Tensor, B: torch.Tensor, *, left: bool = True,
     >>> X = LA.solve(A, torch.randn(3, 2, dtype=torch.complex64))
     """
     op = "linalg.solve"
-    X, info = _solve_checked(op, A, B, left)
+    X, info = _solve_checked(op, "solve", A, B, left)
     E.raise_for_info(op, info, "The solver failed because the input matrix is singular "
                      "(U[{info},{info}] is zero).")
     return E.store(op, out, X, A, B)
@@ -378,7 +379,7 @@ def inv_ex(A: torch.Tensor, *, check_errors: bool = False, out=None):
     op = "linalg.inv_ex"
     E.check_bool(op, "check_errors", check_errors)
     E.check_matrix(op, "A", A, square=True)
-    route = _route(_inv_ex_op, "inv", A)
+    route = _route(_inv_ex_op, "inv", "inv_ex", A)
     if route == "small":
         X, info = small.inv_ex_op(A)
     elif route == "torch":
@@ -417,7 +418,7 @@ def inv(A: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
     """
     op = "linalg.inv"
     E.check_matrix(op, "A", A, square=True)
-    route = _route(_inv_ex_op, "inv", A)
+    route = _route(_inv_ex_op, "inv", "inv_ex", A)
     if route == "small":
         X, info = small.inv_ex_op(A)
     elif route == "torch":
@@ -455,7 +456,7 @@ def det(A: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
     E.check_matrix(op, "A", A, square=True)
     if A.shape[-1] == 0:  # det of 0x0 is 1, differentiable (an empty gradient), as torch's
         d = A.sum((-2, -1)) + 1
-    elif (route := _route(_det_op, "det", A)) == "small":
+    elif (route := _route(_det_op, "det", "det", A, grad_ours=True)) == "small":
         d = small.det_op(A)
     elif route == "torch":
         d = torch.linalg.det(A)
@@ -492,7 +493,7 @@ def slogdet(A: torch.Tensor, *, out=None):
     if A.shape[-1] == 0:  # (1, 0) for 0x0, differentiable (an empty gradient), as torch's
         zero = A.sum((-2, -1))
         s, la = zero + 1, zero.abs()
-    elif (route := _route(_slogdet_op, "det", A)) == "small":
+    elif (route := _route(_slogdet_op, "det", "slogdet", A)) == "small":
         s, la = small.slogdet_op(A)
     elif route == "torch":
         s, la = torch.linalg.slogdet(A)

@@ -39,11 +39,6 @@ class Tuning:
         Complex GEMM strategy per device type: ``"native"`` (``torch.matmul`` on complex),
         ``"4m"`` (four real products) or ``"embed"`` (one real product of the 2x2 real block
         embedding). Real dtypes always use ``torch.matmul``.
-    small_min_batch : dict
-        ``torch`` backend, per device type and op kind (``"inv"``: inv/solve, ``"det"``:
-        det/slogdet): ``n <= 4`` batches at least this large go to the small family, smaller ones
-        to one ``torch.linalg`` call (faster there: fixed host cost; measured on the 2-core CPU,
-        docs/ops/small.md). The kernel backends always use the small family's kernels.
     """
 
     panel_nb: int = 32
@@ -55,7 +50,6 @@ class Tuning:
     direct_max: dict = field(default_factory=lambda: {"cpu": 512, "cuda": 2**62, "mps": 0})
     leaf_nb: dict = field(default_factory=lambda: {"cpu": 128, "cuda": 256, "mps": 32})
     gemm: dict = field(default_factory=lambda: {"cpu": "native", "cuda": "native", "mps": "4m"})
-    small_min_batch: dict = field(default_factory=lambda: {"cpu": {"inv": 256, "det": 2048}})
 
 
 #: The tuning in use (module-level, mutable: benchmarks and tests adjust it).

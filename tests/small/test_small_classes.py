@@ -46,11 +46,11 @@ FACTOR = 4.0  # ours / LAPACK's maximum normalised error (derivation in the modu
 @pytest.fixture(autouse=True)
 def _front_door_always_small(monkeypatch):
     """These are tests of the small family: the front door sends every n <= 4 call to it (by
-    default small CPU batches go to one torch.linalg call instead, lu.TUNING.small_min_batch)."""
-    import importlib
+    default small CPU batches go to one torch.linalg call instead, mpslinalg.routing.WHEN)."""
+    from mpslinalg import routing
 
-    lu = importlib.import_module("mpslinalg.lu")  # the package (mpslinalg.lu is also a function)
-    monkeypatch.setattr(lu.TUNING, "small_min_batch", {})
+    with routing.ours_always():
+        yield
 
 
 

@@ -295,6 +295,10 @@ SYNC_NAMES = frozenset(
         "simd_ballot",
         "simd_any",
         "simd_all",
+        "simdgroup_load",
+        "simdgroup_store",
+        "simdgroup_multiply",
+        "simdgroup_multiply_accumulate",
     }
 )
 

@@ -5,7 +5,12 @@ from __future__ import annotations
 import re
 
 from ._frontend import _Directive, _Macro, _Tok
-from ._lint_tables import _METAL_HEADERS, _QUOTED_HEADER_RE, _UNSUPPORTED_HEADERS
+from ._lint_tables import (
+    _METAL_HEADERS,
+    _QUOTED_HEADER_RE,
+    _SIMDGROUP_MATRIX_HEADERS,
+    _UNSUPPORTED_HEADERS,
+)
 
 
 class _Preprocessor:
@@ -50,8 +55,9 @@ class _Preprocessor:
             return
         if m.group(2) is not None:
             header = m.group(2).strip()
-            if header == "metal_stdlib":
-                return
+            if header in _SIMDGROUP_MATRIX_HEADERS:
+                self.matrix_header = True
+                return  # (the family loader still allows only <metal_stdlib>, which suffices)
             if header in _METAL_HEADERS:
                 self.report(
                     tok,

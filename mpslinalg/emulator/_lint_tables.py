@@ -102,12 +102,25 @@ _METAL_HEADERS = {
 }
 _UNSUPPORTED_HEADERS = {
     "metal_texture",
-    "metal_simdgroup_matrix",
     "metal_imageblocks",
     "metal_raytracing",
     "metal_graphics",
     "metal_quadgroup",
     "metal_visible_function_table",
+}
+#: What <metal_simdgroup_matrix> declares (emulated): accepted where that header or <metal_stdlib>
+#: (which includes it on Apple's toolchain) is included.
+_SIMDGROUP_MATRIX_HEADERS = {"metal_simdgroup_matrix", "metal_stdlib"}
+_SIMDGROUP_MATRIX_NAMES = {
+    "simdgroup_matrix",
+    "simdgroup_float8x8",
+    "simdgroup_half8x8",
+    "simdgroup_bfloat8x8",
+    "simdgroup_load",
+    "simdgroup_store",
+    "simdgroup_multiply",
+    "simdgroup_multiply_accumulate",
+    "make_filled_simdgroup_matrix",
 }
 _QUOTED_HEADER_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*\.h")
 
@@ -181,15 +194,6 @@ _UNSUPPORTED_IDENTS = {
     "depthcube",
     "depthcube_array",
     "sampler",
-    "simdgroup_matrix",
-    "simdgroup_float8x8",
-    "simdgroup_half8x8",
-    "simdgroup_bfloat8x8",
-    "simdgroup_load",
-    "simdgroup_store",
-    "simdgroup_multiply",
-    "simdgroup_multiply_accumulate",
-    "make_filled_simdgroup_matrix",
     "vertex",
     "fragment",
     "imageblock",
@@ -370,6 +374,7 @@ _INTERESTING = frozenset(
     | {"std"}
     | _HOST_FUNCTIONS
     | _UNSUPPORTED_IDENTS
+    | _SIMDGROUP_MATRIX_NAMES
     | set(_UNSUPPORTED_ATTRS)
     | _VECTOR_TYPES
     | {"vec"}

@@ -44,8 +44,10 @@ Rules (``LintProblem.rule``):
 ``non-ascii``            bytes outside ASCII: PyTorch passes the source to Metal as an ASCII
                          string
 ``unsupported``          features the project does not use and the emulator does not model:
-                         textures, samplers, ``simdgroup_matrix``, ``[[stage_in]]``,
-                         ``vertex`` / ``fragment`` functions, ``[[threadgroup(n)]]`` buffers
+                         textures, samplers, ``[[stage_in]]``, ``vertex`` / ``fragment``
+                         functions, ``[[threadgroup(n)]]`` buffers; ``simdgroup_matrix`` names
+                         in a source that includes neither ``<metal_simdgroup_matrix>`` nor
+                         ``<metal_stdlib>`` (which includes it)
 ======================== ===================================================================
 
 Positions honour ``#line N "file"`` markers (the loader inlines headers with them), so a problem
@@ -73,6 +75,7 @@ from ._lint_tables import (
     _KEYWORD_RULES,
     _LONG_DOUBLE_RE,
     _LONG_SUFFIX_RE,
+    _SIMDGROUP_MATRIX_NAMES,
     _TYPE_LAYOUT,
     _UNSUPPORTED_ATTRS,
     _UNSUPPORTED_IDENTS,
@@ -192,6 +195,7 @@ class _Linter(_Preprocessor, _Structure, _Functions):
         self.host_calls: list[_Tok] = []
         self.namespaces: set[str] = set()
         self.generic_tg: dict[int, list] = {}
+        self.matrix_header = False  # <metal_simdgroup_matrix> or <metal_stdlib> included
 
     # -- reporting -------------------------------------------------------------------------
     def linecol(self, pos: int) -> tuple[int, int]:
@@ -288,6 +292,13 @@ class _Linter(_Preprocessor, _Structure, _Functions):
         nxt = toks[i + 1].text if i + 1 < n else ""
         prev = toks[i - 1].text if i > 0 else ""
         report = self.report
+        if text in _SIMDGROUP_MATRIX_NAMES and not self.matrix_header and prev not in (".", "->"):
+            report(
+                t,
+                "unsupported",
+                f"`{text}` is declared in <metal_simdgroup_matrix>: include it (or <metal_stdlib>, "
+                "which includes it)",
+            )
         rule = _KEYWORD_RULES.get(text)
         if rule is not None:
             if text == "delete" and prev == "=":

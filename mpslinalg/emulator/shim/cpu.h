@@ -111,6 +111,41 @@ inline bool simd_all(bool p, MPSLE_SITE_ARGS) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// simdgroup matrices (simdgroup_matrix.h): load, store and multiply are collectives of
+// mpsle_collective, which checks a full simdgroup, the same call site on every lane and, for
+// load/store, the same arguments
+// ---------------------------------------------------------------------------------------------
+inline unsigned __mpsle_lane_id() { return mpsle_current_lane(); }
+#define MPSLE_SGM_SITE_ARGS , MPSLE_SITE_ARGS
+#define MPSLE_SGM_SITE MPSLE_SITE
+#include "simdgroup_matrix.h"
+
+// arrive with the arguments every lane must agree on (32 bytes: transpose_matrix is the top bit of
+// elements_per_row); returns the caller's lane
+inline unsigned __mpsle_sgm_enter(__mpsle_sgm_op op, ulong p, ulong epr, ulong2 o, bool tr, unsigned site) {
+  const ulong args[4] = {p, epr ^ ((ulong)tr << 63), o.x, o.y};
+  unsigned n, lane;
+  mpsle_collective(args, sizeof args, site, op == __mpsle_sgm_load_op ? MPSLE_OP_MATRIX_LOAD : MPSLE_OP_MATRIX_STORE,
+                   &n, &lane);
+  return lane;
+}
+// a product gathers both factors of every lane (16 bytes for float); each lane computes its share
+template <class T> struct __mpsle_sgm_pair {
+  vec<T, 2> a, b;
+};
+template <class T> struct __mpsle_sgm_gathered {
+  const void *buf;
+  vec<T, 2> a(unsigned l) const { return __mpsle_lane<__mpsle_sgm_pair<T>>(buf, l).a; }
+  vec<T, 2> b(unsigned l) const { return __mpsle_lane<__mpsle_sgm_pair<T>>(buf, l).b; }
+};
+template <class T> inline vec<T, 2> __mpsle_sgm_multiply(vec<T, 2> a, vec<T, 2> b, const vec<T, 2> *c, unsigned site) {
+  const __mpsle_sgm_pair<T> mine = {a, b};
+  unsigned n, lane;
+  const void *buf = mpsle_collective(&mine, sizeof mine, site, MPSLE_OP_MATRIX_MULTIPLY, &n, &lane);
+  return __mpsle_sgm_mac<T>(__mpsle_sgm_gathered<T>{buf}, lane, c);
+}
+
+// ---------------------------------------------------------------------------------------------
 // atomics (functional; memory order is not emulated)
 // ---------------------------------------------------------------------------------------------
 

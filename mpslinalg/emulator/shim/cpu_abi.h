@@ -36,7 +36,12 @@ enum {
   MPSLE_OP_REDUCE = 2,
   MPSLE_OP_SCAN = 3,
   MPSLE_OP_SHUFFLE = 4,
-  MPSLE_OP_VOTE = 5
+  MPSLE_OP_VOTE = 5,
+  /* simdgroup_matrix operations: need all 32 lanes; load and store need the same arguments
+   * (the value passed) on every lane */
+  MPSLE_OP_MATRIX_LOAD = 6,
+  MPSLE_OP_MATRIX_STORE = 7,
+  MPSLE_OP_MATRIX_MULTIPLY = 8
 };
 
 void *mpsle_tg_slot(int slot, unsigned long size, unsigned long align);

@@ -146,6 +146,7 @@ static unsigned bar_arrived, bar_site;
 static int restart_round; /* a barrier released the group: start the next phase from the top */
 static int simd_arrived[MAXT / SIMD];
 static unsigned simd_site[MAXT / SIMD], simd_op[MAXT / SIMD], simd_gen[MAXT / SIMD];
+static int simd_first[MAXT / SIMD]; /* the lane that arrived first at the pending collective */
 static unsigned char simd_buf[2][MAXT][32] __attribute__((aligned(32)));
 static unsigned char tg_arena[TG_BYTES + 64] __attribute__((aligned(64)));
 static unsigned char *tg_mem = tg_arena; /* TSan mode: a fresh allocation per group */
@@ -293,6 +294,9 @@ static const char *op_name(unsigned op) {
   case MPSLE_OP_SCAN: return "a simd prefix operation";
   case MPSLE_OP_SHUFFLE: return "a simd shuffle/broadcast";
   case MPSLE_OP_VOTE: return "a simd vote (ballot/any/all)";
+  case MPSLE_OP_MATRIX_LOAD: return "simdgroup_load";
+  case MPSLE_OP_MATRIX_STORE: return "simdgroup_store";
+  case MPSLE_OP_MATRIX_MULTIPLY: return "simdgroup_multiply(_accumulate)";
   default: return "a simdgroup operation";
   }
 }
@@ -370,9 +374,26 @@ EXPORT const void *mpsle_collective(const void *val, unsigned size, unsigned sit
   unsigned g = simd_gen[s] & 1u;
   if (size > 32) size = 32;
   if (size) memcpy(simd_buf[g][i], val, size);
+  if (op >= MPSLE_OP_MATRIX_LOAD && n != SIMD) {
+    /* MSL 2.4: the operations run cooperatively on the simdgroup; lanes of a partial simdgroup
+     * are inactive, yet each lane holds part of the matrix: undefined on Apple GPUs */
+    fault_msg("%s (line %u col %u) in simdgroup %d of only %d threads: simdgroup_matrix operations "
+              "need a full simdgroup of 32 threads, each lane holds two of the 64 elements (the "
+              "threadgroup has %d threads; make it a multiple of 32, edge threadgroups included)",
+              op_name(op), SITE_LINE(site), SITE_COL(site), s, n, nthreads);
+    raise_fault(RC_FAULT);
+  }
   if (simd_arrived[s] == 0) {
     simd_site[s] = site;
     simd_op[s] = op;
+    simd_first[s] = i;
+  } else if (simd_site[s] == site && (op == MPSLE_OP_MATRIX_LOAD || op == MPSLE_OP_MATRIX_STORE) &&
+             memcmp(simd_buf[g][i], simd_buf[g][simd_first[s]], size) != 0) {
+    fault_msg("lanes %d and %d of simdgroup %d passed different arguments to %s at line %u col %u: "
+              "the pointer, elements_per_row, matrix_origin and transpose_matrix of a simdgroup_matrix "
+              "load or store must be the same on every lane (one operation for the whole simdgroup)",
+              simd_first[s] - first, i - first, s, op_name(op), SITE_LINE(site), SITE_COL(site));
+    raise_fault(RC_FAULT);
   } else if (simd_site[s] != site) {
     fault_msg("lanes of simdgroup %d reached different simdgroup operations: %s at line %u col %u "
               "and %s at line %u col %u (collectives must be reached by all lanes of a simdgroup at "

@@ -17,6 +17,7 @@
 //                   a mem_threadgroup barrier); simdgroup_barrier -> bar.warp.sync
 //   simd_*       -> warp shuffles and votes; a simdgroup is a warp because the launcher launches
 //                   kernels with barriers/collectives with exact threadgroup shapes
+//   simdgroup_matrix -> two elements per lane (simdgroup_matrix.h), bar.warp.sync + shuffles
 //   atomics      -> clang __atomic builtins (relaxed), native on sm_70+
 //   math         -> libdevice (__nv_*) except sqrt, which stays correctly rounded (sqrt.rn)
 #pragma once
@@ -253,6 +254,32 @@ inline simd_vote simd_ballot(bool p) {
 }
 inline bool simd_any(bool p) { return __nvvm_vote_any_sync(__mpsle_simd_mask(__mpsle_simd_lanes()), p); }
 inline bool simd_all(bool p) { return __nvvm_vote_all_sync(__mpsle_simd_mask(__mpsle_simd_lanes()), p); }
+
+// ---------------------------------------------------------------------------------------------
+// simdgroup matrices (simdgroup_matrix.h): the warp is the simdgroup. Every operation starts with
+// a full-warp bar.warp.sync (all 32 lanes take part, as on Apple; it also orders the lanes'
+// memory accesses around it, as the lockstep Apple SIMD group does); a product exchanges the
+// factors with shuffles (24 per product and lane for float). A partial simdgroup traps (the cpu
+// target names it); argument uniformity is checked on the cpu target only.
+// ---------------------------------------------------------------------------------------------
+#define MPSLE_SGM_SITE_ARGS
+#define MPSLE_SGM_SITE 0u
+#include "simdgroup_matrix.h"
+
+inline unsigned __mpsle_sgm_enter(__mpsle_sgm_op, ulong, ulong, ulong2, bool, unsigned) {
+  if (__mpsle_simd_lanes() != 32u) __builtin_trap();
+  __nvvm_bar_warp_sync(0xFFFFFFFFu);
+  return __mpsle_lane_id();
+}
+template <class T> struct __mpsle_sgm_shuffled {
+  vec<T, 2> ea, eb;
+  vec<T, 2> a(unsigned l) const { return __mpsle_shfl(0xFFFFFFFFu, ea, l); }
+  vec<T, 2> b(unsigned l) const { return __mpsle_shfl(0xFFFFFFFFu, eb, l); }
+};
+template <class T> inline vec<T, 2> __mpsle_sgm_multiply(vec<T, 2> a, vec<T, 2> b, const vec<T, 2> *c, unsigned) {
+  const unsigned lane = __mpsle_sgm_enter(__mpsle_sgm_load_op, 0, 0, 0, false, 0);
+  return __mpsle_sgm_mac<T>(__mpsle_sgm_shuffled<T>{a, b}, lane, c);
+}
 
 // ---------------------------------------------------------------------------------------------
 // atomics: relaxed read-modify-write on device or threadgroup memory (real concurrency here)

@@ -145,6 +145,9 @@ template <class V, class A> inline V __mpsle_cvt(A a) {
 
 namespace metal {
 
+// metal::vec<T, n>: the vector type of n elements of T (floatN == vec<float, N>)
+template <class T, int N> using vec = __mpsle_vec_t<T, N>;
+
 template <class T, class U> inline T as_type(U u) {
   static_assert(sizeof(T) == sizeof(U), "as_type: source and destination sizes differ");
   return __builtin_bit_cast(T, u);

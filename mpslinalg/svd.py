@@ -47,6 +47,7 @@ Kernel contract (identical on every backend)
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 
 import torch
@@ -80,6 +81,9 @@ class Tuning:
     compile_max : int
         CUDA, torch backend: largest (padded) order whose Jacobi sweep is fused by ``torch.compile``
         (0 turns it off).
+    triton : bool
+        CUDA, torch backend, float32/complex64, (padded) order <= 64: the whole Jacobi iteration is
+        one Triton launch (:mod:`mpslinalg.kernels.svd_triton`); False falls back to the sweeps above.
     round_threads : int
         Threads per threadgroup of ``svd_jacobi_round`` (a multiple of 32, at most 256).
     gpu_sweeps : dict
@@ -93,6 +97,7 @@ class Tuning:
     gpu_sweeps: dict | None = None
     round_threads: int = 64
     compile_max: int = 64
+    triton: bool = True
     jacobi_max: dict = field(default_factory=lambda: {"cpu": 128, "cuda": 64})
 
     def sweeps(self, device: torch.device, dtype: torch.dtype, n: int = 32) -> tuple[int, bool]:
@@ -219,6 +224,35 @@ def _sweep_fn(Y: torch.Tensor):
     return _COMPILED["fn"]
 
 
+#: Triton reads TRITON_INTERPRET when it is imported; so do we. On the CPU the Triton kernels run
+#: only in its interpreter (the tests); elsewhere the torch ops below serve the CPU.
+_TRITON_INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+_triton_state: dict[str, object] = {}  # "ok": bool once probed; "error": why it was switched off
+
+
+def _use_triton(X: torch.Tensor) -> bool:
+    """Whether the torch backend's Jacobi on ``X [B, n, n]`` is the Triton kernel (``TUNING.triton``:
+    CUDA, float32/complex64, even ``n <= 64``, no ``torch.func`` transform)."""
+    dev = X.device.type
+    if not (TUNING.triton and X.dtype in E.GPU_DTYPES and X.shape[-2] == X.shape[-1]) or functorch_active():
+        return False
+    if dev != "cuda" and not (dev == "cpu" and _TRITON_INTERPRET):
+        return False
+    ok = _triton_state.get("ok")
+    if ok is None:
+        try:
+            from .kernels import svd_triton  # noqa: F401
+            ok = True
+        except Exception as exc:  # noqa: BLE001 - no Triton: the torch-op sweeps serve
+            ok, _triton_state["error"] = False, repr(exc)
+        _triton_state["ok"] = ok
+    if not ok:
+        return False
+    from .kernels.svd_triton import fits
+
+    return fits(X.shape[-1])
+
+
 class _TorchKernels:
     """The kernel contract with torch ops, vectorised over the batch and the pairs of a round."""
 
@@ -226,6 +260,10 @@ class _TorchKernels:
 
     def jacobi(self, X: torch.Tensor, V: torch.Tensor | None, sweeps: int, tol: float, ctol: float,
                early_exit: bool) -> torch.Tensor:
+        if _use_triton(X):  # one launch; stops per matrix on the GPU (no host read)
+            from .kernels.svd_triton import jacobi
+
+            return jacobi(X, V, sweeps, tol, ctol)
         Bn, rows, n = X.shape
         perms = tuple(_perms(n, X.device))
         Y = X if V is None else torch.cat([X, V], dim=-2)

@@ -18,7 +18,7 @@ import torch
 
 from .codegen import SymArith, warn_once
 
-__all__ = ["TritonKernels", "triton_source"]
+__all__ = ["TritonKernels", "load_generated", "triton_source"]
 
 BLOCK = 128  # matrices per Triton program
 
@@ -218,6 +218,28 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+_generated_dir: list[str] = []
+_generated_lock = threading.Lock()
+
+
+def load_generated(source: str, stem: str):
+    """Import generated Triton source as a module (Triton's ``@jit`` needs a real file to read).
+
+    Written once per process into a private temporary directory as ``<stem>.py``; shared by the
+    families that print Triton kernels (small, SVD).
+    """
+    with _generated_lock:
+        if not _generated_dir:
+            _generated_dir.append(tempfile.mkdtemp(prefix="mpslinalg_triton_"))
+        path = os.path.join(_generated_dir[0], f"{stem}.py")
+        with open(path, "w") as f:
+            f.write(source)
+        spec = importlib.util.spec_from_file_location(f"mpslinalg_triton_{stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return module
+
+
 class TritonKernels:
     """The generated Triton kernels of one program: compiled on first use, cached per process.
 
@@ -229,8 +251,6 @@ class TritonKernels:
         self.program = program
         self.kernels: dict[tuple[str, int, bool], Callable] = {}
         self.failed: set[tuple[str, int, bool]] = set()
-        self._dir: str | None = None
-        self._lock = threading.Lock()
 
     @staticmethod
     def available() -> bool:
@@ -247,18 +267,9 @@ class TritonKernels:
         key = (kind, n, is_complex)
         fn = self.kernels.get(key)
         if fn is None:
-            with self._lock:
-                if self._dir is None:
-                    self._dir = tempfile.mkdtemp(prefix="mpslinalg_small_triton_")
-                path = os.path.join(self._dir, f"small_{kind}_{n}_{'c' if is_complex else 'f'}.py")
-                with open(path, "w") as f:
-                    f.write(triton_source(self.program, kind, n, is_complex))
-                spec = importlib.util.spec_from_file_location(f"mpslinalg_small_triton_{kind}_{n}_{int(is_complex)}",
-                                                              path)
-                module = importlib.util.module_from_spec(spec)
-                spec.loader.exec_module(module)
-                fn = module.kernel
-                self.kernels[key] = fn
+            source = triton_source(self.program, kind, n, is_complex)
+            fn = load_generated(source, f"small_{kind}_{n}_{'c' if is_complex else 'f'}").kernel
+            self.kernels[key] = fn
         return fn
 
     def try_run(self, name: str, *args: torch.Tensor):

@@ -64,6 +64,8 @@ def _calls(op: str, A: torch.Tensor):
     if op == "solve_triangular":
         T = torch.linalg.lu_factor(A)[0].triu()
         return lambda: torch.linalg.solve_triangular(T, B, upper=True)
+    if op == "qr":
+        return lambda: torch.linalg.qr(A)
     raise ValueError(op)
 
 
@@ -230,7 +232,7 @@ def main(argv=None) -> int:
         torch.set_num_threads(args.threads)
     ops = args.ops or [o for o in routing.routed_ops() if o in
                        ("inv_ex", "det", "slogdet", "solve", "solve_ex", "lu_factor_ex", "lu", "lu_solve",
-                        "solve_triangular")]
+                        "solve_triangular", "qr")]
     sizes = args.sizes or ((3, 4, 9, 64) if args.quick else SIZES)
     batches = args.batches or BATCHES
     rows = []

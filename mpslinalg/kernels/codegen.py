@@ -163,7 +163,7 @@ class CLibraries:
         except Exception as exc:  # noqa: BLE001 - any failure of generated code falls back
             self.failed.add(key)
             what = ", ".join(map(str, key))
-            warn_once(f"c:{self.tag}", f"mpslinalg: the C kernels of {self.tag} ({what}) are unavailable "
+            warn_once(f"c:{self.tag}", f"mpslinalg: the generated C for {self.tag} ({what}) is unavailable "
                       f"({type(exc).__name__}: {str(exc)[:300]}); the CPU path falls back to {self.fallback}")
             return False
 

@@ -67,6 +67,26 @@ inline bool lu_pivot_beats(float v, int i, float bv, int bi) {
   return vn ? i < bi : (v > bv || (v == bv && i < bi));
 }
 
+// Threadgroup-wide winner of every thread's candidate (v, i) by lu_pivot_beats (a total order:
+// the result is the sequential scan's), left in red_v[0], red_i[0]; ntg a power of two.
+inline void lu_pivot_reduce(threadgroup float* red_v, threadgroup int* red_i, float v, int i, uint tid,
+                            uint ntg) {
+  red_v[tid] = v;
+  red_i[tid] = i;
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  for (uint s = ntg / 2; s > 0; s >>= 1) {
+    if (tid < s) {
+      const float v2 = red_v[tid + s];
+      const int i2 = red_i[tid + s];
+      if (lu_pivot_beats(v2, i2, red_v[tid], red_i[tid])) {
+        red_v[tid] = v2;
+        red_i[tid] = i2;
+      }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+  }
+}
+
 // ---- lu_panel ------------------------------------------------------------------------------------
 //
 // Right-looking unblocked LU (LAPACK getf2) of the panel rows [o, M) x columns [o, o + w) of each
@@ -110,20 +130,7 @@ kernel void lu_panel(device T* A [[buffer(0)]],
         bi = r;
       }
     }
-    red_v[tid] = best;
-    red_i[tid] = bi;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    for (uint s = ntg / 2; s > 0; s >>= 1) {
-      if (tid < s) {
-        const float v2 = red_v[tid + s];
-        const int i2 = red_i[tid + s];
-        if (lu_pivot_beats(v2, i2, red_v[tid], red_i[tid])) {
-          red_v[tid] = v2;
-          red_i[tid] = i2;
-        }
-      }
-      threadgroup_barrier(mem_flags::mem_threadgroup);
-    }
+    lu_pivot_reduce(red_v, red_i, best, bi, tid, ntg);
     const int p = (red_i[0] >= m) ? col : red_i[0];
     const T pivot = a[p * n + col];
     // everyone has read red_*[0] and the pivot before anything is overwritten
@@ -163,6 +170,164 @@ kernel void lu_panel(device T* A [[buffer(0)]],
       }
     }
     threadgroup_barrier(mem_flags::mem_device);
+  }
+}
+
+// ---- lu_panel_step -------------------------------------------------------------------------------
+//
+// One column step of getf2 on a TALL panel (rows [o, M) x columns [o, o + w)) shared by G
+// threadgroups per matrix: group g owns the rows [o + g*R, o + (g+1)*R). Partial pivoting needs the
+// whole column's maximum before the next column can be eliminated, and threadgroups cannot wait
+// for each other inside a dispatch, so the host issues w + 1 dispatches per panel, step = 0 .. w'
+// (w' = min(M - o, w)); dispatch `step` does
+//   A. (step > 0) finish column col = o + step - 1: every group reduces the G candidates of the
+//      previous dispatch itself (same total order: the sequential scan's pivot, no atomics), takes
+//      the pivot row and the old diagonal row from the candidate buffer (so no group reads rows
+//      another group is writing), swaps them into its own rows, scales and does the rank-1 update
+//      of its rows; group 0 writes piv and info;
+//   B. (step < w') search column col + 1 in its own rows and publish its best candidate (value,
+//      row, and that row's w panel entries), and the diagonal row's entries if it owns it.
+// Candidate buffers alternate between two slots by step parity (read slot != written slot).
+// Same rules as lu_panel: first largest |Re| + |Im| (NaN first), zero pivot: no swap, no scaling,
+// info; sfmin rule. Buffers (per matrix b): cand_v/cand_i [B, 2, G], cand_rows [B, 2, G + 1, w].
+// Grid: threads = B * G * ntg, group_size = ntg (a power of two, 32 <= ntg <= 256).
+template <typename T>
+[[max_total_threads_per_threadgroup(256)]]  // = LU_PANEL_MAX_THREADS
+kernel void lu_panel_step(device T* A [[buffer(0)]],
+                          device int* piv [[buffer(1)]],
+                          device int* info [[buffer(2)]],
+                          device float* cand_v [[buffer(3)]],
+                          device int* cand_i [[buffer(4)]],
+                          device T* cand_rows [[buffer(5)]],
+                          constant long& M [[buffer(6)]],
+                          constant long& N [[buffer(7)]],
+                          constant long& K [[buffer(8)]],
+                          constant long& o [[buffer(9)]],
+                          constant long& w [[buffer(10)]],
+                          constant long& step [[buffer(11)]],
+                          constant long& G [[buffer(12)]],
+                          constant long& R [[buffer(13)]],
+                          uint tid [[thread_index_in_threadgroup]],
+                          uint ntg [[threads_per_threadgroup]],
+                          uint tg [[threadgroup_position_in_grid]]) {
+  threadgroup float red_v[LU_PANEL_MAX_THREADS];
+  threadgroup int red_i[LU_PANEL_MAX_THREADS];
+  threadgroup T lmul[LU_PANEL_MAX_THREADS];  // multipliers of the rows of one chunk
+  const int ng = (int)G;
+  const int b = (int)(tg / (uint)ng);
+  const int g = (int)(tg % (uint)ng);
+  device T* a = A + (long)b * M * N;
+  const int m = (int)M;
+  const int n = (int)N;
+  const int c0 = (int)o;
+  const int nw = (int)w;
+  const int kl = min(m - c0, nw);
+  const int st = (int)step;
+  const int t = (int)tid;
+  const int nt = (int)ntg;
+  const int rlo = c0 + g * (int)R;
+  const int rhi = min(m, rlo + (int)R);
+  device float* cv = cand_v + (long)b * 2 * ng;
+  device int* ci = cand_i + (long)b * 2 * ng;
+  device T* crow = cand_rows + (long)b * 2 * (ng + 1) * nw;
+  if (st > 0) {
+    const int jc = st - 1;  // the column finished, relative to o
+    const int col = c0 + jc;
+    const int slot = jc & 1;
+    float best = -1.0f;
+    int bi = m;
+    for (int q = t; q < ng; q += nt) {
+      if (lu_pivot_beats(cv[slot * ng + q], ci[slot * ng + q], best, bi)) {
+        best = cv[slot * ng + q];
+        bi = ci[slot * ng + q];
+      }
+    }
+    lu_pivot_reduce(red_v, red_i, best, bi, tid, ntg);
+    const int p = (red_i[0] >= m) ? col : red_i[0];
+    device const T* prow = crow + (long)(slot * (ng + 1) + (p - c0) / (int)R) * nw;
+    device const T* drow = crow + (long)(slot * (ng + 1) + ng) * nw;
+    const T pivot = prow[jc];
+    const bool nonzero = !s_is_zero(pivot);
+    const bool swap = nonzero && p != col;
+    device const T* urow = swap ? prow : drow;  // row col of U
+    if (g == 0 && t == 0) {
+      piv[(long)b * K + col] = p + 1;
+      if (!nonzero && info[b] == 0) {
+        info[b] = 1 + col;
+      }
+    }
+    if (swap && rlo <= col && col < rhi) {
+      for (int c = t; c < nw; c += nt) {
+        a[col * n + c0 + c] = prow[c];
+      }
+    }
+    const bool recip = s_abs(pivot) >= S_SFMIN;
+    const T rp = lu_recip(pivot);
+    const int lane = (int)(tid % LU_PANEL_LANES);
+    const int rsub = (int)(tid / LU_PANEL_LANES);
+    const int rstep = (int)(ntg / LU_PANEL_LANES);
+    // rows below col in chunks of nt (a uniform trip count: the barriers are reached by all)
+    for (int r0 = max(rlo, col + 1); r0 < rhi; r0 += nt) {
+      const int cnt = min(nt, rhi - r0);
+      if (t < cnt) {
+        const int r = r0 + t;
+        T l = (swap && r == p) ? drow[jc] : a[r * n + col];
+        if (nonzero) {
+          l = lu_scale(l, pivot, rp, recip);
+        }
+        lmul[t] = l;
+        a[r * n + col] = l;
+      }
+      threadgroup_barrier(mem_flags::mem_threadgroup);
+      for (int q = rsub; q < cnt; q += rstep) {
+        const int r = r0 + q;
+        const T l = lmul[q];
+        if (swap && r == p) {  // the old diagonal row moves here: its L part, then its update
+          for (int c = lane; c < jc; c += (int)LU_PANEL_LANES) {
+            a[r * n + c0 + c] = drow[c];
+          }
+          for (int c = jc + 1 + lane; c < nw; c += (int)LU_PANEL_LANES) {
+            a[r * n + c0 + c] = drow[c] - s_mul(l, urow[c]);
+          }
+        } else {
+          for (int c = jc + 1 + lane; c < nw; c += (int)LU_PANEL_LANES) {
+            a[r * n + c0 + c] -= s_mul(l, urow[c]);
+          }
+        }
+      }
+      threadgroup_barrier(mem_flags::mem_threadgroup);  // lmul is rewritten by the next chunk
+    }
+    // the updated column col + 1 is read by other threads of the group below
+    threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
+  }
+  if (st < kl) {
+    const int col = c0 + st;
+    const int slot = st & 1;
+    float best = -1.0f;
+    int bi = m;
+    for (int r = max(rlo, col) + t; r < rhi; r += nt) {
+      const float v = s_abs1(a[r * n + col]);
+      if (lu_pivot_beats(v, r, best, bi)) {
+        best = v;
+        bi = r;
+      }
+    }
+    lu_pivot_reduce(red_v, red_i, best, bi, tid, ntg);
+    const int win = red_i[0];
+    if (t == 0) {
+      cv[slot * ng + g] = red_v[0];
+      ci[slot * ng + g] = win;
+    }
+    device T* out = crow + (long)(slot * (ng + 1) + g) * nw;
+    device T* dout = crow + (long)(slot * (ng + 1) + ng) * nw;
+    for (int c = t; c < nw; c += nt) {
+      if (win < m) {
+        out[c] = a[win * n + c0 + c];
+      }
+      if (rlo <= col && col < rhi) {
+        dout[c] = a[col * n + c0 + c];
+      }
+    }
   }
 }
 
@@ -317,6 +482,21 @@ kernel void lu_small_solve(device const T* A [[buffer(0)]],
 // are sequential in that thread, so no barriers are needed. Grid: threads = batch * nc (any
 // group size). Pivots outside [1, M] (invalid user pivots) are skipped: never an out-of-bounds
 // access; the public ops reject them before (lu_solve's pivot check).
+// The interchanges piv[lo .. lo+cnt-1] of one column c (in reverse order if reverse != 0).
+template <typename T>
+inline void lu_swap_column(device T* a, device const int* pb, int m, int n, int c, int lo, int cnt,
+                           long reverse) {
+  for (int step = 0; step < cnt; ++step) {
+    const int i = reverse != 0 ? lo + cnt - 1 - step : lo + step;
+    const int q = pb[i] - 1;
+    if (q != i && q >= 0 && q < m) {
+      const T x = a[i * n + c];
+      a[i * n + c] = a[q * n + c];
+      a[q * n + c] = x;
+    }
+  }
+}
+
 template <typename T>
 kernel void lu_laswp(device T* A [[buffer(0)]],
                      device const int* piv [[buffer(1)]],
@@ -334,27 +514,41 @@ kernel void lu_laswp(device T* A [[buffer(0)]],
   if (b >= (uint)batch) {
     return;
   }
-  const int m = (int)M;
-  const int n = (int)N;
   const int c = (int)c0 + (int)(gid % (uint)nc);
-  const int lo = (int)k1;
-  const int cnt = (int)k2 - lo;
-  device T* a = A + (long)b * M * N;
-  device const int* pb = piv + (long)b * K;
-  for (int step = 0; step < cnt; ++step) {
-    const int i = reverse != 0 ? lo + cnt - 1 - step : lo + step;
-    const int q = pb[i] - 1;
-    if (q != i && q >= 0 && q < m) {
-      const T x = a[i * n + c];
-      a[i * n + c] = a[q * n + c];
-      a[q * n + c] = x;
-    }
+  lu_swap_column(A + (long)b * M * N, piv + (long)b * K, (int)M, (int)N, c, (int)k1, (int)(k2 - k1), reverse);
+}
+
+// ---- lu_laswp_left -------------------------------------------------------------------------------
+//
+// The left-hand interchanges of the blocked LU (getrf), all at the end in one dispatch: column c of
+// block c / nb receives the pivots of every later block, piv[(c / nb + 1) * nb .. K), in order
+// (what LAPACK's per-block laswp on the columns to the left of each panel does: those columns are
+// never read again by the factorization). Grid: threads = batch * nc, nc = the columns of all
+// blocks but the last (any group size).
+template <typename T>
+kernel void lu_laswp_left(device T* A [[buffer(0)]],
+                          device const int* piv [[buffer(1)]],
+                          constant long& M [[buffer(2)]],
+                          constant long& N [[buffer(3)]],
+                          constant long& K [[buffer(4)]],
+                          constant long& nb [[buffer(5)]],
+                          constant long& nc [[buffer(6)]],
+                          constant long& batch [[buffer(7)]],
+                          uint gid [[thread_position_in_grid]]) {
+  const uint b = gid / (uint)nc;
+  if (b >= (uint)batch) {
+    return;
   }
+  const int c = (int)(gid % (uint)nc);
+  const int lo = (c / (int)nb + 1) * (int)nb;
+  lu_swap_column(A + (long)b * M * N, piv + (long)b * K, (int)M, (int)N, c, lo, (int)K - lo, 0);
 }
 
 // ---- instantiations ------------------------------------------------------------------------------
 
 MPSL_INSTANTIATE_DTYPES(lu_panel)
+MPSL_INSTANTIATE_DTYPES(lu_panel_step)
 MPSL_INSTANTIATE_DTYPES(lu_small)
 MPSL_INSTANTIATE_DTYPES(lu_small_solve)
 MPSL_INSTANTIATE_DTYPES(lu_laswp)
+MPSL_INSTANTIATE_DTYPES(lu_laswp_left)

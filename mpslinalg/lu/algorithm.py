@@ -1,5 +1,6 @@
-"""The LU family's algorithm, written once over a kernel object: recursive ``getrf2`` with fused panel
-leaves, ``getrs``, inverses and determinants from the factors (see :mod:`mpslinalg.lu`)."""
+"""The LU family's algorithm, written once over a kernel object: blocked ``getrf`` on the kernel
+backends, recursive ``getrf2`` on the torch backend, ``getrs``, inverses and determinants from the
+factors (see :mod:`mpslinalg.lu`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import torch
 from ..oplayer import checks as E
 from ..oplayer import functorch_active as _functorch
 from ..triangular import solve_triangular, trsm
-from .kernels import _TORCH_KERNELS, TUNING, _kernels, _MetalKernels, _on_kernels, _swaps_to_perm
+from .kernels import _TORCH_KERNELS, DISPATCHES, TUNING, _kernels, _MetalKernels, _on_kernels, _swaps_to_perm
 
 # --------------------------------------------------------------------------------------------------
 # Small helpers
@@ -72,25 +73,37 @@ def _split(k: int, nb: int) -> int:
     return max(nb, (k // 2) // nb * nb)
 
 
-def _getrf_rec(LU, piv, info, o: int, w: int, nb: int, kern, gemm: str) -> None:
-    """Recursive LU of rows ``[o, M)`` x columns ``[o, o+w)`` (``getrf2``), in place; the
-    interchanges are applied with the ``swap`` kernel (one ``lu_laswp`` dispatch per block)."""
-    M = LU.shape[-2]
-    R = M - o
-    if R <= 0 or w <= 0:
-        return
-    kl = min(R, w)
-    if w <= nb or kl <= nb:
-        kern.panel(LU, piv, info, o, w)
-        return
-    n1 = _split(kl, nb)
-    n2 = w - n1
-    _getrf_rec(LU, piv, info, o, n1, nb, kern, gemm)
-    kern.swap(LU, piv, o, o + n1, o + n1, n2)
-    _update(LU, o, n1, w, gemm)
-    if R > n1:
-        _getrf_rec(LU, piv, info, o + n1, n2, nb, kern, gemm)
-        kern.swap(LU, piv, o + n1, o + n1 + min(R - n1, n2), o, n1)
+def _getrf_blocked(LU, piv, info, nb: int, kern: _MetalKernels, gemm: str) -> None:
+    """Right-looking blocked LU (LAPACK ``getrf``) on the kernel backends, in place.
+
+    Per block of ``nb`` columns at ``o``: the panel ``[o, M) x [o, o+nb)`` (``lu_panel``, one
+    threadgroup per matrix, when it has at most ``TUNING.panel_single_rows`` rows; else
+    ``lu_panel_step``, several threadgroups per matrix and one dispatch per column), its
+    interchanges on the columns to the right (one ``lu_laswp``), ``U12 <- L11^{-1} A12`` (the
+    triangular family's TRSM), ``A22 <- A22 - L21 U12`` (one GEMM). The interchanges of the columns
+    to the left of each panel are applied once at the end (one ``lu_laswp_left``): the algorithm
+    never reads those columns again.
+    """
+    B, M, N = LU.shape
+    K = min(M, N)
+    scratch = kern.panel_scratch(LU, nb) if M > TUNING.panel_single_rows else None
+    for o in range(0, K, nb):
+        w = min(nb, N - o)
+        kl = min(M - o, w)
+        if M - o <= TUNING.panel_single_rows:
+            kern.panel(LU, piv, info, o, w)
+        else:
+            kern.panel_steps(LU, piv, info, o, w, scratch)
+        if o + w >= N:
+            continue
+        kern.swap(LU, piv, o, o + kl, o + w, N - o - w)
+        A12 = LU[:, o:o + kl, o + w:]
+        A12.copy_(_trsm(LU[:, o:o + kl, o:o + kl], A12, upper=False, left=True, unitriangular=True))
+        DISPATCHES["trsm"] += 1
+        if M > o + kl:
+            _gemm_sub(LU[:, o + kl:, o + w:], LU[:, o + kl:, o:o + kl], A12, gemm)
+            DISPATCHES["gemm"] += 1
+    kern.swap_left(LU, piv, nb)
 
 
 def _update(LU, o: int, n1: int, w: int, gemm: str) -> None:
@@ -108,9 +121,9 @@ def _gather_rows(X: torch.Tensor, perm: torch.Tensor) -> None:
 
 
 def _getrf_rec_perm(LU, piv, info, o: int, w: int, nb: int, gemm: str) -> torch.Tensor | None:
-    """``_getrf_rec`` for the torch backend: each sub-problem returns its row permutation (of rows
-    ``[o, M)``), composed from the leaves' by one gather per node, so interchanges are applied by
-    one gather per block and pivots are turned into permutations only at the leaves (``nb`` wide:
+    """Recursive LU (``getrf2``) for the torch backend, in place: each sub-problem returns its row
+    permutation (of rows ``[o, M)``), composed from the leaves' by one gather per node, so
+    interchanges are applied by one gather per block and pivots are turned into permutations only at the leaves (``nb`` wide:
     a few vectorised ops) instead of at every level."""
     M = LU.shape[-2]
     R = M - o
@@ -167,7 +180,7 @@ def _getrf(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         elif M <= TUNING.small_max and N <= TUNING.small_max:
             kern.small(LU, piv, info)
         else:
-            _getrf_rec(LU, piv, info, 0, N, TUNING.panel_nb, kern, TUNING.gemm.get(dev, "4m"))
+            _getrf_blocked(LU, piv, info, TUNING.panel_nb, kern, TUNING.gemm.get(dev, "4m"))
     return LU.reshape(*batch, M, N), piv.reshape(*batch, K), info.reshape(batch)
 
 

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 
 import torch
@@ -25,11 +26,19 @@ class Tuning:
     Attributes
     ----------
     panel_nb : int
-        Width of the ``lu_panel`` leaf on the kernel backends (``metal``, ``emulator``).
+        Block width ``nb`` of the blocked LU on the kernel backends (``metal``, ``emulator``): one
+        of 8, 16, 32, 64 (32 and 64 are the production widths; 8 and 16 let emulator tests cover
+        many blocks at small sizes).
     small_max : int
         Largest ``M`` and ``N`` handled by the whole-matrix ``lu_small`` kernel (at most 32).
     panel_threads : int
-        Threads per threadgroup of ``lu_panel`` (a power of two, 32 to 256).
+        Threads per threadgroup of ``lu_panel`` and ``lu_panel_step`` (a power of two, 32 to 256).
+    panel_rows : int
+        Rows per threadgroup of ``lu_panel_step`` (the tall panel shared by several threadgroups).
+    panel_single_rows : int
+        Panels with at most this many rows (0: none) are factored by one threadgroup in one
+        dispatch (``lu_panel``); taller ones by ``ceil(rows / panel_rows)`` threadgroups in ``w + 1``
+        dispatches (``lu_panel_step``: one global pivot decision per dispatch).
     direct_max : dict
         ``torch`` backend, per device type: matrices with ``max(M, N)`` up to this are factored by
         one call of the device's leaf (``torch.linalg.lu_factor_ex``); larger ones recurse.
@@ -41,9 +50,11 @@ class Tuning:
         embedding). Real dtypes always use ``torch.matmul``.
     """
 
-    panel_nb: int = 32
+    panel_nb: int = 64
     small_max: int = 32
     panel_threads: int = 256
+    panel_rows: int = 64
+    panel_single_rows: int = 256
     # CUDA: cuSOLVER's getrf is the best leaf at every size on the H200 (2026-11-30, complex64
     # n = 4096: one call 15.8 ms, our recursion over 256-wide cuSOLVER leaves 170 ms — host-bound
     # launches), so the torch backend on CUDA never recurses.
@@ -147,6 +158,13 @@ class _TorchKernels:
 _PANEL_THREADS = (32, 256)
 _SMALL_MAX = 32
 _INT32_MAX = 2**31 - 1
+#: Block widths of the blocked LU (``TUNING.panel_nb``).
+_BLOCK_NB = (8, 16, 32, 64)
+
+#: Kernel dispatches issued by :class:`_MetalKernels` (by kernel template name) and matrix-product
+#: steps issued by the blocked algorithm (``"trsm"``, ``"gemm"``), counted since the last
+#: ``DISPATCHES.clear()``: the benchmark reports them per call.
+DISPATCHES: Counter = Counter()
 
 
 def _check_tuning() -> None:
@@ -159,8 +177,13 @@ def _check_tuning() -> None:
     if not (isinstance(TUNING.small_max, int) and 0 <= TUNING.small_max <= _SMALL_MAX):
         raise ValueError(f"mpslinalg.lu.TUNING.small_max must be an int in [0, {_SMALL_MAX}] "
                          f"(lu_small's threadgroup tile), got {TUNING.small_max!r}")
-    if not (isinstance(TUNING.panel_nb, int) and TUNING.panel_nb >= 1):
-        raise ValueError(f"mpslinalg.lu.TUNING.panel_nb must be a positive int, got {TUNING.panel_nb!r}")
+    if TUNING.panel_nb not in _BLOCK_NB or not isinstance(TUNING.panel_nb, int):
+        raise ValueError(f"mpslinalg.lu.TUNING.panel_nb must be one of {_BLOCK_NB} (the blocked LU's "
+                         f"block width), got {TUNING.panel_nb!r}")
+    for name, lo in (("panel_rows", 1), ("panel_single_rows", 0)):
+        v = getattr(TUNING, name)
+        if not (isinstance(v, int) and lo <= v <= _INT32_MAX):
+            raise ValueError(f"mpslinalg.lu.TUNING.{name} must be an int >= {lo}, got {v!r}")
 
 
 def _check_int32(M: int, N: int) -> None:
@@ -181,6 +204,7 @@ class _MetalKernels:
         self.dtype = dtype
 
     def _kernel(self, name: str):
+        DISPATCHES[name] += 1  # every call site launches the kernel it looks up, once
         return getattr(self.lib, kernel_name(name, self.dtype))
 
     def small(self, LU: torch.Tensor, piv: torch.Tensor, info: torch.Tensor) -> None:
@@ -201,6 +225,45 @@ class _MetalKernels:
         K = piv.shape[-1]
         g = TUNING.panel_threads
         self._kernel("lu_panel")(LU, piv, info, M, N, K, o, w, threads=B * g, group_size=g)
+
+    def panel_scratch(self, LU: torch.Tensor, nb: int) -> tuple[torch.Tensor, ...]:
+        """Candidate buffers of ``lu_panel_step`` for panels of ``LU`` up to ``nb`` columns wide
+        (allocate once per factorization, pass to every :meth:`panel_steps`)."""
+        B, M, _ = LU.shape
+        G = max(1, -(-M // TUNING.panel_rows))
+        return (torch.empty(B, 2, G, dtype=torch.float32, device=LU.device),
+                torch.empty(B, 2, G, dtype=torch.int32, device=LU.device),
+                torch.empty(B, 2, G + 1, nb, dtype=LU.dtype, device=LU.device))
+
+    def panel_steps(self, LU: torch.Tensor, piv: torch.Tensor, info: torch.Tensor, o: int, w: int,
+                    scratch: tuple[torch.Tensor, ...]) -> None:
+        """The ``panel`` contract for a tall panel, shared by ``ceil((M - o) / panel_rows)``
+        threadgroups per matrix: ``min(M - o, w) + 1`` dispatches of ``lu_panel_step``."""
+        B, M, N = LU.shape
+        _check_int32(M, N)
+        R = TUNING.panel_rows
+        G = -(-(M - o) // R)
+        cv, ci, rows = scratch
+        if cv.shape[-1] < G or rows.shape[-1] < w:
+            raise ValueError(f"lu_panel_step: scratch for {cv.shape[-1]} groups x {rows.shape[-1]} columns, "
+                             f"needs {G} x {w}")
+        K = piv.shape[-1]
+        g = TUNING.panel_threads
+        for step in range(min(M - o, w) + 1):
+            self._kernel("lu_panel_step")(LU, piv, info, cv, ci, rows, M, N, K, o, w, step, G, R,
+                                          threads=B * G * g, group_size=g)
+
+    def swap_left(self, X: torch.Tensor, piv: torch.Tensor, nb: int) -> None:
+        """The blocked LU's left-hand interchanges in one dispatch: each column of block ``j`` gets
+        the pivots of blocks ``j+1, ...`` (``lu_laswp_left``)."""
+        B, M, N = X.shape
+        _check_int32(M, N)
+        K = piv.shape[-1]
+        nc = (K - 1) // nb * nb  # the columns of every block but the last
+        if nc <= 0:
+            return
+        total = B * nc
+        self._kernel("lu_laswp_left")(X, piv, M, N, K, nb, nc, B, threads=total, group_size=min(64, total))
 
     def swap(self, X: torch.Tensor, piv: torch.Tensor, k1: int, k2: int, c0: int, nc: int,
              reverse: bool = False) -> None:

@@ -1,21 +1,35 @@
-"""Benchmark of the SVD core (issue 12): batched camera-geometry sizes, 32x32/64x64 batches, and
-one large matrix, against ``torch.linalg.svd`` in the same run.
+"""Benchmark of the SVD family (issue 12): every target shape, one row at a time, against
+``torch.linalg`` in the same run.
 
-    python benchmarks/bench_svd.py --device cuda --out results/ --warmup 1 --repeat 5   # the H200
-    python benchmarks/bench_svd.py --device cpu --quick --out results/                   # 2-core CPU
+    python benchmarks/bench_svd.py --device cuda --out results/                 # the H200, every row
+    python benchmarks/bench_svd.py --device cuda --only "svd 100000x3x3"        # one row
+    python benchmarks/bench_svd.py --device cpu --quick --out results/          # 2-core CPU, small sizes
 
-Targets (issue 12, H200, torch.linalg measured 2026-12-01): float32 100000x3x3 >= 20x (19.1 ms),
+Rows (issue 12's targets, H200, torch.linalg 2026-12-01): svd float32 100000x3x3 >= 20x (19.1 ms),
 100000x8x9 >= 10x (35.4 ms), 4096x32x32 >= 2x (4.45 ms), complex64 4096x64x64 <= 20 ms (6.7 s),
-float32 2048^2 >= 1x (217 ms). On CUDA, when the emulator's cuda target is available
-(``MPSLINALG_CUBIN_DIR``), extra rows run the Metal kernels (``svd_jacobi_small``/``_round``) on the
-GPU. ``--profile`` prints where the time of one call goes (Jacobi rounds vs the rest). Every case's
-LAPACK ratios are printed (PASS/FAIL) and ``svd_ex`` is checked for host syncs.
+pinv 4096x32x32 >= 2x (4.73 ms), float32 2048^2 >= 1x (217 ms); svdvals rows beside them.
+
+Each row is timed on its own (CUDA events, interleaved with the peer, median of the per-round
+ratios; :func:`benchmarks.harness.run_cases`), under a wall-clock box (``--row-limit`` seconds:
+a row that runs over is reported as such and the next one starts), and its table is printed as
+soon as it finishes; the JSON/markdown files are rewritten after every row. Before the rows: the
+LAPACK ratio check of every workload (PASS/FAIL) and, on CUDA, the host-sync check of ``svd_ex``,
+``svdvals``' no-sync path and ``pinv`` (``torch.cuda.set_sync_debug_mode("error")``).
+
+Options beyond the harness's: ``--row-limit S`` (default 60), ``--torch-ops`` adds rows with the
+Triton Jacobi switched off (the torch-op sweeps, to see what the kernel buys), ``--metal`` adds
+rows running ``metal/svd.metal`` through the emulator's cuda target (``MPSLINALG_CUBIN_DIR``),
+``--profile`` prints where one call's GPU time goes.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import importlib
+import json
 import pathlib
+import signal
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # the repository root
@@ -23,7 +37,9 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # the repo
 import torch  # noqa: E402
 
 import mpslinalg  # noqa: E402
-from benchmarks.harness import Case, cli, print_host_sync_check  # noqa: E402
+from benchmarks.harness import Case, print_host_sync_check, run_cases  # noqa: E402
+from mpslinalg.mainjob.report import best_device  # noqa: E402
+from mpslinalg.mainjob.timing import resolve_device  # noqa: E402
 
 svdmod = importlib.import_module("mpslinalg.svd")
 
@@ -37,6 +53,10 @@ def _mats(shape: tuple, dtype: torch.dtype, device: torch.device, seed: int) -> 
 
 def _tag(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
+
+
+def _shape(A: torch.Tensor) -> str:
+    return "x".join(map(str, A.shape))
 
 
 def _workloads(device: torch.device, quick: bool) -> list[tuple[str, torch.Tensor]]:
@@ -54,54 +74,53 @@ def _workloads(device: torch.device, quick: bool) -> list[tuple[str, torch.Tenso
     ]
 
 
-def _emulated(fn):
-    def run():
-        with mpslinalg.use_backend("emulator"):
-            return fn()
-    return run
-
-
-def _eager(fn):
-    def run():
-        saved, svdmod.TUNING.compile_max = svdmod.TUNING.compile_max, 0
-        try:
-            return fn()
-        finally:
-            svdmod.TUNING.compile_max = saved
-    return run
-
-
-def cases(device: torch.device, quick: bool) -> list[Case]:
-    """The issue's workloads on ``device`` (smaller with ``quick``)."""
-    out = []
-    kernels = device.type == "cuda" and _cuda_target(device)
-    for workload, A in _workloads(device, quick):
-        name = f"svd {'x'.join(map(str, A.shape))} {_tag(A.dtype)}"
-        out.append(Case(name=name, workload=workload, device=device, dtype=A.dtype, shape=tuple(A.shape),
-                        ours=(lambda A=A: mpslinalg.svd(A, full_matrices=False)),
-                        peer={"torch.linalg.svd": (lambda A=A: torch.linalg.svd(A, full_matrices=False))}))
-        if device.type == "cuda" and A.ndim == 3 and A.shape[-1] <= svdmod.TUNING.compile_max:
-            out.append(Case(name=name + " (eager sweeps)", workload="torch ops without torch.compile",
-                            device=device, dtype=A.dtype, shape=tuple(A.shape),
-                            ours=_eager(lambda A=A: mpslinalg.svd(A, full_matrices=False)),
-                            peer={"torch.linalg.svd": (lambda A=A: torch.linalg.svd(A, full_matrices=False))},
-                            ours_name="mpslinalg eager"))
-        if kernels and A.ndim == 3 and A.shape[-1] <= 64:
-            out.append(Case(name=name + " (Metal kernels)", workload="svd.metal via the emulator cuda target",
-                            device=device, dtype=A.dtype, shape=tuple(A.shape),
-                            ours=_emulated(lambda A=A: mpslinalg.svd_ex(A, full_matrices=False)),
-                            peer={"torch.linalg.svd": (lambda A=A: torch.linalg.svd(A, full_matrices=False))},
-                            ours_name="metal kernels (emulated)"))
-    return out
-
-
-def _cuda_target(device: torch.device) -> bool:
+@contextlib.contextmanager
+def _tuned(**changes):
+    saved = {k: getattr(svdmod.TUNING, k) for k in changes}
+    for k, v in changes.items():
+        setattr(svdmod.TUNING, k, v)
     try:
-        _emulated(lambda: svdmod.svd_impl(_mats((2, 4, 4), torch.float32, device, 0), False, True))()
-        return True
-    except Exception as exc:  # the cuda target is optional
-        print(f"[bench_svd] Metal kernels on {device} via the emulator: unavailable ({exc})", file=sys.stderr)
-        return False
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(svdmod.TUNING, k, v)
+
+
+def _with(fn, *, backend: str | None = None, **tuning):
+    def run():
+        with _tuned(**tuning), (mpslinalg.use_backend(backend) if backend else contextlib.nullcontext()):
+            return fn()
+    return run
+
+
+def cases(device: torch.device, quick: bool, *, torch_ops: bool = False, metal: bool = False) -> list[Case]:
+    """The issue's workloads on ``device`` (smaller with ``quick``): svd, svdvals and pinv rows."""
+    out = []
+    for workload, A in _workloads(device, quick):
+        shape, tag = _shape(A), _tag(A.dtype)
+        common = {"workload": workload, "device": device, "dtype": A.dtype, "shape": tuple(A.shape),
+                  "sync_check": False}  # svd/svdvals raise as torch (a host read): svd_ex is checked below
+        out.append(Case(name=f"svd {shape} {tag}", ours=(lambda A=A: mpslinalg.svd(A, full_matrices=False)),
+                        peer={"torch.linalg.svd": (lambda A=A: torch.linalg.svd(A, full_matrices=False))},
+                        **common))
+        out.append(Case(name=f"svdvals {shape} {tag}", ours=(lambda A=A: mpslinalg.svdvals(A)),
+                        peer={"torch.linalg.svdvals": (lambda A=A: torch.linalg.svdvals(A))}, **common))
+        if A.shape[-1] == 32:
+            out.append(Case(name=f"pinv {shape} {tag}", ours=(lambda A=A: mpslinalg.pinv(A)),
+                            peer={"torch.linalg.pinv": (lambda A=A: torch.linalg.pinv(A))},
+                            **{**common, "sync_check": True}))
+        small = A.ndim == 3 and A.shape[-1] <= 64
+        if torch_ops and small:
+            out.append(Case(name=f"svd {shape} {tag} (torch-op sweeps)", ours_name="mpslinalg torch-op sweeps",
+                            ours=_with(lambda A=A: mpslinalg.svd(A, full_matrices=False), triton=False),
+                            peer={"torch.linalg.svd": (lambda A=A: torch.linalg.svd(A, full_matrices=False))},
+                            **common))
+        if metal and small:
+            out.append(Case(name=f"svd {shape} {tag} (Metal kernels)", ours_name="metal kernels (emulated)",
+                            ours=_with(lambda A=A: mpslinalg.svd_ex(A, full_matrices=False), backend="emulator"),
+                            peer={"torch.linalg.svd": (lambda A=A: torch.linalg.svd(A, full_matrices=False))},
+                            **common))
+    return out
 
 
 def _accuracy_report(device: torch.device) -> bool:
@@ -116,12 +135,30 @@ def _accuracy_report(device: torch.device) -> bool:
         good = r < 50
         ok &= good
         print(f"[bench_svd] accuracy svd {tuple(head.shape)} {_tag(A.dtype)}: max LAPACK ratio {r:.3g} "
-              f"{'PASS' if good else 'FAIL'}")
+              f"{'PASS' if good else 'FAIL'}", flush=True)
     return ok
 
 
+def _sync_report(device: torch.device) -> bool:
+    """The no-host-sync entry points under ``torch.cuda.set_sync_debug_mode("error")``."""
+    A3 = _mats((4096, 3, 3), torch.float32, device, 1)
+    A = _mats((512, 8, 9), torch.float32, device, 1)
+    B = _mats((256, 32, 32), torch.float32, device, 3)
+    C = _mats((64, 40, 40), torch.complex64, device, 2)
+    D = _mats((16, 64, 64), torch.complex64, device, 4)
+    return print_host_sync_check({
+        "svd_ex 3x3": lambda: mpslinalg.svd_ex(A3),
+        "svd_ex 8x9": lambda: mpslinalg.svd_ex(A),
+        "svd_ex 32x32 reduced": lambda: mpslinalg.svd_ex(B, full_matrices=False),
+        "svd_ex complex 40x40": lambda: mpslinalg.svd_ex(C),
+        "svd_ex complex 64x64": lambda: mpslinalg.svd_ex(D),
+        "svd_impl (svdvals' path) 32x32": lambda: svdmod.svd_impl(B, False, False),
+        "pinv 32x32": lambda: mpslinalg.pinv(B),
+    }, warmup=True)
+
+
 def _profile(device: torch.device) -> None:
-    """Share of one call's GPU time in the Jacobi rounds, per workload."""
+    """Where one call's GPU time goes, per workload."""
     from torch.profiler import ProfilerActivity, profile
 
     for _workload, A in _workloads(device, False)[:5]:
@@ -130,26 +167,72 @@ def _profile(device: torch.device) -> None:
         with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
             mpslinalg.svd(A, full_matrices=False)
             torch.cuda.synchronize()
-        table = prof.key_averages().table(sort_by="cuda_time_total", row_limit=8)
-        print(f"[bench_svd] profile {tuple(A.shape)} {_tag(A.dtype)}\n{table}")
+        table = prof.key_averages().table(sort_by="cuda_time_total", row_limit=10)
+        print(f"[bench_svd] profile {tuple(A.shape)} {_tag(A.dtype)}\n{table}", flush=True)
+
+
+class _RowTimeout(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise _RowTimeout
+
+
+def _settings(case: Case, args) -> dict:
+    warmup, repeat, min_time = (1, 5, 0.02) if args.quick else (args.warmup, args.repeat, args.min_time)
+    if case.dtype.is_complex and not args.quick and "64x64" in str(case.name):
+        warmup, repeat, min_time = 0, 3, 0.0  # torch.linalg takes ~7 s a call on the H200
+    return {"warmup": warmup, "repeat": repeat, "min_time": min_time, "max_time": 0.5 * args.row_limit}
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    prof = "--profile" in argv
-    argv = [a for a in argv if a != "--profile"]
-    status = cli(cases, family="svd", argv=argv)
-    dev = torch.device("cuda" if any("cuda" in a for a in argv) and torch.cuda.is_available() else "cpu")
-    if not _accuracy_report(dev):
-        status = status or 1
-    if dev.type == "cuda":
-        A = _mats((512, 8, 9), torch.float32, dev, 1)
-        C = _mats((64, 40, 40), torch.complex64, dev, 2)
-        if not print_host_sync_check({"svd_ex 8x9": lambda: mpslinalg.svd_ex(A),
-                                      "svd_ex complex 40x40": lambda: mpslinalg.svd_ex(C)}, warmup=True):
-            status = status or 1
-        if prof:
-            _profile(dev)
+    p = argparse.ArgumentParser(description="benchmark: svd, svdvals, pinv (ours vs torch.linalg, same run)")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--out", default="results")
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--only", action="append", default=[], help="only rows whose name contains TEXT")
+    p.add_argument("--repeat", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--min-time", type=float, default=0.1)
+    p.add_argument("--row-limit", type=float, default=60.0, help="wall-clock seconds per row")
+    p.add_argument("--torch-ops", action="store_true", help="add rows without the Triton Jacobi")
+    p.add_argument("--metal", action="store_true", help="add rows with metal/svd.metal on the cuda target")
+    p.add_argument("--profile", action="store_true")
+    p.add_argument("--no-checks", action="store_true", help="skip the accuracy and host-sync checks")
+    args = p.parse_args(argv)
+    dev = resolve_device(best_device() if args.device == "auto" else args.device)
+    status = 0
+    if not args.no_checks:
+        if not _accuracy_report(dev):
+            status = 1
+        if dev.type == "cuda" and not _sync_report(dev):
+            status = 1
+    rows = [c for c in cases(dev, args.quick, torch_ops=args.torch_ops, metal=args.metal)
+            if not args.only or any(s in c.name for s in args.only)]
+    stem = f"svd_{dev.type}" + ("_quick" if args.quick else "")
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    records = []
+    signal.signal(signal.SIGALRM, _alarm)
+    for i, case in enumerate(rows, 1):
+        print(f"\n[{i}/{len(rows)}] {case.name}", flush=True)
+        signal.alarm(max(1, int(args.row_limit)))
+        try:
+            res = run_cases([case], family="svd", **_settings(case, args))
+            records += res["cases"]
+            status = status or (0 if res["ok"] else 1)
+        except _RowTimeout:
+            print(f"| {case.name} | TIMEOUT after {args.row_limit:g} s |", flush=True)
+            records.append({"name": case.name, "error": f"timeout after {args.row_limit:g} s"})
+            status = 1
+        finally:
+            signal.alarm(0)
+        sys.stdout.flush()
+        (out / f"{stem}.json").write_text(json.dumps({"family": "svd", "cases": records}, indent=2, default=str))
+    if args.profile and dev.type == "cuda":
+        _profile(dev)
+    print(f"\nwrote {out / (stem + '.json')}", file=sys.stderr)
     return status
 
 

@@ -196,12 +196,93 @@ def cases(device: torch.device, quick: bool) -> list[Case]:
                         peer={"torch.linalg": lambda A=A: torch.linalg.lu_factor_ex(A)},
                         flops=_lu_flops(1024, c64)))
 
+    if _emulator_ok(device):
+        out += _kernel_lu_cases(device, quick)
+
     if TUNE:
         out += _tune_cases(device, gpu, quick)
 
     if device.type == "cuda":
         _sync_report(device)
     return out
+
+
+def _graphed(fn, device):
+    """``fn``'s CUDA-graph replay (None where capture fails): a kernel-backend LU issues thousands of
+    launches through ctypes (~30 us of host time each), which graph replay removes so the GPU's own
+    time shows (the figure that transfers to a Mac, where the Metal launches are encoded ahead)."""
+    try:
+        fn()
+        torch.cuda.synchronize(device)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            fn()
+        g.replay()
+        torch.cuda.synchronize(device)
+    except Exception as exc:  # noqa: BLE001 - a peer that cannot be captured stays eager
+        print(f"graph capture failed: {type(exc).__name__}: {str(exc)[:200]}", file=sys.stderr)
+        return None
+
+    def replay(g=g, keep=fn):  # the graph and the eager callable (it owns the tensors) stay alive
+        g.replay()
+
+    return replay
+
+
+def _dispatches(fn) -> str:
+    """``fn``'s kernel dispatches and matrix-product steps per call (lu.kernels.DISPATCHES)."""
+    counter = importlib.import_module("mpslinalg.lu.kernels").DISPATCHES
+    counter.clear()
+    fn()
+    total = sum(v for k, v in counter.items() if k not in ("trsm", "gemm"))
+    return f"{total} kernel dispatches + {counter['trsm']} trsm + {counter['gemm']} gemm ({dict(counter)})"
+
+
+def _kernel_lu_case(name, A, device, **tune) -> Case | None:
+    """``lu_factor_ex(A)`` on the kernel backend (the .metal kernels via the emulator's cuda target,
+    CUDA-graph replay) against cuSOLVER (torch.linalg.lu_factor_ex, eager and graph-replayed)."""
+    def eager():
+        with LA.use_backend("emulator"), tuning(**tune):
+            return LA.lu_factor_ex(A)
+
+    LU, piv, info = eager()
+    ref_piv = torch.linalg.lu_factor_ex(A)[1]
+    same = bool(torch.equal(piv, ref_piv))
+    print(f"[kernel LU] {name}: {_dispatches(eager)}; pivots equal cuSOLVER's: {same}; "
+          f"info {int(info)}", flush=True)
+    ours = _graphed(eager, device)
+    if ours is None:
+        return None
+    peer = {"torch.linalg (cuSOLVER)": lambda: torch.linalg.lu_factor_ex(A)}
+    peer_graph = _graphed(lambda: torch.linalg.lu_factor_ex(A), device)
+    if peer_graph is not None:
+        peer["torch.linalg graph"] = peer_graph
+    return Case(name=f"{name} [kernel LU, graph]", workload="blocked LU on the .metal kernels (H200 proxy)",
+                device=device, dtype=A.dtype, shape=tuple(A.shape), ours=ours, peer=peer,
+                flops=_lu_flops(A.shape[-1], A.dtype), sync_check=False, count_launches=False)
+
+
+def _kernel_lu_cases(device, quick) -> list[Case]:
+    """Issue 16: lu_factor on the kernel backends (c64 n = 1024, 4096; f32 n = 4096), and with
+    ``--tune`` the blocked LU's tuning fields at c64 n = 1024."""
+    if device.type != "cuda":
+        return []
+    rows = []
+    sizes = [(torch.complex64, 1024)] + ([] if quick else [(torch.complex64, 4096), (torch.float32, 4096)])
+    for dtype, n in sizes:
+        A = _randn((n, n), dtype, device, 40 + n)
+        case = _kernel_lu_case(f"lu_factor {'complex64' if dtype.is_complex else 'float32'} n={n}", A, device)
+        if case is not None:
+            rows.append(case)
+    if TUNE:
+        A = _randn((1024, 1024), torch.complex64, device, 41)
+        for kw in ({"panel_rows": 32}, {"panel_rows": 128}, {"panel_single_rows": 0},
+                   {"panel_single_rows": 1024}, {"panel_nb": 32}, {"panel_threads": 128}):
+            label = ", ".join(f"{k}={v}" for k, v in kw.items())
+            case = _kernel_lu_case(f"lu_factor complex64 n=1024 [{label}]", A, device, **kw)
+            if case is not None:
+                rows.append(case)
+    return rows
 
 
 def _tune_cases(device, gpu, quick) -> list[Case]:

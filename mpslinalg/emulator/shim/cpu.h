@@ -118,6 +118,7 @@ inline bool simd_all(bool p, MPSLE_SITE_ARGS) {
 inline unsigned __mpsle_lane_id() { return mpsle_current_lane(); }
 #define MPSLE_SGM_SITE_ARGS , MPSLE_SITE_ARGS
 #define MPSLE_SGM_SITE MPSLE_SITE
+#define MPSLE_SGM_ACCESS_ON_ARRIVAL 1
 #include "simdgroup_matrix.h"
 
 // arrive with the arguments every lane must agree on (32 bytes: transpose_matrix is the top bit of

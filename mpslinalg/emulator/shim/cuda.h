@@ -264,6 +264,7 @@ inline bool simd_all(bool p) { return __nvvm_vote_all_sync(__mpsle_simd_mask(__m
 // ---------------------------------------------------------------------------------------------
 #define MPSLE_SGM_SITE_ARGS
 #define MPSLE_SGM_SITE 0u
+#define MPSLE_SGM_ACCESS_ON_ARRIVAL 0
 #include "simdgroup_matrix.h"
 
 inline unsigned __mpsle_sgm_enter(__mpsle_sgm_op, ulong, ulong, ulong2, bool, unsigned) {

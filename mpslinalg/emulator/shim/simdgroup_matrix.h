@@ -4,7 +4,8 @@
 //
 // Included by cpu.h and cuda.h inside namespace metal, after each has defined `__mpsle_lane_id()`
 // (the calling thread's index in its simdgroup) and the macros MPSLE_SGM_SITE_ARGS (trailing
-// call-site parameters, with a leading comma, or nothing) and MPSLE_SGM_SITE (their value). Each
+// call-site parameters, with a leading comma, or nothing), MPSLE_SGM_SITE (their value) and
+// MPSLE_SGM_ACCESS_ON_ARRIVAL (below). Each
 // shim then defines the two collective steps declared below with its own rendezvous: cpu.h
 // through mpsle_collective (the mechanism of simd_shuffle and simd_sum, which also checks
 // participation and argument uniformity), cuda.h with the warp (bar.warp.sync, shuffles).
@@ -125,20 +126,30 @@ template <class T> inline vec<T, 2> __mpsle_sgm_multiply(vec<T, 2> a, vec<T, 2> 
 // MSL §6.7: simdgroup_load / simdgroup_store (device and threadgroup memory), simdgroup_multiply,
 // simdgroup_multiply_accumulate
 // ---------------------------------------------------------------------------------------------
+// MPSLE_SGM_ACCESS_ON_ARRIVAL (set by the shim): 1 = a lane reads or writes its elements when it
+// reaches the operation, before the others (cpu target: as simd_* read their operand, so memory
+// that other threads store without a barrier in between is read unwritten (poison) in some
+// order); 0 = after the whole simdgroup arrived (cuda target: the warp is synchronised first).
 #define MPSLE_SGM_MEMORY(space)                                                                           \
   template <class T, int C, int R>                                                                        \
   inline void simdgroup_load(thread simdgroup_matrix<T, C, R> &d, const space T *src, ulong elements_per_row = C, \
                              ulong2 matrix_origin = 0, bool transpose_matrix = false MPSLE_SGM_SITE_ARGS) { \
+    if (MPSLE_SGM_ACCESS_ON_ARRIVAL)                                                                      \
+      __mpsle_sgm_load_lane<T>(d.__e, src, elements_per_row, matrix_origin, transpose_matrix, __mpsle_lane_id()); \
     const unsigned l = __mpsle_sgm_enter(__mpsle_sgm_load_op, (ulong)src, elements_per_row, matrix_origin, \
                                          transpose_matrix, MPSLE_SGM_SITE);                               \
-    __mpsle_sgm_load_lane<T>(d.__e, src, elements_per_row, matrix_origin, transpose_matrix, l);           \
+    if (!MPSLE_SGM_ACCESS_ON_ARRIVAL)                                                                     \
+      __mpsle_sgm_load_lane<T>(d.__e, src, elements_per_row, matrix_origin, transpose_matrix, l);         \
   }                                                                                                       \
   template <class T, int C, int R>                                                                        \
   inline void simdgroup_store(const thread simdgroup_matrix<T, C, R> &a, space T *dst, ulong elements_per_row = C, \
                               ulong2 matrix_origin = 0, bool transpose_matrix = false MPSLE_SGM_SITE_ARGS) { \
+    if (MPSLE_SGM_ACCESS_ON_ARRIVAL)                                                                      \
+      __mpsle_sgm_store_lane<T>(a.__e, dst, elements_per_row, matrix_origin, transpose_matrix, __mpsle_lane_id()); \
     const unsigned l = __mpsle_sgm_enter(__mpsle_sgm_store_op, (ulong)dst, elements_per_row, matrix_origin, \
                                          transpose_matrix, MPSLE_SGM_SITE);                               \
-    __mpsle_sgm_store_lane<T>(a.__e, dst, elements_per_row, matrix_origin, transpose_matrix, l);          \
+    if (!MPSLE_SGM_ACCESS_ON_ARRIVAL)                                                                     \
+      __mpsle_sgm_store_lane<T>(a.__e, dst, elements_per_row, matrix_origin, transpose_matrix, l);        \
   }
 MPSLE_SGM_MEMORY(device)
 MPSLE_SGM_MEMORY(threadgroup)

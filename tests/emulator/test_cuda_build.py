@@ -148,6 +148,23 @@ def test_ptx_holds_what_the_shim_promises(built):
     assert "vote.sync.ballot" in reduce
 
 
+def test_simdgroup_matrix_ptx(built):
+    """A warp is a simdgroup: every matrix operation synchronises the full warp (bar.warp.sync),
+    a product moves its factors with 24 shuffles per lane (4 of A's row, 8 of B's column pairs, two
+    32-bit words each for float), without FMA contraction (the cpu target's rounding); kernels
+    using them get exact-shape launches."""
+    man, ptx = built["simdgroup_matrix"]
+    for k in man["kernels"]:
+        assert k["meta"]["uses_sync"] is True, k["meta"]["name"]
+    body = _entry_body(ptx, _kernel(man, "gemm8_f32")["entry"])
+    # three loads, one store, one multiply_accumulate (the multiply branch: one more)
+    assert len(re.findall(r"bar\.warp\.sync", body)) == 6
+    assert len(re.findall(r"shfl\.sync\.idx", body)) == 2 * 24
+    assert "fma" not in body
+    # a partial simdgroup traps (the cpu target names the fault)
+    assert "trap" in body
+
+
 def test_ptxas_resources_recorded(built):
     """ptxas -v's report per kernel: what limits a kernel's roofline (registers, stack, shared)."""
     man, _ = built["lu_small"]

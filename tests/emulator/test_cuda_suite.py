@@ -1,9 +1,10 @@
 """The emulator's kernel test-suite, unchanged, on an NVIDIA GPU through the cuda target.
 
-Every test of ``test_emulator_kernels.py`` and ``test_emulator_binding.py`` that takes the
-``shader`` fixture (the tests that also run on real Metal) is collected here a second time, with
-``shader`` bound to the cuda target: the same kernels, call sites and expectations, CUDA tensors,
-the kernels enqueued on torch's current stream. ``order`` has one value here (the emulator-only
+Every test of ``test_emulator_kernels.py``, ``test_emulator_binding.py`` and
+``test_simdgroup_matrix.py`` that takes the ``shader`` fixture (the tests that also run on real
+Metal) is collected here a second time, with ``shader`` bound to the cuda target: the same
+kernels, call sites and expectations, CUDA tensors, the kernels enqueued on torch's current
+stream. ``order`` has one value here (the emulator-only
 thread orders mean nothing on real hardware; races are hunted by ``compute-sanitizer --tool
 racecheck`` in ``scripts/gpu_check.sh``). Marked ``cuda``: skipped without a CUDA device.
 """
@@ -82,5 +83,5 @@ def _shader_tests(module: str) -> dict[str, object]:
     return out
 
 
-for _m in ("test_emulator_kernels", "test_emulator_binding"):
+for _m in ("test_emulator_kernels", "test_emulator_binding", "test_simdgroup_matrix"):
     globals().update(_shader_tests(_m))

@@ -13,6 +13,7 @@ GPU (DESIGN §10), the absolute times are NVIDIA's. Issue 7's target: the n <= 4
 >= 80% of copy bandwidth at batch 1e7.
 
 Peers (``torch.linalg`` on the same inputs, same run) are listed where one computes the same thing.
+``ROOFLINE_FAMILIES=small`` (comma-separated: small, triangular, lu) keeps only those families' rows.
 Every kernel row comes twice (``ROOFLINE_ROWS=both``, the default; ``eager`` or ``graph`` for one):
 eager, as a caller sees it (host launch overhead included), and ``[graph x10]``, the replay of a
 CUDA graph of 10 launches, which is the kernel's own GPU time. ``roofline_kernels_cuda.md`` puts
@@ -82,37 +83,40 @@ def _small_cases(device, quick):
             A = _randn((batch, n, n), dtype, device, n)
             X = torch.empty_like(A)
             info = torch.empty(batch, dtype=torch.int32, device=device)
-            k_inv = getattr(lib, f"small_inv_{tag}_{n}")
-            peer = {"torch.linalg.inv": (lambda A=A: torch.linalg.inv_ex(A))} if n >= 3 else {}
-            out.append(
-                _kernel_case(
-                    A,
-                    device,
-                    name=f"small_inv_{tag}_{n} batch {batch:.0e}",
-                    workload="camera poses / homographies",
-                    ours=lambda k=k_inv, A=A, X=X, info=info: k(
-                        A, X, info, batch, threads=threads, group_size=group
-                    ),
-                    peer=peer,
-                    bytes_moved=A.nbytes + X.nbytes + info.nbytes,
-                )
-            )
             mant = torch.empty(batch, dtype=dtype, device=device)
             expo = torch.empty(batch, dtype=torch.int32, device=device)
-            k_det = getattr(lib, f"small_det_{tag}_{n}")
-            out.append(
-                _kernel_case(
-                    A,
-                    device,
-                    name=f"small_det_{tag}_{n} batch {batch:.0e}",
-                    workload="homography orientation / scale",
-                    ours=lambda k=k_det, A=A, m=mant, e=expo, info=info: k(
-                        A, m, e, info, batch, threads=threads, group_size=group
-                    ),
-                    peer={"torch.linalg.det": (lambda A=A: torch.linalg.det(A))} if n == 4 else {},
-                    bytes_moved=A.nbytes + mant.nbytes + expo.nbytes + info.nbytes,
+            for load in ("direct", "staged"):  # the load variants (mpslinalg.small.TUNING.load)
+                k_inv = getattr(lib, f"small_inv_{load}_{tag}_{n}")
+                peer = {"torch.linalg.inv": (lambda A=A: torch.linalg.inv_ex(A))} if n >= 3 else {}
+                out.append(
+                    _kernel_case(
+                        A,
+                        device,
+                        name=f"small_inv_{load}_{tag}_{n} batch {batch:.0e}",
+                        workload="camera poses / homographies",
+                        ours=lambda k=k_inv, A=A, X=X, info=info: k(
+                            A, X, info, batch, threads=threads, group_size=group
+                        ),
+                        peer=peer if load == "direct" else {},  # the peer once per shape
+                        bytes_moved=A.nbytes + X.nbytes + info.nbytes,
+                    )
                 )
-            )
+                k_det = getattr(lib, f"small_det_{load}_{tag}_{n}")
+                out.append(
+                    _kernel_case(
+                        A,
+                        device,
+                        name=f"small_det_{load}_{tag}_{n} batch {batch:.0e}",
+                        workload="homography orientation / scale",
+                        ours=lambda k=k_det, A=A, m=mant, e=expo, info=info: k(
+                            A, m, e, info, batch, threads=threads, group_size=group
+                        ),
+                        peer={"torch.linalg.det": (lambda A=A: torch.linalg.det(A))}
+                        if n == 4 and load == "direct"
+                        else {},
+                        bytes_moved=A.nbytes + mant.nbytes + expo.nbytes + info.nbytes,
+                    )
+                )
             B = _randn((batch, n, 1), dtype, device, 10 + n)
             XB = torch.empty_like(B)
             k_sol = getattr(lib, f"small_solve_{tag}_{n}")
@@ -232,7 +236,10 @@ def cases(device: torch.device, quick: bool) -> list[Case]:
     if torch.device(device).type != "cuda":
         raise SystemExit("bench_roofline measures the Metal kernels on an NVIDIA GPU: pass --device cuda")
     out = []
+    only = os.environ.get("ROOFLINE_FAMILIES")  # e.g. "small": only those families' rows
     for make in (_small_cases, _triangular_cases, _lu_cases):
+        if only and make.__name__.strip("_").removesuffix("_cases") not in only.split(","):
+            continue
         try:
             made = make(device, quick)
         except Exception as exc:  # noqa: BLE001 - a family whose kernels do not build yet

@@ -39,7 +39,7 @@ import reference.matrices as mx
 from mpslinalg import small
 
 U32 = 2.0**-24
-IMPLS = ["program", "c", "leaf", "emulator"]
+IMPLS = ["program", "c", "leaf", "emulator-direct", "emulator-staged"]  # both load variants of the kernels
 FACTOR = 4.0  # ours / LAPACK's maximum normalised error (derivation in the module docstring)
 
 
@@ -65,7 +65,8 @@ def _impl(name: str):
     if name == "leaf":
         return (lambda A: small.program._LEAVES["inv"](A)[0]), (lambda A, B: small.program._LEAVES["solve"](A, B)[0])
     require_emulator()
-    return (lambda A: small.program._kernel_inv(A)[0]), (lambda A, B: small.program._kernel_solve(A, B)[0])
+    load = name.removeprefix("emulator-")
+    return (lambda A: small.program._kernel_inv(A, load=load)[0]), (lambda A, B: small.program._kernel_solve(A, B)[0])
 
 
 def _det(name: str, A: torch.Tensor) -> torch.Tensor:
@@ -80,7 +81,7 @@ def _det(name: str, A: torch.Tensor) -> torch.Tensor:
         mant, expo, _ = small.program._LEAVES["det"](A)
     else:
         require_emulator()
-        mant, expo, _ = small.program._kernel_det_parts(A)
+        mant, expo, _ = small.program._kernel_det_parts(A, load=name.removeprefix("emulator-"))
     return small.program._det_from_parts(mant, expo)  # as the public det assembles it
 
 

@@ -702,3 +702,27 @@ def test_lapack_leaf_ratios(gpu_dtype, kind):
                 assert torch.isfinite(logabs).all() and (sign.abs() - 1).abs().max() < 8 * _u(gpu_dtype)
     finally:
         small.set_compile(previous)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("load", LOADS)
+@pytest.mark.parametrize("kind", ["random", "rowcol", "big", "tiny"])
+def test_kernel_variants_cuda_target(gpu_dtype, kind, load):
+    """The Metal kernels on the GPU (the emulator's cuda target), both load variants, through the
+    library's call sites: LAPACK's ratios as everywhere (xGET03 < 30), info and det exponents as the
+    program's, mantissas within the rounding of a backward-stable factorisation (_close: the GPU may
+    contract to FMA, the program does not); a misaligned input (the host copies it) gives the same."""
+    require_emulator()
+    u = _u(gpu_dtype)
+    for n in SIZES:
+        A = _inputs(kind, n, gpu_dtype, batch=200, seed=n)  # three groups of 64 and a partial one
+        storage = torch.empty(A.numel() + 1, dtype=gpu_dtype, device="cuda")
+        A_odd = storage[1:].view(A.shape)
+        A_odd.copy_(A)
+        for Ad in (A.cuda(), A_odd):
+            X, info = small.program._kernel_inv(Ad, load=load)
+            assert (info.cpu() == 0).all() and metrics.inverse_ratio(A, X.cpu()).max() < PASS
+            mant, expo, dinfo = small.program._kernel_det_parts(Ad, load=load)
+            m0, e0, i0 = small.program._program_det_parts(A)
+            assert torch.equal(dinfo.cpu(), i0) and torch.equal(expo.cpu(), e0)
+            assert _close(mant.cpu(), m0, u)

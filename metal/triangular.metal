@@ -36,7 +36,7 @@
 // ---------------------------------------------------------------------------------------------
 constant constexpr int TRI_MAXNB = 32;
 constant constexpr int TRI_LD = 33;  // padded leading dimension of the tiles (no bank conflicts on columns)
-constant constexpr int TRI_CHUNK = 8;  // rows solved together in registers (trtri_diag, trsm_small)
+constant constexpr int TRI_CHUNK = 8;  // rows solved together in registers (trtri_diag)
 
 template <typename T>
 [[max_total_threads_per_threadgroup(32)]]
@@ -133,100 +133,228 @@ kernel void trtri_diag(device const T* A [[buffer(0)]],
 // ---------------------------------------------------------------------------------------------
 // trsm_small: the whole solve L X = B for n <= 64 in one dispatch (the batched fast path: DeltaNet
 // chunks, 4096 x 64x64 systems). Forward substitution, i.e. LAPACK's trsm algorithm: backward
-// stable whatever the conditioning, and it reads A, B once and writes X once (bandwidth bound).
+// stable whatever the conditioning, and it reads A and B once and writes X once.
 //
 // Contract (identical to the blocked torch-op path for these sizes):
-//   Logical lower-triangular L (n x n), right-hand sides B and output X (n x k), each addressed by
-//   its index map {off, bs, rs, cs}: L[i][j] = A[a_map.off + m*a_map.bs + i*rs + j*cs] (i >= j),
-//   B[i][c] and X[i][c] likewise. So transposes (right solves), reversals (upper = J lower J,
-//   negative strides) and broadcast batches (stride 0) are index maps, not copies.
-//   dims {n, k, ntile, flags}; flags bit 0 unit diagonal (never read), bit 1 conj(A), bit 2 conj(B).
+//   Logical lower-triangular L (n x n), right-hand sides B and output X (n x k) of nmat systems,
+//   each addressed by an index map {off, bs, rs, cs}: L[i][j] = A[off + m*bs + i*rs + j*cs]
+//   (i >= j), B[i][c] and X[i][c] likewise. So transposes (right solves), reversals (upper =
+//   J lower J, negative strides) and broadcast batches (stride 0) are index maps, not copies.
 //   Only i >= j (i > j when unit) entries of L are read. A zero pivot gives inf/nan (as trsm).
-// Dispatch: one 32-thread threadgroup per (matrix m, tile of 32 right-hand sides);
-//   threads = nmat * ntile * 32, group_size = 32, ntile = ceil(k / 32). Thread c of the tile owns
-//   column c: L lives in threadgroup memory packed by rows (i(i+1)/2 + j: 2080 entries, 16.3 KiB
-//   for complex64), x in registers TRI_CHUNK rows at a time and then in X itself.
+//   x_i = (b_i - L_i0 x_0 - L_i1 x_1 - ... - L_i,i-1 x_i-1) / L_ii: LAPACK's order of operations.
+//   prm (one argument buffer: one setBytes on Metal, one copy on the cuda target) =
+//     {n, k, nmat, flags, ct, spg, ntile, a_map[4], b_map[4], x_map[4]};
+//   flags bit 0 unit diagonal (never read), bit 1 conj(A), bit 2 conj(B).
+// Dispatch: a threadgroup holds spg systems and ct right-hand-side columns of each (a tile; ntile
+//   = ceil(k / ct) tiles per system); thread s * ct + c owns column c of system s, threads past
+//   spg * ct only help staging. threads = ceil(nmat / spg) * ntile * group, group_size = group, a
+//   multiple of 32, >= spg * ct, <= TRI_SMALL_GROUP; spg * tri_quads(n) <= TRI_SMALL_QUADS, where
+//   tri_quads(n) = nq (nq + 1) * 2, nq = 4 ceil(n / 16). NMAX (16, 32, 64) >= n is the variant.
+// Why this shape (issue 16): the triangle is staged in threadgroup memory ONCE per group and read
+//   by all threads of a system at the same address (a broadcast), four rows at a time (one 16-byte
+//   load per four float32 multiply-subtracts); each thread keeps its whole column of x in
+//   registers, as NMAX / 16 blocks of 16 rows, so the only memory traffic is reading A and B and
+//   writing X. Blocked substitution, right-looking: solve diagonal block J (substitution inside
+//   it), then subtract its contribution from every later block I (a 16 x 16 block product). Each
+//   x_i still subtracts its terms in the order j = 0, 1, ..., i - 1, and once x_j is final the
+//   row updates that use it are independent (instruction-level parallelism). The blocks are
+//   separate inline calls with 16-row loops, not one loop over all rows: a fully unrolled loop
+//   of NMAX^2 / 2 updates exceeds the compilers' unroll limits, and a register array indexed at
+//   run time lives in (slow) stack memory.
+// Threadgroup layout: column j of a system keeps rows 4*(j/4) .. 4*nq - 1 as quads of four rows
+//   (tri_col_quad(j, nq) is its first quad); rows >= n and rows above the diagonal inside a quad
+//   are zeros; columns n .. 4*nq - 1 are never written (they only feed rows >= n, discarded).
 // ---------------------------------------------------------------------------------------------
 constant constexpr int TRI_SMALL_N = 64;
-constant constexpr int TRI_PACKED = TRI_SMALL_N * (TRI_SMALL_N + 1) / 2;
+constant constexpr int TRI_SMALL_QUADS = 544;  // tri_quads(64): 2176 entries, 8.5 / 17 KiB
+constant constexpr int TRI_SMALL_GROUP = 128;
+constant constexpr int TRI_RB = 16;  // rows per register block
 
+// Four consecutive rows of one column of L: one 16-byte threadgroup load for float32, two for
+// complex64. The threadgroup store is an array of float4 (sizeof(T) / 4 per quad);
+// quad_get(q, t) is row t of the quad (t a compile-time constant after unrolling).
+template <typename T> struct tri_quad;
+template <> struct tri_quad<float> { float4 v; };
+template <> struct tri_quad<float2> { float4 lo; float4 hi; };
+
+inline float quad_get(tri_quad<float> q, int t) { return q.v[t]; }
+inline float2 quad_get(tri_quad<float2> q, int t) {
+  const float4 h = t < 2 ? q.lo : q.hi;
+  return (t & 1) ? h.zw : h.xy;
+}
+inline void quad_load(threadgroup const float4* L, int i, thread tri_quad<float>& q) { q.v = L[i]; }
+inline void quad_load(threadgroup const float4* L, int i, thread tri_quad<float2>& q) {
+  q.lo = L[2 * i];
+  q.hi = L[2 * i + 1];
+}
+inline void quad_store(threadgroup float4* L, int i, float a, float b, float c, float d) {
+  L[i] = float4(a, b, c, d);
+}
+inline void quad_store(threadgroup float4* L, int i, float2 a, float2 b, float2 c, float2 d) {
+  L[2 * i] = float4(a.x, a.y, b.x, b.y);
+  L[2 * i + 1] = float4(c.x, c.y, d.x, d.y);
+}
+
+// First quad of column j of a column-packed triangle with nq quads per full column: columns
+// j' < j keep nq - j'/4 quads each.
+inline int tri_col_quad(int j, int nq) {
+  const int p = j >> 2;
+  return 4 * p * nq - 2 * p * (p - 1) + (j & 3) * (nq - p);
+}
+
+// Substitution inside diagonal block J: x holds rows 16J .. 16J+15 of the right-hand side minus
+// the earlier blocks' contributions; on return the solution, also stored to X (rows < n).
 template <typename T>
-[[max_total_threads_per_threadgroup(32)]]
-kernel void trsm_small(device const T* A [[buffer(0)]],
-                       device const T* B [[buffer(1)]],
-                       device T* X [[buffer(2)]],
-                       constant long* dims [[buffer(3)]],
-                       constant long* a_map [[buffer(4)]],
-                       constant long* b_map [[buffer(5)]],
-                       constant long* x_map [[buffer(6)]],
-                       uint group [[threadgroup_position_in_grid]],
-                       uint tid [[thread_position_in_threadgroup]]) {
-  threadgroup T Lp[TRI_PACKED];  // packed lower triangle of L
-
-  const int n = (int)dims[0];
-  const int k = (int)dims[1];
-  const uint ntile = (uint)dims[2];
-  const bool unit = (dims[3] & 1) != 0;
-  const bool conj_a = (dims[3] & 2) != 0;
-  const bool conj_b = (dims[3] & 4) != 0;
-  const long m = (long)(group / ntile);
-  const int c = (int)(group % ntile) * 32 + (int)tid;
-  const int ars = (int)a_map[2], acs = (int)a_map[3];
-  device const T* Am = A + a_map[0] + m * a_map[1];
-
-  // Stage the triangle: consecutive threads read consecutive j (coalesced for row-major A).
-  for (int i = 0; i < n; ++i) {
-    for (int j = (int)tid; j <= i; j += 32) {
-      if (j < i || !unit) {
-        const T v = Am[i * ars + j * acs];
-        Lp[i * (i + 1) / 2 + j] = conj_a ? s_conj(v) : v;
+__attribute__((always_inline)) inline void trsm_block_solve(thread T (&x)[TRI_RB], threadgroup const float4* Lq, int L0, int nq,
+                             int J, int n, bool unit, device T* Xc, int xrs) {
+#pragma unroll
+  for (int jj = 0; jj < TRI_RB; ++jj) {
+    const int j = J * TRI_RB + jj;
+    const int col = L0 + tri_col_quad(j, nq) - (j >> 2) + 4 * J;  // quad q of block J: col + q
+#pragma unroll
+    for (int q = 0; q < TRI_RB / 4; ++q) {
+      if (q < jj / 4) {
+        continue;  // constant loop bounds: every loop unrolls, x stays in registers
       }
-    }
-  }
-  threadgroup_barrier(mem_flags::mem_threadgroup);
-  if (c >= k) {
-    return;
-  }
-
-  const int brs = (int)b_map[2], xrs = (int)x_map[2];
-  device const T* Bc = B + b_map[0] + m * b_map[1] + (long)c * b_map[3];
-  device T* Xc = X + x_map[0] + m * x_map[1] + (long)c * x_map[3];
-  // Rows in chunks of TRI_CHUNK: the chunk's partial sums live in registers (every index below is a
-  // compile-time constant after unrolling; a run-time-indexed T x[64] would live in stack memory).
-  // Finished rows are read back from X, which this thread wrote: once per chunk, not once per row.
-  // The subtraction order is the sequential one (j = 0, 1, ..., i-1), as LAPACK's trsm.
-  for (int i0 = 0; i0 < n; i0 += TRI_CHUNK) {
-    T s[TRI_CHUNK];
-    int row[TRI_CHUNK];  // packed offset of row i0 + r (rows past n: row n - 1, sums discarded)
-#pragma unroll
-    for (int r = 0; r < TRI_CHUNK; ++r) {
-      const int i = min(i0 + r, n - 1);
-      row[r] = i * (i + 1) / 2;
-      const T bi = Bc[i * brs];
-      s[r] = conj_b ? s_conj(bi) : bi;
-    }
-    for (int j = 0; j < i0; ++j) {
-      const T xj = Xc[j * xrs];
-#pragma unroll
-      for (int r = 0; r < TRI_CHUNK; ++r) {
-        s[r] -= s_mul(Lp[row[r] + j], xj);
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < TRI_CHUNK; ++r) {
-      if (i0 + r < n) {
-#pragma unroll
-        for (int q = 0; q < r; ++q) {
-          s[r] -= s_mul(Lp[row[r] + i0 + q], s[q]);  // s[q] = x[i0 + q] by now
-        }
+      tri_quad<T> l;
+      quad_load(Lq, col + q, l);
+      if (q == jj / 4) {
         if (!unit) {
-          s[r] = s_div(s[r], Lp[row[r] + i0 + r]);
+          x[jj] = s_div(x[jj], quad_get(l, jj % 4));
         }
-        Xc[(i0 + r) * xrs] = s[r];
+        if (j < n) {
+          Xc[j * xrs] = x[jj];
+        }
+      }
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        if (4 * q + t > jj) {
+          x[4 * q + t] -= s_mul(quad_get(l, t), x[jj]);
+        }
       }
     }
   }
 }
 
+// Block product: rows 16I .. 16I+15 (xi) -= L[block I, block J] * x_J (xj), J < I, column by column.
+template <typename T>
+__attribute__((always_inline)) inline void trsm_block_update(thread T (&xi)[TRI_RB], thread const T (&xj)[TRI_RB], threadgroup const float4* Lq,
+                              int L0, int nq, int I, int J) {
+#pragma unroll
+  for (int jj = 0; jj < TRI_RB; ++jj) {
+    const int j = J * TRI_RB + jj;
+    const int col = L0 + tri_col_quad(j, nq) - (j >> 2) + 4 * I;  // quad q of block I: col + q
+#pragma unroll
+    for (int q = 0; q < TRI_RB / 4; ++q) {
+      tri_quad<T> l;
+      quad_load(Lq, col + q, l);
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        xi[4 * q + t] -= s_mul(quad_get(l, t), xj[jj]);
+      }
+    }
+  }
+}
+
+template <typename T, int NMAX>
+[[max_total_threads_per_threadgroup(128)]]
+kernel void trsm_small(device const T* A [[buffer(0)]],
+                       device const T* B [[buffer(1)]],
+                       device T* X [[buffer(2)]],
+                       constant long* prm [[buffer(3)]],
+                       uint group [[threadgroup_position_in_grid]],
+                       uint tid [[thread_position_in_threadgroup]],
+                       uint gsize [[threads_per_threadgroup]]) {
+  constexpr int NB = NMAX / TRI_RB;  // register blocks
+  static_assert(NMAX % TRI_RB == 0 && NMAX <= TRI_SMALL_N, "trsm_small: NMAX");
+  threadgroup float4 Lq[TRI_SMALL_QUADS * (sizeof(T) / 4)];  // float4 words: 1 per quad (f32), 2 (c64)
+
+  const int n = (int)prm[0];
+  const int k = (int)prm[1];
+  const long nmat = prm[2];
+  const bool unit = (prm[3] & 1) != 0;
+  const bool conj_a = (prm[3] & 2) != 0;
+  const bool conj_b = (prm[3] & 4) != 0;
+  const int ct = (int)prm[4];
+  const int spg = (int)prm[5];
+  const uint ntile = (uint)prm[6];
+  constant long* a_map = prm + 7;
+  constant long* b_map = prm + 11;
+  constant long* x_map = prm + 15;
+  const long m0 = (long)(group / ntile) * spg;  // first system of this group
+  const int tile = (int)(group % ntile);
+  const int ars = (int)a_map[2], acs = (int)a_map[3];
+  const int nq = 4 * ((n + TRI_RB - 1) / TRI_RB);  // quads per full column: whole 16-row blocks
+  const int triq = nq * (nq + 1) * 2;  // quads per system: tri_col_quad(4 * nq, nq)
+
+  // Stage the triangles: quad q of column j holds rows 4q..4q+3 (rows >= n are zeros, never read
+  // from A). Consecutive threads take consecutive columns j (coalesced for row-major A).
+  const int work = spg * n;
+  for (int q = 0; q < nq; ++q) {
+    for (int w = (int)tid; w < work; w += (int)gsize) {
+      const int s = spg == 1 ? 0 : w / n;
+      const int j = w - s * n;
+      if (q < (j >> 2) || m0 + s >= nmat) {
+        continue;
+      }
+      device const T* Am = A + a_map[0] + (m0 + s) * a_map[1] + j * acs;
+      T e[4];
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        const int i = 4 * q + t;
+        e[t] = s_zero<T>();
+        if (i < n && (i > j || (i == j && !unit))) {
+          const T v = Am[i * ars];
+          e[t] = conj_a ? s_conj(v) : v;
+        }
+      }
+      quad_store(Lq, s * triq + tri_col_quad(j, nq) + q - (j >> 2), e[0], e[1], e[2], e[3]);
+    }
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+
+  const int s = (int)tid / ct;
+  const int c = tile * ct + (int)tid % ct;
+  if (s >= spg || m0 + s >= nmat || c >= k) {
+    return;
+  }
+  const long m = m0 + s;
+  const int brs = (int)b_map[2], xrs = (int)x_map[2];
+  device const T* Bc = B + b_map[0] + m * b_map[1] + (long)c * b_map[3];
+  device T* Xc = X + x_map[0] + m * x_map[1] + (long)c * x_map[3];
+  const int L0 = s * triq;  // first quad of this system's triangle
+
+  T x[4][TRI_RB];  // blocks past NB are never touched (compile-time conditions below)
+#pragma unroll
+  for (int I = 0; I < NB; ++I) {
+#pragma unroll
+    for (int ii = 0; ii < TRI_RB; ++ii) {
+      const int i = I * TRI_RB + ii;
+      x[I][ii] = s_zero<T>();
+      if (i < n) {
+        const T v = Bc[i * brs];
+        x[I][ii] = conj_b ? s_conj(v) : v;
+      }
+    }
+  }
+  // Blocks at or past n are skipped (uniform branches): block I exists when 16 I < n.
+  const bool b1 = NB > 1 && n > TRI_RB, b2 = NB > 2 && n > 2 * TRI_RB, b3 = NB > 3 && n > 3 * TRI_RB;
+  trsm_block_solve(x[0], Lq, L0, nq, 0, n, unit, Xc, xrs);
+  if (b1) trsm_block_update(x[1], x[0], Lq, L0, nq, 1, 0);
+  if (b2) trsm_block_update(x[2], x[0], Lq, L0, nq, 2, 0);
+  if (b3) trsm_block_update(x[3], x[0], Lq, L0, nq, 3, 0);
+  if (b1) trsm_block_solve(x[1], Lq, L0, nq, 1, n, unit, Xc, xrs);
+  if (b2) trsm_block_update(x[2], x[1], Lq, L0, nq, 2, 1);
+  if (b3) trsm_block_update(x[3], x[1], Lq, L0, nq, 3, 1);
+  if (b2) trsm_block_solve(x[2], Lq, L0, nq, 2, n, unit, Xc, xrs);
+  if (b3) trsm_block_update(x[3], x[2], Lq, L0, nq, 3, 2);
+  if (b3) trsm_block_solve(x[3], Lq, L0, nq, 3, n, unit, Xc, xrs);
+}
+
 MPSL_INSTANTIATE_DTYPES(trtri_diag)
-MPSL_INSTANTIATE_DTYPES(trsm_small)
+MPSL_INSTANTIATE("trsm_small_f32_16", trsm_small, float, 16)
+MPSL_INSTANTIATE("trsm_small_f32_32", trsm_small, float, 32)
+MPSL_INSTANTIATE("trsm_small_f32_64", trsm_small, float, 64)
+MPSL_INSTANTIATE("trsm_small_c64_16", trsm_small, float2, 16)
+MPSL_INSTANTIATE("trsm_small_c64_32", trsm_small, float2, 32)
+MPSL_INSTANTIATE("trsm_small_c64_64", trsm_small, float2, 64)

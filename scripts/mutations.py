@@ -339,8 +339,9 @@ MUTATIONS = [
         id='tri-trsm-barrier-removed',
         file='metal/triangular.metal',
         pattern='''  threadgroup_barrier(mem_flags::mem_threadgroup);
-  if (c >= k) {''',
-        replacement='  if (c >= k) {',
+
+  const int s = (int)tid / ct;''',
+        replacement='  const int s = (int)tid / ct;',
         tests=['tests/triangular/test_triangular_kernels.py::test_trsm_small_all_variants'],
         why='trsm_small reads the packed triangle before it is staged',
     ),
@@ -355,8 +356,8 @@ MUTATIONS = [
     dict(
         id='tri-trsm-conj-b-dropped',
         file='metal/triangular.metal',
-        pattern='s[r] = conj_b ? s_conj(bi) : bi;',
-        replacement='s[r] = bi;',
+        pattern='x[I][ii] = conj_b ? s_conj(v) : v;',
+        replacement='x[I][ii] = v;',
         tests=['tests/triangular/test_mutation_kills_triangular.py', 'tests/triangular/test_triangular_kernels.py'],
         why='conj(B) flag ignored by trsm_small',
     ),
@@ -369,6 +370,16 @@ MUTATIONS = [
               s[r] = s_div(s[r], L[row[r] + i0 + r]);''',
         tests=['tests/triangular/test_triangular_kernels.py'],
         why='unit diagonal read (and divided by) instead of taken as 1',
+    ),
+    dict(
+        id='tri-trsm-unit-diagonal-read',
+        file='metal/triangular.metal',
+        pattern='''        if (!unit) {
+          x[jj] = s_div(x[jj], quad_get(l, jj % 4));''',
+        replacement='''        if (true) {
+          x[jj] = s_div(x[jj], quad_get(l, jj % 4));''',
+        tests=['tests/triangular/test_triangular_kernels.py::test_trsm_small_all_variants'],
+        why='trsm_small divides by the unit diagonal (not staged: zero) instead of taking it as 1',
     ),
     # ---- mpslinalg/triangular ---------------------------------------------------------------------
     dict(

@@ -48,6 +48,10 @@ class Tuning:
     small_n : int
         ``metal``/``emulator`` backends: systems with ``n`` at most this (``<= 64``) are solved by
         the fused ``trsm_small`` kernel (substitution in one dispatch; 0 disables it).
+    small_cols : int
+        ``trsm_small``: right-hand-side columns (threads) per system and threadgroup,
+        a multiple of 32 in [32, 128]; fewer columns than this per system put several systems in a
+        group.
     torch_inverse : str
         How the ``torch`` backend inverts the diagonal blocks: ``"trsm"`` (one batched
         ``torch.linalg.solve_triangular`` against the identity) or ``"doubling"`` (log2(nb)
@@ -85,6 +89,7 @@ class Tuning:
     trsm_leaf_rows: int = 512
     torch_inverse: str = "trsm"
     small_n: int = 64
+    small_cols: int = 64
     direct_max: dict = field(default_factory=lambda: {"cpu": 512, "cuda": 2**62})
     triton_max: int = 64
     direct_transpose_max: dict = field(default_factory=lambda: {"cuda": 64})
@@ -110,11 +115,12 @@ def _check_tuning() -> None:
     clamps them, but a value outside the kernels' compile-time limits is a configuration error)."""
     for name, lo, hi, what in (("nb", 1, _TRTRI_MAX_NB, "trtri_diag's threadgroup tiles"),
                                ("nb_unit", 1, _TRTRI_MAX_NB, "trtri_diag's threadgroup tiles"),
-                               ("small_n", 0, _TRSM_SMALL_MAX_N, "trsm_small's threadgroup triangle")):
+                               ("small_n", 0, _TRSM_SMALL_MAX_N, "trsm_small's threadgroup triangle"),
+                               ("small_cols", 32, _TRSM_SMALL_GROUP, "trsm_small's threadgroup")):
         v = getattr(TUNING, name)
-        if not (isinstance(v, int) and lo <= v <= hi):
-            raise ValueError(f"mpslinalg.triangular.TUNING.{name} must be an int in [{lo}, {hi}] ({what}), "
-                             f"got {v!r}")
+        if not (isinstance(v, int) and lo <= v <= hi) or (name == "small_cols" and v % 32):
+            raise ValueError(f"mpslinalg.triangular.TUNING.{name} must be an int in [{lo}, {hi}] ({what}"
+                             f"{', a multiple of 32' if name == 'small_cols' else ''}), got {v!r}")
 
 
 def _index_map(off: int, bs: int, rs: int, cs: int, rows: int, cols: int, what: str) -> list[int]:
@@ -183,11 +189,39 @@ def _kernel_strides(t: torch.Tensor, batch: int, reverse: bool, cols_too: bool):
     return phys, conj, off, bs, rs, cs
 
 
+#: trsm_small's compile-time shapes (metal/triangular.metal): register variants NMAX, threadgroup
+#: quads (TRI_SMALL_QUADS) and the kernel's max_total_threads_per_threadgroup (TRI_SMALL_GROUP).
+_TRSM_SMALL_NMAX = (16, 32, 64)
+_TRSM_SMALL_QUADS = 544
+_TRSM_SMALL_GROUP = 128
+
+
+def _trsm_small_shape(nmat: int, n: int, k: int, cols: int) -> tuple[int, int, int, int, int]:
+    """``(nmax, ct, spg, group, ngroups)`` of a ``trsm_small`` launch.
+
+    ``nmax``: the smallest register variant that holds ``n`` rows; ``ct``: right-hand-side
+    columns per system in a group (one thread each; ``min(cols, k)``); ``spg``: systems per group,
+    as many as fill ``cols`` threads and fit the threadgroup triangle store; ``group``: threads
+    per group, a multiple of 32 (the extra threads only help staging the triangles);
+    ``ngroups``: groups in the grid.
+    """
+    nmax = next(v for v in _TRSM_SMALL_NMAX if n <= v)
+    ct = min(cols, k)
+    nq = 4 * -(-n // 16)  # quads per column of the column-packed triangle (whole 16-row blocks)
+    quads = nq * (nq + 1) * 2
+    spg = max(1, min(cols // ct, _TRSM_SMALL_QUADS // quads, nmat))
+    group = -(-spg * ct // 32) * 32
+    ngroups = -(-nmat // spg) * -(-k // ct)
+    return nmax, ct, spg, group, ngroups
+
+
 def _trsm_small_metal(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, upper: bool, unit: bool) -> None:
     """``X = A⁻¹ B`` for ``n <= 64`` with the fused ``trsm_small`` kernel (Metal or emulator).
 
     An upper triangle is the reversal ``J U J`` of a lower one (rows and columns of ``A``, rows of
     ``B`` and ``X`` reversed by index maps); transposed and conjugate views are index maps too.
+    The launch shape (systems and columns per threadgroup, register variant) is
+    :func:`_trsm_small_shape` with ``TUNING.small_cols`` columns per group.
     """
     batch, n, k = X.shape
     _check_tuning()
@@ -196,13 +230,14 @@ def _trsm_small_metal(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, upper: 
     a, ca, aoff, abs_, ars, acs = _kernel_strides(A, batch, upper, True)
     b, cb, boff, bbs, brs, bcs = _kernel_strides(B, batch, upper, False)
     x, _, xoff, xbs, xrs, xcs = _kernel_strides(X, batch, upper, False)
-    ntile = -(-k // 32)
+    nmax, ct, spg, group, ngroups = _trsm_small_shape(batch, n, k, TUNING.small_cols)
     lib = load_library("triangular", X.device)
     flags = int(unit) | (int(ca) << 1) | (int(cb) << 2)
-    getattr(lib, kernel_name("trsm_small", X.dtype))(
-        _flat(a), _flat(b), _flat(x), [n, k, ntile, flags], _index_map(aoff, abs_, ars, acs, n, n, "A"),
-        _index_map(boff, bbs, brs, bcs, n, k, "B"), _index_map(xoff, xbs, xrs, xcs, n, k, "X"),
-        threads=batch * ntile * 32, group_size=32,
+    prm = [n, k, batch, flags, ct, spg, -(-k // ct),
+           *_index_map(aoff, abs_, ars, acs, n, n, "A"), *_index_map(boff, bbs, brs, bcs, n, k, "B"),
+           *_index_map(xoff, xbs, xrs, xcs, n, k, "X")]
+    getattr(lib, kernel_name("trsm_small", X.dtype, nmax))(
+        _flat(a), _flat(b), _flat(x), prm, threads=ngroups * group, group_size=group,
     )
 
 

@@ -143,9 +143,11 @@ def test_blocked_solve_near_the_ends_of_the_float32_range(lib, monkeypatch, orde
     assert float(metrics.triangular_residual_ratio(U, y, b, True, True, False).max()) < metrics.PASS_RATIO
 
 
-@pytest.mark.parametrize("field,value", [("nb", 0), ("nb", 64), ("nb_unit", 33), ("small_n", 65), ("small_n", 2.5)])
+@pytest.mark.parametrize("field,value", [("nb", 0), ("nb", 64), ("nb_unit", 33), ("small_n", 65), ("small_n", 2.5),
+                                         ("small_cols", 16), ("small_cols", 256), ("small_cols", 48 + 1)])
 def test_tuning_outside_kernel_limits_is_a_clear_error(lib, monkeypatch, field, value):
-    """trtri_diag's tiles hold blocks up to 32, trsm_small's triangle systems up to 64."""
+    """trtri_diag's tiles hold blocks up to 32, trsm_small's triangle systems up to 64 and its
+    threadgroups 32 to 128 threads (whole simdgroups)."""
     monkeypatch.setattr(tri.TUNING, field, value)
     A = torch.eye(8).expand(2, 8, 8)
     with pytest.raises(ValueError, match=f"TUNING.{field}"):

@@ -123,8 +123,8 @@ def _gather_rows(X: torch.Tensor, perm: torch.Tensor) -> None:
 def _getrf_rec_perm(LU, piv, info, o: int, w: int, nb: int, gemm: str) -> torch.Tensor | None:
     """Recursive LU (``getrf2``) for the torch backend, in place: each sub-problem returns its row
     permutation (of rows ``[o, M)``), composed from the leaves' by one gather per node, so
-    interchanges are applied by one gather per block and pivots are turned into permutations only at the leaves (``nb`` wide:
-    a few vectorised ops) instead of at every level."""
+    interchanges are applied by one gather per block and pivots are turned into permutations only
+    at the leaves (``nb`` wide: a few vectorised ops) instead of at every level."""
     M = LU.shape[-2]
     R = M - o
     if R <= 0 or w <= 0:

@@ -241,6 +241,8 @@ class _MetalKernels:
         threadgroups per matrix: ``min(M - o, w) + 1`` dispatches of ``lu_panel_step``."""
         B, M, N = LU.shape
         _check_int32(M, N)
+        if not (0 <= o < M and 0 < w and o + w <= N):
+            raise ValueError(f"lu_panel_step: the panel [{o}, {M}) x [{o}, {o + w}) is not inside a {M}x{N} matrix")
         R = TUNING.panel_rows
         G = -(-(M - o) // R)
         cv, ci, rows = scratch

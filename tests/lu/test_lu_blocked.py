@@ -1,0 +1,226 @@
+"""The blocked LU of the kernel backends (issue 16): ``lu_panel_step`` (a tall panel shared by
+several threadgroups), ``lu_laswp_left`` and the whole ``getrf`` over them, in the emulator, in
+every thread order, through the library's own call sites (``_MetalKernels``, the public op).
+
+Bounds (the same derivations as ``test_lu_kernels.py``):
+
+* Pivots: partial pivoting's pivot order is determined by the data, and random Gaussian data has no
+  near-ties at these sizes, so the pivots must EQUAL LAPACK's ``sgetrf``/``cgetrf`` in the same
+  precision (``reference.lapack.getrf_pivots``) and torch's (the same LAPACK).
+* Factors: LAPACK's ``xGET01`` ratio ``‖PᵀA − LU‖₁/(n ‖A‖₁ u) < 30`` with ``u = 2^-24`` (Higham
+  Thm 9.3: ``|ΔA| <= γ_n |L||U|``, modest growth for random matrices).
+* ``info``, NaN positions, untouched columns and interchanges are discrete facts: exact.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+import torch
+from helpers import ORDER_IDS as OID
+from helpers import ORDERS, InOrder, NoHostSync, require_emulator
+
+import mpslinalg as LA
+from mpslinalg.kernels import load_library
+from reference import lapack, matrices, metrics
+
+lu_mod = importlib.import_module("mpslinalg.lu.kernels")
+
+DTYPES = [torch.float32, torch.complex64]
+DID = ["float32", "complex64"]
+PASS = metrics.PASS_RATIO
+
+
+@pytest.fixture(scope="module")
+def lib():
+    require_emulator()
+    return load_library("lu", "cpu")
+
+
+@pytest.fixture
+def blocked(lib, monkeypatch):
+    """``blocked(dtype, order, seed, nb, rows, single, threads)``: the library's ``_MetalKernels`` in
+    that emulator thread order, with the blocked LU's tuning set (``single = 0``: every panel is
+    shared by ``ceil(rows_left / rows)`` threadgroups). The public op then runs the same way."""
+
+    def make(dtype, order, seed, nb=16, rows=16, single=0, threads=32):
+        monkeypatch.setattr(lu_mod, "load_library", lambda family, device: InOrder(lib, order, seed))
+        for name, v in (("panel_nb", nb), ("panel_rows", rows), ("panel_single_rows", single),
+                        ("panel_threads", threads)):
+            monkeypatch.setattr(lu_mod.TUNING, name, v)
+        return lu_mod._MetalKernels(torch.device("cpu"), dtype)
+
+    return make
+
+
+def _panel(kern, A, o, w):
+    """``lu_panel_step`` on rows [o, M) x columns [o, o+w) of a copy of ``A``."""
+    LU = A.clone()
+    B, M, N = A.shape
+    piv = torch.zeros(B, min(M, N), dtype=torch.int32)
+    info = torch.zeros(B, dtype=torch.int32)
+    kern.panel_steps(LU, piv, info, o, w, kern.panel_scratch(LU, w))
+    return LU, piv, info
+
+
+@pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DID)
+def test_panel_step_several_groups_matches_lapack(blocked, order, seed, dtype):
+    # 70 rows / 16 per group: 5 groups (the last one 6 rows), 32 threads: rows in chunks
+    kern = blocked(dtype, order, seed)
+    M, N = 70, 80
+    A = matrices.random(M, N, batch=(2,), dtype=dtype, seed=70)
+    for o, w in [(0, 16), (7, 12), (40, 20), (60, 16)]:  # the last: fewer rows than columns (kl = 10)
+        LU, piv, info = _panel(kern, A, o, w)
+        kl = min(M - o, w)
+        panel = A[:, o:, o:o + w]
+        assert torch.equal(piv[:, o:o + kl] - o, lapack.getrf_pivots(panel))
+        assert float(metrics.lu_factor_ratio(panel, LU[:, o:, o:o + w], piv[:, o:o + kl] - o).max()) < PASS
+        assert torch.equal(LU[:, :, :o], A[:, :, :o])  # only the panel is touched
+        assert torch.equal(LU[:, :, o + w:], A[:, :, o + w:])
+        assert torch.equal(LU[:, :o, :], A[:, :o, :])
+        assert torch.equal(info, torch.zeros(2, dtype=torch.int32))
+
+
+@pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DID)
+def test_panel_step_tall_panel(blocked, order, seed, dtype):
+    # a tall panel as the blocked LU meets it: 600 rows over 10 groups of 64 rows, 64 threads
+    kern = blocked(dtype, order, seed, rows=64, threads=64)
+    A = matrices.random(600, 16, dtype=dtype, seed=600)[None]
+    LU, piv, info = _panel(kern, A, 0, 16)
+    assert torch.equal(piv, lapack.getrf_pivots(A))
+    assert float(metrics.lu_factor_ratio(A, LU, piv).max()) < PASS
+    assert int(info) == 0
+
+
+@pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
+def test_panel_step_zero_columns_set_info_and_stay_finite(blocked, order, seed):
+    """A zero column j (1-based) of a matrix whose previous columns are independent gives a zero
+    pivot at exactly j: info = the first one; nothing is divided by it (LU finite)."""
+    kern = blocked(torch.complex64, order, seed, rows=8)
+    n = 40
+    A = matrices.random(n, 12, batch=(3,), dtype=torch.complex64, seed=3)
+    A[0, :, 4] = 0  # info 5
+    A[1, :, 0] = 0  # info 1
+    A[2, :, 7] = 0
+    A[2, :, 9] = 0  # the first zero pivot wins: info 8
+    LU, piv, info = _panel(kern, A, 0, 12)
+    assert info.tolist() == [5, 1, 8]
+    assert bool(torch.isfinite(LU).all())
+    assert torch.equal(piv, lapack.getrf_pivots(A))
+    assert float(metrics.lu_factor_ratio(A, LU, piv).max()) < PASS
+
+
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DID)
+def test_blocked_nan_pivots_and_propagation_match_torch_cpu(blocked, order, seed, dtype):
+    """NaN input through the blocked LU with every panel shared by several groups: the pivots and
+    the NaN pattern of LU equal torch's CPU LAPACK's (MKL picks the first NaN of a column for
+    n >= 17), with the NaN in the first, a middle and the last block, and in a pivot-search
+    candidate of a group other than the diagonal's."""
+    kern = blocked(dtype, order, seed, rows=8)  # noqa: F841 - patches the public op's kernels
+    n = 50
+    g = torch.Generator().manual_seed(n)
+    for setup in [[(5, 0, NAN)], [(0, 0, NAN)], [(30, 0, NAN), (12, 0, NAN)], [(3, 0, INF), (44, 0, NAN)],
+                  [(20, 25, NAN)], [(n - 1, n - 1, NAN)]]:
+        A = torch.randn(n, n, generator=g, dtype=dtype)
+        for i, j, v in setup:
+            A[i, j] = v
+        LUt, pivt, _ = torch.linalg.lu_factor_ex(A)
+        with LA.use_backend("emulator"):
+            LU, piv, info = LA.lu_factor_ex(A)
+        assert torch.equal(piv, pivt), setup
+        assert torch.equal(LU.isnan(), LUt.isnan()), setup
+        assert int(info) == 0, setup
+
+
+def _panel_steps_per_call(M, N, nb, rows_single):
+    """The dispatches the blocked LU issues (its design, docs/ops/lu.md): per block at o a panel
+    (one lu_panel if it has <= rows_single rows, else min(M - o, w) + 1 lu_panel_step), one
+    lu_laswp and one TRSM + GEMM for every block with columns to its right (no GEMM without rows
+    below), one lu_laswp_left at the end when there are two blocks or more."""
+    K = min(M, N)
+    count = {"lu_panel": 0, "lu_panel_step": 0, "lu_laswp": 0, "trsm": 0, "gemm": 0, "lu_laswp_left": 0}
+    for o in range(0, K, nb):
+        w = min(nb, N - o)
+        kl = min(M - o, w)
+        if M - o <= rows_single:
+            count["lu_panel"] += 1
+        else:
+            count["lu_panel_step"] += kl + 1
+        if o + w < N:
+            count["lu_laswp"] += 1
+            count["trsm"] += 1
+            count["gemm"] += M > o + kl
+    count["lu_laswp_left"] += (K - 1) // nb > 0
+    return {k: v for k, v in count.items() if v}
+
+
+SHAPES = [(100, 100), (130, 70), (70, 130), (33, 33)]
+
+
+@pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DID)
+@pytest.mark.parametrize("m,n", SHAPES, ids=[f"{m}x{n}" for m, n in SHAPES])
+def test_blocked_getrf_vs_lapack(blocked, order, seed, dtype, m, n):
+    """The whole getrf on the emulator backend (public op), panels shared by several groups (and,
+    with panel_single_rows = 40, the short last panels on one group: both paths in one call)
+    against LAPACK: equal pivots, ratio < 30, info 0, and exactly the designed dispatches."""
+    for single in (0, 40):
+        blocked(dtype, order, seed, rows=16, single=single)
+        A = matrices.random(m, n, batch=(2,), dtype=dtype, seed=m + n)
+        lu_mod.DISPATCHES.clear()
+        with LA.use_backend("emulator"):
+            LU, piv, info = LA.lu_factor_ex(A)
+        assert dict(lu_mod.DISPATCHES) == _panel_steps_per_call(m, n, 16, single)
+        assert torch.equal(piv, lapack.getrf_pivots(A))
+        assert float(metrics.lu_factor_ratio(A, LU, piv).max()) < PASS
+        assert torch.equal(info, torch.zeros(2, dtype=torch.int32))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DID)
+def test_blocked_getrf_nb_64_and_no_host_sync(blocked, dtype):
+    """The production width (nb = 64, 64 rows per group, 256 threads) at n = 200, without any host
+    read of a tensor's values (``_ex`` ops never synchronise)."""
+    blocked(dtype, "inorder", 0, nb=64, rows=64, single=0, threads=256)
+    A = matrices.random(200, 200, dtype=dtype, seed=200)
+    with LA.use_backend("emulator"), NoHostSync():
+        LU, piv, info = LA.lu_factor_ex(A)
+    assert torch.equal(piv, lapack.getrf_pivots(A))
+    assert float(metrics.lu_factor_ratio(A, LU, piv)) < PASS
+    assert int(info) == 0
+
+
+@pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DID)
+def test_laswp_left_exact(blocked, order, seed, dtype):
+    """Column c of block c // nb gets the interchanges of every later block, in order (LAPACK's
+    per-block laswp of the columns left of each panel): equals the sequential swaps exactly."""
+    kern = blocked(dtype, order, seed)
+    B, M, N, nb = 2, 40, 37, 8
+    X = matrices.random(M, N, batch=(B,), dtype=dtype, seed=9)
+    g = torch.Generator().manual_seed(1)
+    K = min(M, N)
+    piv = torch.stack([torch.randint(i, M, (B,), generator=g) for i in range(K)], -1).to(torch.int32) + 1
+    Y = X.clone()
+    kern.swap_left(Y, piv, nb)
+    ref = X.clone()
+    for b in range(B):
+        for c in range((K - 1) // nb * nb):
+            for i in range((c // nb + 1) * nb, K):
+                q = int(piv[b, i]) - 1
+                ref[b, [i, q], c] = ref[b, [q, i], c]
+    assert torch.equal(Y, ref)
+
+
+@pytest.mark.parametrize("field,value", [("panel_nb", 48), ("panel_nb", 128), ("panel_nb", 64.0),
+                                         ("panel_rows", 0), ("panel_single_rows", -1)])
+def test_blocked_tuning_outside_limits_is_a_clear_error(monkeypatch, field, value):
+    monkeypatch.setattr(lu_mod.TUNING, field, value)
+    with pytest.raises(ValueError, match=f"TUNING.{field}"):
+        lu_mod._MetalKernels(torch.device("cpu"), torch.float32)

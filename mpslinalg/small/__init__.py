@@ -42,6 +42,10 @@ This module is the engine behind :func:`mpslinalg.inv`, :func:`mpslinalg.det`, .
 
 Backend selection (DESIGN §4): ``mps`` tensors run the Metal kernels, CPU tensors run them through
 :mod:`mpslinalg.emulator` when that backend is selected, otherwise the torch path runs the program.
+The inverse and determinant kernels come in two load variants with identical results (``direct``:
+per-thread vector loads; ``staged``: through threadgroup memory), chosen per device type by
+:data:`TUNING` (``TUNING.load["mps"] = "staged"`` switches a Mac; docs/ops/small.md says why
+``direct`` is the default).
 The program is written once, over a few primitives, and executed three ways: as torch ops
 (reference, any device), printed as one C function per matrix size (CPU: every matrix in registers,
 4/8 matrices per SIMD vector; compiled once by the emulator's compiler and cached on disk, see

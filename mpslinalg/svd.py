@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.autograd.forward_ad as _fwad
 
-from .kernels import backend_for, kernel_name, load_library
+from .kernels import backend_for, kernel_name, load_library, svd_c
 from .oplayer import checks as E
 from .oplayer import defop, functorch_active
 from .qr import qr_impl
@@ -367,9 +367,20 @@ def _complete(Ux: torch.Tensor, S: torch.Tensor, host_reads: bool) -> torch.Tens
     return torch.where(zero[:, None, :], Qc, Ux)
 
 
+def _c_serves(A: torch.Tensor) -> bool:
+    """The CPU torch backend with a C compiler runs the whole algorithm in C (outside ``torch.func``
+    transforms, which need torch ops): :mod:`mpslinalg.kernels.svd_c`."""
+    return (A.device.type == "cpu" and backend_for(A.device) == "torch" and not functorch_active()
+            and svd_c.usable(A))
+
+
 def _svd_tall(A: torch.Tensor, full: bool, compute_uv: bool):
     """SVD of a batch ``[B, m, n]`` with ``m >= n >= 1``. Returns ``(U, S, V, info)`` (``V``, not
     ``Vh``)."""
+    if _c_serves(A):  # the same algorithm in C; the zero-σ columns of V completed here
+        sweeps, host_reads = TUNING.sweeps(A.device, A.real.dtype if A.is_complex() else A.dtype, A.shape[-1])
+        U, S, V, info = svd_c.svd_tall(A, full, compute_uv, sweeps)
+        return U, S, (_complete(V, S, host_reads) if compute_uv else None), info
     Bn, m, n = A.shape
     rdt = A.real.dtype if A.is_complex() else A.dtype
     As, e, finite = _pow2_scale(A)

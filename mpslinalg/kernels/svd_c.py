@@ -1,0 +1,481 @@
+"""The SVD family's CPU kernel in C: the whole preconditioned one-sided Jacobi SVD of a batch.
+
+Why C: the torch-op Jacobi of :mod:`mpslinalg.svd` pays a Python round (~35 small ops) per rotation
+round, 0.004-0.14x torch.linalg on the CPU (docs/ops/svd.md). Here one call does, per matrix, the
+algorithm of :mod:`mpslinalg.svd`'s module docstring (DESIGN §6, LAPACK ``xGEJSV``/``xGESVJ``):
+
+1. power-of-two scaling (max |a_ij| in [1/2, 1): exact, 1e±30 inputs neither overflow nor
+   underflow); a non-finite entry gives ``info = 1`` and NaN outputs;
+2. rows sorted by decreasing max-norm, columns by decreasing 2-norm (stable), unblocked Householder
+   QR with LAPACK's ``xlarfg`` conventions (beta real, ``Q = H_0 ... H_{n-1}``);
+3. one-sided Jacobi on the columns of ``X = Rᴴ`` (column-major, ``n x n``): cyclic by rows with de
+   Rijk's pivoting (the largest remaining column first). Every pair test works with the cosine
+   ``|x_pᴴ x_q| / (‖x_p‖ ‖x_q‖)`` (``xGESVJ``'s ``AAPQ``): the dot product is accumulated in double
+   (float32/complex64 products are exact there, nothing overflows or underflows), and for
+   float64/complex128 columns below 2^-450 it is taken of the columns scaled by powers of two, so
+   the test cannot overflow or underflow. Rotate when the cosine exceeds ``tol``, count the sweep
+   as not converged when it exceeds ``ctol`` (the same ``tol = √n·u``, ``ctol = 2n·u`` as the torch
+   kernel); Rutishauser's rotation with the complex phase split off. Column norms are recomputed
+   exactly at the start of every sweep and updated after each rotation (``xGESVJ``), recomputed
+   when the update cancels (the norm falls below half);
+4. at most ``max_sweeps`` sweeps (the caller's :attr:`mpslinalg.svd.Tuning.max_sweeps`, 30 as
+   ``xGESVJ``); stop after the first sweep without a significant rotation; ``info = 2`` if the
+   last sweep run still had one;
+5. ``σ_j = ‖x_j‖`` recomputed exactly, sorted descending (stable); ``V = Pc W Σ⁻¹`` (columns with
+   ``σ = 0`` left zero: the caller completes them, :func:`mpslinalg.svd._complete`), and
+   ``U = Prᵀ Q [Vj 0; 0 I]`` by applying the reflectors to ``[Vj; 0]`` (reduced) or to
+   ``[Vj 0; 0 I]`` (``full_matrices``).
+
+Loops over a column are written for auto-vectorisation (contiguous columns, ``restrict``,
+``#pragma omp simd`` reductions with ``-fopenmp-simd``: no OpenMP runtime). Built once per dtype
+through the shared machinery (:class:`mpslinalg.kernels.codegen.CLibraries`: the emulator's
+compiler discovery, the on-disk cache), called through ``ctypes`` over the batch split across
+torch's intra-op threads. Without a compiler :func:`usable` is False and the torch-op path runs.
+
+Kernel contract
+---------------
+``svd_jacobi(A, U, S, V, info, m, n, ucols, want_uv, max_sweeps, tol, ctol, b0, b1)`` for
+matrices ``b0 <= b < b1`` of the contiguous ``[B, m, n]`` ``A`` (``m >= n >= 1``, complex
+interleaved): writes ``S [B, n]`` (real, descending, scaled back), ``info [B]`` int32 (0, 1
+non-finite, 2 no convergence) and, with ``want_uv``, ``U [B, m, ucols]`` (``ucols`` = ``n`` or
+``m``) and ``V [B, n, n]`` (``V``, not ``Vᴴ``). ``A`` is only read. Returns 0, or -1 when the
+work space cannot be allocated.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import torch
+
+from .codegen import CLibraries
+
+__all__ = ["SVD_C", "SVD_C_SOURCE", "svd_tall"]
+
+_FLAVOURS = {
+    torch.float32: ("float", 0, "FLT_MAX"),
+    torch.float64: ("double", 0, "DBL_MAX"),
+    torch.complex64: ("float", 1, "FLT_MAX"),
+    torch.complex128: ("double", 1, "DBL_MAX"),
+}
+
+SVD_C_SOURCE = r"""
+/* The SVD family's one-sided Jacobi (mpslinalg/kernels/svd_c.py): do not edit the cached copy. */
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef REAL real;  /* storage: float or double; complex entries are interleaved (re, im) */
+typedef double acc; /* accumulation: exact products for float32 */
+#if CPLX
+#define W 2
+#else
+#define W 1
+#endif
+/* float64 columns with a norm below this are scaled before their dot product (no underflow) */
+#define TINY_NRM (sizeof(real) == 8 ? 0x1p-450 : 0.0)
+
+static inline acc ssq(const real *restrict x, int64_t len) {
+  acc s = 0;
+#pragma omp simd reduction(+:s)
+  for (int64_t k = 0; k < len * W; ++k) s += (acc)x[k] * (acc)x[k];
+  return s;
+}
+
+/* ||x||, safe from underflow: a tiny sum of squares is redone on x scaled by a power of two */
+static acc nrm2(const real *restrict x, int64_t len) {
+  acc s = ssq(x, len);
+  if (s >= 0x1p-900) return sqrt(s);
+  acc mx = 0;
+  for (int64_t k = 0; k < len * W; ++k) mx = fmax(mx, fabs((acc)x[k]));
+  if (mx == 0) return 0;
+  int e;
+  frexp(mx, &e);
+  s = 0;
+  for (int64_t k = 0; k < len * W; ++k) {
+    acc v = ldexp((acc)x[k], -e);
+    s += v * v;
+  }
+  return ldexp(sqrt(s), e);
+}
+
+/* g = xᴴ y, the entries of x multiplied by sx and those of y by sy (powers of two) */
+static inline void dotc(const real *restrict x, const real *restrict y, int64_t len, acc sx, acc sy,
+                        acc *gr, acc *gi) {
+#if CPLX
+  acc sr = 0, si = 0;
+#pragma omp simd reduction(+:sr, si)
+  for (int64_t k = 0; k < len; ++k) {
+    acc xr = x[2 * k] * sx, xi = x[2 * k + 1] * sx, yr = y[2 * k] * sy, yi = y[2 * k + 1] * sy;
+    sr += xr * yr + xi * yi;
+    si += xr * yi - xi * yr;
+  }
+  *gr = sr;
+  *gi = si;
+#else
+  acc s = 0;
+#pragma omp simd reduction(+:s)
+  for (int64_t k = 0; k < len; ++k) s += ((acc)x[k] * sx) * ((acc)y[k] * sy);
+  *gr = s;
+  *gi = 0;
+#endif
+}
+
+/* x' = c x - conj(se) y, y' = se x + c y */
+static inline void rot(real *restrict x, real *restrict y, int64_t len, real c, real sr, real si) {
+#if CPLX
+  for (int64_t k = 0; k < len; ++k) {
+    real xr = x[2 * k], xi = x[2 * k + 1], yr = y[2 * k], yi = y[2 * k + 1];
+    x[2 * k] = c * xr - (sr * yr + si * yi);
+    x[2 * k + 1] = c * xi - (sr * yi - si * yr);
+    y[2 * k] = (sr * xr - si * xi) + c * yr;
+    y[2 * k + 1] = (sr * xi + si * xr) + c * yi;
+  }
+#else
+  (void)si;
+  for (int64_t k = 0; k < len; ++k) {
+    real xk = x[k], yk = y[k];
+    x[k] = c * xk - sr * yk;
+    y[k] = sr * xk + c * yk;
+  }
+#endif
+}
+
+/* stable descending order of key[0..len) into idx (insertion sort on nearly sorted keys, merge
+   by qsort for long row lists) */
+static _Thread_local const acc *sort_key; /* per thread: batches run in parallel */
+static int by_key_desc(const void *a, const void *b) {
+  int64_t i = *(const int64_t *)a, j = *(const int64_t *)b;
+  if (sort_key[i] > sort_key[j]) return -1;
+  if (sort_key[i] < sort_key[j]) return 1;
+  return (i > j) - (i < j);
+}
+static void order_desc(const acc *key, int64_t *idx, int64_t len) {
+  for (int64_t i = 0; i < len; ++i) idx[i] = i;
+  if (len > 64) { /* qsort with the index as tie-break is stable */
+    sort_key = key;
+    qsort(idx, (size_t)len, sizeof(int64_t), by_key_desc);
+    return;
+  }
+  for (int64_t i = 1; i < len; ++i) {
+    int64_t v = idx[i], j = i;
+    while (j > 0 && key[idx[j - 1]] < key[v]) { idx[j] = idx[j - 1]; --j; }
+    idx[j] = v;
+  }
+}
+
+/* Householder QR of the column-major m x n Wk in place (xgeqr2, xlarfg conventions): R on and
+   above the diagonal (real diagonal), v below it (v_0 = 1 implicit), tau[j] complex. */
+static void geqr2(real *Wk, int64_t m, int64_t n, acc *tau) {
+  for (int64_t j = 0; j < n; ++j) {
+    real *x = Wk + (j * m + j) * W;
+    acc ar = x[0], ai = CPLX ? x[1] : 0;
+    acc xn2 = ssq(x + W, m - j - 1);
+    tau[2 * j] = tau[2 * j + 1] = 0;
+    if (xn2 == 0 && ai == 0) continue; /* H = I */
+    acc beta = -copysign(sqrt(ar * ar + ai * ai + xn2), ar);
+    tau[2 * j] = (beta - ar) / beta;
+    tau[2 * j + 1] = -ai / beta;
+    /* v = x / (alpha - beta), by division: |x_i| <= |alpha - beta|, nothing overflows */
+    acc dr = ar - beta, di = ai, dn = fmax(fabs(dr), fabs(di));
+    dr /= dn;
+    di /= dn;
+    acc d2 = dr * dr + di * di;
+    for (int64_t i = 1; i < m - j; ++i) {
+#if CPLX
+      acc xr = x[2 * i] / dn, xi = x[2 * i + 1] / dn;
+      x[2 * i] = (real)((xr * dr + xi * di) / d2);
+      x[2 * i + 1] = (real)((xi * dr - xr * di) / d2);
+#else
+      x[i] = (real)((x[i] / dn) / dr);
+#endif
+    }
+    x[0] = (real)beta;
+    if (CPLX) x[1] = 0;
+    /* A(j:, j+1:) <- Hᴴ A = A - conj(tau) v (vᴴ A) */
+    for (int64_t k = j + 1; k < n; ++k) {
+      real *a = Wk + (k * m + j) * W;
+      acc wr, wi;
+      dotc(x + W, a + W, m - j - 1, 1, 1, &wr, &wi);
+      wr += a[0];
+      wi += CPLX ? a[1] : 0;
+      acc fr = tau[2 * j] * wr + tau[2 * j + 1] * wi, fi = tau[2 * j] * wi - tau[2 * j + 1] * wr;
+      a[0] -= (real)fr;
+      if (CPLX) a[1] -= (real)fi;
+      for (int64_t i = 1; i < m - j; ++i) {
+#if CPLX
+        a[2 * i] -= (real)(fr * x[2 * i] - fi * x[2 * i + 1]);
+        a[2 * i + 1] -= (real)(fr * x[2 * i + 1] + fi * x[2 * i]);
+#else
+        a[i] -= (real)(fr * x[i]);
+#endif
+      }
+    }
+  }
+}
+
+/* M <- H_0 ... H_{n-1} M for the column-major m x cols M (the reflectors of geqr2 in Wk) */
+static void apply_q(const real *Wk, const acc *tau, int64_t m, int64_t n, real *M, int64_t cols) {
+  for (int64_t j = n - 1; j >= 0; --j) {
+    const real *v = Wk + (j * m + j) * W;
+    acc tr = tau[2 * j], ti = tau[2 * j + 1];
+    if (tr == 0 && ti == 0) continue;
+    for (int64_t k = 0; k < cols; ++k) {
+      real *a = M + (k * m + j) * W;
+      acc wr, wi;
+      dotc(v + W, a + W, m - j - 1, 1, 1, &wr, &wi);
+      wr += a[0];
+      wi += CPLX ? a[1] : 0;
+      if (wr == 0 && wi == 0) continue;
+      acc fr = tr * wr - ti * wi, fi = tr * wi + ti * wr; /* tau (vᴴ a) */
+      a[0] -= (real)fr;
+      if (CPLX) a[1] -= (real)fi;
+      for (int64_t i = 1; i < m - j; ++i) {
+#if CPLX
+        a[2 * i] -= (real)(fr * v[2 * i] - fi * v[2 * i + 1]);
+        a[2 * i + 1] -= (real)(fr * v[2 * i + 1] + fi * v[2 * i]);
+#else
+        a[i] -= (real)(fr * v[i]);
+#endif
+      }
+    }
+  }
+}
+
+/* One-sided Jacobi on the n columns (length n) of X, rotations also applied to V (or NULL).
+   Returns 1 if the last sweep run made a rotation above ctol (not converged). */
+static int jacobi(real *X, real *V, int64_t n, int64_t max_sweeps, acc tol, acc ctol, acc *nrm,
+                  int64_t *col) {
+  int sig = 0;
+  for (int64_t j = 0; j < n; ++j) col[j] = j;
+  for (int64_t sweep = 0; sweep < max_sweeps; ++sweep) {
+    sig = 0;
+    for (int64_t j = 0; j < n; ++j) nrm[j] = nrm2(X + j * n * W, n);
+    for (int64_t p = 0; p < n - 1; ++p) {
+      int64_t best = p; /* de Rijk: the largest remaining column next */
+      for (int64_t j = p + 1; j < n; ++j)
+        if (nrm[col[j]] > nrm[col[best]]) best = j;
+      int64_t tmp = col[p];
+      col[p] = col[best];
+      col[best] = tmp;
+      int64_t ip = col[p];
+      real *xp = X + ip * n * W;
+      for (int64_t q = p + 1; q < n; ++q) {
+        int64_t iq = col[q];
+        real *xq = X + iq * n * W;
+        acc np = nrm[ip], nq = nrm[iq];
+        if (np == 0 || nq == 0) continue;
+        acc gr, gi, cr, ci;
+        if (np >= TINY_NRM && nq >= TINY_NRM) {
+          dotc(xp, xq, n, 1, 1, &gr, &gi);
+          cr = gr / np / nq;
+          ci = gi / np / nq;
+        } else { /* scaled columns: the products cannot underflow */
+          int ep, eq;
+          frexp(np, &ep);
+          frexp(nq, &eq);
+          dotc(xp, xq, n, ldexp(1.0, -ep), ldexp(1.0, -eq), &gr, &gi);
+          cr = gr / ldexp(np, -ep) / ldexp(nq, -eq);
+          ci = gi / ldexp(np, -ep) / ldexp(nq, -eq);
+        }
+        acc ac = hypot(cr, ci); /* |cos| of the pair's angle */
+        if (ac > ctol) sig = 1;
+        if (!(ac > tol)) continue;
+        acc zeta = (nq / np - np / nq) / (2 * ac); /* (‖x_q‖² − ‖x_p‖²) / (2 |x_pᴴ x_q|) */
+        acc t = (zeta >= 0 ? 1.0 : -1.0) / (fabs(zeta) + hypot(1.0, zeta));
+        acc c = 1 / sqrt(1 + t * t), s = c * t;
+        rot(xp, xq, n, (real)c, (real)(s * cr / ac), (real)(s * ci / ac));
+        if (V) rot(V + ip * n * W, V + iq * n * W, n, (real)c, (real)(s * cr / ac), (real)(s * ci / ac));
+        /* ‖x_p'‖² = ‖x_p‖² − t |g|, ‖x_q'‖² = ‖x_q‖² + t |g| (xGESVJ's update) */
+        acc fp = 1 - t * ac * (nq / np), fq = 1 + t * ac * (np / nq);
+        nrm[ip] = fp > 0.25 ? np * sqrt(fp) : nrm2(xp, n);
+        nrm[iq] = fq > 0.25 ? nq * sqrt(fq) : nrm2(xq, n);
+      }
+    }
+    if (!sig) break;
+  }
+  return sig;
+}
+
+static void fill_nan(real *p, int64_t len) {
+  for (int64_t k = 0; k < len * W; ++k) p[k] = NAN;
+}
+
+int svd_jacobi(const real *A, real *U, real *S, real *V, int32_t *info, int64_t m, int64_t n,
+               int64_t ucols, int64_t want_uv, int64_t max_sweeps, double tol, double ctol,
+               int64_t b0, int64_t b1) {
+  size_t bytes = sizeof(real) * W * (size_t)(m * n + 2 * n * n + m * ucols) +
+                 sizeof(acc) * (size_t)(3 * n + 2 * m) + sizeof(int64_t) * (size_t)(2 * n + m);
+  char *work = malloc(bytes);
+  if (!work) return -1;
+  real *Wk = (real *)work, *X = Wk + m * n * W, *Vj = X + n * n * W, *M = Vj + n * n * W;
+  acc *tau = (acc *)(M + m * ucols * W), *nrm = tau + 2 * n, *key = nrm + n; /* key: max(m, n) */
+  int64_t *rperm = (int64_t *)(key + 2 * m), *cperm = rperm + m, *col = cperm + n;
+  for (int64_t b = b0; b < b1; ++b) {
+    const real *a = A + b * m * n * W;
+    real *s_out = S + b * n;
+    real *u_out = want_uv ? U + b * m * ucols * W : NULL, *v_out = want_uv ? V + b * n * n * W : NULL;
+    /* 1. scale: max |a_ij| into [1/2, 1) by a power of two; non-finite input -> NaN, info 1 */
+    acc amax = 0;
+    int finite = 1;
+    for (int64_t k = 0; k < m * n; ++k) {
+      acc v = CPLX ? hypot((acc)a[W * k], (acc)a[W * k + W - 1]) : fabs((acc)a[W * k]);
+      if (!(v <= REAL_MAX)) finite = 0;
+      amax = fmax(amax, v);
+    }
+    if (!finite) {
+      info[b] = 1;
+      for (int64_t j = 0; j < n; ++j) s_out[j] = NAN;
+      if (want_uv) {
+        fill_nan(u_out, m * ucols);
+        fill_nan(v_out, n * n);
+      }
+      continue;
+    }
+    int e = 0;
+    if (amax > 0) frexp(amax, &e);
+    /* 2. rows by decreasing max-norm, columns by decreasing 2-norm (stable) */
+    for (int64_t i = 0; i < m; ++i) {
+      acc r = 0;
+      for (int64_t j = 0; j < n; ++j)
+        r = fmax(r, CPLX ? hypot((acc)a[(i * n + j) * W], (acc)a[(i * n + j) * W + W - 1])
+                         : fabs((acc)a[i * n + j]));
+      key[i] = r;
+    }
+    order_desc(key, rperm, m);
+    for (int64_t j = 0; j < n; ++j) {
+      acc s2 = 0;
+      for (int64_t i = 0; i < m; ++i)
+        for (int c = 0; c < W; ++c) {
+          acc v = ldexp((acc)a[(i * n + j) * W + c], -e);
+          s2 += v * v;
+        }
+      key[j] = s2;
+    }
+    order_desc(key, cperm, n);
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < m; ++i)
+        for (int c = 0; c < W; ++c)
+          Wk[(j * m + i) * W + c] = (real)ldexp((acc)a[(rperm[i] * n + cperm[j]) * W + c], -e);
+    geqr2(Wk, m, n, tau);
+    /* 3. X = Rᴴ (lower triangular, column-major): column j of X is row j of R, conjugated */
+    memset(X, 0, sizeof(real) * W * (size_t)(n * n));
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = j; i < n; ++i) {
+        X[(j * n + i) * W] = Wk[(i * m + j) * W];
+        if (CPLX) X[(j * n + i) * W + 1] = -Wk[(i * m + j) * W + 1];
+      }
+    if (want_uv) {
+      memset(Vj, 0, sizeof(real) * W * (size_t)(n * n));
+      for (int64_t j = 0; j < n; ++j) Vj[(j * n + j) * W] = 1;
+    }
+    int notconv = jacobi(X, want_uv ? Vj : NULL, n, max_sweeps, tol, ctol, nrm, col);
+    info[b] = notconv ? 2 : 0;
+    /* 5. sigma, sorted; U = Prᵀ Q [Vj 0; 0 I], V = Pc W Σ⁻¹ */
+    for (int64_t j = 0; j < n; ++j) key[j] = nrm2(X + j * n * W, n);
+    int64_t *srt = col; /* the Jacobi's column order is no longer needed */
+    order_desc(key, srt, n);
+    for (int64_t j = 0; j < n; ++j) s_out[j] = (real)ldexp(key[srt[j]], e);
+    if (!want_uv) continue;
+    memset(M, 0, sizeof(real) * W * (size_t)(m * ucols));
+    for (int64_t j = 0; j < n; ++j) {
+      const real *src = Vj + srt[j] * n * W;
+      for (int64_t i = 0; i < n * W; ++i) M[j * m * W + i] = src[i];
+    }
+    for (int64_t j = n; j < ucols; ++j) M[(j * m + j) * W] = 1;
+    apply_q(Wk, tau, m, n, M, ucols);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < ucols; ++j)
+        for (int c = 0; c < W; ++c) u_out[(rperm[i] * ucols + j) * W + c] = M[(j * m + i) * W + c];
+    for (int64_t j = 0; j < n; ++j) {
+      acc sg = key[srt[j]];
+      const real *w = X + srt[j] * n * W;
+      for (int64_t i = 0; i < n; ++i)
+        for (int c = 0; c < W; ++c)
+          v_out[(cperm[i] * n + j) * W + c] = sg > 0 ? (real)((acc)w[i * W + c] / sg) : 0;
+    }
+  }
+  free(work);
+  return 0;
+}
+"""
+
+FLAGS = ["-x", "c", "-O3", "-fPIC", "-shared", "-fopenmp-simd", "-fno-fast-math", "-ffp-contract=off",
+         "-Wno-psabi"]
+
+
+class SVDKernels(CLibraries):
+    """The compiled Jacobi SVD, one library per dtype (see the module docstring)."""
+
+    def __init__(self) -> None:
+        super().__init__("svd", fallback="the torch-op Jacobi (much slower; docs/ops/svd.md)")
+
+    def source(self, dtype: torch.dtype) -> tuple[str, list[str], str]:
+        real, cplx, rmax = _FLAVOURS[dtype]
+        head = f"#define REAL {real}\n#define CPLX {cplx}\n#define REAL_MAX {rmax}\n"
+        # AVX2 where this CPU has it (the small family's choice; the cache key includes the flags)
+        from .small_c import lanes_and_flags
+
+        return head + SVD_C_SOURCE, FLAGS + lanes_and_flags()[1], f"svd_c_{str(dtype).split('.')[-1]}"
+
+    def bind(self, lib: ctypes.CDLL, dtype: torch.dtype) -> None:
+        i64, vp, f64 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_double
+        lib.svd_jacobi.argtypes = [vp, vp, vp, vp, vp, i64, i64, i64, i64, i64, f64, f64, i64, i64]
+        lib.svd_jacobi.restype = ctypes.c_int
+
+
+#: The process's SVD kernels (built lazily, per dtype).
+SVD_C = SVDKernels()
+
+
+def usable(A: torch.Tensor) -> bool:
+    """The C kernel serves ``A`` (a CPU tensor of a supported dtype, with a working compiler)."""
+    return A.device.type == "cpu" and A.dtype in _FLAVOURS and SVD_C.usable(A.dtype)
+
+
+def svd_tall(A: torch.Tensor, full: bool, compute_uv: bool, max_sweeps: int
+             ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """SVD of the CPU batch ``[B, m, n]`` (``m >= n >= 1``) by the C kernel.
+
+    Parameters
+    ----------
+    A : torch.Tensor
+        float32/float64/complex64/complex128 (not modified; conj/neg views and strides resolved).
+    full : bool
+        ``U`` is ``[B, m, m]`` (else ``[B, m, n]``).
+    compute_uv : bool
+        Compute ``U`` and ``V``; else they are None.
+    max_sweeps : int
+        The sweep bound.
+
+    Returns
+    -------
+    U, S, V, info
+        ``V`` (not ``Vᴴ``) ``[B, n, n]``; columns of ``U``/``V`` whose ``σ`` is zero: see the
+        module docstring (``V``'s are zero, the caller completes them). ``info`` int32 ``[B]``.
+    """
+    A = A.resolve_conj().resolve_neg().contiguous()  # C reads the storage: bits and strides resolved
+    Bn, m, n = A.shape
+    lib = SVD_C.library(A.dtype)
+    rdt = A.real.dtype if A.is_complex() else A.dtype
+    u = torch.finfo(rdt).eps / 2
+    ucols = m if full else n
+    S = torch.empty(Bn, n, dtype=rdt)
+    info = torch.empty(Bn, dtype=torch.int32)
+    U = V = None
+    if compute_uv:
+        U = torch.empty(Bn, m, ucols, dtype=A.dtype)
+        V = torch.empty(Bn, n, n, dtype=A.dtype)
+    status: list[int] = []
+
+    def run(*args):
+        status.append(lib.svd_jacobi(*args))
+
+    SVD_C._parallel(run, Bn, A.data_ptr(), U.data_ptr() if compute_uv else None, S.data_ptr(),
+                    V.data_ptr() if compute_uv else None, info.data_ptr(), m, n, ucols, int(compute_uv),
+                    max_sweeps, (n ** 0.5) * u, 2 * n * u, grain=max(1, 2 ** 16 // (m * n)))
+    if any(status):
+        raise MemoryError(f"linalg.svd: no memory for the work space of a {m}x{n} matrix")
+    return U, S, V, info

@@ -369,9 +369,9 @@ def _complete(Ux: torch.Tensor, S: torch.Tensor, host_reads: bool) -> torch.Tens
 
 def _c_serves(A: torch.Tensor) -> bool:
     """The CPU torch backend with a C compiler runs the whole algorithm in C (outside ``torch.func``
-    transforms, which need torch ops): :mod:`mpslinalg.kernels.svd_c`."""
+    transforms, which need torch ops) up to ``TUNING.jacobi_max``: :mod:`mpslinalg.kernels.svd_c`."""
     return (A.device.type == "cpu" and backend_for(A.device) == "torch" and not functorch_active()
-            and svd_c.usable(A))
+            and A.shape[-1] <= TUNING.jacobi_max.get("cpu", 0) and svd_c.usable(A))
 
 
 def _svd_tall(A: torch.Tensor, full: bool, compute_uv: bool):

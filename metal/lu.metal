@@ -297,7 +297,8 @@ kernel void lu_panel_step(device T* A [[buffer(0)]],
       }
       threadgroup_barrier(mem_flags::mem_threadgroup);  // lmul is rewritten by the next chunk
     }
-    // the updated column col + 1 is read by other threads of the group below
+    // the updated column col + 1 is read by other threads of the group below: device-memory
+    // ordering (the chunk barriers above already order execution; the emulator cannot check this)
     threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
   }
   if (st < kl) {

@@ -26,6 +26,7 @@ are below 30 for both torch and us, ``TESTING/ctest.in``):
 from __future__ import annotations
 
 import math
+import os
 import pathlib
 import re
 import sys
@@ -483,9 +484,165 @@ def test_dropin_example_script():
     import subprocess
 
     script = pathlib.Path(__file__).resolve().parents[1] / "examples" / "dropin_camera.py"
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
+    root = str(script.parents[1])  # the checkout's package, however (or whether) it is installed
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stderr
     line = next(ln for ln in done.stdout.splitlines() if ln.startswith("calls that ran mpslinalg:"))
     for op in ("inv_ex", "lu_factor_ex", "lu_solve", "solve"):
         assert f"'{op}': 1" in line, line
     assert "degenerate DLT samples: 0" in done.stdout
+
+
+# --------------------------------------------------------------------------------------------------
+# The same table at the public ops' front doors (routing.torch_is_faster)
+# --------------------------------------------------------------------------------------------------
+
+
+def _graph_has_ours(t: torch.Tensor) -> bool:
+    """Whether the autograd graph that produced ``t`` contains one of mpslinalg's backward nodes."""
+    seen, todo = set(), [t.grad_fn]
+    while todo:
+        fn = todo.pop()
+        if fn is None or fn in seen:
+            continue
+        seen.add(fn)
+        if "mpslinalg" in type(fn).__name__:
+            return True
+        todo.extend(f for f, _ in fn.next_functions)
+    return False
+
+
+def _front_door_cases():
+    """``(WHEN key, call)``: every front door that reads the table, on a float32 batch ``A`` of 3 6x6
+    matrices (inside no default CPU region) with a right-hand side ``B``."""
+    g = torch.Generator().manual_seed(5)
+    B = torch.randn(1, 6, 2, generator=g)  # broadcasts with every batch of A
+    LU, piv = torch.linalg.lu_factor(torch.randn(1, 6, 6, generator=g) + 6 * torch.eye(6))
+    return [
+        ("inv_ex", lambda A: mpslinalg.inv(A)),
+        ("inv_ex", lambda A: mpslinalg.inv_ex(A)[0]),
+        ("slogdet", lambda A: mpslinalg.slogdet(A)[1]),
+        ("solve", lambda A: mpslinalg.solve(A, B)),
+        ("solve_ex", lambda A: mpslinalg.solve_ex(A, B)[0]),
+        ("lu_factor_ex", lambda A: mpslinalg.lu_factor(A)[0]),
+        ("lu_factor_ex", lambda A: mpslinalg.lu_factor_ex(A)[0]),
+        ("lu", lambda A: mpslinalg.lu(A)[2]),
+        ("lu_solve", lambda A: mpslinalg.lu_solve(A * 0 + LU, piv.expand(len(A), 6), B)),  # A's graph, LU's values
+        ("solve_triangular", lambda A: mpslinalg.solve_triangular(A, B, upper=True)),
+        ("qr", lambda A: mpslinalg.qr(A)[1]),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_front_door_cases())),
+                         ids=[f"{k}-{i}" for i, (k, _) in enumerate(_front_door_cases())])
+def test_front_doors_follow_the_table(routing_table, monkeypatch, case):
+    key, call = _front_door_cases()[case]
+    g = torch.Generator().manual_seed(case)
+    A0 = torch.randn(3, 6, 6, generator=g) + 6 * torch.eye(6)
+
+    def run(batch: int) -> tuple[bool, dict]:
+        A = A0[:batch].clone().requires_grad_()
+        routing.reset_decisions()
+        out = call(A)
+        return _graph_has_ours(out), routing.decisions()
+
+    # outside the table: one torch.linalg call with torch's derivative (no mpslinalg node)
+    monkeypatch.setitem(routing.WHEN, "cpu", {})
+    assert run(3) == (False, {key: {"ours": 0, "torch": 1}})
+    # inside a region: mpslinalg's op and derivative; below its batch_min: torch again
+    monkeypatch.setitem(routing.WHEN, "cpu", {key: {torch.float32: ((6, 6, 3),)}})
+    assert run(3) == (True, {key: {"ours": 1, "torch": 0}})
+    assert run(2) == (False, {key: {"ours": 0, "torch": 1}})
+    # another dtype is not in the region
+    monkeypatch.setitem(routing.WHEN, "cpu", {key: {torch.complex64: ((6, 6, 1),)}})
+    assert run(3)[0] is False
+    # ours_always: our implementation whatever the table says, and no decision is taken
+    monkeypatch.setitem(routing.WHEN, "cpu", {})
+    with routing.ours_always():
+        assert run(3) == (True, {})
+
+
+def test_front_door_outside_the_table_is_torch_linalg_exactly(routing_table, monkeypatch):
+    # no grad: the result is torch.linalg's, bit for bit (the same call), for a size the default
+    # table leaves to torch (9x9 RANSAC solves) and for one it gives to us nowhere (float64)
+    g = torch.Generator().manual_seed(0)
+    A = torch.randn(256, 9, 9, generator=g) + 9 * torch.eye(9)
+    b = torch.randn(256, 9, 1, generator=g)
+    assert torch.equal(mpslinalg.solve(A, b), torch.linalg.solve(A, b))
+    assert torch.equal(mpslinalg.inv(A.double()), torch.linalg.inv(A.double()))
+    assert routing.decisions()["solve"]["torch"] >= 1 and routing.decisions()["inv_ex"]["torch"] >= 1
+
+
+def test_det_keeps_our_derivative_outside_the_table(routing_table, monkeypatch):
+    # det's gradient at a singular matrix is the adjugate (torch.linalg.det's is not): with autograd
+    # recording, det runs our op even where the table gives the forward to torch.linalg, and takes
+    # no table decision; without autograd it is torch.linalg's call. Bound as in
+    # test_singular_det_gradient_is_the_adjugate.
+    monkeypatch.setitem(routing.WHEN, "cpu", {})
+    A = torch.tensor([[1.0, 2, 3], [4, 5, 6], [7, 8, 9]], dtype=torch.float64)
+    C = torch.empty_like(A)
+    for i in range(3):
+        for j in range(3):
+            minor = A[[k for k in range(3) if k != i]][:, [k for k in range(3) if k != j]]
+            C[i, j] = (-1) ** (i + j) * (minor[0, 0] * minor[1, 1] - minor[0, 1] * minor[1, 0])
+    s = torch.linalg.svdvals(A)
+    X = A.clone().requires_grad_()
+    routing.reset_decisions()
+    d = mpslinalg.det(X)
+    assert _graph_has_ours(d) and routing.decisions() == {}
+    (G,) = torch.autograd.grad(d, X)
+    assert (G - C).norm() <= 60 * 9 * _u(A.dtype) * (s[0] / s[1]) * C.norm()
+    assert torch.equal(mpslinalg.det(A), torch.linalg.det(A))
+    assert routing.decisions() == {"det": {"ours": 0, "torch": 1}}
+
+
+def test_small_sizes_route_by_the_table(routing_table, monkeypatch):
+    # n <= 4 goes to the small family inside a region, to torch.linalg outside it (counted calls)
+    import importlib
+
+    lu_api = importlib.import_module("mpslinalg.lu.api")  # mpslinalg.lu is also a function
+
+    calls = {"small": 0}
+    small_inv = lu_api.small.inv_ex_op
+
+    def counted(A):
+        calls["small"] += 1
+        return small_inv(A)
+
+    monkeypatch.setattr(lu_api.small, "inv_ex_op", counted)
+    monkeypatch.setitem(routing.WHEN, "cpu", {"inv_ex": {torch.float32: ((3, 4, 100),)}})
+    g = torch.Generator().manual_seed(1)
+    A = torch.randn(100, 4, 4, generator=g) + 4 * torch.eye(4)
+    mpslinalg.inv(A)
+    assert calls["small"] == 1
+    mpslinalg.inv(A[:99])      # batch below the region
+    mpslinalg.inv(A[:, :2, :2])  # order below it
+    assert calls["small"] == 1
+    assert routing.decisions()["inv_ex"] == {"ours": 1, "torch": 2}
+
+
+def test_kernel_backends_never_consult_the_table(routing_table, monkeypatch):
+    # on the emulator (and metal) backend our kernels run at every size: no table decision
+    from helpers import require_emulator
+
+    require_emulator()
+    monkeypatch.setitem(routing.WHEN, "cpu", {})
+    A = torch.randn(2, 6, 6) + 6 * torch.eye(6)
+    routing.reset_decisions()
+    with use_backend("emulator"):
+        X = mpslinalg.inv(A)
+    assert routing.decisions() == {}
+    assert ((X @ A - torch.eye(6)).abs().max() <= 30 * 6 * _u(A.dtype) * _norm1(A).amax() * _norm1(X).amax())
+
+
+def test_when_always_runs_our_implementation_at_every_size(routing_table, monkeypatch):
+    # enable(when="always") routes the call to mpslinalg and mpslinalg's implementation runs (the
+    # front doors skip the table while computing it), even where the table says torch is faster
+    monkeypatch.setitem(routing.WHEN, "cpu", {})
+    A = (torch.randn(3, 6, 6) + 6 * torch.eye(6)).requires_grad_()
+    routing.reset_decisions()
+    with mpslinalg.enabled(devices="cpu", when="always"):
+        X = torch.linalg.inv(A)
+    assert _graph_has_ours(X) and routing.decisions() == {}
+    assert routing.stats()["inv_ex"]["ours"] == 1

@@ -38,13 +38,12 @@ def _route(op, kind: str | None, name: str, A: torch.Tensor, *more: torch.Tensor
         return "op"
     if torch.compiler.is_compiling():  # no backend lookup while tracing (a ContextVar read)
         return "small" if kind is not None and 0 < A.shape[-1] <= 4 else "op"
-    direct = op.direct(A, *more)
-    if (direct or not grad_ours) and routing.torch_is_faster(name, A):
+    if (not grad_ours or op.direct(A, *more)) and routing.torch_is_faster(name, A):
         return "torch"
     if kind is not None and 0 < A.shape[-1] <= 4:
         return "small"
-    if (direct and max(A.shape[-2], A.shape[-1]) <= TUNING.direct_max.get(A.device.type, 256)
-            and not _on_kernels(A)):
+    if (max(A.shape[-2], A.shape[-1]) <= TUNING.direct_max.get(A.device.type, 256) and not _on_kernels(A)
+            and op.direct(A, *more)):
         return "torch"
     return "op"
 

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 import torch
 
+from .. import routing
 from . import overhead
 from . import workloads as registry
 from .report import Progress, best_device, environment, fmt_ms, format_environment, format_table, short_error
@@ -90,6 +91,36 @@ def _shapes(inputs: dict) -> str:
                      for k, v in inputs.items() if isinstance(v, torch.Tensor) and k != "pivots")
 
 
+#: The ``path`` column: which implementation served a row's mpslinalg call.
+PATHS = {"ours": "ours", "torch": "torch.linalg (routed)", "mixed": "ours + torch.linalg (routed)",
+         "kernels": "kernels"}
+
+
+def path_taken(backend: str, decisions: dict[str, dict[str, int]]) -> str:
+    """Which path a row's mpslinalg call took, from the front doors' decisions during it.
+
+    Parameters
+    ----------
+    backend : str
+        The device's backend (``torch``, ``emulator``, ``metal``): on the kernel backends our
+        kernels run at every size (``"kernels"``).
+    decisions : dict
+        :func:`mpslinalg.routing.decisions` counted over the call.
+
+    Returns
+    -------
+    str
+        A value of :data:`PATHS`: ``"ours"`` (mpslinalg's torch-backend implementation, also for ops
+        whose front doors do not consult the table), ``"torch.linalg (routed)"`` (outside
+        ``routing.WHEN`` every front door handed the call to torch.linalg), or both.
+    """
+    if backend != "torch":
+        return PATHS["kernels"]
+    ours = sum(d["ours"] for d in decisions.values())
+    to_torch = sum(d["torch"] for d in decisions.values())
+    return PATHS["mixed" if ours and to_torch else "torch" if to_torch else "ours"]
+
+
 def run_workload(w: Workload, device: torch.device, quick: bool, timing: bool) -> dict:
     """Run one workload: make inputs, check accuracy of ours, time ours and the peers together."""
     row: dict = {"name": w.name, "op": w.op, "description": w.description,
@@ -105,8 +136,10 @@ def run_workload(w: Workload, device: torch.device, quick: bool, timing: bool) -
         row["shapes"] = _shapes(inputs)
         first = next(iter(inputs.values()))
         row["shape"] = "x".join(map(str, first.shape))
+        routing.reset_decisions()
         out = w.ours(inputs)
         synchronize(device)
+        row["path"] = path_taken(row["backend"], routing.decisions())
     except Exception as exc:  # noqa: BLE001 - one broken op must not hide the others
         row["error"] = short_error(exc)
         row["traceback"] = traceback.format_exc()
@@ -172,14 +205,15 @@ def _ratio_cell(p: dict) -> str:
 
 def _table(rows: list[dict], device: torch.device) -> str:
     peer_names = ["torch.linalg"] + (["scipy"] if device.type == "cpu" else [])
-    headers = ["workload", "dtype", "shape", "accuracy check", "ratio", "limit", "mpslinalg ms"]
+    headers = ["workload", "dtype", "shape", "path", "accuracy check", "ratio", "limit", "mpslinalg ms"]
     for p in peer_names:
         headers += [f"{p} ms", f"{p}/ours"]
     out = []
     for r in rows:
         acc = r.get("accuracy", {})
         if "error" in r:
-            out.append([r["name"], r["dtype"], r.get("shape", ""), f"ERROR {r['error']}", "", "", "-"]
+            out.append([r["name"], r["dtype"], r.get("shape", ""), r.get("path", "-"), f"ERROR {r['error']}", "", "",
+                        "-"]
                        + ["-", "-"] * len(peer_names))
             continue
         if "value" in acc:
@@ -188,7 +222,7 @@ def _table(rows: list[dict], device: torch.device) -> str:
         else:
             check, a, lim = f"n/a ({acc.get('error', '')})", "-", ""
         ours_ms = _ms_spread(r["time"]) if "time" in r else "-"
-        cells = [r["name"], r["dtype"], r.get("shape", ""), check, a, lim, ours_ms]
+        cells = [r["name"], r["dtype"], r.get("shape", ""), r.get("path", "-"), check, a, lim, ours_ms]
         for p in peer_names:
             pr = r.get("peers", {}).get(p)
             if pr is None:
@@ -198,7 +232,7 @@ def _table(rows: list[dict], device: torch.device) -> str:
             else:
                 cells += [_ms_spread(pr), _ratio_cell(pr)]
         out.append(cells)
-    align = ["l", "l", "l", "l", "r", "r", "r"] + ["r", "r"] * len(peer_names)
+    align = ["l", "l", "l", "l", "l", "r", "r", "r"] + ["r", "r"] * len(peer_names)
     return format_table(headers, out, align=align)
 
 
@@ -287,8 +321,10 @@ def _run(args: argparse.Namespace, device: torch.device) -> int:
               "round by round in this run.\nratio columns: peer time / our time (> 1: mpslinalg is "
               "faster), the median of the per-round ratios [its 95% interval]; verdict faster/slower "
               f"only when the whole interval lies beyond {VERDICT_MARGIN:g}x (1/{VERDICT_MARGIN:g}x), "
-              "else inconclusive.\naccuracy: LAPACK test ratio over at most 256 matrices of a batch, "
-              "float64 on the CPU; pass when <= limit.")
+              "else inconclusive.\npath: ours = mpslinalg's implementation; torch.linalg (routed) = outside the "
+              "measured table mpslinalg.routing.WHEN the op is one torch.linalg call (docs/routing.md); kernels = "
+              "the Metal kernels (metal/emulator backend).\naccuracy: LAPACK test ratio over at most 256 "
+              "matrices of a batch, float64 on the CPU; pass when <= limit.")
         for r in report["rows"]:
             if "error" in r:
                 print(f"\n{r['name']} raised:\n{r['traceback']}", file=sys.stderr)

@@ -282,3 +282,37 @@ def test_main_reports_host_overhead_when_selected(monkeypatch, tmp_path, capsys)
     assert rep["rows"] == [] and [r["name"] for r in rep["host_overhead"]] == ["spin 5 us"]
     text = capsys.readouterr().out
     assert "host overhead" in text and "spin 5 us" in text and "ops meet ours <= torch.linalg + 5 us" in text
+
+
+def test_path_taken_reads_the_front_doors_decisions():
+    from mpslinalg.mainjob import PATHS, path_taken
+
+    assert path_taken("torch", {}) == PATHS["ours"]  # no front door consulted the table
+    assert path_taken("torch", {"inv_ex": {"ours": 2, "torch": 0}}) == "ours"
+    assert path_taken("torch", {"solve": {"ours": 0, "torch": 1}}) == "torch.linalg (routed)"
+    assert path_taken("torch", {"solve": {"ours": 0, "torch": 1}, "det": {"ours": 1, "torch": 0}}) == \
+        "ours + torch.linalg (routed)"
+    assert path_taken("emulator", {"solve": {"ours": 0, "torch": 1}}) == "kernels"
+    assert path_taken("metal", {}) == "kernels"
+
+
+def test_path_column_says_which_implementation_ran(routing_table, monkeypatch, capsys):
+    # the real inv row (10000 4x4 float32 inverses): inside the default CPU table it runs ours; with
+    # an empty table the front door hands it to torch.linalg; on the emulator backend the kernels run
+    from mpslinalg import routing
+    from mpslinalg.kernels import use_backend
+
+    (w,) = [w for w in _workloads.workloads() if w.name == "inv 4x4 batched"]
+    cpu = torch.device("cpu")
+    assert run_workload(w, cpu, quick=True, timing=False)["path"] == "ours"
+    assert main(["--quick", "--device", "cpu", "--only", "inv 4x4", "--no-timing"]) == 0
+    header, _, row = capsys.readouterr().out.split("| workload")[1].splitlines()[:3]
+    assert "| path " in header and "| ours " in row
+    monkeypatch.setitem(routing.WHEN, "cpu", {})
+    assert run_workload(w, cpu, quick=True, timing=False)["path"] == "torch.linalg (routed)"
+    from helpers import require_emulator
+
+    require_emulator()
+    with use_backend("emulator"):
+        row = run_workload(w, cpu, quick=True, timing=False)
+    assert row["path"] == "kernels" and row["ok"], row

@@ -16,6 +16,14 @@ A batched matmul of the same shape is timed beside the 64x64 cases as the refere
     python benchmarks/bench_triangular.py --device cuda --out results/           # the H200 run
     python benchmarks/bench_triangular.py --device cuda --out results/ --tune    # + tuning sweep
     python benchmarks/bench_triangular.py --device cpu --quick --out results/
+    python benchmarks/bench_triangular.py --device cuda --out results/ --kernel  # the Metal kernel
+
+``--kernel`` times the Metal ``trsm_small`` kernel itself (issue 16): on CUDA through the
+emulator's cuda target, the replay of a CUDA graph of 10 launches (the kernel's own GPU time,
+without the ~30 us of ctypes launch overhead per call) against graphs of 10
+``torch.linalg.solve_triangular`` calls and of 10 ``bmm`` of the same shape, in the same run; one
+row per ``TUNING.small_cols``. Elsewhere (mps: Metal; cpu: the emulator, small sizes) loops of 10
+calls.
 
 On CUDA the script first runs every case under ``torch.cuda.set_sync_debug_mode("error")`` and
 prints ``host-sync check: PASS``/``FAIL`` per case (our op must never synchronise with the host).
@@ -46,6 +54,9 @@ if TUNE:
 COUNT = "--count-ops" in sys.argv
 if COUNT:
     sys.argv.remove("--count-ops")
+KERNEL = "--kernel" in sys.argv
+if KERNEL:
+    sys.argv.remove("--kernel")
 
 #: ``TUNING.direct_max`` that never takes the one-trsm shortcut (for the tuning sweep)
 NODIRECT = {"cpu": 0, "cuda": 0}
@@ -260,6 +271,95 @@ def cases(device: torch.device, quick: bool) -> list[Case]:
     return result
 
 
+GRAPH_REPS = 10  # launches per CUDA-graph replay in --kernel mode
+
+
+def _replay(fn, device: torch.device):
+    """A callable that runs ``fn`` ``GRAPH_REPS`` times: on CUDA the replay of a captured CUDA graph
+    (warmed up outside the capture; a call that cannot be captured is run in a plain loop, and the
+    row's name says so), elsewhere a plain loop. Returns ``(callable, label)``."""
+    loop = (lambda: [fn() for _ in range(GRAPH_REPS)]), f"loop x{GRAPH_REPS}"
+    if device.type != "cuda":
+        return loop
+    fn()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(g):
+            for _ in range(GRAPH_REPS):
+                fn()
+    except Exception as exc:  # noqa: BLE001 - report and time the eager loop instead
+        print(f"  graph capture failed ({exc}); timing a loop of {GRAPH_REPS} calls")
+        return loop
+    return (lambda g=g: g.replay()), f"graph x{GRAPH_REPS}"  # g (and its memory pool) lives with it
+
+
+def kernel_cases(device: torch.device, quick: bool) -> list[Case]:
+    """The Metal ``trsm_small`` kernel (emulator cuda target) in CUDA-graph replay vs torch.linalg.
+
+    The kernel is launched with the library's own launch description
+    (:func:`mpslinalg.triangular.kernels._trsm_small_launch`: kernel variant, index maps, grid);
+    only its argument buffer is a device tensor made once, because a Python list is staged through
+    a pinned host buffer per launch, which a graph must not capture. The accuracy of what the graph
+    computed is checked (LAPACK's ratio) before the rows are timed.
+    """
+    with mpslinalg.use_backend("emulator" if device.type != "mps" else "metal"):
+        lib = mpslinalg.kernels.load_library("triangular", device)
+    gpu = device.type != "cpu"
+    b = (512 if quick else 4096) if gpu else (16 if quick else 64)
+    chunks = (4 if quick else 16) if gpu else 1
+    heads = 32 if gpu else 4
+    work = [  # name, A, B, unit, flops multiplier
+        (f"float32 {b}x64x64 lower, 64 RHS", _tri(64, (b,), torch.float32, device),
+         _rhs((b, 64, 64), torch.float32, device), False, 1.0),
+        (f"DeltaNet [1,{heads},{chunks},64,64] unit lower, 128 RHS",
+         _tri(64, (1, heads, chunks), torch.float32, device, unit=True),
+         _rhs((1, heads, chunks, 64, 128), torch.float32, device), True, 1.0),
+        (f"complex64 {b}x64x64 lower, 64 RHS", _tri(64, (b,), torch.complex64, device),
+         _rhs((b, 64, 64), torch.complex64, device), False, 4.0),
+        (f"float32 {4 * b}x16x16 lower, 16 RHS", _tri(16, (4 * b,), torch.float32, device),
+         _rhs((4 * b, 16, 16), torch.float32, device), False, 1.0),
+    ]
+    out = []
+    for name, A, B, unit, fm in work:
+        n, k = A.shape[-1], B.shape[-1]
+        A3, B3 = A.reshape(-1, n, n), B.reshape(-1, n, k)
+        nmat = A3.shape[0]
+        M = torch.randn_like(A3)
+        peers = {}
+        for pname, pfn in (("torch.linalg", lambda A=A, B=B, unit=unit: torch.linalg.solve_triangular(
+                               A, B, upper=False, unitriangular=unit)),
+                           ("bmm", lambda M=M, B3=B3: torch.bmm(M, B3))):
+            fn, label = _replay(pfn, device)
+            peers[f"{pname} ({label})"] = fn
+        for cols in (64, 128):
+            with tuning(small_cols=cols):
+                X = torch.empty_like(B3)
+                kname, tensors, prm, threads, group = tri_kernels._trsm_small_launch(A3, B3, X, False, unit)
+            # on CUDA the argument buffer is a device tensor made once: a Python list is staged
+            # through a pinned host buffer per launch, which a graph must not capture
+            arg = torch.tensor(prm, dtype=torch.int64, device=device) if device.type == "cuda" else prm
+            kern = getattr(lib, kname)
+
+            def launch(kern=kern, tensors=tensors, arg=arg, threads=threads, group=group):
+                kern(*tensors, arg, threads=threads, group_size=group)
+
+            replay, label = _replay(launch, device)
+            X.fill_(float("nan"))
+            replay()
+            synchronize(device)
+            r = triangular_ratio(A3, B3, X, unit)
+            print(f"  {name} [{kname}, {group} threads/group, small_cols={cols}] accuracy: "
+                  f"{r:.3g} {'PASS' if r < 30 else 'FAIL'}")
+            case = Case(name=f"{name} [Metal {kname} small_cols={cols}, {label}]",
+                        workload="Metal kernel via the emulator's cuda target", device=device, dtype=A.dtype,
+                        shape=f"{tuple(A.shape)} rhs {k}", ours=replay, ours_name="Metal kernel", peer=peers,
+                        bytes_moved=GRAPH_REPS * (A3.nbytes // 2 + 2 * B3.nbytes),
+                        flops=GRAPH_REPS * fm * nmat * n * n * k, sync_check=False, count_launches=False)
+            case.keep = (launch, X, A, B, M)  # the tensors the graphs use
+            out.append(case)
+    return out
+
 _VIEW_OPS = {
     "aten::view", "aten::as_strided", "aten::transpose", "aten::expand", "aten::slice", "aten::select",
     "aten::t", "aten::permute", "aten::alias", "aten::resolve_conj", "aten::detach", "aten::_reshape_alias",
@@ -330,4 +430,6 @@ if __name__ == "__main__":
         args, _ = ap.parse_known_args()
         count_ops(resolve_device(args.device), args.quick)
         raise SystemExit(0)
+    if KERNEL:
+        raise SystemExit(cli(kernel_cases, family="triangular_kernel"))
     raise SystemExit(cli(cases, family="triangular"))

@@ -215,14 +215,10 @@ def _trsm_small_shape(nmat: int, n: int, k: int, cols: int) -> tuple[int, int, i
     return nmax, ct, spg, group, ngroups
 
 
-def _trsm_small_metal(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, upper: bool, unit: bool) -> None:
-    """``X = A⁻¹ B`` for ``n <= 64`` with the fused ``trsm_small`` kernel (Metal or emulator).
-
-    An upper triangle is the reversal ``J U J`` of a lower one (rows and columns of ``A``, rows of
-    ``B`` and ``X`` reversed by index maps); transposed and conjugate views are index maps too.
-    The launch shape (systems and columns per threadgroup, register variant) is
-    :func:`_trsm_small_shape` with ``TUNING.small_cols`` columns per group.
-    """
+def _trsm_small_launch(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, upper: bool,
+                       unit: bool) -> tuple[str, tuple, list[int], int, int]:
+    """``(kernel name, tensor arguments, argument buffer, threads, group_size)`` of the
+    ``trsm_small`` launch that solves ``A X = B`` (see :func:`_trsm_small_metal`)."""
     batch, n, k = X.shape
     _check_tuning()
     if n > _TRSM_SMALL_MAX_N:
@@ -231,14 +227,24 @@ def _trsm_small_metal(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, upper: 
     b, cb, boff, bbs, brs, bcs = _kernel_strides(B, batch, upper, False)
     x, _, xoff, xbs, xrs, xcs = _kernel_strides(X, batch, upper, False)
     nmax, ct, spg, group, ngroups = _trsm_small_shape(batch, n, k, TUNING.small_cols)
-    lib = load_library("triangular", X.device)
     flags = int(unit) | (int(ca) << 1) | (int(cb) << 2)
     prm = [n, k, batch, flags, ct, spg, -(-k // ct),
            *_index_map(aoff, abs_, ars, acs, n, n, "A"), *_index_map(boff, bbs, brs, bcs, n, k, "B"),
            *_index_map(xoff, xbs, xrs, xcs, n, k, "X")]
-    getattr(lib, kernel_name("trsm_small", X.dtype, nmax))(
-        _flat(a), _flat(b), _flat(x), prm, threads=ngroups * group, group_size=group,
-    )
+    return kernel_name("trsm_small", X.dtype, nmax), (_flat(a), _flat(b), _flat(x)), prm, ngroups * group, group
+
+
+def _trsm_small_metal(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, upper: bool, unit: bool) -> None:
+    """``X = A⁻¹ B`` for ``n <= 64`` with the fused ``trsm_small`` kernel (Metal or emulator).
+
+    An upper triangle is the reversal ``J U J`` of a lower one (rows and columns of ``A``, rows of
+    ``B`` and ``X`` reversed by index maps); transposed and conjugate views are index maps too.
+    The launch shape (systems and columns per threadgroup, register variant) is
+    :func:`_trsm_small_shape` with ``TUNING.small_cols`` columns per group.
+    """
+    name, tensors, prm, threads, group = _trsm_small_launch(A, B, X, upper, unit)
+    lib = load_library("triangular", X.device)
+    getattr(lib, name)(*tensors, prm, threads=threads, group_size=group)
 
 
 def _trsm_small_triton(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, upper: bool, unit: bool) -> None:

@@ -19,6 +19,8 @@ rounds once; the bound with u = 2^-11 (half) covers that and any order summed in
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -241,3 +243,27 @@ def test_sgm_unsupported_forms_fail_to_compile(emu, body, message):
     )
     with pytest.raises(ShaderCompileError, match=message):
         emulator.compile_shader(src)
+
+
+def test_sgm_tsan_finds_the_missing_barrier(emu):
+    """ThreadSanitizer (tsan=True) sees a matrix load as the lanes' reads and the collectives as
+    synchronisation: the staging stores race with the loads exactly when the barrier is left out.
+    (The read is reported inside the shim, shim/simdgroup_matrix.h, the staging at its .metal line.)"""
+    from mpslinalg.emulator import KernelRace
+    from mpslinalg.emulator._tsan import tsan_available
+
+    if not tsan_available():
+        pytest.skip("clang's ThreadSanitizer runtime (libclang_rt.tsan-x86_64.so) is not installed")
+    lib = emu.lib("simdgroup_matrix")
+    a, b, c, exact, bound = _gemm32_inputs(1, 32, 32, 32, 0, torch.Generator().manual_seed(5))
+    out = c.clone()
+    lib.gemm32_tg(a, b, out, [32, 32, 32, 0, 1, 0, 0, 0], threads=128, group_size=128, tsan=True)
+    assert ((out.double() - exact).abs() <= bound).all()
+    with pytest.raises(KernelRace) as info:
+        lib.gemm32_tg(a, b, c.clone(), [32, 32, 32, 0, 0, 0, 0, 0], threads=128, group_size=128, tsan=True)
+    src = (Path(__file__).resolve().parent / "kernels" / "simdgroup_matrix.metal").read_text().splitlines()
+    staging = {i + 1 for i, line in enumerate(src) if "sA[r * TPAD + k] =" in line or "sB[r * TPAD + k] =" in line}
+    sites = {x.split()[-1] for r in info.value.races for x in (r.first, r.second)}  # "write at f:l:c"
+    lines = {int(s.split(":")[1]) for s in sites if s.startswith("shader.metal:")}
+    assert lines and lines <= staging
+    assert any(s.startswith("simdgroup_matrix.h:") for s in sites)

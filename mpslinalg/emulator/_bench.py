@@ -2,7 +2,9 @@
 
 Prints the compiler found (or how to install one) and the cache directory, then measures: cold
 compile of one kernel file, cached compile (a fresh in-process memo, served from the disk cache),
-and the 16x16 LU test kernel (100 matrices x 256 threads, 65 barriers each) in each order.
+the 16x16 LU test kernel (100 matrices x 256 threads, 65 barriers each) in each order, and the
+32x32 simdgroup_matrix product test kernel (100 threadgroups of 4 simdgroups, 28 matrix
+operations per simdgroup: 20 loads, 4 multiply-accumulates, 4 stores).
 CPU time (``time.process_time``) is reported next to wall time: the machines are shared.
 """
 
@@ -15,7 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
-_LU_KERNEL = Path(__file__).resolve().parents[2] / "tests" / "emulator" / "kernels" / "lu_small.metal"
+_KERNELS = Path(__file__).resolve().parents[2] / "tests" / "emulator" / "kernels"
+_LU_KERNEL = _KERNELS / "lu_small.metal"
+_SGM_KERNEL = _KERNELS / "simdgroup_matrix.metal"
 
 
 def _cpu() -> float:
@@ -75,6 +79,19 @@ def bench(repeats: int = 5) -> dict:
             )
             best_w, best_c = min(best_w, w), min(best_c, c)
         res[f"lu16_100x256_{order}_s"] = {"wall": best_w, "cpu": best_c}
+    sgm = compile_shader(_SGM_KERNEL.read_text())
+    G = 100
+    a, b, c0 = (torch.randn(G, 32, 32, generator=torch.Generator().manual_seed(k)) for k in range(3))
+    p = [32, 32, 32, 0, 1, 32 * 32, 32 * 32, 32 * 32]
+    for order in ("inorder", "shuffle"):
+        best_w = best_c = float("inf")
+        for _ in range(repeats):
+            c = c0.clone()
+            _, w, cpu = _timed(
+                lambda c=c, order=order: sgm.gemm32_tg(a, b, c, p, threads=128 * G, group_size=128, order=order, seed=1)
+            )
+            best_w, best_c = min(best_w, w), min(best_c, cpu)
+        res[f"sgm_gemm32_100x128_{order}_s"] = {"wall": best_w, "cpu": best_c}
     return res
 
 

@@ -160,3 +160,119 @@ def test_sizes_beyond_32_bit_indexing_are_a_clear_error():
     assert tri._index_map(5, 10**12, 2**20, 1, 2**11, 2**11, "A") == [5, 10**12, 2**20, 1]
     with pytest.raises(ValueError, match="32-bit"):
         tri._index_map(0, 0, 2**20, 1, 2**12, 2**12, "B")
+
+
+# --------------------------------------------------------------------------------------------------
+# trsm_small: launch shapes, several systems per threadgroup, operation order, non-finite values
+# --------------------------------------------------------------------------------------------------
+
+
+def test_trsm_small_launch_shapes_fit_the_kernel():
+    """Every launch the host can make fits the kernel's compile-time limits (metal/triangular.metal):
+    the triangles of a group fit TRI_SMALL_QUADS, a group is whole simdgroups and at most
+    TRI_SMALL_GROUP threads, the threads that own columns cover spg systems x ct columns, and the
+    grid covers every (system, column)."""
+    for cols in (32, 64, 96, 128):
+        for n in range(1, 65):
+            nq = 4 * -(-n // 16)
+            quads = nq * (nq + 1) * 2
+            for nmat in (1, 7, 4096):
+                for k in (1, 2, 3, 16, 31, 40, 64, 65, 128, 200):
+                    nmax, ct, spg, group, ngroups = tri._trsm_small_shape(nmat, n, k, cols)
+                    assert n <= nmax in tri._TRSM_SMALL_NMAX
+                    assert spg * quads <= tri._TRSM_SMALL_QUADS
+                    assert group % 32 == 0 and spg * ct <= group <= tri._TRSM_SMALL_GROUP
+                    assert 1 <= spg <= nmat and ct == min(cols, k)
+                    assert ngroups == -(-nmat // spg) * -(-k // ct)
+    # the two workloads of issue 16: one system of 64 columns per group; DeltaNet's 128 columns in
+    # two groups of 64 (or one of 128); small systems share groups
+    assert tri._trsm_small_shape(4096, 64, 64, 64) == (64, 64, 1, 64, 4096)
+    assert tri._trsm_small_shape(512, 64, 128, 64) == (64, 64, 1, 64, 1024)
+    assert tri._trsm_small_shape(512, 64, 128, 128) == (64, 128, 1, 128, 512)
+    assert tri._trsm_small_shape(100, 16, 16, 64) == (16, 16, 4, 64, 25)
+    assert tri._trsm_small_shape(100, 9, 1, 64) == (16, 1, 13, 32, 8)
+
+
+def _substitution_f32(L: torch.Tensor, B: torch.Tensor, unit: bool) -> torch.Tensor:
+    """Forward substitution in float32 with trsm_small's (and LAPACK's) order of operations: x_i =
+    (b_i - L_i0 x_0 - L_i1 x_1 - ... ) / L_ii, each product and difference rounded on its own (the
+    kernels are compiled without FMA contraction) and a true division."""
+    X = B.clone()
+    n = L.shape[-1]
+    for j in range(n):
+        if not unit:
+            X[:, j] = X[:, j] / L[:, j, j, None]
+        X[:, j + 1:] = X[:, j + 1:] - L[:, j + 1:, j, None] * X[:, j, None, :]
+    return X
+
+
+@pytest.mark.parametrize("order,seed", ORDERS, ids=ORDER_IDS)
+@pytest.mark.parametrize("cols", [32, 128])
+def test_trsm_small_several_systems_per_group(lib, monkeypatch, order, seed, cols):
+    """Small systems share a threadgroup (their triangles side by side in threadgroup memory), the
+    last group partly empty, partial 16-row blocks, threads that only stage: float32 results are
+    bit-identical to sequential substitution in the same order of operations (which the kernel
+    claims), complex64 results pass LAPACK's ratio (< 30, Higham Thm 8.5). NaN fills the triangle
+    that must not be read."""
+    monkeypatch.setattr(tri, "load_library", lambda family, device: InOrder(lib, order, seed))
+    monkeypatch.setattr(tri.TUNING, "small_cols", cols)
+    for dtype in (torch.float32, torch.complex64):
+        for n, k, nmat in ((5, 1, 30), (16, 3, 11), (33, 20, 3), (9, 40, 5)):
+            unit = n % 2 == 1
+            T = matrices.triangular(n, False, unit, "gaussian", batch=(nmat,), dtype=dtype, seed=n + k,
+                                    fill=float("nan"))
+            B = torch.randn(nmat, n, k, dtype=torch.float64).to(dtype)
+            X = torch.empty_like(B)
+            spg = tri._trsm_small_shape(nmat, n, k, cols)[2]
+            assert spg > 1 or n > 16 or 2 * k > cols  # the small cases do share groups
+            tri._trsm_small_metal(T, B, X, False, unit)
+            if dtype == torch.float32:
+                Xr = _substitution_f32(metrics.triangle(T, upper=False, unitriangular=unit).float(), B, unit)
+                torch.testing.assert_close(X, Xr, rtol=0, atol=0, equal_nan=True)
+            ratio = metrics.triangular_residual_ratio(T, X, B, False, True, unit)
+            assert float(ratio.max()) < metrics.PASS_RATIO, (dtype, n, k)
+
+
+@pytest.mark.parametrize("order,seed", ORDERS, ids=ORDER_IDS)
+def test_trsm_small_nonfinite_values_propagate_as_substitution(lib, monkeypatch, order, seed):
+    """A zero pivot, an inf and a NaN in B give the inf/NaN pattern of sequential substitution
+    (as LAPACK's trsm: no error), bit for bit in float32, and only in the columns they reach."""
+    monkeypatch.setattr(tri, "load_library", lambda family, device: InOrder(lib, order, seed))
+    n, k = 40, 6
+    T = matrices.triangular(n, False, False, "well", kappa=4.0, batch=(3,), seed=5)
+    T[0, 20, 20] = 0  # zero pivot in system 0: columns of x go inf/nan from row 20 on
+    B = torch.randn(3, n, k, dtype=torch.float64).float()
+    B[1, 3, 2] = float("inf")
+    B[2, 30, 4] = float("nan")
+    X = torch.empty_like(B)
+    tri._trsm_small_metal(T, B, X, False, False)
+    torch.testing.assert_close(X, _substitution_f32(T, B, False), rtol=0, atol=0, equal_nan=True)
+    assert not bool(X[0, 20:].isfinite().any()) and bool(X[0, :20].isfinite().all())
+    assert not bool(X[1, 3:, 2].isfinite().all()) and bool(X[1][:, [0, 1, 3, 4, 5]].isfinite().all())
+    assert bool(X[2, 30:, 4].isnan().all()) and bool(X[2, :30].isfinite().all())
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64], ids=["float32", "complex64"])
+def test_trsm_small_on_the_cuda_target(dtype):
+    """The same kernel compiled for an NVIDIA GPU (DESIGN §5b) through the library's call site, the
+    issue-16 shapes (64 x 64 with 64 right-hand sides; DeltaNet's unit triangles with 128) and a
+    several-systems-per-group shape: float32 bit-identical to sequential substitution (same order
+    of operations, no FMA contraction on either target, correctly rounded division), LAPACK's
+    ratio < 30 for both dtypes. Run under compute-sanitizer racecheck by scripts/gpu_check.sh's
+    instructions in docs/ops/solve_triangular.md."""
+    import mpslinalg
+
+    for n, k, nmat, unit in ((64, 64, 256, False), (64, 128, 64, True), (12, 5, 100, False)):
+        T = matrices.triangular(n, False, unit, "gaussian", batch=(nmat,), dtype=dtype, seed=n + k,
+                                fill=float("nan"))
+        B = torch.randn(nmat, n, k, dtype=torch.float64).to(dtype)
+        with mpslinalg.use_backend("emulator"):
+            X = torch.empty_like(B).cuda()
+            tri._trsm_small_metal(T.cuda(), B.cuda(), X, False, unit)
+        X = X.cpu()
+        if dtype == torch.float32:
+            Xr = _substitution_f32(metrics.triangle(T, upper=False, unitriangular=unit).float(), B, unit)
+            torch.testing.assert_close(X, Xr, rtol=0, atol=0, equal_nan=True)
+        ratio = metrics.triangular_residual_ratio(T, X, B, False, True, unit)
+        assert float(ratio.max()) < metrics.PASS_RATIO, (n, k)

@@ -5,7 +5,7 @@
 #   here (clang):   python -m mpslinalg.emulator build --target cuda --out .cubins
 #   on the GPU:     bash benchmarks/run_gpu.sh STEP...      (carry .cubins)
 #
-# STEPs: matmul triangular triangular-tune lu lu-tune small pinv-lstsq qr roofline main main-quick pytest gpucheck
+# STEPs: matmul triangular triangular-kernel triangular-tune lu lu-tune small pinv-lstsq qr roofline main main-quick pytest gpucheck
 # Time limit per step: $STEP_LIMIT seconds (default 240), or LIMIT_<step> (dashes as _).
 # Results: $OUT/gpu_results.tgz (markdown + JSON + logs) and $OUT/summary.md (the tables).
 set -u -o pipefail
@@ -32,6 +32,7 @@ for s in "$@"; do
   case "$s" in
     matmul) step matmul $PY benchmarks/bench_matmul.py --device cuda --out "$RES" ;;
     triangular) step triangular $PY benchmarks/bench_triangular.py --device cuda --out "$RES" ;;
+    triangular-kernel) step triangular-kernel $PY benchmarks/bench_triangular.py --device cuda --out "$RES" --kernel ;;
     triangular-tune) step triangular-tune $PY benchmarks/bench_triangular.py --device cuda --out "$RES" --tune ;;
     lu) step lu $PY benchmarks/bench_lu.py --device cuda --out "$RES" ;;
     lu-tune) step lu-tune $PY benchmarks/bench_lu.py --device cuda --out "$RES" --tune ;;

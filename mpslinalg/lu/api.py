@@ -34,12 +34,13 @@ def _route(op, kind: str | None, name: str, A: torch.Tensor, *more: torch.Tensor
     * ``"op"``: the declared op. Under ``torch.func`` transforms and on meta tensors the LU path
       serves ``n <= 4`` too (it supports them).
     """
-    if _functorch() or A.device.type == "meta":
+    # first: the common CPU/CUDA case (torch_is_faster checks compile, transforms and the backend)
+    if (not grad_ours or op.direct(A, *more)) and routing.torch_is_faster(name, A):
+        return "torch"
+    if _functorch() or A.is_meta:
         return "op"
     if torch.compiler.is_compiling():  # no backend lookup while tracing (a ContextVar read)
         return "small" if kind is not None and 0 < A.shape[-1] <= 4 else "op"
-    if (not grad_ours or op.direct(A, *more)) and routing.torch_is_faster(name, A):
-        return "torch"
     if kind is not None and 0 < A.shape[-1] <= 4:
         return "small"
     if (max(A.shape[-2], A.shape[-1]) <= TUNING.direct_max.get(A.device.type, 256) and not _on_kernels(A)

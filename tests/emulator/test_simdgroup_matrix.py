@@ -103,6 +103,24 @@ def test_sgm_gemm32_threadgroup_memory(shader, order, b_transposed):
     assert torch.equal(out[:, :, 32:], c[:, :, 32:])  # the padding columns stay
 
 
+def test_sgm_gemm32_scalar_baseline(shader, order):
+    """The benchmark's baseline without simdgroup_matrix computes the same product: sums of 32
+    products in k order, then + c (k = 33 roundings at most)."""
+    gen = torch.Generator().manual_seed(13)
+    batch, lda, ldb, ldc = 2, 40, 35, 33
+    a, b, c, exact, _ = _gemm32_inputs(batch, lda, ldb, ldc, 0, gen)
+    bound = gamma(33, U[torch.float32]) * (a[:, :, :32].double().abs() @ b[:, :, :32].double().abs()
+                                           + c[:, :, :32].double().abs())
+    args = [shader.tensor(t) for t in (a, b, c)]
+    p = [lda, ldb, ldc, 0, 1, 32 * lda, 32 * ldb, 32 * ldc]
+    shader.run(shader.lib("simdgroup_matrix").gemm32_scalar, *args, p, threads=128 * batch, group_size=128,
+               order=order[0], seed=order[1])
+    out = args[2].cpu()
+    err = (out[:, :, :32].double() - exact).abs()
+    assert (err <= bound).all(), float((err / bound).max())
+    assert torch.equal(out[:, :, 32:], c[:, :, 32:])
+
+
 def test_sgm_gemm32_device_memory(shader, order):
     gen = torch.Generator().manual_seed(11)
     batch, lda, ldb, ldc = 2, 37, 41, 34

@@ -72,6 +72,33 @@ kernel void gemm32_tg(device const float *A [[buffer(0)]], device const float *B
   for (uint j = 0; j < 4; j++) simdgroup_store(acc[j], c, ulong(p[2]), ulong2(8 * j, 8 * sg));
 }
 
+// The same product and staging without simdgroup_matrix (the baseline the benchmark compares
+// with): thread t computes row t / 4, columns 8 (t % 4) .. + 7, k in order. p as gemm32_tg's
+// (b_transposed must be 0).
+kernel void gemm32_scalar(device const float *A [[buffer(0)]], device const float *B [[buffer(1)]],
+                          device float *C [[buffer(2)]], constant long *p [[buffer(3)]],
+                          uint g [[threadgroup_position_in_grid]], uint t [[thread_index_in_threadgroup]]) {
+  threadgroup float sA[32 * TPAD];
+  threadgroup float sB[32 * TPAD];
+  device const float *a = A + g * p[5];
+  device const float *b = B + g * p[6];
+  device float *c = C + g * p[7];
+  for (uint i = t; i < 32 * 32; i += 128) {
+    const uint r = i / 32, k = i % 32;
+    sA[r * TPAD + k] = a[r * p[0] + k];
+    sB[r * TPAD + k] = b[r * p[1] + k];
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  const uint r = t / 4, c0 = 8 * (t % 4);
+  float acc[8];
+  for (uint j = 0; j < 8; j++) acc[j] = 0.0f;
+  for (uint k = 0; k < 32; k++) {
+    const float x = sA[r * TPAD + k];
+    for (uint j = 0; j < 8; j++) acc[j] += x * sB[k * TPAD + c0 + j];
+  }
+  for (uint j = 0; j < 8; j++) c[r * p[2] + c0 + j] += acc[j];
+}
+
 // The same product straight from device memory: each simdgroup walks matrix_origin over A's
 // rows 8*sg.. and B's columns; the result goes through threadgroup memory (stored there, then
 // loaded back transposed and stored transposed to C: two transpositions are the identity).

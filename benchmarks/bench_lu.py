@@ -276,8 +276,9 @@ def _kernel_lu_cases(device, quick) -> list[Case]:
             rows.append(case)
     if TUNE:
         A = _randn((1024, 1024), torch.complex64, device, 41)
-        for kw in ({"panel_rows": 32}, {"panel_rows": 128}, {"panel_single_rows": 0},
-                   {"panel_single_rows": 1024}, {"panel_nb": 32}, {"panel_threads": 128}):
+        for kw in ({"panel_rows": 16}, {"panel_rows": 32}, {"panel_single_rows": 0},
+                   {"panel_single_rows": 1024}, {"panel_nb": 32}, {"panel_nb": 32, "panel_rows": 128},
+                   {"panel_threads": 128, "panel_rows": 32}):
             label = ", ".join(f"{k}={v}" for k, v in kw.items())
             case = _kernel_lu_case(f"lu_factor complex64 n=1024 [{label}]", A, device, **kw)
             if case is not None:

@@ -5,11 +5,12 @@
 //
 //   lu_panel_{f32,c64}   factor the m x w panel A[o:M, o:o+w] of every matrix in the batch in place
 //                        (one threadgroup per matrix, in device memory, any M);
-//   lu_small_{f32,c64}   factor whole matrices with M, N <= 32 in threadgroup memory
-//                        (one threadgroup per matrix; RANSAC 9x9, VMC 32x32);
+//   lu_small_{f32,c64}_W_S  factor whole matrices with M, N <= W (8, 16, 32) in registers, 32 / W
+//                        matrices per simdgroup (RANSAC 9x9, VMC 32x32);
 //   lu_laswp_{f32,c64}   apply the row interchanges piv[k1:k2] to the columns [c0, c0 + nc) of
 //                        every matrix, forward or reverse (one thread per column, no barriers);
-//   lu_small_solve_{f32,c64}  factor and solve A X = B for n, k <= 32 in one dispatch (RANSAC).
+//   lu_small_solve_{f32,c64}_W_KC_S  factor and solve A X = B for n <= W, k <= KC (1, 8) in one
+//                        dispatch, as lu_small (RANSAC).
 //
 // LAPACK semantics (getf2 / getrf2):
 //   * the pivot of column j is the FIRST row of largest |Re| + |Im| (i?amax) among rows j..M-1;
@@ -35,11 +36,6 @@
 constant constexpr uint LU_PANEL_MAX_THREADS = 256;
 // Threads that share one row in lu_panel's rank-1 update (one simdgroup: consecutive columns).
 constant constexpr uint LU_PANEL_LANES = 32;
-// Largest matrix order of lu_small, and the padded row stride of its threadgroup tile.
-constant constexpr int LU_SMALL_MAX = 32;
-constant constexpr int LU_SMALL_LD = 33;
-// Row stride of lu_small_solve's augmented tile [A | B] (n + k <= 64 columns, padded).
-constant constexpr int LU_SOLVE_LD = 65;
 
 // ---- LU-specific scalar rules --------------------------------------------------------------------
 
@@ -178,7 +174,7 @@ kernel void lu_panel(device T* A [[buffer(0)]],
 // One column step of getf2 on a TALL panel (rows [o, M) x columns [o, o + w)) shared by G
 // threadgroups per matrix: group g owns the rows [o + g*R, o + (g+1)*R). Partial pivoting needs the
 // whole column's maximum before the next column can be eliminated, and threadgroups cannot wait
-// for each other inside a dispatch, so the host issues w + 1 dispatches per panel, step = 0 .. w'
+// for each other inside a dispatch, so the host issues w' + 1 dispatches per panel, step = 0 .. w'
 // (w' = min(M - o, w)); dispatch `step` does
 //   A. (step > 0) finish column col = o + step - 1: every group reduces the G candidates of the
 //      previous dispatch itself (same total order: the sequential scan's pivot, no atomics), takes
@@ -188,9 +184,16 @@ kernel void lu_panel(device T* A [[buffer(0)]],
 //   B. (step < w') search column col + 1 in its own rows and publish its best candidate (value,
 //      row, and that row's w panel entries), and the diagonal row's entries if it owns it.
 // Candidate buffers alternate between two slots by step parity (read slot != written slot).
+// Latency, not bandwidth, bounds a step: each thread loads its share of the group's block (element
+// e = tid + k * ntg, k < LU_STEP_MAX_E, held in registers) together with the candidates, so a step
+// costs two dependent rounds of loads (candidates + block, then the pivot row), not one per row.
 // Same rules as lu_panel: first largest |Re| + |Im| (NaN first), zero pivot: no swap, no scaling,
 // info; sfmin rule. Buffers (per matrix b): cand_v/cand_i [B, 2, G], cand_rows [B, 2, G + 1, w].
-// Grid: threads = B * G * ntg, group_size = ntg (a power of two, 32 <= ntg <= 256).
+// Grid: threads = B * G * ntg, group_size = ntg (a power of two, 32 <= ntg <= 256); the host checks
+// R * w <= ntg * LU_STEP_MAX_E and R <= LU_STEP_MAX_ROWS.
+constant constexpr int LU_STEP_MAX_E = 16;
+constant constexpr int LU_STEP_MAX_ROWS = 256;
+
 template <typename T>
 [[max_total_threads_per_threadgroup(256)]]  // = LU_PANEL_MAX_THREADS
 kernel void lu_panel_step(device T* A [[buffer(0)]],
@@ -212,7 +215,7 @@ kernel void lu_panel_step(device T* A [[buffer(0)]],
                           uint tg [[threadgroup_position_in_grid]]) {
   threadgroup float red_v[LU_PANEL_MAX_THREADS];
   threadgroup int red_i[LU_PANEL_MAX_THREADS];
-  threadgroup T lmul[LU_PANEL_MAX_THREADS];  // multipliers of the rows of one chunk
+  threadgroup T lmul[LU_STEP_MAX_ROWS];  // the multipliers of the group's rows
   const int ng = (int)G;
   const int b = (int)(tg / (uint)ng);
   const int g = (int)(tg % (uint)ng);
@@ -227,12 +230,26 @@ kernel void lu_panel_step(device T* A [[buffer(0)]],
   const int nt = (int)ntg;
   const int rlo = c0 + g * (int)R;
   const int rhi = min(m, rlo + (int)R);
+  const int ne = (rhi - rlo) * nw;  // elements of the group's block
   device float* cv = cand_v + (long)b * 2 * ng;
   device int* ci = cand_i + (long)b * 2 * ng;
   device T* crow = cand_rows + (long)b * 2 * (ng + 1) * nw;
+  const int jc = st - 1;  // the column finished in phase A, relative to o (-1: none)
+  const int col = c0 + jc;
+  const int cmin = max(jc, 0);  // columns [0, cmin) of rows below col do not change in this step
+  // the block's rows below col, columns >= cmin, into registers (all loads issued at once)
+  T v[LU_STEP_MAX_E];
+  for (int k = 0; k < LU_STEP_MAX_E; ++k) {
+    const int e = t + k * nt;
+    const int r = rlo + e / nw;
+    const int c = e % nw;
+    v[k] = (e < ne && r > col && c >= cmin) ? a[r * n + c0 + c] : s_zero<T>();
+  }
+  // phase A: the pivot of column col, then the swap, scaling and rank-1 update of the group's rows
+  bool swap = false;
+  int p = col;
+  device const T* drow = crow;
   if (st > 0) {
-    const int jc = st - 1;  // the column finished, relative to o
-    const int col = c0 + jc;
     const int slot = jc & 1;
     float best = -1.0f;
     int bi = m;
@@ -243,12 +260,12 @@ kernel void lu_panel_step(device T* A [[buffer(0)]],
       }
     }
     lu_pivot_reduce(red_v, red_i, best, bi, tid, ntg);
-    const int p = (red_i[0] >= m) ? col : red_i[0];
+    p = (red_i[0] >= m) ? col : red_i[0];
     device const T* prow = crow + (long)(slot * (ng + 1) + (p - c0) / (int)R) * nw;
-    device const T* drow = crow + (long)(slot * (ng + 1) + ng) * nw;
+    drow = crow + (long)(slot * (ng + 1) + ng) * nw;
     const T pivot = prow[jc];
     const bool nonzero = !s_is_zero(pivot);
-    const bool swap = nonzero && p != col;
+    swap = nonzero && p != col;
     device const T* urow = swap ? prow : drow;  // row col of U
     if (g == 0 && t == 0) {
       piv[(long)b * K + col] = p + 1;
@@ -263,54 +280,43 @@ kernel void lu_panel_step(device T* A [[buffer(0)]],
     }
     const bool recip = s_abs(pivot) >= S_SFMIN;
     const T rp = lu_recip(pivot);
-    const int lane = (int)(tid % LU_PANEL_LANES);
-    const int rsub = (int)(tid / LU_PANEL_LANES);
-    const int rstep = (int)(ntg / LU_PANEL_LANES);
-    // rows below col in chunks of nt (a uniform trip count: the barriers are reached by all)
-    for (int r0 = max(rlo, col + 1); r0 < rhi; r0 += nt) {
-      const int cnt = min(nt, rhi - r0);
-      if (t < cnt) {
-        const int r = r0 + t;
-        T l = (swap && r == p) ? drow[jc] : a[r * n + col];
+    for (int k = 0; k < LU_STEP_MAX_E; ++k) {  // the multipliers: column jc of rows below col
+      const int e = t + k * nt;
+      const int r = rlo + e / nw;
+      if (e < ne && r > col && e % nw == jc) {
+        T l = (swap && r == p) ? drow[jc] : v[k];
         if (nonzero) {
           l = lu_scale(l, pivot, rp, recip);
         }
-        lmul[t] = l;
-        a[r * n + col] = l;
+        v[k] = l;
+        lmul[r - rlo] = l;
       }
-      threadgroup_barrier(mem_flags::mem_threadgroup);
-      for (int q = rsub; q < cnt; q += rstep) {
-        const int r = r0 + q;
-        const T l = lmul[q];
-        if (swap && r == p) {  // the old diagonal row moves here: its L part, then its update
-          for (int c = lane; c < jc; c += (int)LU_PANEL_LANES) {
-            a[r * n + c0 + c] = drow[c];
-          }
-          for (int c = jc + 1 + lane; c < nw; c += (int)LU_PANEL_LANES) {
-            a[r * n + c0 + c] = drow[c] - s_mul(l, urow[c]);
-          }
-        } else {
-          for (int c = jc + 1 + lane; c < nw; c += (int)LU_PANEL_LANES) {
-            a[r * n + c0 + c] -= s_mul(l, urow[c]);
-          }
-        }
-      }
-      threadgroup_barrier(mem_flags::mem_threadgroup);  // lmul is rewritten by the next chunk
     }
-    // the updated column col + 1 is read by other threads of the group below: device-memory
-    // ordering (the chunk barriers above already order execution; the emulator cannot check this)
-    threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    for (int k = 0; k < LU_STEP_MAX_E; ++k) {
+      const int e = t + k * nt;
+      const int r = rlo + e / nw;
+      const int c = e % nw;
+      if (e < ne && r > col && c > jc) {
+        v[k] = ((swap && r == p) ? drow[c] : v[k]) - s_mul(lmul[r - rlo], urow[c]);
+      }
+    }
   }
+  // phase B: the group's candidate for column o + st (rows >= o + st, updated values in v)
   if (st < kl) {
-    const int col = c0 + st;
+    const int cs = c0 + st;
     const int slot = st & 1;
     float best = -1.0f;
     int bi = m;
-    for (int r = max(rlo, col) + t; r < rhi; r += nt) {
-      const float v = s_abs1(a[r * n + col]);
-      if (lu_pivot_beats(v, r, best, bi)) {
-        best = v;
-        bi = r;
+    for (int k = 0; k < LU_STEP_MAX_E; ++k) {
+      const int e = t + k * nt;
+      const int r = rlo + e / nw;
+      if (e < ne && r >= cs && e % nw == st) {
+        const float x = s_abs1(v[k]);
+        if (lu_pivot_beats(x, r, best, bi)) {
+          best = x;
+          bi = r;
+        }
       }
     }
     lu_pivot_reduce(red_v, red_i, best, bi, tid, ntg);
@@ -319,162 +325,365 @@ kernel void lu_panel_step(device T* A [[buffer(0)]],
       cv[slot * ng + g] = red_v[0];
       ci[slot * ng + g] = win;
     }
+    // publish the winner's and the diagonal row's w entries: columns >= cmin from the registers,
+    // the unchanged columns < cmin from A (or from the old diagonal row where it moves this step)
     device T* out = crow + (long)(slot * (ng + 1) + g) * nw;
     device T* dout = crow + (long)(slot * (ng + 1) + ng) * nw;
-    for (int c = t; c < nw; c += nt) {
-      if (win < m) {
-        out[c] = a[win * n + c0 + c];
+    const bool owns_diag = rlo <= cs && cs < rhi;
+    for (int k = 0; k < LU_STEP_MAX_E; ++k) {
+      const int e = t + k * nt;
+      const int r = rlo + e / nw;
+      const int c = e % nw;
+      if (e < ne && c >= cmin) {
+        if (r == win) {
+          out[c] = v[k];
+        }
+        if (r == cs) {
+          dout[c] = v[k];
+        }
       }
-      if (rlo <= col && col < rhi) {
-        dout[c] = a[col * n + c0 + c];
+    }
+    for (int c = t; c < cmin; c += nt) {
+      if (win < m) {
+        out[c] = (swap && win == p) ? drow[c] : a[win * n + c0 + c];
+      }
+      if (owns_diag) {
+        dout[c] = (swap && cs == p) ? drow[c] : a[cs * n + c0 + c];
+      }
+    }
+  }
+  // the group's changed entries back to A (rows below col; the swapped-in row's L part)
+  if (st > 0) {
+    for (int k = 0; k < LU_STEP_MAX_E; ++k) {
+      const int e = t + k * nt;
+      const int r = rlo + e / nw;
+      const int c = e % nw;
+      if (e < ne && r > col) {
+        if (c >= jc) {
+          a[r * n + c0 + c] = v[k];
+        } else if (swap && r == p) {
+          a[r * n + c0 + c] = drow[c];
+        }
       }
     }
   }
 }
 
-// ---- elimination in threadgroup memory (lu_small, lu_small_solve) -------------------------------
+// ---- small LU in registers (lu_small, lu_small_solve) --------------------------------------------
 //
-// getf2 on the rows [0, m) of a tile with row stride LD whose first `width` columns are eliminated
-// as whole rows (lu_small: the matrix; lu_small_solve: [A | B], so B is permuted with A), pivots
-// from the first k columns. Thread 0 does the pivot search with the sequential scan (start at the
-// diagonal, lu_pivot_beats); the swap, scaling and update are spread over the group. Writes the
-// pivots to piv (when not null) and the first zero pivot to *info.
-template <typename T, int LD>
-inline void lu_tile_getf2(threadgroup T* s, threadgroup int* sp, int m, int width, int k,
-                          device int* piv, device int* info, int t0, int nt) {
-  for (int j = 0; j < k; ++j) {
-    if (t0 == 0) {
-      int p = j;
-      float best = s_abs1(s[j * LD + j]);
-      for (int r = j + 1; r < m; ++r) {
-        const float v = s_abs1(s[r * LD + j]);
-        if (lu_pivot_beats(v, r, best, p)) {
-          best = v;
-          p = r;
-        }
-      }
-      sp[0] = p;
-      if (piv) {
-        piv[j] = p + 1;
-      }
-      if (s_is_zero(s[p * LD + j]) && *info == 0) {
-        *info = j + 1;
-      }
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int p = sp[0];
-    const T pivot = s[p * LD + j];
-    threadgroup_barrier(mem_flags::mem_threadgroup);  // all have read the pivot before the swap
-    if (!s_is_zero(pivot)) {
-      if (p != j) {
-        for (int c = t0; c < width; c += nt) {
-          const T x = s[j * LD + c];
-          s[j * LD + c] = s[p * LD + c];
-          s[p * LD + c] = x;
-        }
-      }
-      threadgroup_barrier(mem_flags::mem_threadgroup);
-      const bool use_recip = s_abs(pivot) >= S_SFMIN;
-      const T rp = lu_recip(pivot);
-      for (int r = j + 1 + t0; r < m; r += nt) {
-        s[r * LD + j] = lu_scale(s[r * LD + j], pivot, rp, use_recip);
-      }
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    for (int r = j + 1 + t0; r < m; r += nt) {  // one row per thread (odd row stride: no bank conflicts)
-      const T l = s[r * LD + j];
-      for (int c = j + 1; c < width; ++c) {
-        s[r * LD + c] -= s_mul(l, s[j * LD + c]);
-      }
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+// W lanes per matrix (W = 8, 16 or 32: 32 / W matrices per simdgroup); lane r of a segment holds
+// row r of its matrix in registers (W columns, zero padded) and never gives it away. LAPACK's
+// interchange of rows j and p becomes an exchange of two *positions*: every lane tracks the
+// position `pos` its row has after the interchanges so far, so a swap moves no data. Per column j:
+// the pivot search is two butterfly reductions over the segment (simd_shuffle_xor: the largest
+// pivot key, then the smallest position holding it), the pivot row is broadcast from its lane with
+// simd_shuffle, and every row below the pivot scales and updates itself. No threadgroup barrier;
+// the arithmetic is the sequential getf2's, operation for operation (same pivots, multipliers
+// and updates as LAPACK's order of operations without FMA contraction).
+//
+// Grid: threads = ceil(batch * W / G) * G with G = 32 * LU_SMALL_SIMDGROUPS threads per group (whole
+// simdgroups; lanes of matrices past the batch compute on zeros and store nothing). STAGE = 1
+// moves device memory through a threadgroup tile (LU_SMALL_LD-strided rows, one region per
+// simdgroup, ordered by simdgroup barriers) so that loads and stores are coalesced; STAGE = 0
+// reads and writes each lane's row directly (strided across the lanes).
+
+// Threadgroup shape of lu_small / lu_small_solve, and the staging tile's row stride (odd: the
+// lanes read distinct rows without bank conflicts).
+constant constexpr int LU_SMALL_SIMDGROUPS = 2;
+constant constexpr int LU_SMALL_LD = 33;
+
+// Matrices of this simdgroup present in the batch (rem = batch - its first matrix).
+inline int lu_small_count(long rem, int per) { return rem <= 0 ? 0 : (rem < per ? (int)rem : per); }
+
+// Pivot key of |Re| + |Im| (>= 0 or NaN): unsigned order = LAPACK's pivot order (lu_pivot_beats):
+// the bits of a non-negative float grow with its value, every NaN maps to 0x7FC00000 above inf.
+inline uint lu_pivot_key(float v) { return isnan(v) ? 0x7FC00000u : as_type<uint>(v); }
+
+// Butterfly max / min over the W aligned lanes of a segment (every lane gets the result).
+template <int W>
+inline uint lu_seg_max(uint x) {
+#pragma unroll
+  for (ushort d = W / 2; d > 0; d >>= 1) {
+    x = max(x, simd_shuffle_xor(x, d));
   }
+  return x;
+}
+template <int W>
+inline uint lu_seg_min(uint x) {
+#pragma unroll
+  for (ushort d = W / 2; d > 0; d >>= 1) {
+    x = min(x, simd_shuffle_xor(x, d));
+  }
+  return x;
+}
+
+// Copy `rows` consecutive rows of width w (row-major, contiguous: the simdgroup's matrices) from
+// device memory into the tile (row R at tl[R * LU_SMALL_LD]) and back: consecutive lanes touch
+// consecutive addresses; the (row, column) index advances by 32 without a division per element.
+template <typename T>
+inline void lu_stage_in(threadgroup T* tl, device const T* src, int rows, int w, int lane) {
+  int R = lane / w, c = lane % w;
+  const int dR = 32 / w, dc = 32 % w;
+  for (int t = lane; t < rows * w; t += 32) {
+    tl[R * LU_SMALL_LD + c] = src[t];
+    R += dR;
+    c += dc;
+    if (c >= w) {
+      c -= w;
+      ++R;
+    }
+  }
+}
+template <typename T>
+inline void lu_stage_out(device T* dst, threadgroup const T* tl, int rows, int w, int lane) {
+  int R = lane / w, c = lane % w;
+  const int dR = 32 / w, dc = 32 % w;
+  for (int t = lane; t < rows * w; t += 32) {
+    dst[t] = tl[R * LU_SMALL_LD + c];
+    R += dR;
+    c += dc;
+    if (c >= w) {
+      c -= w;
+      ++R;
+    }
+  }
+}
+
+// One lane's row (width w <= C) into registers: from the tile row R (STAGE) or from device memory.
+template <typename T, int C>
+inline void lu_row_in(thread T (&x)[C], bool have, threadgroup const T* tl, int R, device const T* row,
+                      int w, bool staged) {
+#pragma unroll
+  for (int c = 0; c < C; ++c) {
+    x[c] = (have && c < w) ? (staged ? tl[R * LU_SMALL_LD + c] : row[c]) : s_zero<T>();
+  }
+}
+template <typename T, int C>
+inline void lu_row_out(thread const T (&x)[C], bool have, threadgroup T* tl, int R, device T* row, int w,
+                       bool staged) {
+  if (have) {
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+      if (c < w) {
+        if (staged) {
+          tl[R * LU_SMALL_LD + c] = x[c];
+        } else {
+          row[c] = x[c];
+        }
+      }
+    }
+  }
+}
+
+// getf2 of the segment's matrix, rows in registers: a = this lane's row (m x n matrix, rows past m
+// are not candidates), x = its right-hand sides (KC registers, k used; updated with the row, as
+// the columns of [A | B]). Returns the first zero pivot (1-based; 0: none), sets `pos` to the
+// row's final position, `my_piv` to the 1-based pivot of step r (lane r < min(m, n) of the
+// segment), and wl_of[j] to the lane holding position j after step j.
+template <typename T, int W, int KC>
+inline int lu_regs_getf2(thread T (&a)[W], thread T (&x)[KC], int m, int n, int k, int r, ushort lane,
+                         thread int& pos, thread int& my_piv, thread ushort (&wl_of)[W]) {
+  const ushort base = lane & (ushort)~(W - 1);
+  const int kmin = min(m, n);
+  int info = 0;
+  pos = r;
+#pragma unroll
+  for (int j = 0; j < W; ++j) {
+    if (j >= kmin) {
+      break;  // uniform: m, n are the dispatch's
+    }
+    // 1. pivot: the largest key among positions j..m-1, then the smallest position holding it
+    const bool cand = pos >= j && pos < m;
+    const uint key = cand ? lu_pivot_key(s_abs1(a[j])) : 0u;
+    const uint best = lu_seg_max<W>(key);
+    const uint win = lu_seg_min<W>((cand && key == best) ? (uint)(pos * 32 + (int)(lane - base)) : ~0u);
+    const int p = (int)(win >> 5);
+    const ushort wl = base + (ushort)(win & 31u);
+    wl_of[j] = wl;
+    const T pivot = simd_shuffle(a[j], wl);
+    if (r == j) {
+      my_piv = p + 1;
+    }
+    if (s_is_zero(pivot) && info == 0) {
+      info = j + 1;  // a zero pivot means a zero column: p == j, nothing is swapped or scaled
+    }
+    // 2. interchange positions j and p
+    if (pos == j) {
+      pos = p;
+    } else if (pos == p) {
+      pos = j;
+    }
+    // 3. scale below the pivot (LAPACK's sfmin rule)
+    const bool below = pos > j && pos < m;
+    if (below && !s_is_zero(pivot)) {
+      a[j] = lu_scale(a[j], pivot, lu_recip(pivot), s_abs(pivot) >= S_SFMIN);
+    }
+    // 4. rank-1 update with the pivot row, broadcast from its lane (shuffles outside the branch)
+#pragma unroll
+    for (int c = j + 1; c < W; ++c) {
+      if (c >= n) {
+        break;
+      }
+      const T u = simd_shuffle(a[c], wl);
+      if (below) {
+        a[c] -= s_mul(a[j], u);
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < KC; ++c) {
+      if (c >= k) {
+        break;
+      }
+      const T u = simd_shuffle(x[c], wl);
+      if (below) {
+        x[c] -= s_mul(a[j], u);
+      }
+    }
+  }
+  return info;
 }
 
 // ---- lu_small ------------------------------------------------------------------------------------
 //
-// Whole-matrix LU of M x N matrices with M, N <= 32, in threadgroup memory (8.4 KiB for complex64).
-// Grid: threads = batch * 32, group_size = 32 (one simdgroup per matrix).
-// Whole rows are swapped (LAPACK getf2), so no lu_laswp is needed afterwards.
-template <typename T>
-[[max_total_threads_per_threadgroup(32)]]  // the host launches one simdgroup per matrix
+// Whole-matrix LU of M x N matrices with M, N <= W (LAPACK getf2: whole rows are interchanged, so
+// no lu_laswp is needed afterwards). info[b] is written: 0 or the first zero pivot (1-based).
+template <typename T, int W, int STAGE>
+[[max_total_threads_per_threadgroup(64)]]  // = 32 * LU_SMALL_SIMDGROUPS
 kernel void lu_small(device T* A [[buffer(0)]],
                      device int* piv [[buffer(1)]],
                      device int* info [[buffer(2)]],
                      constant long& M [[buffer(3)]],
                      constant long& N [[buffer(4)]],
-                     uint tid [[thread_index_in_threadgroup]],
-                     uint ntg [[threads_per_threadgroup]],
-                     uint b [[threadgroup_position_in_grid]]) {
-  threadgroup T s[LU_SMALL_MAX * LU_SMALL_LD];
-  threadgroup int sp[1];
+                     constant long& batch [[buffer(5)]],
+                     uint gid [[thread_position_in_grid]],
+                     ushort lane [[thread_index_in_simdgroup]],
+                     ushort sg [[simdgroup_index_in_threadgroup]]) {
+  threadgroup T tile[STAGE ? LU_SMALL_SIMDGROUPS * 32 * LU_SMALL_LD : 1];
   const int m = (int)M;
   const int n = (int)N;
   const int k = min(m, n);
-  const int nt = (int)ntg;
-  const int t0 = (int)tid;
-  device T* a = A + (long)b * M * N;
-  for (int t = t0; t < m * n; t += nt) {
-    s[(t / n) * LU_SMALL_LD + t % n] = a[t];
+  const long b0 = (long)(gid / 32) * (32 / W);  // the simdgroup's first matrix
+  const int cnt = lu_small_count(batch - b0, 32 / W);
+  const long b = (long)(gid / W);
+  const int q = lane / W;  // the segment's matrix within the simdgroup
+  const int r = lane % W;  // its row
+  const bool have = q < cnt && r < m;
+  threadgroup T* tl = tile + (STAGE ? (int)sg * 32 * LU_SMALL_LD : 0);
+  if (STAGE) {
+    lu_stage_in(tl, A + b0 * M * N, cnt * m, n, (int)lane);
+    simdgroup_barrier(mem_flags::mem_threadgroup);
   }
-  threadgroup_barrier(mem_flags::mem_threadgroup);
-  lu_tile_getf2<T, LU_SMALL_LD>(s, sp, m, n, k, piv + (long)b * k, info + b, t0, nt);
-  for (int t = t0; t < m * n; t += nt) {
-    a[t] = s[(t / n) * LU_SMALL_LD + t % n];
+  T a[W];
+  T none[1];
+  ushort wl_of[W];
+  lu_row_in(a, have, tl, q * m + r, A + b * M * N + r * n, n, STAGE != 0);
+  if (STAGE) {
+    simdgroup_barrier(mem_flags::mem_threadgroup);  // every row is read before any is written back
+  }
+  int pos = r;
+  int my_piv = 0;
+  const int inf = lu_regs_getf2<T, W, 1>(a, none, m, n, 0, r, lane, pos, my_piv, wl_of);
+  lu_row_out(a, have, tl, q * m + pos, A + b * M * N + pos * n, n, STAGE != 0);
+  if (STAGE) {
+    simdgroup_barrier(mem_flags::mem_threadgroup);
+    lu_stage_out(A + b0 * M * N, tl, cnt * m, n, (int)lane);
+  }
+  if (q < cnt && r < k) {
+    piv[b * k + r] = my_piv;
+  }
+  if (q < cnt && r == 0) {
+    info[b] = inf;
   }
 }
 
 // ---- lu_small_solve ------------------------------------------------------------------------------
 //
-// Fused solve of small systems A X = B (n <= 32, k <= 32 right-hand sides) in one dispatch: the
-// augmented tile [A | B] (16.6 KiB for complex64) is eliminated exactly as lu_small eliminates A
-// (same pivots, info and sfmin rule; whole rows of the tile are swapped, so B is permuted with A),
-// then U X = B' is solved by back substitution in threadgroup memory and X is written to Xout.
-// A zero pivot sets info and the back substitution divides by it (inf/NaN, as LAPACK's trsm would).
-// Grid: threads = batch * 32, group_size = 32.
-template <typename T>
-[[max_total_threads_per_threadgroup(32)]]
+// Fused solve of small systems A X = B (n <= W, k <= KC <= 8 right-hand sides: KC registers per
+// lane for B; more right-hand sides go through lu_small + getrs) in one dispatch: the rows
+// of [A | B] are eliminated exactly as lu_small eliminates A (same pivots, info and sfmin rule; B
+// is permuted and updated with its rows), then U X = B' is solved by back substitution, each x_j
+// broadcast from the lane holding position j. A zero pivot sets info and the back substitution
+// divides by it (inf/NaN, as LAPACK's trsm would). info[b] is written. Grid as lu_small.
+template <typename T, int W, int KC, int STAGE>
+[[max_total_threads_per_threadgroup(64)]]  // = 32 * LU_SMALL_SIMDGROUPS
 kernel void lu_small_solve(device const T* A [[buffer(0)]],
                            device const T* B [[buffer(1)]],
                            device T* Xout [[buffer(2)]],
                            device int* info [[buffer(3)]],
                            constant long& N [[buffer(4)]],
                            constant long& K [[buffer(5)]],
-                           uint tid [[thread_index_in_threadgroup]],
-                           uint ntg [[threads_per_threadgroup]],
-                           uint b [[threadgroup_position_in_grid]]) {
-  threadgroup T s[LU_SMALL_MAX * LU_SOLVE_LD];
-  threadgroup int sp[1];
+                           constant long& batch [[buffer(6)]],
+                           uint gid [[thread_position_in_grid]],
+                           ushort lane [[thread_index_in_simdgroup]],
+                           ushort sg [[simdgroup_index_in_threadgroup]]) {
+  threadgroup T tile[STAGE ? LU_SMALL_SIMDGROUPS * 32 * LU_SMALL_LD : 1];
   const int n = (int)N;
   const int k = (int)K;
-  const int nt = (int)ntg;
-  const int t0 = (int)tid;
-  device const T* a = A + (long)b * N * N;
-  device const T* rhs = B + (long)b * N * K;
-  for (int t = t0; t < n * n; t += nt) {
-    s[(t / n) * LU_SOLVE_LD + t % n] = a[t];
+  const long b0 = (long)(gid / 32) * (32 / W);
+  const int cnt = lu_small_count(batch - b0, 32 / W);
+  const long b = (long)(gid / W);
+  const int q = lane / W;
+  const int r = lane % W;
+  const bool have = q < cnt && r < n;
+  threadgroup T* tl = tile + (STAGE ? (int)sg * 32 * LU_SMALL_LD : 0);
+  T a[W];
+  T x[KC];
+  ushort wl_of[W];
+  if (STAGE) {
+    lu_stage_in(tl, A + b0 * N * N, cnt * n, n, (int)lane);
+    simdgroup_barrier(mem_flags::mem_threadgroup);
   }
-  for (int t = t0; t < n * k; t += nt) {
-    s[(t / k) * LU_SOLVE_LD + n + t % k] = rhs[t];
+  lu_row_in(a, have, tl, q * n + r, A + b * N * N + r * n, n, STAGE != 0);
+  if (STAGE) {
+    simdgroup_barrier(mem_flags::mem_threadgroup);
+    lu_stage_in(tl, B + b0 * N * K, cnt * n, k, (int)lane);
+    simdgroup_barrier(mem_flags::mem_threadgroup);
   }
-  threadgroup_barrier(mem_flags::mem_threadgroup);
-  lu_tile_getf2<T, LU_SOLVE_LD>(s, sp, n, n + k, n, (device int*)nullptr, info + b, t0, nt);
-  // back substitution U X = B' (columns n..n+k-1 of the tile), one right-hand side per thread
-  for (int c = t0; c < k; c += nt) {
-    for (int j = n - 1; j >= 0; --j) {
-      const T x = s_div(s[j * LU_SOLVE_LD + n + c], s[j * LU_SOLVE_LD + j]);
-      s[j * LU_SOLVE_LD + n + c] = x;
-      for (int i = 0; i < j; ++i) {
-        s[i * LU_SOLVE_LD + n + c] -= s_mul(s[i * LU_SOLVE_LD + j], x);
+  lu_row_in(x, have, tl, q * n + r, B + b * N * K + r * k, k, STAGE != 0);
+  if (STAGE) {
+    simdgroup_barrier(mem_flags::mem_threadgroup);
+  }
+  int pos = r;
+  int my_piv = 0;
+  const int inf = lu_regs_getf2<T, W, KC>(a, x, n, n, k, r, lane, pos, my_piv, wl_of);
+  // back substitution U X = B': x_j = b'_j / u_jj from the lane at position j, then rows above
+#pragma unroll
+  for (int j = W - 1; j >= 0; --j) {
+    if (j < n) {
+      const ushort wl = wl_of[j];
+      const T d = simd_shuffle(a[j], wl);
+#pragma unroll
+      for (int c = 0; c < KC; ++c) {
+        if (c < k) {
+          const T xj = s_div(simd_shuffle(x[c], wl), d);
+          if (pos == j) {
+            x[c] = xj;
+          } else if (pos < j) {
+            x[c] -= s_mul(a[j], xj);
+          }
+        }
       }
     }
   }
-  threadgroup_barrier(mem_flags::mem_threadgroup);
-  device T* xo = Xout + (long)b * N * K;
-  for (int t = t0; t < n * k; t += nt) {
-    xo[t] = s[(t / k) * LU_SOLVE_LD + n + t % k];
+  lu_row_out(x, have, tl, q * n + pos, Xout + b * N * K + pos * k, k, STAGE != 0);
+  if (STAGE) {
+    simdgroup_barrier(mem_flags::mem_threadgroup);
+    lu_stage_out(Xout + b0 * N * K, tl, cnt * n, k, (int)lane);
+  }
+  if (q < cnt && r == 0) {
+    info[b] = inf;
   }
 }
+
+// Host names lu_small_<dtype>_<W>_<STAGE> and lu_small_solve_<dtype>_<W>_<KC>_<STAGE>
+// (mpslinalg/lu/kernels.py picks W and KC from the shapes, STAGE from TUNING.small_stage; the
+// other STAGE is instantiated for the shapes benchmarks/bench_lu_small.py compares).
+#define LU_SMALL_INSTANTIATE(W, S)                                      \
+  MPSL_INSTANTIATE("lu_small_f32_" #W "_" #S, lu_small, float, W, S)    \
+  MPSL_INSTANTIATE("lu_small_c64_" #W "_" #S, lu_small, float2, W, S)
+#define LU_SMALL_SOLVE_INSTANTIATE(W, KC, S)                                             \
+  MPSL_INSTANTIATE("lu_small_solve_f32_" #W "_" #KC "_" #S, lu_small_solve, float, W, KC, S) \
+  MPSL_INSTANTIATE("lu_small_solve_c64_" #W "_" #KC "_" #S, lu_small_solve, float2, W, KC, S)
 
 // ---- lu_laswp ------------------------------------------------------------------------------------
 //
@@ -549,7 +758,20 @@ kernel void lu_laswp_left(device T* A [[buffer(0)]],
 
 MPSL_INSTANTIATE_DTYPES(lu_panel)
 MPSL_INSTANTIATE_DTYPES(lu_panel_step)
-MPSL_INSTANTIATE_DTYPES(lu_small)
-MPSL_INSTANTIATE_DTYPES(lu_small_solve)
+LU_SMALL_INSTANTIATE(8, 0)
+LU_SMALL_INSTANTIATE(8, 1)
+LU_SMALL_INSTANTIATE(16, 0)
+LU_SMALL_INSTANTIATE(16, 1)
+LU_SMALL_INSTANTIATE(32, 0)
+LU_SMALL_INSTANTIATE(32, 1)
+LU_SMALL_SOLVE_INSTANTIATE(8, 1, 0)
+LU_SMALL_SOLVE_INSTANTIATE(8, 1, 1)
+LU_SMALL_SOLVE_INSTANTIATE(8, 8, 1)
+LU_SMALL_SOLVE_INSTANTIATE(16, 1, 0)
+LU_SMALL_SOLVE_INSTANTIATE(16, 1, 1)
+LU_SMALL_SOLVE_INSTANTIATE(16, 8, 1)
+LU_SMALL_SOLVE_INSTANTIATE(32, 1, 0)
+LU_SMALL_SOLVE_INSTANTIATE(32, 1, 1)
+LU_SMALL_SOLVE_INSTANTIATE(32, 8, 1)
 MPSL_INSTANTIATE_DTYPES(lu_laswp)
 MPSL_INSTANTIATE_DTYPES(lu_laswp_left)

@@ -31,6 +31,10 @@ class Tuning:
         many blocks at small sizes).
     small_max : int
         Largest ``M`` and ``N`` handled by the whole-matrix ``lu_small`` kernel (at most 32).
+    small_stage : int
+        ``lu_small`` / ``lu_small_solve``: 1 moves the matrices between device memory and the
+        lanes' registers through a threadgroup tile (coalesced loads and stores), 0 lets each lane
+        read and write its own row directly (no threadgroup memory; strided across lanes).
     panel_threads : int
         Threads per threadgroup of ``lu_panel`` and ``lu_panel_step`` (a power of two, 32 to 256).
     panel_rows : int
@@ -52,6 +56,7 @@ class Tuning:
 
     panel_nb: int = 64
     small_max: int = 32
+    small_stage: int = 1
     panel_threads: int = 256
     panel_rows: int = 64
     panel_single_rows: int = 256
@@ -154,12 +159,31 @@ class _TorchKernels:
         sub.copy_(sub.gather(-2, perm[:, :, None].expand(-1, -1, nc)))
 
 
-#: Compile-time limits of ``metal/lu.metal`` (LU_PANEL_LANES, LU_PANEL_MAX_THREADS, LU_SMALL_MAX).
+#: Compile-time limits of ``metal/lu.metal`` (LU_PANEL_LANES, LU_PANEL_MAX_THREADS, lu_small's widths).
 _PANEL_THREADS = (32, 256)
 _SMALL_MAX = 32
+#: Most right-hand sides of the fused ``lu_small_solve`` (its register rows of B: 1 or 8).
+SMALL_SOLVE_MAX_RHS = 8
+#: Threads per threadgroup of ``lu_small`` / ``lu_small_solve`` (32 * LU_SMALL_SIMDGROUPS).
+_SMALL_GROUP = 64
+
+
+def _small_lanes(n: int) -> int:
+    """Lanes per matrix of ``lu_small`` (one row per lane): the instantiated width 8, 16 or 32 >= n."""
+    return 8 if n <= 8 else (16 if n <= 16 else 32)
+
+
+def _small_grid(batch: int, lanes: int) -> dict:
+    """Launch shape of ``lu_small`` / ``lu_small_solve``: whole threadgroups of whole simdgroups
+    (the pivot search is a simdgroup reduction), ``lanes`` per matrix."""
+    g = _SMALL_GROUP
+    return {"threads": -(-batch * lanes // g) * g, "group_size": g}
 _INT32_MAX = 2**31 - 1
 #: Block widths of the blocked LU (``TUNING.panel_nb``).
 _BLOCK_NB = (8, 16, 32, 64)
+#: lu_panel_step's register block: entries per thread, rows per group (LU_STEP_MAX_E, LU_STEP_MAX_ROWS).
+_STEP_MAX_E = 16
+_STEP_MAX_ROWS = 256
 
 #: Kernel dispatches issued by :class:`_MetalKernels` (by kernel template name) and matrix-product
 #: steps issued by the blocked algorithm (``"trsm"``, ``"gemm"``), counted since the last
@@ -176,7 +200,10 @@ def _check_tuning() -> None:
                          f"(lu_panel's compile-time limits), got {g!r}")
     if not (isinstance(TUNING.small_max, int) and 0 <= TUNING.small_max <= _SMALL_MAX):
         raise ValueError(f"mpslinalg.lu.TUNING.small_max must be an int in [0, {_SMALL_MAX}] "
-                         f"(lu_small's threadgroup tile), got {TUNING.small_max!r}")
+                         f"(lu_small's widest instantiation), got {TUNING.small_max!r}")
+    if TUNING.small_stage not in (0, 1):
+        raise ValueError(f"mpslinalg.lu.TUNING.small_stage must be 0 or 1 (lu_small's two load "
+                         f"variants), got {TUNING.small_stage!r}")
     if TUNING.panel_nb not in _BLOCK_NB or not isinstance(TUNING.panel_nb, int):
         raise ValueError(f"mpslinalg.lu.TUNING.panel_nb must be one of {_BLOCK_NB} (the blocked LU's "
                          f"block width), got {TUNING.panel_nb!r}")
@@ -184,6 +211,10 @@ def _check_tuning() -> None:
         v = getattr(TUNING, name)
         if not (isinstance(v, int) and lo <= v <= _INT32_MAX):
             raise ValueError(f"mpslinalg.lu.TUNING.{name} must be an int >= {lo}, got {v!r}")
+    if TUNING.panel_rows * TUNING.panel_nb > g * _STEP_MAX_E or TUNING.panel_rows > _STEP_MAX_ROWS:
+        raise ValueError(f"mpslinalg.lu.TUNING.panel_rows x panel_nb must be <= panel_threads x {_STEP_MAX_E} "
+                         f"and panel_rows <= {_STEP_MAX_ROWS} (lu_panel_step's register block), got "
+                         f"{TUNING.panel_rows} x {TUNING.panel_nb} with {g} threads")
 
 
 def _check_int32(M: int, N: int) -> None:
@@ -203,21 +234,30 @@ class _MetalKernels:
         self.lib = load_library("lu", device)
         self.dtype = dtype
 
-    def _kernel(self, name: str):
+    def _kernel(self, name: str, *params: int):
         DISPATCHES[name] += 1  # every call site launches the kernel it looks up, once
-        return getattr(self.lib, kernel_name(name, self.dtype))
+        return getattr(self.lib, kernel_name(name, self.dtype, *params))
 
     def small(self, LU: torch.Tensor, piv: torch.Tensor, info: torch.Tensor) -> None:
         B, M, N = LU.shape
         if max(M, N) > _SMALL_MAX:
             raise ValueError(f"lu_small factors matrices up to {_SMALL_MAX}x{_SMALL_MAX}, got {M}x{N}")
-        self._kernel("lu_small")(LU, piv, info, M, N, threads=B * 32, group_size=32)
+        if B == 0 or M == 0 or N == 0:
+            return
+        W = _small_lanes(max(M, N))
+        self._kernel("lu_small", W, TUNING.small_stage)(LU, piv, info, M, N, B, **_small_grid(B, W))
 
     def small_solve(self, A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, info: torch.Tensor) -> None:
         nb, n, k = B.shape
-        if n > _SMALL_MAX or k > _SMALL_MAX:
-            raise ValueError(f"lu_small_solve takes n, k <= {_SMALL_MAX}, got n={n}, k={k}")
-        self._kernel("lu_small_solve")(A, B, X, info, n, k, threads=nb * 32, group_size=32)
+        if n > _SMALL_MAX or k > SMALL_SOLVE_MAX_RHS:
+            raise ValueError(f"lu_small_solve takes n <= {_SMALL_MAX} and k <= {SMALL_SOLVE_MAX_RHS} "
+                             f"right-hand sides, got n={n}, k={k}")
+        if nb == 0 or n == 0 or k == 0:
+            return
+        W = _small_lanes(n)
+        kc = 1 if k == 1 else SMALL_SOLVE_MAX_RHS
+        stage = TUNING.small_stage if kc == 1 else 1  # only the staged variant exists for kc = 8
+        self._kernel("lu_small_solve", W, kc, stage)(A, B, X, info, n, k, nb, **_small_grid(nb, W))
 
     def panel(self, LU: torch.Tensor, piv: torch.Tensor, info: torch.Tensor, o: int, w: int) -> None:
         B, M, N = LU.shape
@@ -244,13 +284,17 @@ class _MetalKernels:
         if not (0 <= o < M and 0 < w and o + w <= N):
             raise ValueError(f"lu_panel_step: the panel [{o}, {M}) x [{o}, {o + w}) is not inside a {M}x{N} matrix")
         R = TUNING.panel_rows
+        g = TUNING.panel_threads
+        if R * w > g * _STEP_MAX_E or R > _STEP_MAX_ROWS:
+            raise ValueError(f"mpslinalg.lu.TUNING.panel_rows = {R}: lu_panel_step holds a group's "
+                             f"rows x {w} columns in registers, at most {_STEP_MAX_E} entries per thread "
+                             f"({g} threads) and {_STEP_MAX_ROWS} rows")
         G = -(-(M - o) // R)
         cv, ci, rows = scratch
         if cv.shape[-1] < G or rows.shape[-1] < w:
             raise ValueError(f"lu_panel_step: scratch for {cv.shape[-1]} groups x {rows.shape[-1]} columns, "
                              f"needs {G} x {w}")
         K = piv.shape[-1]
-        g = TUNING.panel_threads
         for step in range(min(M - o, w) + 1):
             self._kernel("lu_panel_step")(LU, piv, info, cv, ci, rows, M, N, K, o, w, step, G, R,
                                           threads=B * G * g, group_size=g)

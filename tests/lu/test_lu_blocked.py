@@ -86,9 +86,9 @@ def test_panel_step_several_groups_matches_lapack(blocked, order, seed, dtype):
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DID)
 def test_panel_step_tall_panel(blocked, order, seed, dtype):
-    # a tall panel as the blocked LU meets it: 600 rows over 10 groups of 64 rows; 32 threads, so
-    # each group's rows go in two chunks (the barrier between chunks guards the multipliers)
-    kern = blocked(dtype, order, seed, rows=64, threads=32)
+    # a tall panel as the blocked LU meets it: 600 rows over 10 groups of 64 rows (16 entries of a
+    # group's block per thread, the register block's limit)
+    kern = blocked(dtype, order, seed, rows=64, threads=64)
     A = matrices.random(600, 16, dtype=dtype, seed=600)[None]
     LU, piv, info = _panel(kern, A, 0, 16)
     assert torch.equal(piv, lapack.getrf_pivots(A))
@@ -220,7 +220,7 @@ def test_laswp_left_exact(blocked, order, seed, dtype):
 
 
 @pytest.mark.parametrize("field,value", [("panel_nb", 48), ("panel_nb", 128), ("panel_nb", 64.0),
-                                         ("panel_rows", 0), ("panel_single_rows", -1)])
+                                         ("panel_rows", 0), ("panel_rows", 128), ("panel_single_rows", -1)])
 def test_blocked_tuning_outside_limits_is_a_clear_error(monkeypatch, field, value):
     monkeypatch.setattr(lu_mod.TUNING, field, value)
     with pytest.raises(ValueError, match=f"TUNING.{field}"):

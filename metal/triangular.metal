@@ -288,28 +288,30 @@ kernel void trsm_small(device const T* A [[buffer(0)]],
   const int triq = nq * (nq + 1) * 2;  // quads per system: tri_col_quad(4 * nq, nq)
 
   // Stage the triangles: quad q of column j holds rows 4q..4q+3 (rows >= n are zeros, never read
-  // from A). Consecutive threads take consecutive columns j (coalesced for row-major A).
+  // from A). Consecutive threads take consecutive columns j (coalesced for row-major A). One flat
+  // loop over (q, system, j), unrolled so that several items' loads are in flight at once.
   const int work = spg * n;
-  for (int q = 0; q < nq; ++q) {
-    for (int w = (int)tid; w < work; w += (int)gsize) {
-      const int s = spg == 1 ? 0 : w / n;
-      const int j = w - s * n;
-      if (q < (j >> 2) || m0 + s >= nmat) {
-        continue;
-      }
-      device const T* Am = A + a_map[0] + (m0 + s) * a_map[1] + j * acs;
-      T e[4];
-#pragma unroll
-      for (int t = 0; t < 4; ++t) {
-        const int i = 4 * q + t;
-        e[t] = s_zero<T>();
-        if (i < n && (i > j || (i == j && !unit))) {
-          const T v = Am[i * ars];
-          e[t] = conj_a ? s_conj(v) : v;
-        }
-      }
-      quad_store(Lq, s * triq + tri_col_quad(j, nq) + q - (j >> 2), e[0], e[1], e[2], e[3]);
+#pragma unroll 4
+  for (int it = (int)tid; it < nq * work; it += (int)gsize) {
+    const int q = it / work;
+    const int w = it - q * work;
+    const int s = spg == 1 ? 0 : w / n;
+    const int j = w - s * n;
+    if (q < (j >> 2) || m0 + s >= nmat) {
+      continue;
     }
+    device const T* Am = A + a_map[0] + (m0 + s) * a_map[1] + j * acs;
+    T e[4];
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+      const int i = 4 * q + t;
+      e[t] = s_zero<T>();
+      if (i < n && (i > j || (i == j && !unit))) {
+        const T v = Am[i * ars];
+        e[t] = conj_a ? s_conj(v) : v;
+      }
+    }
+    quad_store(Lq, s * triq + tri_col_quad(j, nq) + q - (j >> 2), e[0], e[1], e[2], e[3]);
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
 

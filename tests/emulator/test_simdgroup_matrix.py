@@ -14,7 +14,8 @@ k = 9 roundings (one product, at most eight additions; k = 8 without c), so (Hig
 Stability, 3.1) |D - D_exact| <= gamma_k (|A||B| + |C|) elementwise, gamma_k = k u / (1 - k u),
 u = 2^-24 for float32. A product over K = 32 in four chained multiply-accumulates adds one
 rounding per later block: k = 8 + K / 8 = 12. For half operands the emulator sums in float and
-rounds once; the bound with u = 2^-11 (half) covers that and any order summed in half.
+rounds once; the bound with u = 2^-11 (half; 2^-8 for bfloat) covers that and any order summed in
+the narrow type.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ import torch
 from mpslinalg import emulator
 from mpslinalg.emulator import KernelFault, ShaderCompileError
 
-U = {torch.float32: 2.0**-24, torch.float16: 2.0**-11}
+U = {torch.float32: 2.0**-24, torch.float16: 2.0**-11, torch.bfloat16: 2.0**-8}
+_TAG = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
 
 
 def gamma(k: int, u: float) -> float:
@@ -51,7 +53,7 @@ GEMM8_CASES = [
 ]
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["f32", "f16"])
+@pytest.mark.parametrize("dtype", list(_TAG), ids=list(_TAG.values()))
 @pytest.mark.parametrize("accumulate", [1, 0], ids=["mac", "mul"])
 @pytest.mark.parametrize("case", GEMM8_CASES, ids=["defaults", "strided", "transposed"])
 def test_sgm_gemm8(shader, order, case, accumulate, dtype):
@@ -59,8 +61,7 @@ def test_sgm_gemm8(shader, order, case, accumulate, dtype):
     batch = 5
     (amem, a, da), (bmem, b, db), (cmem, c, dc) = (operand(batch, *d, dtype, gen) for d in case)
     args = [shader.tensor(t) for t in (amem, bmem, cmem)]
-    name = "gemm8_f32" if dtype == torch.float32 else "gemm8_f16"
-    kernel = getattr(shader.lib("simdgroup_matrix"), name)
+    kernel = getattr(shader.lib("simdgroup_matrix"), f"gemm8_{_TAG[dtype]}")
     shader.run(kernel, *args, da + db + dc, accumulate, threads=32 * batch, group_size=32,
                order=order[0], seed=order[1])
     out = args[2].cpu()

@@ -33,6 +33,8 @@ template [[host_name("gemm8_f32")]] kernel void gemm8<float>(device const float 
                                                              device float *, constant long *, constant long &, uint);
 template [[host_name("gemm8_f16")]] kernel void gemm8<half>(device const half *, device const half *, device half *,
                                                             constant long *, constant long &, uint);
+template [[host_name("gemm8_bf16")]] kernel void gemm8<bfloat>(device const bfloat *, device const bfloat *,
+                                                               device bfloat *, constant long *, constant long &, uint);
 
 // C (32x32, row stride ldc) = A (32x32, lda) @ B + C per threadgroup of 4 simdgroups (128
 // threads); A and B staged in threadgroup memory with rows of 36 (elements_per_row 36, origins

@@ -211,10 +211,6 @@ def _check_tuning() -> None:
         v = getattr(TUNING, name)
         if not (isinstance(v, int) and lo <= v <= _INT32_MAX):
             raise ValueError(f"mpslinalg.lu.TUNING.{name} must be an int >= {lo}, got {v!r}")
-    if TUNING.panel_rows * TUNING.panel_nb > g * _STEP_MAX_E or TUNING.panel_rows > _STEP_MAX_ROWS:
-        raise ValueError(f"mpslinalg.lu.TUNING.panel_rows x panel_nb must be <= panel_threads x {_STEP_MAX_E} "
-                         f"and panel_rows <= {_STEP_MAX_ROWS} (lu_panel_step's register block), got "
-                         f"{TUNING.panel_rows} x {TUNING.panel_nb} with {g} threads")
 
 
 def _check_int32(M: int, N: int) -> None:

@@ -220,8 +220,17 @@ def test_laswp_left_exact(blocked, order, seed, dtype):
 
 
 @pytest.mark.parametrize("field,value", [("panel_nb", 48), ("panel_nb", 128), ("panel_nb", 64.0),
-                                         ("panel_rows", 0), ("panel_rows", 128), ("panel_single_rows", -1)])
+                                         ("panel_rows", 0), ("panel_single_rows", -1)])
 def test_blocked_tuning_outside_limits_is_a_clear_error(monkeypatch, field, value):
     monkeypatch.setattr(lu_mod.TUNING, field, value)
     with pytest.raises(ValueError, match=f"TUNING.{field}"):
         lu_mod._MetalKernels(torch.device("cpu"), torch.float32)
+
+
+def test_panel_rows_beyond_the_register_block_is_a_clear_error(blocked):
+    """lu_panel_step holds a group's rows x w entries in registers, 16 per thread: 64 rows x 16
+    columns need 64 threads; with 32 the call is refused before any launch."""
+    kern = blocked(torch.float32, "inorder", 0, rows=64, threads=32)
+    A = matrices.random(100, 16, dtype=torch.float32, seed=1)[None]
+    with pytest.raises(ValueError, match="TUNING.panel_rows"):
+        _panel(kern, A, 0, 16)

@@ -209,10 +209,12 @@ _inv_ex_op = defop("inv_ex", impl=_inv_ex_op_impl, fake=_inv_ex_op_fake, **D.inv
 def _det_op_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     # LU and pivots (of Aᵀ) are internal outputs (the public det drops them): the backward reuses
     # them. Aᵀ as torch.linalg.det factors it (LAPACK reads row-major A as Aᵀ): the same det, and
-    # the same pattern of inf/NaN for non-finite input at every size (the small family does too)
+    # the same pattern of inf/NaN for non-finite input at every size (the small family does too).
+    # LU is saved transposed: LAPACK's column-major LU is then contiguous (no copy here) and its
+    # transpose in the backward is the layout getrs takes without a copy (det fwd+bwd, issue 13)
     LU, piv, _ = _getrf(A.mT)
     d, sign = _det_parts(LU, piv)
-    return d.prod(-1) * sign, LU.contiguous(), piv.contiguous()
+    return d.prod(-1) * sign, LU.mT.contiguous(), piv.contiguous()
 
 
 def _det_op_fake(A):
@@ -228,8 +230,8 @@ def _adjoint_solve_diag(LU: torch.Tensor, piv: torch.Tensor, diag: torch.Tensor)
     """``A^{-H} diag(diag)`` from the saved factorisation of ``M = Aᵀ`` (one getrs, no
     refactorisation): ``A^{-H} = conj(M⁻¹)``, so ``A^{-H} D = conj(M⁻¹ conj(D))``."""
     n = LU.shape[-1]
-    D = torch.diag_embed(diag[..., None].expand(*diag.shape, n))
-    return _lu_solve_left(LU, piv, D.conj(), "N").conj()
+    D = torch.diag_embed(diag.conj()[..., None].expand(*diag.shape, n))  # conj(D), one small conj
+    return _lu_solve_left(LU, piv, D, "N").conj()
 
 
 def _exclusive_prod(S: torch.Tensor) -> torch.Tensor:
@@ -257,7 +259,8 @@ def _det_backward(ctx, g, gLU=None, gpiv=None):
     # "Singular" is judged scale-invariantly on U's diagonal, min |u_ii| <= n·eps·max |u_ii|, not by
     # det == 0: a rank-deficient matrix often factors to a rounding-level det (7e-14 for an integer
     # 5x5 of rank 4), whose d·A⁻ᴴ has no correct digits and whose second derivative is garbage.
-    A, d, LU, piv = ctx.saved_tensors
+    A, d, LU_t, piv = ctx.saved_tensors
+    LU = LU_t.mT  # the forward saved it transposed
     n = A.shape[-1]
     udiag = LU.diagonal(dim1=-2, dim2=-1).abs()
     sing = udiag.amin(-1) <= n * torch.finfo(udiag.dtype).eps * udiag.amax(-1)

@@ -179,15 +179,18 @@ def verify(device: str, blocks: int) -> int:
     return 1 if bad else 0
 
 
-def mainjob_rows(device: str, blocks: int) -> int:
-    """Every row of ``python -m mpslinalg --quick``: its ``torch.linalg`` peer call, as user code, with
-    routing off, on with ``when="always"`` and on with the default table; the path the default took."""
+def mainjob_rows(device: str, blocks: int, only: list[str] | None = None) -> int:
+    """Every row of ``python -m mpslinalg --quick`` (or those whose name contains one of ``only``): its
+    ``torch.linalg`` peer call, as user code, with routing off, on with ``when="always"`` and on with
+    the default table; the path the default took."""
     from mpslinalg.mainjob.workloads import workloads
 
     print("| main-job row | shape | torch.linalg | routed always (ratio) | default (ratio) | default path |")
     print("|---|---|---|---|---|---|")
     for w in workloads():
         if w.op not in routing.routed_ops() and w.op not in ("inv", "lu_factor"):
+            continue
+        if only and not any(s in w.name for s in only):
             continue
         x = w.make(torch.device(device), w.dtype, True)
         fn = functools.partial(w.peer, x)
@@ -224,6 +227,7 @@ def main(argv=None) -> int:
     p.add_argument("--overhead", action="store_true", help="only the cost of a call handed back to torch")
     p.add_argument("--verify", action="store_true", help="re-measure the corners of the WHEN regions")
     p.add_argument("--mainjob", action="store_true", help="the peer calls of python -m mpslinalg --quick's rows")
+    p.add_argument("--only", nargs="*", default=None, help="--mainjob: rows whose name contains one of these")
     p.add_argument("--blocks", type=int, default=3)
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
     p.add_argument("--out", type=pathlib.Path, default=None)
@@ -243,7 +247,7 @@ def main(argv=None) -> int:
     if args.verify:
         return verify(args.device, args.blocks)
     if args.mainjob:
-        return mainjob_rows(args.device, args.blocks)
+        return mainjob_rows(args.device, args.blocks, args.only)
     print("| op | dtype | n | batch | torch.linalg | routed | ratio (median) | worst block | default path |")
     print("|---|---|---|---|---|---|---|---|---|")
     for dtype_name in args.dtypes:

@@ -5,9 +5,12 @@ A routed call costs what the user sees: the dispatcher's hop into Python plus mp
 workload is timed in blocks of routing off and on (which one first alternates) and the ratio is
 the median over blocks of ``time(off) / time(on)`` (> 1: routing is faster). "Never slower" is
 judged on the **smallest** block ratio (the shared CPU is noisy; a workload routes only if every
-block had it at >= 0.95x); :func:`regions` turns a device's rows into the
-``mpslinalg.routing.WHEN`` entries (route an op at size ``n`` from the smallest batch upward whose
-worst ratio, and every larger measured batch's, is >= 0.95).
+block had it at >= 0.95x and the median block at >= 1.05x: same speed keeps torch's one call);
+:func:`regions` turns a device's rows into the ``mpslinalg.routing.WHEN`` entries, which both the
+drop-in routing and the public ops' front doors read (route an op at size ``n`` from the smallest
+batch upward whose ratios, and every larger measured batch's, pass). The routed side runs
+mpslinalg's own implementation at every size (``when="always"`` makes the front doors skip the
+table).
 
 ``--overhead`` measures what routing costs a call it hands back to torch (routing on with the
 default table at a size it declines, against routing off); ``--mainjob`` times the ``torch.linalg``
@@ -35,7 +38,8 @@ import mpslinalg
 from mpslinalg import routing
 from mpslinalg.mainjob.timing import time_callable
 
-THRESHOLD = 0.95
+THRESHOLD = 0.95  # "never slower": every block of a routed workload at least this fast
+GAIN = 1.05  # "faster": its median block at least this much faster (else torch's one call keeps it)
 SIZES = (2, 3, 4, 8, 9, 16, 32, 64, 128, 256)
 BATCHES = (1, 64, 4096)
 MAX_ELEMENTS = 1 << 22  # skip workloads above this many matrix entries (time on a shared CPU)
@@ -103,8 +107,10 @@ def measure(op: str, n: int, batch: int, dtype: torch.dtype, device: str, blocks
 def regions(rows: list[dict], op: str, dtype: str) -> tuple[tuple[int, int, int], ...]:
     """``WHEN`` regions ``(n_min, n_max, batch_min)`` of ``op`` from the measured rows.
 
-    Size ``n`` routes from the smallest measured batch whose worst ratio, and every larger measured
-    batch's, is >= :data:`THRESHOLD`. Only measured sizes route (neighbouring sizes may take
+    Size ``n`` routes from the smallest measured batch whose worst ratio is >= :data:`THRESHOLD` and
+    median ratio >= :data:`GAIN`, and every larger measured batch's too: where both take the same
+    time (often the same ``torch.linalg`` call underneath) torch's one call keeps the op, without
+    our front door's cost. Only measured sizes route (neighbouring sizes may take
     another algorithm: the closed forms end at n = 4); adjacent entries may be merged by hand.
     """
     by_n: dict[int, list[dict]] = {}
@@ -116,7 +122,7 @@ def regions(rows: list[dict], op: str, dtype: str) -> tuple[tuple[int, int, int]
         rs.sort(key=lambda r: r["batch"])
         start = None
         for r in reversed(rs):
-            if r["worst"] < THRESHOLD:
+            if r["worst"] < THRESHOLD or r["ratio"] < GAIN:
                 break
             start = r["batch"]
         if start is not None:
@@ -259,7 +265,7 @@ def main(argv=None) -> int:
                         continue
                     r = measure(op, n, batch, dtype, args.device, args.blocks)
                     rows.append(r)
-                    path = "mpslinalg" if r["worst"] >= THRESHOLD else "torch"
+                    path = "mpslinalg" if r["worst"] >= THRESHOLD and r["ratio"] >= GAIN else "torch"
                     print(f"| {op} | {dtype_name} | {n} | {batch} | {r['torch_s'] * 1e6:.1f} µs | "
                           f"{r['routed_s'] * 1e6:.1f} µs | {r['ratio']:.2f} | {r['worst']:.2f} | {path} |",
                           flush=True)

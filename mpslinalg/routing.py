@@ -224,7 +224,13 @@ WHEN: dict[str, dict[str, dict[torch.dtype, tuple[tuple[int, int, int], ...]]] |
         "solve": {_F32: ((2, 4, 4096),), _C64: ((2, 3, 4096),)},
         "solve_ex": {_F32: ((2, 3, 4096),), _C64: ((2, 4, 4096),)},
     },
-    "cuda": {},
+    # 2026-12-01, H200, torch 2.11+cu130 (docs/routing.md, "CUDA"): bench_routing.py --device cuda
+    # --blocks 2 (grid) where the median block was >= 1.05x and every block >= 0.95x; qr and the
+    # complex 3x3 inverse from the main job's rows (--mainjob: 145x/249x and 2.1x routed)
+    "cuda": {
+        "inv_ex": {_F32: ((2, 4, 65536),), _C64: ((2, 2, 65536), (3, 3, 100000), (4, 4, 65536))},
+        "qr": {_F32: ((32, 32, 512),), _C64: ((32, 32, 512),)},
+    },
     "mps": None,
 }
 

@@ -12,6 +12,7 @@ from ..oplayer import checks as E
 from ..oplayer import functorch_active as _functorch
 from ..triangular import solve_triangular, trsm
 from .kernels import _TORCH_KERNELS, DISPATCHES, TUNING, _kernels, _MetalKernels, _on_kernels, _swaps_to_perm
+from .kernels import SMALL_SOLVE_MAX_RHS as _SOLVE_RHS
 
 # --------------------------------------------------------------------------------------------------
 # Small helpers
@@ -41,6 +42,9 @@ def _gemm_sub(C: torch.Tensor, A: torch.Tensor, B: torch.Tensor, mode: str) -> N
     float-only): ``"4m"``: ``Cr -= ArBr - AiBi``, ``Ci -= ArBi + AiBr``; ``"embed"``:
     ``[Cr | Ci] -= [Ar | Ai] @ [[Br, Bi], [-Bi, Br]]`` (one real product of twice the size).
     """
+    if C.device.type == "cuda" and C.dim() == 3 and (not C.is_complex() or mode == "native"):
+        C.baddbmm_(A, B, alpha=-1)  # one cuBLAS call into C (no temporary product, no extra pass)
+        return
     if not C.is_complex() or mode == "native":
         C.sub_(torch.matmul(A, B))
         return
@@ -268,16 +272,16 @@ def _inv_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _small_solve_fused(A: torch.Tensor, B: torch.Tensor):
-    """``A X = B`` for ``n, k <= 32`` in one ``lu_small_solve`` dispatch (kernel backends), or None.
+    """``A X = B`` for ``n <= 32``, ``k <= 8`` in one ``lu_small_solve`` dispatch (kernel backends), or None.
 
-    Same elimination (pivots, ``info``, ``sfmin`` rule) as ``lu_small`` on the augmented ``[A | B]``,
-    then back substitution, all in threadgroup memory (RANSAC's 2048 x 9x9: one dispatch instead
-    of factor + interchanges + two triangular solves)."""
+    Same elimination (pivots, ``info``, ``sfmin`` rule) as ``lu_small`` on the rows of ``[A | B]``,
+    then back substitution, all in registers (RANSAC's 2048 x 9x9: one dispatch instead of factor
+    + interchanges + two triangular solves)."""
     if not _on_kernels(A):
         return None
     n, k = A.shape[-1], B.shape[-1]
     batch = E.broadcast_shapes(A.shape[:-2], B.shape[:-2])
-    if not (0 < n <= TUNING.small_max and 0 < k <= 32) or A.shape[:-2] != batch or math.prod(batch) == 0:
+    if not (0 < n <= TUNING.small_max and 0 < k <= _SOLVE_RHS) or A.shape[:-2] != batch or math.prod(batch) == 0:
         return None
     nb = math.prod(batch)
     A3 = E.resolved(A).reshape(nb, n, n)

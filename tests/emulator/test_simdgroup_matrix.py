@@ -177,6 +177,44 @@ def test_sgm_missing_barrier_is_exposed(emu):
         assert out.isnan().any(), order
 
 
+def _kloop(run, K, barriers, order, seed):
+    gen = torch.Generator().manual_seed(K)
+    a, b, c = torch.randn(32, K, generator=gen), torch.randn(K, 32, generator=gen), torch.randn(32, 32, generator=gen)
+    exact = a.double() @ b.double() + c.double()
+    bound = gamma(8 + K // 8, U[torch.float32]) * (a.double().abs() @ b.double().abs() + c.double().abs())
+    out = run(a, b, c, [K, *barriers], order, seed)
+    return ((out.double() - exact).abs() <= bound).all()
+
+
+def test_sgm_tiled_loop(shader, order):
+    """A tiled k loop through one pair of threadgroup tiles, both barriers in place: exact to
+    gamma_(8 + K/8) in every order."""
+
+    def run(a, b, c, p, o, seed):
+        args = [shader.tensor(t) for t in (a, b, c)]
+        shader.run(shader.lib("simdgroup_matrix").gemm_kloop, *args, p, threads=128, group_size=128,
+                   order=o, seed=seed)
+        return args[2].cpu()
+
+    assert _kloop(run, 64, (1, 1), *order)
+
+
+@pytest.mark.parametrize("barriers", [(0, 1), (1, 0)], ids=["no-barrier-after-staging", "no-barrier-before-restaging"])
+def test_sgm_tiled_loop_missing_barrier_is_exposed(emu, barriers):
+    """Either barrier of the tiled loop left out: a load reads a tile before the other simdgroups
+    staged it, or a simdgroup that races ahead (a matrix operation's release restarts the order)
+    restages the tiles while the others still read them; the reversed and shuffled orders give
+    wrong results (NaN or a wrong tile)."""
+
+    def run(a, b, c, p, o, seed):
+        out = c.clone()
+        emu.run(emu.lib("simdgroup_matrix").gemm_kloop, a, b, out, p, threads=128, group_size=128, order=o, seed=seed)
+        return out
+
+    for order, seed in (("reverse", 0), ("shuffle", 1), ("shuffle", 2)):
+        assert not _kloop(run, 64, barriers, order, seed), order
+
+
 _MISUSES = [
     ("partial_load", 32, r"lanes of simdgroup 0 reached different simdgroup operations: simdgroup_(load|store)"),
     ("lane_pointer", 32, r"lanes \d+ and \d+ of simdgroup 0 passed different arguments to simdgroup_load"),

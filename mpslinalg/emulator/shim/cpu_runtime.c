@@ -412,6 +412,11 @@ EXPORT const void *mpsle_collective(const void *val, unsigned size, unsigned sit
     simd_gen[s]++;
     for (int k = first; k < first + n; k++)
       if (F[k].state == AT_SIMD) F[k].state = RUNNABLE;
+    /* a simdgroup_matrix operation: the next phase starts again from the top of the order, so
+     * the released simdgroup may run ahead of threads that have not reached this point yet (a
+     * simdgroup that races ahead to restage a tile the others still read: the missing barrier
+     * of a tiled loop shows in the reversed and shuffled orders) */
+    if (op >= MPSLE_OP_MATRIX_LOAD) restart_round = 1;
   }
   to_scheduler(i);
   set_current(i);

@@ -74,6 +74,35 @@ kernel void gemm32_tg(device const float *A [[buffer(0)]], device const float *B
   for (uint j = 0; j < 4; j++) simdgroup_store(acc[j], c, ulong(p[2]), ulong2(8 * j, 8 * sg));
 }
 
+// C (32x32, ldc 32) += A (32xK, lda K) @ B (Kx32, ldb 32), K a multiple of 8, one k-step of 8 at a
+// time through the same threadgroup tiles (the shape of a tiled loop). p = {K, barrier after the
+// staging, barrier after the use}: leaving out either is a planted bug (read before written /
+// restaged while another simdgroup still reads).
+kernel void gemm_kloop(device const float *A [[buffer(0)]], device const float *B [[buffer(1)]],
+                       device float *C [[buffer(2)]], constant long *p [[buffer(3)]],
+                       uint t [[thread_index_in_threadgroup]], uint sg [[simdgroup_index_in_threadgroup]]) {
+  threadgroup float sA[32 * 12];  // 32 rows x 8 columns of A, rows of 12
+  threadgroup float sB[8 * 36];   // 8 rows x 32 columns of B, rows of 36
+  simdgroup_float8x8 acc[4];
+  for (uint j = 0; j < 4; j++) simdgroup_load(acc[j], C, 32, ulong2(8 * j, 8 * sg));
+  for (long k = 0; k < p[0]; k += 8) {
+    for (uint i = t; i < 256; i += 128) {
+      sA[(i / 8) * 12 + i % 8] = A[(i / 8) * p[0] + k + i % 8];
+      sB[(i / 32) * 36 + i % 32] = B[(k + i / 32) * 32 + i % 32];
+    }
+    if (p[1] != 0) threadgroup_barrier(mem_flags::mem_threadgroup);
+    simdgroup_float8x8 x;
+    simdgroup_load(x, sA, 12, ulong2(0, 8 * sg));
+    for (uint j = 0; j < 4; j++) {
+      simdgroup_float8x8 y;
+      simdgroup_load(y, sB, 36, ulong2(8 * j, 0));
+      simdgroup_multiply_accumulate(acc[j], x, y, acc[j]);
+    }
+    if (p[2] != 0) threadgroup_barrier(mem_flags::mem_threadgroup);
+  }
+  for (uint j = 0; j < 4; j++) simdgroup_store(acc[j], C, 32, ulong2(8 * j, 8 * sg));
+}
+
 // The same product and staging without simdgroup_matrix (the baseline the benchmark compares
 // with): thread t computes row t / 4, columns 8 (t % 4) .. + 7, k in order. p as gemm32_tg's
 // (b_transposed must be 0).

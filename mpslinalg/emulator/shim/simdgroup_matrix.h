@@ -5,10 +5,10 @@
 // Included by cpu.h and cuda.h inside namespace metal, after each has defined `__mpsle_lane_id()`
 // (the calling thread's index in its simdgroup) and the macros MPSLE_SGM_SITE_ARGS (trailing
 // call-site parameters, with a leading comma, or nothing), MPSLE_SGM_SITE (their value) and
-// MPSLE_SGM_ACCESS_ON_ARRIVAL (below). Each
-// shim then defines the two collective steps declared below with its own rendezvous: cpu.h
-// through mpsle_collective (the mechanism of simd_shuffle and simd_sum, which also checks
-// participation and argument uniformity), cuda.h with the warp (bar.warp.sync, shuffles).
+// MPSLE_SGM_ACCESS_ON_ARRIVAL (below). Each shim then defines the two collective steps declared
+// below with its own rendezvous: cpu.h through mpsle_collective (the mechanism of simd_shuffle and
+// simd_sum, which also checks participation and argument uniformity), cuda.h with the warp
+// (bar.warp.sync, shuffles).
 //
 // Layout: an 8x8 matrix is spread over the 32 lanes, two elements each; lane l holds row
 // r = 4*(l>>4 & 1) + (l>>1 & 3) at columns c and c + 1, c = 4*(l>>3 & 1) + 2*(l & 1). This is the

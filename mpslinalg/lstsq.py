@@ -2,6 +2,15 @@
 
 Drivers (all of them on CPU, CUDA and mps; torch offers only ``'gels'`` on GPUs)
 ------------------------------------------------------------------------------------
+On the CPU torch backend ``'gels'``, ``'gelsd'`` and ``'gelss'`` are LAPACK's own
+(``torch.linalg.lstsq``: the same algorithms and outputs, faster on small problems: docs/ops/svd.md),
+with this module's rules for non-finite input and scaling; ``'gels'`` of a rank-deficient matrix,
+where torch raises, takes the version below. ``'gelsy'`` stays the version below everywhere: MKL's
+``xgelsy`` (torch's CPU LAPACK) is not reproducible, 12 calls on the same input gave different bits
+(float32 to complex128, 2026-12-01), and its column pivoting differs from the reference LAPACK's on
+graded rank-deficient matrices (solutions 1.4 apart at rank 2 of 4, κ = 1e6, where ours agrees
+with SciPy's). The versions below run on the other backends and devices.
+
 ``'gels'``  (full rank assumed; default on CUDA and mps, as torch)
     ``m >= n``: ``A = QR`` (the QR family), ``X = R⁻¹ Qᴴ B`` (``solve_triangular``).
     ``m < n``: the minimum-norm solution from ``Aᴴ = QR``: ``X = Q R⁻ᴴ B`` (as LAPACK ``xgels``).
@@ -48,8 +57,9 @@ import math
 
 import torch
 
+from .kernels import backend_for
 from .oplayer import checks as E
-from .oplayer import defop
+from .oplayer import defop, functorch_active
 from .spectral import _pinv, pinv_backward, pinv_jvp, qr_reduced, svd_parts, tolerances
 from .triangular import solve_triangular
 
@@ -172,6 +182,42 @@ def _gelsy(A: torch.Tensor, B: torch.Tensor, rcond: float):
     return X.reshape(batch + (n, k)), rank
 
 
+def _lapack_serves(A: torch.Tensor) -> bool:
+    """The CPU torch backend (outside ``torch.func`` transforms) calls LAPACK's drivers."""
+    return A.device.type == "cpu" and backend_for(A.device) == "torch" and not functorch_active()
+
+
+def _lapack_lstsq(A: torch.Tensor, B: torch.Tensor, rcond: float, driver: str):
+    """LAPACK's own driver through ``torch.linalg.lstsq`` (CPU), with the family's rules: a matrix
+    with a non-finite entry gets ``rank = -1`` and NaN outputs, a non-finite column of ``B`` a NaN
+    solution column (LAPACK refuses such input: they are replaced by zeros for the call), and
+    matrices outside LAPACK's safe range are scaled by powers of two first (exact: the same digits
+    at 2^±100, where LAPACK's own scaling would round). The range test reads CPU memory on the
+    host: no synchronisation of any device. ``None`` when ``'gels'`` finds ``A`` rank-deficient
+    (torch raises there; the family's ``'gels'`` returns the non-finite solution instead)."""
+    amax_a, amax_b = A.abs().amax((-2, -1)), B.abs().amax((-2, -1))
+    fi = torch.finfo(A.dtype)
+    lo = math.sqrt(fi.tiny) / fi.eps  # LAPACK's SMLNUM; BIGNUM = 1/SMLNUM
+    try:
+        if bool(((amax_a >= lo) & (amax_a <= 1 / lo) & (amax_b >= lo) & (amax_b <= 1 / lo)).all()):
+            X, _, rank, sv = torch.linalg.lstsq(A, B, rcond=rcond, driver=driver)  # the common case
+            return X, rank, sv
+        bad = ~torch.isfinite(amax_a)
+        bad_col = ~torch.isfinite(B).all(-2)
+        sa, sb = _pow2_scale(A), _pow2_scale(B)
+        A0 = torch.where(bad[..., None, None], torch.zeros((), dtype=A.dtype), A * sa)
+        B0 = torch.where(bad_col.unsqueeze(-2), torch.zeros((), dtype=B.dtype), B * sb)
+        X, _, rank, sv = torch.linalg.lstsq(A0, B0, rcond=rcond, driver=driver)
+    except torch.linalg.LinAlgError:
+        return None
+    X = torch.where(bad[..., None, None] | bad_col.unsqueeze(-2), float("nan"), X * (sa / sb))
+    if driver != "gels":
+        rank = torch.where(bad, -1, rank)
+    if driver in ("gelsd", "gelss"):
+        sv = torch.where(bad.unsqueeze(-1), float("nan"), sv / sa.squeeze(-1))
+    return X, rank, sv
+
+
 # --------------------------------------------------------------------------------------------------
 # The op
 # --------------------------------------------------------------------------------------------------
@@ -197,6 +243,11 @@ def _lstsq_impl(A: torch.Tensor, B: torch.Tensor, rcond: float, driver: str
         X = A.new_zeros(A.shape[:-2] + (n, B.shape[-1]))
         return (X, A.new_zeros(rank_shape, dtype=torch.int64),
                 A.new_zeros(sv_shape, dtype=_real(A.dtype)))
+    # no right-hand side: torch's LAPACK call fails (an illegal-argument assert in torch 2.x)
+    if driver != "gelsy" and _lapack_serves(A) and B.shape[-1] > 0:
+        lapack = _lapack_lstsq(A, B, rcond, driver)
+        if lapack is not None:
+            return lapack
     if driver in ("gelsd", "gelss"):
         return _svd_solve(A, B, rcond, driver)
     sa, sb = _pow2_scale(A), _pow2_scale(B)

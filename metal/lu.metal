@@ -36,6 +36,8 @@
 constant constexpr uint LU_PANEL_MAX_THREADS = 256;
 // Threads that share one row in lu_panel's rank-1 update (one simdgroup: consecutive columns).
 constant constexpr uint LU_PANEL_LANES = 32;
+// Rows of lu_panel's rank-1 update each thread loads at once.
+constant constexpr int LU_PANEL_UNROLL = 8;
 
 // ---- LU-specific scalar rules --------------------------------------------------------------------
 
@@ -156,10 +158,28 @@ kernel void lu_panel(device T* A [[buffer(0)]],
     threadgroup_barrier(mem_flags::mem_device);
     // 4. rank-1 update of the trailing panel rows col+1..m-1, columns col+1..cend-1: the group is
     //    LU_PANEL_LANES consecutive threads per row (consecutive columns: coalesced), nt / lanes
-    //    rows at a time; no integer division per element
+    //    rows at a time; no integer division per element. LU_PANEL_UNROLL rows per thread at once
+    //    (all their loads before any store: one latency per group of rows, not one per row)
     const int lane = (int)(tid % LU_PANEL_LANES);
     const int rstep = (int)(ntg / LU_PANEL_LANES);
-    for (int r = col + 1 + (int)(tid / LU_PANEL_LANES); r < m; r += rstep) {
+    int r = col + 1 + (int)(tid / LU_PANEL_LANES);
+    for (; r + (LU_PANEL_UNROLL - 1) * rstep < m; r += LU_PANEL_UNROLL * rstep) {
+      T l[LU_PANEL_UNROLL];
+      for (int q = 0; q < LU_PANEL_UNROLL; ++q) {
+        l[q] = a[(r + q * rstep) * n + col];
+      }
+      for (int c = col + 1 + lane; c < cend; c += (int)LU_PANEL_LANES) {
+        const T u = a[col * n + c];
+        T x[LU_PANEL_UNROLL];
+        for (int q = 0; q < LU_PANEL_UNROLL; ++q) {
+          x[q] = a[(r + q * rstep) * n + c];
+        }
+        for (int q = 0; q < LU_PANEL_UNROLL; ++q) {
+          a[(r + q * rstep) * n + c] = x[q] - s_mul(l[q], u);
+        }
+      }
+    }
+    for (; r < m; r += rstep) {
       const T l = a[r * n + col];
       for (int c = col + 1 + lane; c < cend; c += (int)LU_PANEL_LANES) {
         a[r * n + c] -= s_mul(l, a[col * n + c]);

@@ -283,6 +283,14 @@ def _kernel_lu_cases(device, quick) -> list[Case]:
             case = _kernel_lu_case(f"lu_factor complex64 n=1024 [{label}]", A, device, **kw)
             if case is not None:
                 rows.append(case)
+        # one threadgroup per panel for panels up to this many rows (4096: every panel, so every
+        # block is 4 dispatches: lu_panel, lu_laswp, trsm, gemm)
+        A = _randn((4096, 4096), torch.complex64, device, 42)
+        for single in (0, 512, 4096):
+            case = _kernel_lu_case(f"lu_factor complex64 n=4096 [panel_single_rows={single}]", A, device,
+                                   panel_single_rows=single)
+            if case is not None:
+                rows.append(case)
     return rows
 
 

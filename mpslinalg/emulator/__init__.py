@@ -11,13 +11,15 @@ Emulator-only call keywords: ``order="inorder" | "reverse" | "shuffle"`` (with `
 expose missing barriers, ``guard=True`` to put every buffer's end at a protected page, and
 ``tsan=True`` to run the launch under ThreadSanitizer (races reported at the ``.metal`` line as
 :class:`KernelRace`). Faults inside a kernel raise :class:`KernelFault`; binding mistakes raise
-``TypeError`` / ``ValueError`` naming the kernel and the argument. See ``docs/emulator.md``.
+``TypeError`` / ``ValueError`` naming the kernel and the argument; both, and compile errors, are
+:class:`EmulatorError`. See ``docs/emulator.md``.
 
 What it cannot tell you: Apple GPU rounding (``fast::`` math, FMA contraction, tree-order
 ``simd_sum``), memory ordering and atomics semantics under real concurrency, whether Apple's
 compiler accepts newer MSL features, and performance.
 """
 
+from ._errors import EmulatorError
 from ._frontend import MetalSourceError
 from ._library import (
     BindingError,
@@ -48,6 +50,7 @@ __all__ = [
     "BindingTypeError",
     "BindingWarning",
     "CompilerNotFoundError",
+    "EmulatorError",
     "KernelNotFoundError",
     "KernelFault",
     "KernelFunction",

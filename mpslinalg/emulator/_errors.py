@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 __all__ = [
+    "EmulatorError",
     "BindingError",
     "BindingTypeError",
     "BindingWarning",
@@ -13,14 +14,20 @@ __all__ = [
 ]
 
 
+class EmulatorError(RuntimeError):
+    """Base of the errors the emulator raises about a kernel, its source or its call (binding
+    mistakes, faults and divergence inside a kernel, compile errors); each subclass also derives
+    from the built-in exception code written against torch expects (ValueError, TypeError, ...)."""
+
+
 # torch.mps.compile_shader reports binding mistakes through TORCH_CHECK (a RuntimeError); Python
 # convention says ValueError/TypeError. These derive from both, so code written against either the
 # Mac or this emulator catches them.
-class BindingError(RuntimeError, ValueError):
+class BindingError(EmulatorError, ValueError):
     """A kernel call whose arguments, grid or options Metal (or torch) would not accept."""
 
 
-class BindingTypeError(RuntimeError, TypeError):
+class BindingTypeError(EmulatorError, TypeError):
     """A kernel argument of the wrong type (tensor dtype vs pointer type, int bound to float, ...)."""
 
 
@@ -29,11 +36,11 @@ class BindingWarning(UserWarning):
     conjugate/negative bit Metal ignores)."""
 
 
-class KernelNotFoundError(AttributeError, RuntimeError):
+class KernelNotFoundError(AttributeError, EmulatorError):
     """``lib.<name>`` for a kernel the library does not have."""
 
 
-class KernelFault(RuntimeError):
+class KernelFault(EmulatorError):
     """A fault inside a kernel (out-of-bounds trap, bad memory access, division by zero, barrier or
     simdgroup divergence), naming the kernel, the threadgroup and the thread."""
 

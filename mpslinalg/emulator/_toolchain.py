@@ -15,6 +15,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from ._errors import EmulatorError
+
 __all__ = [
     # the package's toolchain API (re-exported by mpslinalg.emulator; docs/emulator.md)
     "CompilerNotFoundError",
@@ -45,7 +47,7 @@ class CompilerNotFoundError(RuntimeError):
     """No usable C++ compiler (clang >= 17) was found for the emulator."""
 
 
-class ShaderCompileError(RuntimeError):
+class ShaderCompileError(EmulatorError):
     """The Metal source did not compile (the message holds the compiler's diagnostics)."""
 
 

@@ -224,9 +224,10 @@ _MISUSES = [
 
 @pytest.mark.parametrize("kernel, group, message", _MISUSES, ids=[k for k, _, _ in _MISUSES])
 def test_sgm_misuse_is_a_kernel_fault(emu, order, kernel, group, message, still_works):
-    with pytest.raises(KernelFault, match=message):
+    with pytest.raises(emulator.EmulatorError, match=message) as info:
         emu.run(getattr(emu.lib("simdgroup_matrix"), kernel), torch.zeros(128), threads=group,
                 group_size=group, order=order[0], seed=order[1])
+    assert isinstance(info.value, KernelFault) and info.value.kernel == kernel
     still_works()
 
 

@@ -172,10 +172,10 @@ static void geqr2(real *Wk, int64_t m, int64_t n, acc *tau) {
   for (int64_t j = 0; j < n; ++j) {
     real *x = Wk + (j * m + j) * W;
     acc ar = x[0], ai = CPLX ? x[1] : 0;
-    acc xn2 = ssq(x + W, m - j - 1);
+    acc xn = nrm2(x + W, m - j - 1); /* scaled where squares would underflow (float64) */
     tau[2 * j] = tau[2 * j + 1] = 0;
-    if (xn2 == 0 && ai == 0) continue; /* H = I */
-    acc beta = -copysign(sqrt(ar * ar + ai * ai + xn2), ar);
+    if (xn == 0 && ai == 0) continue; /* H = I */
+    acc beta = -copysign(hypot(hypot(ar, ai), xn), ar);
     tau[2 * j] = (beta - ar) / beta;
     tau[2 * j + 1] = -ai / beta;
     /* v = x / (alpha - beta), by division: |x_i| <= |alpha - beta|, nothing overflows */

@@ -1,0 +1,187 @@
+"""The SVD's C kernel on the CPU (mpslinalg/kernels/svd_c.py) and the torch-op path it replaces there.
+
+Thresholds are LAPACK's (``TESTING/ctest.in``): the SVD ratios ``‖A − UΣVᴴ‖/(max(m,n)‖A‖u)``,
+``‖I − UᴴU‖/(m u)``, ``‖I − VᴴV‖/(n u)`` below 30, with ``u = 2^-24`` (float32) / ``2^-53``
+(float64). Singular values of column-scaled matrices: one-sided Jacobi is relatively accurate for
+``A = B D`` with ``D`` diagonal, to ``c·κ(B)·u`` (Demmel & Veselić 1992); with ``B`` orthonormal to
+working precision (``κ(B) = 1 + O(u)``) every ``σ_j = d_j`` to ``30·n·u`` relative.
+
+The CPU runs the C kernel by default, so the torch-op Jacobi (the fallback without a compiler, and
+the CUDA path's algorithm) is exercised here with the C route switched off: the ``torch_ops``
+fixture.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import mpslinalg as LA
+from reference import metrics
+from reference.metrics import unit_roundoff
+
+svd_mod = importlib.import_module("mpslinalg.svd")
+svd_c = importlib.import_module("mpslinalg.kernels.svd_c")
+
+THRESHOLD = 30.0
+HOST = [torch.float32, torch.float64, torch.complex64, torch.complex128]
+
+pytestmark = pytest.mark.skipif(svd_c.SVD_C.compiler() is None, reason="no C compiler (clang >= 17) for the C kernel")
+
+
+@pytest.fixture(params=["c", "torch-ops"])
+def path(request, monkeypatch):
+    """Run a test on the C kernel and on the torch-op Jacobi (C route switched off)."""
+    if request.param == "torch-ops":
+        monkeypatch.setattr(svd_mod, "_c_serves", lambda A: False)
+    return request.param
+
+
+def _randn(shape, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    if dtype.is_complex:
+        return torch.randn(*shape, dtype=dtype, generator=g)
+    return torch.randn(*shape, dtype=torch.float64, generator=g).to(dtype)
+
+
+def _assert_svd(A, U, S, Vh):
+    r = metrics.svd_ratios(A, U, S, Vh)
+    worst = {k: float(getattr(r, k).max()) for k in ("recon", "u_orth", "v_orth")}
+    assert max(worst.values()) < THRESHOLD, worst
+    assert float(r.order.max()) == 0  # descending, non-negative
+
+
+def test_the_cpu_runs_the_c_kernel(monkeypatch):
+    calls = []
+    real = svd_c.svd_tall
+    monkeypatch.setattr(svd_c, "svd_tall", lambda *a, **k: calls.append(a[0].shape) or real(*a, **k))
+    A = _randn((4, 6, 5), torch.float32, 0)
+    LA.svd(A)
+    LA.svdvals(A.mT)
+    assert calls == [(4, 6, 5), (4, 6, 5)]  # the wide one as its conjugate transpose
+
+
+@pytest.mark.parametrize("dtype", HOST, ids=str)
+@pytest.mark.parametrize("shape", [(3, 8, 8), (5, 9, 8), (4, 8, 9), (2, 40, 17), (3, 1, 1), (2, 5, 1), (2, 33, 33)],
+                         ids=str)
+@pytest.mark.parametrize("full", [True, False])
+def test_lapack_ratios_both_paths(path, dtype, shape, full):
+    A = _randn(shape, dtype, 1)
+    A0 = A.clone()
+    U, S, Vh = LA.svd(A, full_matrices=full)
+    assert torch.equal(A, A0)
+    m, n = shape[-2:]
+    assert U.shape[-1] == (m if full else min(m, n)) and Vh.shape[-2] == (n if full else min(m, n))
+    _assert_svd(A, U, S, Vh)
+    torch.testing.assert_close(LA.svdvals(A), S, rtol=0, atol=0)  # same kernel, same bits
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex128], ids=str)
+def test_tiny_columns_are_relatively_accurate(dtype):
+    # columns below 2^-450 take the scaled dot products and norms (their squares would underflow);
+    # the smallest stays above 1e-300 so that no product in the rotations is subnormal
+    n = 5
+    d = torch.tensor([1.0, 1e-80, 1e-160, 1e-200, 1e-250], dtype=torch.float64)
+    Q, _ = torch.linalg.qr(_randn((7, n), dtype, 2))
+    S = LA.svdvals(Q * d.to(dtype))
+    u = unit_roundoff(dtype)
+    rel = ((S - d) / d).abs().max()
+    assert float(rel) < THRESHOLD * n * u, float(rel)
+    U, S2, Vh = LA.svd(Q * d.to(dtype), full_matrices=False)
+    _assert_svd(Q * d.to(dtype), U, S2, Vh)
+
+
+@pytest.mark.parametrize("dtype", HOST, ids=str)
+def test_zero_and_rank_deficient(path, dtype):
+    A = torch.zeros(2, 6, 4, dtype=dtype)
+    A[1, :, :2] = _randn((6, 2), dtype, 3)
+    U, S, Vh = LA.svd(A)
+    assert torch.equal(S[0], torch.zeros(4, dtype=S.dtype)) and bool((S[1, 2:] == 0).all())
+    _assert_svd(A, U, S, Vh)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")], ids=["nan", "inf"])
+@pytest.mark.parametrize("dtype", HOST, ids=str)
+def test_nonfinite_info_1_and_nan(dtype, bad):
+    A = _randn((3, 5, 4), dtype, 4)
+    A[1, 2, 3] = bad
+    U, S, Vh, info = LA.svd_ex(A)
+    assert info.tolist() == [0, 1, 0]
+    assert torch.isnan(S[1]).all() and torch.isnan(U[1]).all() and torch.isnan(Vh[1]).all()
+    assert torch.isfinite(S[[0, 2]]).all()
+    with pytest.raises(torch.linalg.LinAlgError, match="non-finite"):
+        LA.svdvals(A)
+
+
+def test_sweep_bound_gives_info_2(monkeypatch):
+    # one sweep cannot orthogonalise a random 16x16 (de Rijk's cyclic Jacobi needs ~5): info 2
+    monkeypatch.setattr(svd_mod.TUNING, "max_sweeps", 1)
+    U, S, Vh, info = LA.svd_ex(_randn((3, 16, 16), torch.float32, 5))
+    assert info.tolist() == [2, 2, 2]
+    monkeypatch.setattr(svd_mod.TUNING, "max_sweeps", 30)
+    assert LA.svd_ex(_randn((3, 16, 16), torch.float32, 5)).info.tolist() == [0, 0, 0]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64], ids=str)
+def test_extreme_scales_same_digits(path, dtype):
+    # scaling by a power of two is exact: the same digits come out at 2^±100
+    A = _randn((2, 7, 5), dtype, 6)
+    S = LA.svdvals(A)
+    for s in (2.0**100, 2.0**-100):
+        torch.testing.assert_close(LA.svdvals(A * s), S * s, rtol=0, atol=0)
+
+
+def test_graded_relative_accuracy_both_paths(path):
+    # two-sided graded A = D1 B D2, B well conditioned: every σ to c·κ(B)·u relative (Demmel &
+    # Veselić); rows and columns are sorted before the QR (a reversed order loses the grading)
+    n = 8
+    B = _randn((n, n), torch.float64, 7)
+    kB = float(torch.linalg.cond(B))
+    g = torch.logspace(0, -3, n, dtype=torch.float64)
+    A = (g[:, None] * B * g[None, :]).flip(0)
+    ref = torch.linalg.svdvals(A.to(torch.float64))  # σ_min/σ_max ~ 1e-6: float64 LAPACK to 1e-10 rel
+    S = LA.svdvals(A.to(torch.float32)).double()
+    rel = float(((S - ref) / ref).abs().max())
+    assert rel < THRESHOLD * kB * unit_roundoff(torch.float32), (rel, kB)
+
+
+_NO_COMPILER_CHILD = r"""
+import warnings, torch, mpslinalg
+A = torch.randn(4, 6, 5)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    U, S, Vh = mpslinalg.svd(A, full_matrices=False)
+    mpslinalg.svdvals(A)
+ours = [w for w in caught if "generated C for svd" in str(w.message)]
+assert len(ours) == 1 and "torch-op Jacobi" in str(ours[0].message), [str(w.message) for w in caught]
+assert (U @ torch.diag_embed(S) @ Vh - A).abs().max() < 1e-5
+print("ok")
+"""
+
+
+def test_without_a_compiler_the_torch_op_path_serves_and_warns_once(tmp_path):
+    env = dict(os.environ, MPSLINALG_CXX=str(tmp_path / "no-such-compiler"), MPSLINALG_CACHE_DIR=str(tmp_path))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    res = subprocess.run([sys.executable, "-c", _NO_COMPILER_CHILD], env=env, capture_output=True, text=True,
+                         timeout=300, cwd=root)
+    assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stderr[-3000:]
+
+
+@pytest.mark.parametrize("driver", ["gels", "gelsd", "gelss"])
+def test_lstsq_cpu_drivers_are_lapacks(driver):
+    # the CPU route is one LAPACK call: the same bits as torch.linalg.lstsq
+    A, B = _randn((3, 9, 4), torch.float64, 8), _randn((3, 9, 2), torch.float64, 9)
+    ours, theirs = LA.lstsq(A, B, driver=driver), torch.linalg.lstsq(A, B, driver=driver)
+    torch.testing.assert_close(ours.solution, theirs.solution, rtol=0, atol=0)
+    if driver != "gels":
+        assert torch.equal(ours.rank, theirs.rank)
+
+
+def test_pinv_cpu_is_lapacks():
+    A = _randn((3, 9, 4), torch.float32, 10)
+    torch.testing.assert_close(LA.pinv(A), torch.linalg.pinv(A), rtol=0, atol=0)

@@ -1,31 +1,33 @@
 """The LU family: ``lu_factor(_ex)``, ``lu``, ``lu_solve``, ``solve(_ex)``, ``det``, ``slogdet``,
 ``inv(_ex)`` with ``torch.linalg``'s signatures and semantics (DESIGN §6, §7).
 
-The whole story lives here: input checks, the device-agnostic recursive algorithm, its three
-kernel contracts (implemented in ``metal/lu.metal`` for the ``metal``/``emulator`` backends and
+The whole story lives here: input checks, the device-agnostic algorithm, its kernel
+contracts (implemented in ``metal/lu.metal`` for the ``metal``/``emulator`` backends and
 with torch ops for the ``torch`` backend), the custom ops with fake implementations and autograd,
 and the public wrappers.
 
-Algorithm (LAPACK ``getrf2``, Toledo's recursive LU)
-----------------------------------------------------
+Algorithm
+---------
 ``_getrf`` factors a batch ``[B, M, N]`` in place into a copy of the input:
 
 * small matrices (``M, N <= 32`` on the kernel backends) are one **whole-matrix kernel** dispatch
   for the whole batch (``lu_small``); on the ``torch`` backend matrices up to
   :attr:`Tuning.direct_max` are one call of the device's LAPACK-like leaf;
-* larger ones recurse on column halves ``[A11; A21] | [A12; A22]``: factor the left half, apply
-  its row interchanges to the right half (**one dispatch per block**, ``lu_laswp`` or one gather),
-  ``A12 <- L11^{-1} A12`` (``mpslinalg.triangular.trsm``), ``A22 <- A22 - A21 A12`` (one GEMM),
-  factor ``A22``, apply its interchanges to ``A21``. Nearly all flops are in the GEMMs; the leaf
-  is a **fused panel kernel** (``lu_panel``, ``nb`` columns, pivot search, swap, scaling and rank-1
-  updates in one dispatch).
+* larger ones, on the kernel backends: LAPACK's right-looking blocked ``getrf`` with blocks of
+  ``nb = TUNING.panel_nb`` columns: the panel (``lu_panel``, one threadgroup, for short panels;
+  ``lu_panel_step``, several threadgroups and one dispatch per column, for tall ones), its
+  interchanges on the columns to the right (``lu_laswp``), ``U12 <- L11^{-1} A12``
+  (``mpslinalg.triangular.trsm``), ``A22 <- A22 - L21 U12`` (one GEMM); the interchanges of the
+  columns to the left of every panel at the end in one ``lu_laswp_left``;
+* larger ones, on the ``torch`` backend: recursion on column halves (``getrf2``, Toledo 1997)
+  with the device's leaf, interchanges applied by one gather per block.
 
 Pivots (1-based int32), ``info`` and everything else stay on the device: no ``_ex`` path
 synchronises with the host.
 
 Kernel contracts (identical on every backend)
 ---------------------------------------------
-``panel(LU, piv, info, o, w)``
+``panel(LU, piv, info, o, w)`` (and ``panel_steps``: the same, shared by several threadgroups)
     LAPACK ``getf2`` of rows ``[o, M)`` x columns ``[o, o+w)`` of every matrix of the contiguous
     ``[B, M, N]`` buffer ``LU``, in place. Pivot of column ``j`` = first row of largest
     ``|Re|+|Im|`` (``icamax``), written 1-based and absolute to ``piv[:, j]``; rows are swapped only

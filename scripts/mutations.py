@@ -614,7 +614,7 @@ MUTATIONS = [
         file='mpslinalg/svd.py',
         pattern='new_p = c * yp - se.conj() * yq',
         replacement='new_p = c * yp - se * yq',
-        tests=['tests/svd/test_svd_api.py', 'tests/svd/test_svd_accuracy.py'],
+        tests=['tests/svd/test_svd_api.py', 'tests/svd/test_svd_accuracy.py', 'tests/svd/test_svd_c.py'],
         why='the torch-op Jacobi rotation is not unitary (complex)',
     ),
     dict(
@@ -622,7 +622,7 @@ MUTATIONS = [
         file='mpslinalg/svd.py',
         pattern='S, order = S.sort(dim=-1, descending=True, stable=True)',
         replacement='S, order = S.sort(dim=-1, descending=False, stable=True)',
-        tests=['tests/svd/test_svd_api.py', 'tests/svd/test_svd_accuracy.py'],
+        tests=['tests/svd/test_svd_api.py', 'tests/svd/test_svd_accuracy.py', 'tests/svd/test_svd_c.py'],
         why='singular values returned in ascending order',
     ),
     dict(
@@ -630,7 +630,7 @@ MUTATIONS = [
         file='mpslinalg/svd.py',
         pattern='rperm = As.abs().amax(-1).argsort(dim=-1, descending=True, stable=True)',
         replacement='rperm = As.abs().amax(-1).argsort(dim=-1, descending=False, stable=True)',
-        tests=['tests/svd/test_svd_accuracy.py'],
+        tests=['tests/svd/test_svd_accuracy.py', 'tests/svd/test_svd_c.py'],
         why='the row-sorting preconditioner sorts the wrong way (graded accuracy lost)',
     ),
     # ---- mpslinalg/spectral.py / lstsq.py ----------------------------------------------------------

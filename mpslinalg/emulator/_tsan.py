@@ -100,7 +100,8 @@ _FRAME = re.compile(r"^\s*#\d+ .*? (\S+\.metal|\S+\.h):(\d+)(?::(\d+))?")
 
 
 def parse_reports(stderr: str) -> list[Race]:
-    """Races from TSan's report text: the first .metal frame of each of the two accesses."""
+    """Races from TSan's report text: the first frame of each of the two accesses in a .metal file
+    or one of its headers (frames in the emulator's shim are skipped)."""
     races: list[Race] = []
     for block in stderr.split("WARNING: ThreadSanitizer: data race")[1:]:
         accesses: list[str] = []
@@ -111,6 +112,8 @@ def parse_reports(stderr: str) -> list[Race]:
                 kind = m.group(2).lower()
                 continue
             f = _FRAME.match(line)
+            if f and "/emulator/shim/" in f.group(1).replace("\\", "/"):
+                continue  # inside the shim (a simdgroup_matrix load): its caller is the kernel line
             if f and kind is not None:
                 loc = f"{Path(f.group(1)).name}:{f.group(2)}" + (f":{f.group(3)}" if f.group(3) else "")
                 accesses.append(f"{kind} at {loc}")

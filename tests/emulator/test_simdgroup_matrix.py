@@ -305,8 +305,8 @@ def test_sgm_unsupported_forms_fail_to_compile(emu, body, message):
 
 def test_sgm_tsan_finds_the_missing_barrier(emu):
     """ThreadSanitizer (tsan=True) sees a matrix load as the lanes' reads and the collectives as
-    synchronisation: the staging stores race with the loads exactly when the barrier is left out.
-    (The read is reported inside the shim, shim/simdgroup_matrix.h, the staging at its .metal line.)"""
+    synchronisation: the staging stores race with the simdgroup_load calls (reported at their
+    .metal lines, not inside the shim) exactly when the barrier is left out."""
     from mpslinalg.emulator import KernelRace
     from mpslinalg.emulator._tsan import tsan_available
 
@@ -320,8 +320,12 @@ def test_sgm_tsan_finds_the_missing_barrier(emu):
     with pytest.raises(KernelRace) as info:
         lib.gemm32_tg(a, b, c.clone(), [32, 32, 32, 0, 0, 0, 0, 0], threads=128, group_size=128, tsan=True)
     src = (Path(__file__).resolve().parent / "kernels" / "simdgroup_matrix.metal").read_text().splitlines()
-    staging = {i + 1 for i, line in enumerate(src) if "sA[r * TPAD + k] =" in line or "sB[r * TPAD + k] =" in line}
-    sites = {x.split()[-1] for r in info.value.races for x in (r.first, r.second)}  # "write at f:l:c"
-    lines = {int(s.split(":")[1]) for s in sites if s.startswith("shader.metal:")}
-    assert lines and lines <= staging
-    assert any(s.startswith("simdgroup_matrix.h:") for s in sites)
+    first = next(i for i, t in enumerate(src) if "kernel void gemm32_tg" in t)
+    last = next(i for i, t in enumerate(src) if "kernel void gemm_kloop" in t)
+    kernel = range(first + 1, last + 1)  # 1-based line numbers of gemm32_tg
+    staging = {i for i in kernel if "TPAD + k] = " in src[i - 1]}
+    loads = {i for i in kernel if "simdgroup_load(x, sA" in src[i - 1] or "simdgroup_load(y, sB" in src[i - 1]}
+    assert len(staging) == 2 and len(loads) == 3
+    for r in info.value.races:
+        kinds = {x.split()[0]: int(x.split(":")[1]) for x in (r.first, r.second)}  # "write at shader.metal:58:22"
+        assert kinds["write"] in staging and kinds["read"] in loads, r

@@ -95,7 +95,10 @@ def _solve_left(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, upper: bool, 
         _trsm_small_triton(A, B, X, upper, unit)
         return
     trsm_from = t.trsm_leaf_cpu if X.device.type == "cpu" else t.trsm_leaf
-    if not use_kernel_leaves and trsm_from and n >= trsm_from:
+    small_leaves = use_kernel_leaves and t.kernel_leaf == "trsm_small" and t.small_n > 0
+    if small_leaves:  # GEMM recursion over leaves of at most small_n rows solved by trsm_small
+        leaf_rows, D, nb = min(t.small_n, 64), None, 0
+    elif not use_kernel_leaves and trsm_from and n >= trsm_from:
         leaf_rows, D, nb = t.trsm_leaf_rows, None, 0
     else:
         nb = min(t.nb_unit if unit else t.nb, 32, n)
@@ -106,6 +109,9 @@ def _solve_left(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, upper: bool, 
 
     def leaf(r0: int, r1: int, Bc: torch.Tensor) -> None:
         # Bc: current right-hand side of rows r0:r1
+        if small_leaves:  # views: the kernel takes offsets, strides and broadcast batches
+            _trsm_small_metal(A[:, r0:r1, r0:r1], Bc, X[:, r0:r1], upper, unit)
+            return
         if D is None:
             Aleaf = A[:, r0:r1, r0:r1]
             if Aleaf.shape[0] != batch or Bc.shape[0] != batch:

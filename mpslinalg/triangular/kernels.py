@@ -48,6 +48,11 @@ class Tuning:
     small_n : int
         ``metal``/``emulator`` backends: systems with ``n`` at most this (``<= 64``) are solved by
         the fused ``trsm_small`` kernel (substitution in one dispatch; 0 disables it).
+    kernel_leaf : str
+        ``metal``/``emulator`` backends, ``n`` above ``small_n``: ``"trsm_small"`` (GEMM recursion
+        down to leaves of at most ``small_n`` rows, each one ``trsm_small`` dispatch: substitution,
+        no refinement flops, a few dispatches per call) or ``"trtri_diag"`` (the diagonal-block
+        inverses with the refinement step, three small GEMMs per block).
     small_cols : int
         ``trsm_small``: right-hand-side columns (threads) per system and threadgroup,
         a multiple of 32 in [32, 128]; fewer columns than this per system put several systems in a
@@ -90,6 +95,7 @@ class Tuning:
     torch_inverse: str = "trsm"
     small_n: int = 64
     small_cols: int = 64
+    kernel_leaf: str = "trsm_small"
     direct_max: dict = field(default_factory=lambda: {"cpu": 512, "cuda": 2**62})
     triton_max: int = 64
     direct_transpose_max: dict = field(default_factory=lambda: {"cuda": 64})

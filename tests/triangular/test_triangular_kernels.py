@@ -276,3 +276,37 @@ def test_trsm_small_on_the_cuda_target(dtype):
             torch.testing.assert_close(X, Xr, rtol=0, atol=0, equal_nan=True)
         ratio = metrics.triangular_residual_ratio(T, X, B, False, True, unit)
         assert float(ratio.max()) < metrics.PASS_RATIO, (n, k)
+
+
+@pytest.mark.parametrize("order,seed", ORDERS, ids=ORDER_IDS)
+@pytest.mark.parametrize("kernel_leaf,launches", [("trsm_small", {"trsm_small": 3}), ("trtri_diag", {"trtri_diag": 1})])
+def test_kernel_backends_above_64_rows(lib, monkeypatch, order, seed, kernel_leaf, launches):
+    """n > 64 on the kernel backends: GEMM recursion over trsm_small leaves of <= 64 rows (n = 130:
+    leaves of 64, 64 and 2 rows, three dispatches) or, selectable, the diagonal-block inverses with
+    the refinement step (one trtri_diag dispatch). Both pass LAPACK's ratio (< 30; blocked
+    substitution is backward stable, Higham §13.1; the refinement step, the module docstring) for
+    all 8 variants, with NaN in the triangle that must not be read."""
+    import mpslinalg
+
+    calls: dict[str, int] = {}
+
+    class Counting(InOrder):
+        def __getattr__(self, name):
+            base = name.rsplit("_", 2)[0] if name.startswith("trsm_small") else name.rsplit("_", 1)[0]
+            calls[base] = calls.get(base, 0) + 1
+            return super().__getattr__(name)
+
+    monkeypatch.setattr(tri, "load_library", lambda family, device: Counting(lib, order, seed))
+    monkeypatch.setattr(tri.TUNING, "kernel_leaf", kernel_leaf)
+    n = 130
+    with mpslinalg.use_backend("emulator"):
+        for upper, left, unit in itertools.product([False, True], repeat=3):
+            T = matrices.triangular(n, upper, unit, "well", kappa=100.0, batch=(2,), seed=n, fill=float("nan"))
+            x = torch.randn((2, n, 3) if left else (2, 3, n), dtype=torch.float64)
+            T64 = metrics.triangle(T, upper=upper, unitriangular=unit)
+            B = (T64 @ x if left else x @ T64).float()
+            calls.clear()
+            X = mpslinalg.solve_triangular(T, B, upper=upper, left=left, unitriangular=unit)
+            assert calls == launches, (upper, left, unit)
+            ratio = metrics.triangular_residual_ratio(T, X, B, upper, left, unit)
+            assert float(ratio.max()) < metrics.PASS_RATIO, (upper, left, unit)

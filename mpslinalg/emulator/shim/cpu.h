@@ -113,7 +113,8 @@ inline bool simd_all(bool p, MPSLE_SITE_ARGS) {
 // ---------------------------------------------------------------------------------------------
 // simdgroup matrices (simdgroup_matrix.h): load, store and multiply are collectives of
 // mpsle_collective, which checks a full simdgroup, the same call site on every lane and, for
-// load/store, the same arguments
+// load/store, the same arguments, and restarts the thread order at the release. A lane reads or
+// writes memory when it arrives (unbarriered stores of other threads are missed in some order).
 // ---------------------------------------------------------------------------------------------
 inline unsigned __mpsle_lane_id() { return mpsle_current_lane(); }
 #define MPSLE_SGM_SITE_ARGS , MPSLE_SITE_ARGS

@@ -50,7 +50,7 @@ import torch
 
 from .codegen import CLibraries
 
-__all__ = ["SVD_C", "SVD_C_SOURCE", "svd_tall"]
+__all__ = ["SVD_C", "SVD_C_SOURCE", "cpu_path", "svd_tall", "usable"]
 
 _FLAVOURS = {
     torch.float32: ("float", 0, "FLT_MAX"),
@@ -428,6 +428,25 @@ class SVDKernels(CLibraries):
 
 #: The process's SVD kernels (built lazily, per dtype).
 SVD_C = SVDKernels()
+
+
+def cpu_path() -> str:
+    """Which implementation serves ``svd``/``svdvals``/``svd_ex`` of CPU tensors on the ``torch``
+    backend (for the main job's environment report); builds nothing.
+
+    Returns
+    -------
+    str
+        ``"C Jacobi"`` (this module, with the emulator's compiler) or ``"torch-op Jacobi"`` (no C
+        compiler, or a failed build, which warns once).
+
+    Examples
+    --------
+    >>> from mpslinalg.kernels import svd_c
+    >>> svd_c.cpu_path() in ("C Jacobi", "torch-op Jacobi")
+    True
+    """
+    return "C Jacobi" if SVD_C.compiler() is not None and not SVD_C.failed else "torch-op Jacobi"
 
 
 def usable(A: torch.Tensor) -> bool:

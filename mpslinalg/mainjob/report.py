@@ -173,7 +173,17 @@ def environment() -> dict:
         "backends": _backends(devices),
         "emulator_compiler": _emulator_compiler(),
         "small_cpu_path": _small_cpu_path(),
+        "svd_cpu_path": _svd_cpu_path(),
     }
+
+
+def _svd_cpu_path() -> str:
+    """Which implementation serves the CPU's SVD (the C Jacobi, or the torch-op Jacobi where no
+    compiler is there)."""
+    from ..kernels.svd_c import cpu_path
+    from ..svd import TUNING
+
+    return f"{cpu_path()} (n <= {TUNING.jacobi_max.get('cpu', 0)}; LAPACK's SVD of the QR factor above)"
 
 
 def _small_cpu_path() -> str:
@@ -224,6 +234,8 @@ def format_environment(env: dict) -> str:
         lines.append(f"emulator  no compiler: {c.get('note', '')}")
     if env.get("small_cpu_path"):
         lines.append(f"n <= 4    CPU batches run as: {env['small_cpu_path']}")
+    if env.get("svd_cpu_path"):
+        lines.append(f"svd       CPU runs as: {env['svd_cpu_path']}")
     return "\n".join(lines)
 
 

@@ -230,11 +230,11 @@ _TRITON_INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 _triton_state: dict[str, object] = {}  # "ok": bool once probed; "error": why it was switched off
 
 
-def _use_triton(X: torch.Tensor) -> bool:
-    """Whether the torch backend's Jacobi on ``X [B, n, n]`` is the Triton kernel (``TUNING.triton``:
-    CUDA, float32/complex64, even ``n <= 64``, no ``torch.func`` transform)."""
+def _triton_ok(X: torch.Tensor) -> bool:
+    """The torch backend runs ``X``'s SVD kernels in Triton (:mod:`mpslinalg.kernels.svd_triton`):
+    ``TUNING.triton``, CUDA, float32/complex64, no ``torch.func`` transform."""
     dev = X.device.type
-    if not (TUNING.triton and X.dtype in E.GPU_DTYPES and X.shape[-2] == X.shape[-1]) or functorch_active():
+    if not (TUNING.triton and X.dtype in E.GPU_DTYPES) or functorch_active():
         return False
     if dev != "cuda" and not (dev == "cpu" and _TRITON_INTERPRET):
         return False
@@ -246,7 +246,12 @@ def _use_triton(X: torch.Tensor) -> bool:
         except Exception as exc:  # noqa: BLE001 - no Triton: the torch-op sweeps serve
             ok, _triton_state["error"] = False, repr(exc)
         _triton_state["ok"] = ok
-    if not ok:
+    return bool(ok)
+
+
+def _use_triton(X: torch.Tensor) -> bool:
+    """Whether the torch backend's Jacobi on ``X [B, n, n]`` is the Triton kernel (even ``n <= 64``)."""
+    if not (X.shape[-2] == X.shape[-1] and _triton_ok(X)):
         return False
     from .kernels.svd_triton import fits
 
@@ -374,12 +379,26 @@ def _c_serves(A: torch.Tensor) -> bool:
             and A.shape[-1] <= TUNING.jacobi_max.get("cpu", 0) and svd_c.usable(A))
 
 
+def _whole_kernel(A: torch.Tensor):
+    """The module whose ``svd_tall`` runs the whole algorithm on ``A [B, m, n]`` in one kernel, or
+    None: C on the CPU (:func:`_c_serves`), Triton on CUDA for ``n <= m <= 4`` (one matrix per lane,
+    :func:`mpslinalg.kernels.svd_triton.svd_tall`)."""
+    if _c_serves(A):
+        return svd_c
+    if A.shape[-2] <= 4 and _triton_ok(A):
+        from .kernels import svd_triton
+
+        return svd_triton if svd_triton.fused_fits(A.shape[-2], A.shape[-1], A.dtype) else None
+    return None
+
+
 def _svd_tall(A: torch.Tensor, full: bool, compute_uv: bool):
     """SVD of a batch ``[B, m, n]`` with ``m >= n >= 1``. Returns ``(U, S, V, info)`` (``V``, not
     ``Vh``)."""
-    if _c_serves(A):  # the same algorithm in C; the zero-σ columns of V completed here
+    whole = _whole_kernel(A)
+    if whole is not None:  # the same algorithm in one kernel; the zero-σ columns of V completed here
         sweeps, host_reads = TUNING.sweeps(A.device, A.real.dtype if A.is_complex() else A.dtype, A.shape[-1])
-        U, S, V, info = svd_c.svd_tall(A, full, compute_uv, sweeps)
+        U, S, V, info = whole.svd_tall(A, full, compute_uv, sweeps)
         return U, S, (_complete(V, S, host_reads) if compute_uv else None), info
     Bn, m, n = A.shape
     rdt = A.real.dtype if A.is_complex() else A.dtype

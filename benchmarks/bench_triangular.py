@@ -358,6 +358,29 @@ def kernel_cases(device: torch.device, quick: bool) -> list[Case]:
                         flops=GRAPH_REPS * fm * nmat * n * n * k, sync_check=False, count_launches=False)
             case.keep = (launch, X, A, B, M)  # the tensors the graphs use
             out.append(case)
+    # above n = 64 the kernel backends recurse with GEMMs over trsm_small leaves (TUNING.kernel_leaf);
+    # eager calls (several dispatches each, host launch overhead included: dispatch economy is the
+    # point), the diagonal-inverse leaves and torch.linalg in the same run
+    big = [(256, 64 if gpu else 4, 64, torch.float32), (1024, 1, 256, torch.float32),
+           (1024, 1, 256, torch.complex64)] if not quick else [(256, 8 if gpu else 2, 64, torch.float32)]
+    for n, nmat, k, dtype in big:
+        A = _tri(n, (nmat,), dtype, device)
+        B = _rhs((nmat, n, k), dtype, device)
+
+        def solve(leaf, A=A, B=B):
+            with mpslinalg.use_backend("emulator" if device.type != "mps" else "metal"), tuning(kernel_leaf=leaf):
+                return mpslinalg.solve_triangular(A, B, upper=False)
+
+        r = triangular_ratio(A, B, solve("trsm_small"), False)
+        print(f"  {str(dtype)[6:]} {nmat}x{n}x{n}: trsm_small leaves accuracy {r:.3g} {'PASS' if r < 30 else 'FAIL'}")
+        out.append(Case(name=f"{str(dtype)[6:]} {nmat}x{n}x{n} lower, {k} RHS [kernel backend, trsm_small leaves]",
+                        workload="Metal kernels + GEMMs (eager)", device=device, dtype=dtype,
+                        shape=f"{tuple(A.shape)} rhs {k}", ours=lambda solve=solve: solve("trsm_small"),
+                        ours_name="trsm_small leaves",
+                        peer={"trtri_diag leaves": lambda solve=solve: solve("trtri_diag"),
+                              "torch.linalg": lambda A=A, B=B: torch.linalg.solve_triangular(A, B, upper=False)},
+                        bytes_moved=A.nbytes // 2 + 2 * B.nbytes,
+                        flops=(4.0 if dtype.is_complex else 1.0) * nmat * n * n * k))
     return out
 
 _VIEW_OPS = {

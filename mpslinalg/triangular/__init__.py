@@ -46,7 +46,10 @@ refinement step. The explicit inverse of a whole triangle of order 64 or more is
 
 On the ``metal``/``emulator`` backends, systems with ``n <= 64`` skip all of this: the fused
 ``trsm_small`` kernel solves them by substitution in one dispatch (bandwidth bound, backward
-stable; see ``metal/triangular.metal``).
+stable; see ``metal/triangular.metal``). Larger systems there recurse with GEMMs as in step 2 down
+to leaves of at most 64 rows, each solved by one ``trsm_small`` dispatch on views (no inverses,
+no refinement flops, ``O(n / 64)`` dispatches); ``TUNING.kernel_leaf = "trtri_diag"`` selects
+steps 1-2 instead.
 
 On the ``torch`` backend (CPU, CUDA) a vendor ``trsm`` exists, and it wins: systems with ``n``
 up to ``TUNING.direct_max[device]`` are ONE ``torch.linalg.solve_triangular`` call (on CUDA at

@@ -12,7 +12,9 @@ On CUDA the torch path is the ``torch.compile``-fused program (compiled once, dy
 harness's untimed first call pays the compile). The script also prints PASS/FAIL for "no host
 synchronisation" of every ``_ex`` op under ``torch.cuda.set_sync_debug_mode("error")``, and — when
 the emulator's cuda target exists — times the Metal kernel ``small_inv`` itself on the GPU, the
-figure that says how close the kernel is to memory speed (DESIGN §10).
+figure that says how close the kernel is to memory speed (DESIGN §10). On a Mac (``--device mps``)
+rows ``(load=direct)`` / ``(load=staged)`` time the Metal kernels' two load variants, the
+measurement that decides ``small.TUNING.load["mps"]`` (docs/ops/small.md, "Load variants").
 
 On the CPU the default torch path is the program printed as C (compiled once, cached); a second
 row times ``torch.compile`` of the program (``set_compile("inductor")``; its ~25 s first compile is
@@ -52,6 +54,49 @@ class _Mode:
             return self.fn()
         finally:
             small.set_compile(prev)
+
+
+class _Load:
+    """Run a callable with ``small.TUNING.load[device type] = load`` (the kernels' load variants)."""
+
+    def __init__(self, fn, device: torch.device, load: str):
+        self.fn, self.device, self.load = fn, device, load
+
+    def __call__(self):
+        table = small.TUNING.load
+        prev = table.get(self.device.type)
+        table[self.device.type] = self.load
+        try:
+            return self.fn()
+        finally:
+            if prev is None:
+                del table[self.device.type]
+            else:
+                table[self.device.type] = prev
+
+
+def _load_variant_cases(device: torch.device, batch: int) -> list[Case]:
+    """On a Mac: inv_ex and det through each load variant of the Metal kernels, so one run says
+    which variant the Mac default (``small.TUNING.load["mps"]``) should be (docs/ops/small.md)."""
+    out = []
+    for n, dtype in [(4, torch.float32), (3, torch.float32), (4, torch.complex64), (3, torch.complex64)]:
+        A = _mats(batch, n, dtype, device, seed=20 + n)
+        tag = "float32" if dtype == torch.float32 else "complex64"
+        for load in ("direct", "staged"):
+            out.append(Case(
+                name=f"inv_ex {n}x{n} {tag} batch {batch:.0e} (load={load})",
+                workload="the Metal kernel's load variant (TUNING.load)",
+                device=device, dtype=dtype, shape=tuple(A.shape),
+                ours=_Load(lambda A=A: mpslinalg.inv_ex(A), device, load),
+                peer={"torch.linalg.inv_ex": (lambda A=A: torch.linalg.inv_ex(A))} if load == "direct" else {},
+                bytes_moved=2 * A.nbytes + 4 * batch))
+            out.append(Case(
+                name=f"det {n}x{n} {tag} batch {batch:.0e} (load={load})",
+                workload="the Metal kernel's load variant (TUNING.load)",
+                device=device, dtype=dtype, shape=tuple(A.shape),
+                ours=_Load(lambda A=A: mpslinalg.det(A), device, load),
+                bytes_moved=A.nbytes + A.element_size() * batch))
+    return out
 
 
 def _emulator_kernel_case(A: torch.Tensor, name: str) -> Case | None:
@@ -125,6 +170,8 @@ def cases(device: torch.device, quick: bool) -> list[Case]:
                     peer={"torch.linalg.solve_ex": lambda: torch.linalg.solve_ex(A4, B4)},
                     bytes_moved=A4.nbytes + 2 * B4.nbytes + 4 * batch))
 
+    if device.type == "mps":
+        out.extend(_load_variant_cases(device, batch))
     if device.type == "cuda":
         A = _mats(10**5 if quick else 10**7, 4, torch.float32, device, seed=4)
         case = _emulator_kernel_case(A, f"metal small_inv 4x4 float32 batch {A.shape[0]:.0e}")

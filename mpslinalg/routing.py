@@ -63,7 +63,7 @@ from .oplayer import functorch_active
 from .oplayer.checks import supported_dtypes
 
 __all__ = ["ROUTES", "WHEN", "decisions", "disable", "enable", "enabled", "ours_always", "reset_decisions",
-           "reset_stats", "routed_ops", "stats", "torch_is_faster"]
+           "reset_stats", "routed_ops", "stats", "torch_first", "torch_is_faster"]
 
 #: device type -> the dispatch key whose kernel is replaced.
 _AUTOGRAD_KEY = {"cpu": "AutogradCPU", "cuda": "AutogradCUDA", "mps": "AutogradMPS"}
@@ -236,14 +236,17 @@ WHEN: dict[str, dict[str, dict[torch.dtype, tuple[tuple[int, int, int], ...]]] |
 
 
 def _faster(table: dict, A: torch.Tensor) -> bool:
-    """Whether ``table`` (one op's ``WHEN`` entry on ``A``'s device) has ``A``'s dtype, order and batch.
+    """Whether ``table`` (one op's ``WHEN`` entry on ``A``'s device) has ``A``'s dtype, order and batch."""
+    regions = table.get(A.dtype)
+    return regions is not None and _inside(regions, A)
+
+
+def _inside(regions: tuple, A: torch.Tensor) -> bool:
+    """Whether ``A``'s order and batch lie in one of ``regions`` (``(n_min, n_max, batch_min)``).
 
     ``n`` is the larger dimension of the ``m x n`` matrices (the coefficient matrix for solves);
     on every call's path, so it avoids building shapes: ``batch >= b`` is ``numel >= b m n``.
     """
-    regions = table.get(A.dtype)
-    if regions is None:
-        return False
     m, n = A.shape[-2], A.shape[-1]
     big = max(m, n)
     for lo, hi, b in regions:
@@ -302,19 +305,29 @@ def torch_is_faster(op: str, A: torch.Tensor) -> bool:
     -------
     bool
     """
-    if _ours_depth or _local.ours:
+    return _decide(op, A, True)
+
+
+def _decide(op: str, A: torch.Tensor, count_ours: bool) -> bool:
+    """:func:`torch_is_faster`; ``count_ours=False`` leaves a decision for ours to the caller's next test."""
+    # On every call of every public op: written for the interpreter (no helper calls, the cheapest
+    # test first). A.is_cpu / is_cuda cost a tenth of A.device.type; mps (kernels always), meta (the
+    # declared op) and other devices never go to torch here.
+    local = _local
+    if _ours_depth or local.ours:
         return False
-    # A.is_cpu / is_cuda: a tenth of the cost of A.device.type; mps (kernels always), meta (the
-    # declared op) and other devices never go to torch here
     table = WHEN["cpu"] if A.is_cpu else WHEN["cuda"] if A.is_cuda else None
     if table is None:
         return False
-    # the cheap test first: a call inside the table needs none of the checks below
-    torch_path = not _faster(table.get(op, _EMPTY), A)
-    if torch_path and (torch.compiler.is_compiling() or functorch_active()
-                       or requested_backend() not in ("auto", "torch")):
+    regions = table.get(op)
+    torch_path = True
+    if regions is not None and (regions := regions.get(A.dtype)) is not None:
+        torch_path = not _inside(regions, A)
+    if torch_path and (_compiling() or functorch_active() or requested_backend() not in _TORCH_REQUESTS):
         return False  # the declared op (tracing, transforms) or our kernels (emulator) run
-    counts = _local.doors
+    if not (torch_path or count_ours):
+        return False
+    counts = local.doors
     if counts is None:
         counts = _local.doors = {}
         with _lock:
@@ -326,7 +339,22 @@ def torch_is_faster(op: str, A: torch.Tensor) -> bool:
     return torch_path
 
 
-_EMPTY: dict = {}
+_TORCH_REQUESTS = ("auto", "torch")  # backend requests under which CPU/CUDA tensors use torch ops
+_compiling = torch.compiler.is_compiling
+#: dtypes the front doors' fast path hands to torch.linalg (those mpslinalg takes on CPU and CUDA)
+_FAST_DTYPES = frozenset((torch.float32, torch.float64, torch.complex64, torch.complex128))
+
+
+def torch_first(op: str, A) -> bool:
+    """The public ops' fast path: whether the front door calls ``torch.linalg`` before its checks.
+
+    True for a tensor of at least 2 dimensions, of a dtype mpslinalg takes, that
+    :func:`torch_is_faster` sends to torch.linalg. torch's own checks run in C++; the front door
+    runs mpslinalg's checks (and raises mpslinalg's error) only when the torch.linalg call raises.
+    Python checks cost as much as a small call (issue 13's "host overhead <= 5 µs above torch's").
+    """
+    return (isinstance(A, torch.Tensor) and A.dtype in _FAST_DTYPES and A.dim() >= 2
+            and _decide(op, A, False))  # a call for ours is counted by the front door's own route
 
 
 def decisions() -> dict[str, dict[str, int]]:

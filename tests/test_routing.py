@@ -646,3 +646,31 @@ def test_when_always_runs_our_implementation_at_every_size(routing_table, monkey
         X = torch.linalg.inv(A)
     assert _graph_has_ours(X) and routing.decisions() == {}
     assert routing.stats()["inv_ex"]["ours"] == 1
+
+
+def test_fast_path_keeps_our_errors_and_torch_results(routing_table, monkeypatch):
+    # outside the table a front door calls torch.linalg before its checks (routing.torch_first); bad
+    # input still gets mpslinalg's error (the checks run when torch raises), good input torch's result
+    from mpslinalg.oplayer import checks as E
+
+    monkeypatch.setitem(routing.WHEN, "cpu", {})
+    g = torch.Generator().manual_seed(2)
+    A = torch.randn(4, 5, 5, generator=g) + 5 * torch.eye(5)
+    B = torch.randn(4, 5, 2, generator=g)
+    with pytest.raises(E.ShapeError, match="linalg.inv"):
+        mpslinalg.inv(A[..., :4])                                    # not square
+    with pytest.raises(E.DTypeError, match="linalg.solve"):
+        mpslinalg.solve(A, B.double())                               # mixed dtypes
+    with pytest.raises(ValueError, match="mode"):
+        mpslinalg.qr(A, mode="full")
+    with pytest.raises(TypeError, match="upper"):
+        mpslinalg.solve_triangular(A, B, upper=1)
+    S = A.clone()
+    S[1, :, 0] = 0                                                   # batch element 1 singular
+    with pytest.raises(torch.linalg.LinAlgError, match=r"linalg.solve.*\(Batch element 1\)|batch element 1"):
+        mpslinalg.solve(S, B)
+    assert torch.equal(mpslinalg.solve(A, B), torch.linalg.solve(A, B))
+    assert torch.equal(mpslinalg.qr(A).R, torch.linalg.qr(A).R)
+    T = A.triu()
+    assert torch.equal(mpslinalg.solve_triangular(T, B, upper=True), torch.linalg.solve_triangular(T, B, upper=True))
+    assert torch.equal(mpslinalg.lu_factor(A).LU, torch.linalg.lu_factor(A).LU)

@@ -12,6 +12,8 @@ from .kernels import TUNING, _on_kernels, _perm_from_pivots
 from .ops import _det_op, _inv_ex_op, _lu_factor_ex_op, _lu_solve_op, _slogdet_op, _solve_ex_op, _unpack
 
 _RT = torch.return_types
+#: What a torch.linalg call raises for bad input (the front doors' fast path then runs their checks).
+_TORCH_ERRORS = (RuntimeError, TypeError, ValueError, IndexError)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -109,6 +111,11 @@ def lu_factor_ex(A: torch.Tensor, *, pivot: bool = True, check_errors: bool = Fa
     >>> A = torch.randn(3, 4, 4, dtype=torch.complex64)
     >>> LU, piv, info = LA.lu_factor_ex(A)
     """
+    if out is None and pivot is True and routing.torch_first("lu_factor_ex", A):
+        try:
+            return torch.linalg.lu_factor_ex(A, check_errors=check_errors)
+        except _TORCH_ERRORS:  # bad input: the checks below raise mpslinalg's error for it
+            pass
     op = "linalg.lu_factor_ex"
     E.check_matrix(op, "A", A)
     E.check_bool(op, "pivot", pivot)
@@ -138,6 +145,11 @@ def lu_factor(A: torch.Tensor, *, pivot: bool = True, out=None):
     >>> import torch, mpslinalg as LA
     >>> LU, piv = LA.lu_factor(torch.randn(5, 5))
     """
+    if out is None and pivot is True and routing.torch_first("lu_factor_ex", A):
+        try:
+            return torch.linalg.lu_factor(A)
+        except _TORCH_ERRORS:  # bad input: the checks below raise mpslinalg's error for it
+            pass
     op = "linalg.lu_factor"
     E.check_matrix(op, "A", A)
     E.check_bool(op, "pivot", pivot)
@@ -180,6 +192,11 @@ def lu(A: torch.Tensor, *, pivot: bool = True, out=None):
     >>> torch.allclose(P @ L @ U, A, atol=1e-5)
     True
     """
+    if out is None and pivot is True and routing.torch_first("lu", A):
+        try:
+            return torch.linalg.lu(A)
+        except _TORCH_ERRORS:  # bad input: the checks below raise mpslinalg's error for it
+            pass
     op = "linalg.lu"
     E.check_matrix(op, "A", A)
     E.check_bool(op, "pivot", pivot)
@@ -226,6 +243,11 @@ def lu_solve(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, *, left: b
     >>> LU, piv = LA.lu_factor(A)
     >>> X = LA.lu_solve(LU, piv, B)
     """
+    if out is None and routing.torch_first("lu_solve", LU):
+        try:
+            return torch.linalg.lu_solve(LU, pivots, B, left=left, adjoint=adjoint)
+        except _TORCH_ERRORS:  # bad input: the checks below raise mpslinalg's error for it
+            pass
     op = "linalg.lu_solve"
     E.check_bool(op, "left", left)
     E.check_bool(op, "adjoint", adjoint)
@@ -280,6 +302,11 @@ def solve_ex(A: torch.Tensor, B: torch.Tensor, *, left: bool = True, check_error
     >>> import torch, mpslinalg as LA
     >>> X, info = LA.solve_ex(torch.randn(2, 3, 3), torch.randn(2, 3))
     """
+    if out is None and routing.torch_first("solve_ex", A):
+        try:
+            return torch.linalg.solve_ex(A, B, left=left, check_errors=check_errors)
+        except _TORCH_ERRORS:  # bad input: the checks below raise mpslinalg's error for it
+            pass
     op = "linalg.solve_ex"
     E.check_bool(op, "check_errors", check_errors)
     X, info = _solve_checked(op, "solve_ex", A, B, left)
@@ -345,6 +372,11 @@ def solve(A: torch.Tensor, B: torch.Tensor, *, left: bool = True,
     >>> A = torch.randn(3, 3, dtype=torch.complex64)
     >>> X = LA.solve(A, torch.randn(3, 2, dtype=torch.complex64))
     """
+    if out is None and routing.torch_first("solve", A):
+        try:
+            return torch.linalg.solve(A, B, left=left)
+        except _TORCH_ERRORS:  # bad input: the checks below raise mpslinalg's error for it
+            pass
     op = "linalg.solve"
     X, info = _solve_checked(op, "solve", A, B, left)
     E.raise_for_info(op, info, "The solver failed because the input matrix is singular "
@@ -376,6 +408,11 @@ def inv_ex(A: torch.Tensor, *, check_errors: bool = False, out=None):
     >>> import torch, mpslinalg as LA
     >>> Ainv, info = LA.inv_ex(torch.randn(8, 5, 5))
     """
+    if out is None and routing.torch_first("inv_ex", A):
+        try:
+            return torch.linalg.inv_ex(A, check_errors=check_errors)
+        except _TORCH_ERRORS:  # bad input: the checks below raise mpslinalg's error for it
+            pass
     op = "linalg.inv_ex"
     E.check_bool(op, "check_errors", check_errors)
     E.check_matrix(op, "A", A, square=True)
@@ -416,6 +453,11 @@ def inv(A: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
     >>> A = torch.randn(6, 6, dtype=torch.complex64)
     >>> err = (LA.inv(A) @ A - torch.eye(6)).abs().max()
     """
+    if out is None and routing.torch_first("inv_ex", A):
+        try:
+            return torch.linalg.inv(A)
+        except _TORCH_ERRORS:  # bad input: the checks below raise mpslinalg's error for it
+            pass
     op = "linalg.inv"
     E.check_matrix(op, "A", A, square=True)
     route = _route(_inv_ex_op, "inv", "inv_ex", A)
@@ -452,6 +494,11 @@ def det(A: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
     >>> LA.det(torch.eye(3))
     tensor(1.)
     """
+    if out is None and not (A.requires_grad and torch.is_grad_enabled()) and routing.torch_first("det", A):
+        try:
+            return torch.linalg.det(A)
+        except _TORCH_ERRORS:  # bad input: the checks below raise mpslinalg's error for it
+            pass
     op = "linalg.det"
     E.check_matrix(op, "A", A, square=True)
     if A.shape[-1] == 0:  # det of 0x0 is 1, differentiable (an empty gradient), as torch's
@@ -488,6 +535,11 @@ def slogdet(A: torch.Tensor, *, out=None):
     >>> import torch, mpslinalg as LA
     >>> sign, logabsdet = LA.slogdet(1e-20 * torch.eye(50))
     """
+    if out is None and routing.torch_first("slogdet", A):
+        try:
+            return torch.linalg.slogdet(A)
+        except _TORCH_ERRORS:  # bad input: the checks below raise mpslinalg's error for it
+            pass
     op = "linalg.slogdet"
     E.check_matrix(op, "A", A, square=True)
     if A.shape[-1] == 0:  # (1, 0) for 0x0, differentiable (an empty gradient), as torch's

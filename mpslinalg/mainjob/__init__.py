@@ -96,7 +96,11 @@ PATHS = {"ours": "ours", "torch": "torch.linalg (routed)", "mixed": "ours + torc
          "kernels": "kernels"}
 
 
-def path_taken(backend: str, decisions: dict[str, dict[str, int]]) -> str:
+#: Public op -> its key in ``routing.WHEN`` where the two names differ.
+_TABLE_KEY = {"inv": "inv_ex", "lu_factor": "lu_factor_ex"}
+
+
+def path_taken(backend: str, decisions: dict[str, dict[str, int]], op: str | None = None) -> str:
     """Which path a row's mpslinalg call took, from the front doors' decisions during it.
 
     Parameters
@@ -106,6 +110,9 @@ def path_taken(backend: str, decisions: dict[str, dict[str, int]]) -> str:
         kernels run at every size (``"kernels"``).
     decisions : dict
         :func:`mpslinalg.routing.decisions` counted over the call.
+    op : str, optional
+        The row's public op: only its own front door's decisions count (an op that calls other
+        public ops inside, e.g. ``lstsq`` calling ``solve``, is not "routed" by theirs).
 
     Returns
     -------
@@ -116,6 +123,9 @@ def path_taken(backend: str, decisions: dict[str, dict[str, int]]) -> str:
     """
     if backend != "torch":
         return PATHS["kernels"]
+    if op is not None:
+        key = _TABLE_KEY.get(op, op)
+        decisions = {key: decisions[key]} if key in decisions else {}
     ours = sum(d["ours"] for d in decisions.values())
     to_torch = sum(d["torch"] for d in decisions.values())
     return PATHS["mixed" if ours and to_torch else "torch" if to_torch else "ours"]
@@ -139,7 +149,7 @@ def run_workload(w: Workload, device: torch.device, quick: bool, timing: bool) -
         routing.reset_decisions()
         out = w.ours(inputs)
         synchronize(device)
-        row["path"] = path_taken(row["backend"], routing.decisions())
+        row["path"] = path_taken(row["backend"], routing.decisions(), w.op)
     except Exception as exc:  # noqa: BLE001 - one broken op must not hide the others
         row["error"] = short_error(exc)
         row["traceback"] = traceback.format_exc()

@@ -294,6 +294,9 @@ def test_path_taken_reads_the_front_doors_decisions():
         "ours + torch.linalg (routed)"
     assert path_taken("emulator", {"solve": {"ours": 0, "torch": 1}}) == "kernels"
     assert path_taken("metal", {}) == "kernels"
+    # only the row's own op counts: lstsq calling solve inside is not a routed lstsq
+    assert path_taken("torch", {"solve": {"ours": 0, "torch": 1}}, "lstsq") == "ours"
+    assert path_taken("torch", {"inv_ex": {"ours": 0, "torch": 1}}, "inv") == "torch.linalg (routed)"
 
 
 def test_path_column_says_which_implementation_ran(routing_table, monkeypatch, capsys):

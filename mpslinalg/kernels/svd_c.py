@@ -267,31 +267,39 @@ static int jacobi(real *X, real *V, int64_t n, int64_t max_sweeps, acc tol, acc 
         real *xq = X + iq * n * W;
         acc np = nrm[ip], nq = nrm[iq];
         if (np == 0 || nq == 0) continue;
-        acc gr, gi, cr, ci;
-        if (np >= TINY_NRM && nq >= TINY_NRM) {
+        /* a, b, (gr, gi): the pair's norms and x_pᴴ x_q, of the columns scaled by up⁻¹, uq⁻¹ */
+        acc a = np, b = nq, up = 1, uq = 1, gr, gi;
+        if (np >= TINY_NRM && nq >= TINY_NRM) { /* a·b >= 2^-900, or float32's exact range */
           dotc(xp, xq, n, 1, 1, &gr, &gi);
-          cr = gr / np / nq;
-          ci = gi / np / nq;
-        } else { /* scaled columns: the products cannot underflow */
+        } else { /* powers of two: the products in the dot product cannot underflow */
           int ep, eq;
           frexp(np, &ep);
           frexp(nq, &eq);
-          dotc(xp, xq, n, ldexp(1.0, -ep), ldexp(1.0, -eq), &gr, &gi);
-          cr = gr / ldexp(np, -ep) / ldexp(nq, -eq);
-          ci = gi / ldexp(np, -ep) / ldexp(nq, -eq);
+          up = ldexp(1.0, ep);
+          uq = ldexp(1.0, eq);
+          a = ldexp(np, -ep);
+          b = ldexp(nq, -eq);
+          dotc(xp, xq, n, 1 / up, 1 / uq, &gr, &gi);
         }
-        acc ac = hypot(cr, ci); /* |cos| of the pair's angle */
-        if (ac > ctol) sig = 1;
-        if (!(ac > tol)) continue;
-        acc zeta = (nq / np - np / nq) / (2 * ac); /* (‖x_q‖² − ‖x_p‖²) / (2 |x_pᴴ x_q|) */
-        acc t = (zeta >= 0 ? 1.0 : -1.0) / (fabs(zeta) + hypot(1.0, zeta));
+        acc ag = CPLX ? hypot(gr, gi) : fabs(gr), ab = a * b; /* |cos| of the angle = ag / ab */
+        if (ag > ctol * ab) sig = 1;
+        if (!(ag > tol * ab)) continue;
+        acc zeta = (b - a) * (b + a) / (2 * ag); /* (‖x_q‖² − ‖x_p‖²) / (2 |x_pᴴ x_q|) */
+        acc az = fabs(zeta); /* t = 1/(2ζ) where 1 + ζ² would round to ζ² or overflow */
+        acc t = (zeta >= 0 ? 1.0 : -1.0) * (az < 1e150 ? 1 / (az + sqrt(1 + az * az)) : 0.5 / az);
         acc c = 1 / sqrt(1 + t * t), s = c * t;
-        rot(xp, xq, n, (real)c, (real)(s * cr / ac), (real)(s * ci / ac));
-        if (V) rot(V + ip * n * W, V + iq * n * W, n, (real)c, (real)(s * cr / ac), (real)(s * ci / ac));
-        /* ‖x_p'‖² = ‖x_p‖² − t |g|, ‖x_q'‖² = ‖x_q‖² + t |g| (xGESVJ's update) */
-        acc fp = 1 - t * ac * (nq / np), fq = 1 + t * ac * (np / nq);
-        nrm[ip] = fp > 0.25 ? np * sqrt(fp) : nrm2(xp, n);
-        nrm[iq] = fq > 0.25 ? nq * sqrt(fq) : nrm2(xq, n);
+#if CPLX
+        acc sr = s * (gr / ag), si = s * (gi / ag); /* s times the phase of x_pᴴ x_q */
+#else
+        acc sr = gr >= 0 ? s : -s, si = 0;
+#endif
+        rot(xp, xq, n, (real)c, (real)sr, (real)si);
+        if (V) rot(V + ip * n * W, V + iq * n * W, n, (real)c, (real)sr, (real)si);
+        /* ‖x_p'‖² = ‖x_p‖² − t |g|, ‖x_q'‖² = ‖x_q‖² + t |g| (xGESVJ's update); recomputed when
+           the update cancels */
+        acc p2 = a * a - t * ag, q2 = b * b + t * ag;
+        nrm[ip] = p2 > 0.25 * a * a ? sqrt(p2) * up : nrm2(xp, n);
+        nrm[iq] = q2 > 0.25 * b * b ? sqrt(q2) * uq : nrm2(xq, n);
       }
     }
     if (!sig) break;
@@ -336,6 +344,10 @@ int svd_jacobi(const real *A, real *U, real *S, real *V, int32_t *info, int64_t 
     }
     int e = 0;
     if (amax > 0) frexp(amax, &e);
+    /* the scaling as one product where 2^-e is a normal number (always for float32), else ldexp */
+    const int by_mul = e > -1000 && e < 1000;
+    const acc scale = by_mul ? ldexp(1.0, -e) : 1;
+#define SCALED(v) (by_mul ? (acc)(v) * scale : ldexp((acc)(v), -e))
     /* 2. rows by decreasing max-norm, columns by decreasing 2-norm (stable) */
     for (int64_t i = 0; i < m; ++i) {
       acc r = 0;
@@ -349,7 +361,7 @@ int svd_jacobi(const real *A, real *U, real *S, real *V, int32_t *info, int64_t 
       acc s2 = 0;
       for (int64_t i = 0; i < m; ++i)
         for (int c = 0; c < W; ++c) {
-          acc v = ldexp((acc)a[(i * n + j) * W + c], -e);
+          acc v = SCALED(a[(i * n + j) * W + c]);
           s2 += v * v;
         }
       key[j] = s2;
@@ -358,7 +370,7 @@ int svd_jacobi(const real *A, real *U, real *S, real *V, int32_t *info, int64_t 
     for (int64_t j = 0; j < n; ++j)
       for (int64_t i = 0; i < m; ++i)
         for (int c = 0; c < W; ++c)
-          Wk[(j * m + i) * W + c] = (real)ldexp((acc)a[(rperm[i] * n + cperm[j]) * W + c], -e);
+          Wk[(j * m + i) * W + c] = (real)SCALED(a[(rperm[i] * n + cperm[j]) * W + c]);
     geqr2(Wk, m, n, tau);
     /* 3. X = Rᴴ (lower triangular, column-major): column j of X is row j of R, conjugated */
     memset(X, 0, sizeof(real) * W * (size_t)(n * n));

@@ -353,10 +353,122 @@ kernel void trsm_small(device const T* A [[buffer(0)]],
   if (b3) trsm_block_solve(x[3], Lq, L0, nq, 3, n, unit, Xc, xrs);
 }
 
+// ---------------------------------------------------------------------------------------------
+// trsm_small_mma: the compile-time variant of trsm_small (float32 only) whose block products run
+// on Apple's matrix units (simdgroup_matrix, 8 x 8); host name trsm_small_f32_64_1 (the trailing
+// 1: matrix-unit variant), selected by TUNING.small_mma. Same contract, argument buffer and grid
+// as trsm_small with ct = 64, spg = 1 and groups of 64 threads (two simdgroups, 32 columns each).
+// Threadgroup memory: the lower 8 x 8 tiles of L (row-major, off-diagonal tiles negated so that
+// X_I += (-L_IJ) X_J is one multiply-accumulate; 9 KiB) and X (64 rows x 64 columns, 16 KiB).
+// Per 8-row block J: each thread solves its column of the diagonal block by substitution (LAPACK's
+// order inside the block), then its simdgroup updates every later block of its 32 columns with
+// simdgroup_multiply_accumulate. The sums of a block product are formed in the matrix unit's
+// order (8 products, then the accumulator), so results differ from sequential substitution in
+// the last bits; blocked substitution is backward stable all the same (Higham sec. 13.1). Each
+// simdgroup owns its columns: after the staging barrier only simdgroup barriers are needed.
+// ---------------------------------------------------------------------------------------------
+constant constexpr int TRI_MMA_LDX = 64;  // row stride of X in threadgroup memory
+
+template <int NMAX>
+[[max_total_threads_per_threadgroup(64)]]
+kernel void trsm_small_mma(device const float* A [[buffer(0)]],
+                           device const float* B [[buffer(1)]],
+                           device float* X [[buffer(2)]],
+                           constant long* prm [[buffer(3)]],
+                           uint group [[threadgroup_position_in_grid]],
+                           uint tid [[thread_position_in_threadgroup]],
+                           uint sg [[simdgroup_index_in_threadgroup]]) {
+  static_assert(NMAX == TRI_SMALL_N, "trsm_small_mma: one variant, n <= 64");
+  threadgroup float Lt[36 * 64];  // tile (I, J), J <= I < 8, at (I (I + 1) / 2 + J) * 64
+  threadgroup float Xs[TRI_SMALL_N * TRI_MMA_LDX];
+
+  const int n = (int)prm[0];
+  const int k = (int)prm[1];
+  const bool unit = (prm[3] & 1) != 0;
+  const uint ntile = (uint)prm[6];
+  constant long* a_map = prm + 7;
+  constant long* b_map = prm + 11;
+  constant long* x_map = prm + 15;
+  const long m = (long)(group / ntile);
+  const int c = (int)(group % ntile) * 64 + (int)tid;  // this thread's column
+  const int nb8 = (n + 7) / 8;  // 8-row blocks
+  const int ars = (int)a_map[2], acs = (int)a_map[3];
+  device const float* Am = A + a_map[0] + m * a_map[1];
+
+  // Stage the tiles (zeros outside the triangle and past n; the diagonal of a unit triangle is
+  // never read) and this thread's column of B (zeros past n and k).
+  for (int e = (int)tid; e < nb8 * (nb8 + 1) / 2 * 64; e += 64) {
+    const int t = e / 64, r = (e / 8) % 8, cc = e % 8;
+    int I = 0;
+    while ((I + 1) * (I + 2) / 2 <= t) {
+      ++I;
+    }
+    const int J = t - I * (I + 1) / 2;
+    const int i = 8 * I + r, j = 8 * J + cc;
+    float v = 0.0f;
+    if (i < n && (j < i || (j == i && !unit))) {
+      v = Am[i * ars + j * acs];
+    }
+    Lt[e] = I == J ? v : -v;
+  }
+  device const float* Bc = B + b_map[0] + m * b_map[1] + (long)c * b_map[3];
+  for (int i = 0; i < 8 * nb8; ++i) {
+    Xs[i * TRI_MMA_LDX + tid] = (i < n && c < k) ? Bc[i * (int)b_map[2]] : 0.0f;
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+
+  device float* Xc = X + x_map[0] + m * x_map[1] + (long)c * x_map[3];
+  const int xrs = (int)x_map[2];
+  for (int J = 0; J < nb8; ++J) {
+    // substitution inside diagonal block J, this thread's column
+    threadgroup const float* D = Lt + (J * (J + 1) / 2 + J) * 64;
+    float xr[8];
+#pragma unroll
+    for (int r = 0; r < 8; ++r) {
+      xr[r] = Xs[(8 * J + r) * TRI_MMA_LDX + tid];
+    }
+#pragma unroll
+    for (int jj = 0; jj < 8; ++jj) {
+      if (!unit) {
+        xr[jj] = xr[jj] / D[jj * 8 + jj];
+      }
+#pragma unroll
+      for (int r = 0; r < 8; ++r) {
+        if (r > jj) {
+          xr[r] -= D[r * 8 + jj] * xr[jj];
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < 8; ++r) {
+      Xs[(8 * J + r) * TRI_MMA_LDX + tid] = xr[r];
+      if (8 * J + r < n && c < k) {
+        Xc[(8 * J + r) * xrs] = xr[r];
+      }
+    }
+    simdgroup_barrier(mem_flags::mem_threadgroup);  // the lanes' stores before the matrix loads
+    // block products: X_I += (-L_IJ) X_J for the later blocks, this simdgroup's 32 columns
+    for (int ct = 0; ct < 4; ++ct) {
+      const ulong col = 32 * sg + 8 * (uint)ct;
+      simdgroup_float8x8 xj;
+      simdgroup_load(xj, Xs, TRI_MMA_LDX, ulong2(col, ulong(8 * J)));
+      for (int I = J + 1; I < nb8; ++I) {
+        simdgroup_float8x8 l, acc;
+        simdgroup_load(l, Lt + (I * (I + 1) / 2 + J) * 64, 8);
+        simdgroup_load(acc, Xs, TRI_MMA_LDX, ulong2(col, ulong(8 * I)));
+        simdgroup_multiply_accumulate(acc, l, xj, acc);
+        simdgroup_store(acc, Xs, TRI_MMA_LDX, ulong2(col, ulong(8 * I)));
+      }
+    }
+    simdgroup_barrier(mem_flags::mem_threadgroup);  // the matrix stores before the lanes' loads
+  }
+}
+
 MPSL_INSTANTIATE_DTYPES(trtri_diag)
 MPSL_INSTANTIATE("trsm_small_f32_16", trsm_small, float, 16)
 MPSL_INSTANTIATE("trsm_small_f32_32", trsm_small, float, 32)
 MPSL_INSTANTIATE("trsm_small_f32_64", trsm_small, float, 64)
+MPSL_INSTANTIATE("trsm_small_f32_64_1", trsm_small_mma, 64)
 MPSL_INSTANTIATE("trsm_small_c64_16", trsm_small, float2, 16)
 MPSL_INSTANTIATE("trsm_small_c64_32", trsm_small, float2, 32)
 MPSL_INSTANTIATE("trsm_small_c64_64", trsm_small, float2, 64)

@@ -48,6 +48,10 @@ class Tuning:
     small_n : int
         ``metal``/``emulator`` backends: systems with ``n`` at most this (``<= 64``) are solved by
         the fused ``trsm_small`` kernel (substitution in one dispatch; 0 disables it).
+    small_mma : bool
+        ``trsm_small`` for float32: the compile-time variant whose block products run on Apple's
+        matrix units (``simdgroup_matrix``; ``trsm_small_f32_64_1``). Off by default: the cuda
+        proxy emulates the matrix units with shuffles and cannot time them (docs/ops).
     kernel_leaf : str
         ``metal``/``emulator`` backends, ``n`` above ``small_n``: ``"trsm_small"`` (GEMM recursion
         down to leaves of at most ``small_n`` rows, each one ``trsm_small`` dispatch: substitution,
@@ -95,6 +99,7 @@ class Tuning:
     torch_inverse: str = "trsm"
     small_n: int = 64
     small_cols: int = 64
+    small_mma: bool = False
     kernel_leaf: str = "trsm_small"
     direct_max: dict = field(default_factory=lambda: {"cpu": 512, "cuda": 2**62})
     triton_max: int = 64
@@ -232,12 +237,17 @@ def _trsm_small_launch(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, upper:
     a, ca, aoff, abs_, ars, acs = _kernel_strides(A, batch, upper, True)
     b, cb, boff, bbs, brs, bcs = _kernel_strides(B, batch, upper, False)
     x, _, xoff, xbs, xrs, xcs = _kernel_strides(X, batch, upper, False)
-    nmax, ct, spg, group, ngroups = _trsm_small_shape(batch, n, k, TUNING.small_cols)
+    if TUNING.small_mma and X.dtype == torch.float32:  # the matrix-unit variant: 64 columns a group
+        name = kernel_name("trsm_small", X.dtype, _TRSM_SMALL_MAX_N, 1)
+        ct, spg, group, ngroups = 64, 1, 64, batch * -(-k // 64)
+    else:
+        nmax, ct, spg, group, ngroups = _trsm_small_shape(batch, n, k, TUNING.small_cols)
+        name = kernel_name("trsm_small", X.dtype, nmax)
     flags = int(unit) | (int(ca) << 1) | (int(cb) << 2)
     prm = [n, k, batch, flags, ct, spg, -(-k // ct),
            *_index_map(aoff, abs_, ars, acs, n, n, "A"), *_index_map(boff, bbs, brs, bcs, n, k, "B"),
            *_index_map(xoff, xbs, xrs, xcs, n, k, "X")]
-    return kernel_name("trsm_small", X.dtype, nmax), (_flat(a), _flat(b), _flat(x)), prm, ngroups * group, group
+    return name, (_flat(a), _flat(b), _flat(x)), prm, ngroups * group, group
 
 
 def _trsm_small_metal(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, upper: bool, unit: bool) -> None:

@@ -310,3 +310,29 @@ def test_kernel_backends_above_64_rows(lib, monkeypatch, order, seed, kernel_lea
             assert calls == launches, (upper, left, unit)
             ratio = metrics.triangular_residual_ratio(T, X, B, upper, left, unit)
             assert float(ratio.max()) < metrics.PASS_RATIO, (upper, left, unit)
+
+
+@pytest.mark.parametrize("order,seed", ORDERS, ids=ORDER_IDS)
+def test_trsm_small_matrix_unit_variant(lib, monkeypatch, order, seed):
+    """TUNING.small_mma: float32 block products on simdgroup_matrix (trsm_small_f32_64_1), through
+    the library's call site, all 8 variants, partial 8-row blocks and column tiles (n = 37, 9;
+    k = 70 spans two 64-column groups, 5 leaves lanes idle), NaN outside the triangle: LAPACK's
+    ratio < 30 (blocked substitution is backward stable whatever order the matrix unit sums in,
+    Higham §13.1). Complex64 keeps the register kernel (the matrix units are real)."""
+    import mpslinalg
+
+    monkeypatch.setattr(tri, "load_library", lambda family, device: InOrder(lib, order, seed))
+    monkeypatch.setattr(tri.TUNING, "small_mma", True)
+    assert tri._trsm_small_launch(*(torch.empty(1, 8, 8),) * 3, False, False)[0] == "trsm_small_f32_64_1"
+    c = torch.empty(1, 8, 8, dtype=torch.complex64)
+    assert tri._trsm_small_launch(c, c, c, False, False)[0] == "trsm_small_c64_16"
+    with mpslinalg.use_backend("emulator"):
+        for (n, k), (upper, left, unit) in itertools.product([(37, 70), (9, 5), (64, 8)],
+                                                             itertools.product([False, True], repeat=3)):
+            T = matrices.triangular(n, upper, unit, "gaussian", batch=(2,), seed=n + k, fill=float("nan"))
+            x = torch.randn((2, n, k) if left else (2, k, n), dtype=torch.float64)
+            T64 = metrics.triangle(T, upper=upper, unitriangular=unit)
+            B = (T64 @ x if left else x @ T64).float()
+            X = mpslinalg.solve_triangular(T, B, upper=upper, left=left, unitriangular=unit)
+            ratio = metrics.triangular_residual_ratio(T, X, B, upper, left, unit)
+            assert float(ratio.max()) < metrics.PASS_RATIO, (n, k, upper, left, unit)

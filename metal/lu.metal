@@ -258,12 +258,28 @@ kernel void lu_panel_step(device T* A [[buffer(0)]],
   const int col = c0 + jc;
   const int cmin = max(jc, 0);  // columns [0, cmin) of rows below col do not change in this step
   // the block's rows below col, columns >= cmin, into registers (all loads issued at once)
+  // element k: row er[k] (absolute; -1 past the block's end), column ec[k] (relative to o),
+  // stepped without a division per element
   T v[LU_STEP_MAX_E];
-  for (int k = 0; k < LU_STEP_MAX_E; ++k) {
-    const int e = t + k * nt;
-    const int r = rlo + e / nw;
-    const int c = e % nw;
-    v[k] = (e < ne && r > col && c >= cmin) ? a[r * n + c0 + c] : s_zero<T>();
+  int er[LU_STEP_MAX_E];
+  int ec[LU_STEP_MAX_E];
+  {
+    const int dr = nt / nw;
+    const int dc = nt % nw;
+    int r = rlo + t / nw;
+    int c = t % nw;
+    for (int k = 0; k < LU_STEP_MAX_E; ++k) {
+      const bool in = t + k * nt < ne;
+      er[k] = in ? r : -1;
+      ec[k] = c;
+      v[k] = (in && r > col && c >= cmin) ? a[r * n + c0 + c] : s_zero<T>();
+      r += dr;
+      c += dc;
+      if (c >= nw) {
+        c -= nw;
+        r += 1;
+      }
+    }
   }
   // phase A: the pivot of column col, then the swap, scaling and rank-1 update of the group's rows
   bool swap = false;
@@ -301,9 +317,8 @@ kernel void lu_panel_step(device T* A [[buffer(0)]],
     const bool recip = s_abs(pivot) >= S_SFMIN;
     const T rp = lu_recip(pivot);
     for (int k = 0; k < LU_STEP_MAX_E; ++k) {  // the multipliers: column jc of rows below col
-      const int e = t + k * nt;
-      const int r = rlo + e / nw;
-      if (e < ne && r > col && e % nw == jc) {
+      const int r = er[k];
+      if (r > col && ec[k] == jc) {
         T l = (swap && r == p) ? drow[jc] : v[k];
         if (nonzero) {
           l = lu_scale(l, pivot, rp, recip);
@@ -314,10 +329,9 @@ kernel void lu_panel_step(device T* A [[buffer(0)]],
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     for (int k = 0; k < LU_STEP_MAX_E; ++k) {
-      const int e = t + k * nt;
-      const int r = rlo + e / nw;
-      const int c = e % nw;
-      if (e < ne && r > col && c > jc) {
+      const int r = er[k];
+      const int c = ec[k];
+      if (r > col && c > jc) {
         v[k] = ((swap && r == p) ? drow[c] : v[k]) - s_mul(lmul[r - rlo], urow[c]);
       }
     }
@@ -329,9 +343,8 @@ kernel void lu_panel_step(device T* A [[buffer(0)]],
     float best = -1.0f;
     int bi = m;
     for (int k = 0; k < LU_STEP_MAX_E; ++k) {
-      const int e = t + k * nt;
-      const int r = rlo + e / nw;
-      if (e < ne && r >= cs && e % nw == st) {
+      const int r = er[k];
+      if (r >= cs && ec[k] == st) {
         const float x = s_abs1(v[k]);
         if (lu_pivot_beats(x, r, best, bi)) {
           best = x;
@@ -351,10 +364,9 @@ kernel void lu_panel_step(device T* A [[buffer(0)]],
     device T* dout = crow + (long)(slot * (ng + 1) + ng) * nw;
     const bool owns_diag = rlo <= cs && cs < rhi;
     for (int k = 0; k < LU_STEP_MAX_E; ++k) {
-      const int e = t + k * nt;
-      const int r = rlo + e / nw;
-      const int c = e % nw;
-      if (e < ne && c >= cmin) {
+      const int r = er[k];
+      const int c = ec[k];
+      if (r >= 0 && c >= cmin) {
         if (r == win) {
           out[c] = v[k];
         }
@@ -375,10 +387,9 @@ kernel void lu_panel_step(device T* A [[buffer(0)]],
   // the group's changed entries back to A (rows below col; the swapped-in row's L part)
   if (st > 0) {
     for (int k = 0; k < LU_STEP_MAX_E; ++k) {
-      const int e = t + k * nt;
-      const int r = rlo + e / nw;
-      const int c = e % nw;
-      if (e < ne && r > col) {
+      const int r = er[k];
+      const int c = ec[k];
+      if (r > col) {
         if (c >= jc) {
           a[r * n + c0 + c] = v[k];
         } else if (swap && r == p) {
@@ -510,7 +521,7 @@ inline int lu_regs_getf2(thread T (&a)[W], thread T (&x)[KC], int m, int n, int 
 #pragma unroll
   for (int j = 0; j < W; ++j) {
     if (j >= kmin) {
-      break;  // uniform: m, n are the dispatch's
+      continue;  // uniform: m, n are the dispatch's (no break: the loop must unroll fully)
     }
     // 1. pivot: the largest key among positions j..m-1, then the smallest position holding it
     const bool cand = pos >= j && pos < m;
@@ -541,22 +552,20 @@ inline int lu_regs_getf2(thread T (&a)[W], thread T (&x)[KC], int m, int n, int 
     // 4. rank-1 update with the pivot row, broadcast from its lane (shuffles outside the branch)
 #pragma unroll
     for (int c = j + 1; c < W; ++c) {
-      if (c >= n) {
-        break;
-      }
-      const T u = simd_shuffle(a[c], wl);
-      if (below) {
-        a[c] -= s_mul(a[j], u);
+      if (c < n) {
+        const T u = simd_shuffle(a[c], wl);
+        if (below) {
+          a[c] -= s_mul(a[j], u);
+        }
       }
     }
 #pragma unroll
     for (int c = 0; c < KC; ++c) {
-      if (c >= k) {
-        break;
-      }
-      const T u = simd_shuffle(x[c], wl);
-      if (below) {
-        x[c] -= s_mul(a[j], u);
+      if (c < k) {
+        const T u = simd_shuffle(x[c], wl);
+        if (below) {
+          x[c] -= s_mul(a[j], u);
+        }
       }
     }
   }

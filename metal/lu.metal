@@ -268,6 +268,7 @@ kernel void lu_panel_step(device T* A [[buffer(0)]],
     const int dc = nt % nw;
     int r = rlo + t / nw;
     int c = t % nw;
+#pragma unroll
     for (int k = 0; k < LU_STEP_MAX_E; ++k) {
       const bool in = t + k * nt < ne;
       er[k] = in ? r : -1;
@@ -328,6 +329,7 @@ kernel void lu_panel_step(device T* A [[buffer(0)]],
       }
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
+#pragma unroll
     for (int k = 0; k < LU_STEP_MAX_E; ++k) {
       const int r = er[k];
       const int c = ec[k];
@@ -342,6 +344,7 @@ kernel void lu_panel_step(device T* A [[buffer(0)]],
     const int slot = st & 1;
     float best = -1.0f;
     int bi = m;
+#pragma unroll
     for (int k = 0; k < LU_STEP_MAX_E; ++k) {
       const int r = er[k];
       if (r >= cs && ec[k] == st) {
@@ -363,6 +366,7 @@ kernel void lu_panel_step(device T* A [[buffer(0)]],
     device T* out = crow + (long)(slot * (ng + 1) + g) * nw;
     device T* dout = crow + (long)(slot * (ng + 1) + ng) * nw;
     const bool owns_diag = rlo <= cs && cs < rhi;
+#pragma unroll
     for (int k = 0; k < LU_STEP_MAX_E; ++k) {
       const int r = er[k];
       const int c = ec[k];
@@ -386,6 +390,7 @@ kernel void lu_panel_step(device T* A [[buffer(0)]],
   }
   // the group's changed entries back to A (rows below col; the swapped-in row's L part)
   if (st > 0) {
+#pragma unroll
     for (int k = 0; k < LU_STEP_MAX_E; ++k) {
       const int r = er[k];
       const int c = ec[k];

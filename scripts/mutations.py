@@ -231,12 +231,8 @@ MUTATIONS = [
     dict(
         id='lu-tile-tiny-pivot',
         file='metal/lu.metal',
-        pattern='''      const bool use_recip = s_abs(pivot) >= S_SFMIN;
-      const T rp = lu_recip(pivot);
-      for (int r = j + 1 + t0; r < m; r += nt) {''',
-        replacement='''      const bool use_recip = true;
-      const T rp = lu_recip(pivot);
-      for (int r = j + 1 + t0; r < m; r += nt) {''',
+        pattern='a[j] = lu_scale(a[j], pivot, lu_recip(pivot), s_abs(pivot) >= S_SFMIN);',
+        replacement='a[j] = lu_scale(a[j], pivot, lu_recip(pivot), true);',
         tests=['tests/lu/test_lu_kernels.py::test_subnormal_pivot_is_divided_not_inverted'],
         why='lu_small / lu_small_solve always multiply by the reciprocal',
     ),
@@ -302,8 +298,8 @@ MUTATIONS = [
     dict(
         id='lu-small-solve-backsub-bound',
         file='metal/lu.metal',
-        pattern='for (int i = 0; i < j; ++i) {',
-        replacement='for (int i = 1; i < j; ++i) {',
+        pattern='} else if (pos < j) {',
+        replacement='} else if (pos < j && pos > 0) {',
         tests=['tests/lu/test_lu_kernels.py::test_lu_small_solve'],
         why='back substitution never updates row 0',
     ),
@@ -316,10 +312,27 @@ MUTATIONS = [
         why='reverse interchanges applied forward',
     ),
     dict(
+        id='lu-small-pivot-tie-last',
+        file='metal/lu.metal',
+        pattern='lu_seg_min<W>((cand && key == best) ? (uint)(pos * 32 + (int)(lane - base)) : ~0u)',
+        replacement='lu_seg_max<W>((cand && key == best) ? (uint)(pos * 32 + (int)(lane - base)) : 0u)',
+        tests=['tests/lu/test_mutation_kills_lu.py::test_pivot_ties_go_to_the_first_row_in_every_kernel',
+               'tests/lu/test_lu_small_kernels.py'],
+        why='lu_small: ties go to the last position, not the first (i?amax)',
+    ),
+    dict(
+        id='lu-small-pivot-nan-loses',
+        file='metal/lu.metal',
+        pattern='return isnan(v) ? 0x7FC00000u : as_type<uint>(v);',
+        replacement='return isnan(v) ? 0u : as_type<uint>(v);',
+        tests=['tests/lu/test_lu_small_kernels.py'],
+        why='lu_small: a NaN never wins the pivot search (NaN hidden from the factor)',
+    ),
+    dict(
         id='lu-small-tile-index-map',
         file='metal/lu.metal',
-        pattern='    s[(t / n) * LU_SMALL_LD + t % n] = a[t];',
-        replacement='    s[(t % n) * LU_SMALL_LD + t / n] = a[t];',
+        pattern='    tl[R * LU_SMALL_LD + c] = src[t];',
+        replacement='    tl[c * LU_SMALL_LD + R] = src[t];',
         tests=['tests/lu/test_lu_kernels.py::test_lu_small'],
         why='tile loaded column-major (wrong index map)',
     ),

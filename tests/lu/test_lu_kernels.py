@@ -169,7 +169,7 @@ def test_lu_small_solve(kernels, order, seed, dtype):
     kern = kernels(dtype, order, seed)
     # the fused factor + solve: backward stable like getrf + getrs, so LAPACK's xGET02 ratio
     # ‖B − AX‖₁/(‖A‖₁‖X‖₁u) < 30 (Higham Thm 9.4); a zero column gives info exactly.
-    for n, k in [(9, 1), (32, 32), (5, 7)]:
+    for n, k in [(9, 1), (32, 8), (5, 7)]:  # the fused kernel takes k <= 8 (SMALL_SOLVE_MAX_RHS)
         A = matrices.random(n, n, batch=(3,), dtype=dtype, seed=n + k)
         B = matrices.random(n, k, batch=(3,), dtype=dtype, seed=n * k + 1)
         X = torch.empty_like(B)

@@ -1,0 +1,197 @@
+"""The register-resident small LU kernels of ``metal/lu.metal`` (``lu_small``, ``lu_small_solve``)
+in the emulator, through the library's own call sites, in every thread order, for both load
+variants (``TUNING.small_stage`` 0: each lane reads its row; 1: through a threadgroup tile) and
+every instantiated width (8, 16, 32 lanes per matrix: 4, 2, 1 matrices per simdgroup).
+
+Bounds and why:
+
+* Pivots: on random Gaussian data (no near-ties) they must equal LAPACK's ``sgetrf``/``cgetrf``
+  pivots in the same precision (``reference.lapack.getrf_pivots``), as in test_lu_kernels.py.
+* float32 factors are compared **bit for bit** with the sequential ``getf2`` written below with
+  torch float32 operations (one rounding per ``*``, ``/``, ``-``; no FMA, like the kernels' safe
+  math): the kernels claim the same operations in the same order, so nothing needs a tolerance.
+* complex64 factors: LAPACK's ``xGET01`` ratio ``‖PᵀA − LU‖₁/(n ‖A‖₁ u) < 30`` (u = 2⁻²⁴;
+  Higham Thm 9.3 with modest growth on random matrices); complex products round differently from
+  torch's, so bit equality is not claimed there.
+* Solves: LAPACK's ``xGET02`` ratio ``‖B − AX‖₁/(‖A‖₁‖X‖₁ u) < 30`` (Higham Thm 9.4).
+* ``info`` is exact (a zero column ``j`` gives a zero pivot at exactly ``j + 1``) and is written by
+  the kernel (a garbage-filled buffer comes back 0 where no pivot is zero).
+* Batches that do not fill the last simdgroup: the matrices past the batch are neither read nor
+  written (the emulator's guard pages trap any access past a buffer's end).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+import torch
+from helpers import ORDER_IDS as OID
+from helpers import ORDERS, InOrder, require_emulator
+
+import mpslinalg as LA
+from mpslinalg.kernels import load_library
+from reference import lapack, matrices, metrics
+
+lu_mod = importlib.import_module("mpslinalg.lu.kernels")
+
+DTYPES = [torch.float32, torch.complex64]
+DID = ["float32", "complex64"]
+STAGES = [0, 1]
+SID = ["direct", "staged"]
+# (M, N, batch): every width (8, 16, 32), square and both rectangular shapes, batches that leave
+# the last simdgroup (4 / 2 / 1 matrices) and the last threadgroup (2 simdgroups) partly empty
+SHAPES = [(1, 1, 3), (3, 3, 5), (8, 8, 9), (7, 3, 6), (9, 9, 3), (16, 16, 5), (12, 5, 3), (5, 12, 7),
+          (17, 17, 3), (32, 32, 3), (32, 20, 2), (20, 32, 2)]
+
+
+@pytest.fixture(scope="module")
+def lib():
+    require_emulator()
+    return load_library("lu", "cpu")
+
+
+@pytest.fixture
+def kernels(lib, monkeypatch):
+    """``kernels(dtype, order, seed, stage)``: the library's ``_MetalKernels`` launching in that
+    emulator thread order, with guard pages behind every buffer, with that load variant."""
+
+    def make(dtype, order, seed, stage):
+        monkeypatch.setattr(lu_mod, "load_library", lambda family, device: InOrder(lib, order, seed, guard=True))
+        monkeypatch.setattr(lu_mod.TUNING, "small_stage", stage)
+        return lu_mod._MetalKernels(torch.device("cpu"), dtype)
+
+    return make
+
+
+def _getf2_float32(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """LAPACK ``sgetf2`` in float32, one operation at a time as the kernels do it: pivot = first
+    row of largest ``|a|`` (NaN first), row swap, multipliers ``a * (1 / p)`` (``a / p`` below the
+    smallest normal), rank-1 update ``a - l * u`` rounded once per operation."""
+    LU = A.clone()
+    m, n = LU.shape[-2:]
+    piv = torch.zeros(LU.shape[0], min(m, n), dtype=torch.int32)
+    sfmin = torch.finfo(torch.float32).tiny
+    for b in range(LU.shape[0]):
+        a = LU[b]
+        for j in range(min(m, n)):
+            col = a[j:, j].abs()
+            nan = col.isnan()
+            p = j + int(nan.nonzero()[0]) if bool(nan.any()) else j + int(torch.argmax(col))  # first max
+            piv[b, j] = p + 1
+            if a[p, j] != 0:
+                a[[j, p]] = a[[p, j]]
+                pivot = a[j, j].clone()
+                if abs(float(pivot)) >= sfmin:
+                    a[j + 1:, j] = a[j + 1:, j] * (1.0 / pivot)
+                else:
+                    a[j + 1:, j] = a[j + 1:, j] / pivot
+            a[j + 1:, j + 1:] = a[j + 1:, j + 1:] - torch.outer(a[j + 1:, j], a[j, j + 1:])
+    return LU, piv
+
+
+def _equal_or_both_nan(x: torch.Tensor, y: torch.Tensor) -> bool:
+    x, y = (torch.view_as_real(t) if t.is_complex() else t for t in (x, y))
+    return bool(((x == y) | (x.isnan() & y.isnan())).all())
+
+
+@pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
+@pytest.mark.parametrize("stage", STAGES, ids=SID)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DID)
+def test_lu_small_every_width(kernels, order, seed, stage, dtype):
+    kern = kernels(dtype, order, seed, stage)
+    for m, n, b in SHAPES:
+        A = matrices.random(m, n, batch=(b,), dtype=dtype, seed=m * 100 + n)
+        LU = A.clone()
+        piv = torch.full((b, min(m, n)), -3, dtype=torch.int32)
+        info = torch.full((b,), -7, dtype=torch.int32)  # the kernel writes info
+        kern.small(LU, piv, info)
+        assert torch.equal(piv, lapack.getrf_pivots(A)), (m, n)
+        assert torch.equal(info, torch.zeros(b, dtype=torch.int32)), (m, n)
+        if dtype == torch.float32:
+            ref, ref_piv = _getf2_float32(A)
+            assert torch.equal(ref_piv, piv) and torch.equal(LU, ref), (m, n)
+        else:
+            assert float(metrics.lu_factor_ratio(A, LU, piv).max()) < metrics.PASS_RATIO, (m, n)
+
+
+@pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
+@pytest.mark.parametrize("stage", STAGES, ids=SID)
+def test_lu_small_specials_match_sequential_getf2(kernels, order, seed, stage):
+    """Exact ties (integer matrices), zero columns, NaN and inf entries and a subnormal pivot, in
+    float32: bit for bit the sequential getf2 (pivots, NaN pattern, info)."""
+    kern = kernels(torch.float32, order, seed, stage)
+    for n in (6, 13, 32):
+        g = torch.Generator().manual_seed(n)
+        A = torch.randint(-2, 3, (8, n, n), generator=g).float()  # many exact ties
+        A[1, :, 2] = 0  # info 3 (unless an earlier pivot is zero: the reference decides)
+        A[2, n // 2, 0] = float("nan")
+        A[3, 1, 1] = float("inf")
+        A[4] = matrices.random(n, n, dtype=torch.float32, seed=n) * 1e-39  # subnormal pivots
+        A[5, :, 0] = float("nan")  # two NaNs and more: the first wins
+        A[6, 0, 0] = float("inf")
+        A[7] = 0
+        LU = A.clone()
+        piv = torch.zeros(8, n, dtype=torch.int32)
+        info = torch.full((8,), -1, dtype=torch.int32)
+        kern.small(LU, piv, info)
+        ref, ref_piv = _getf2_float32(A)
+        assert torch.equal(piv, ref_piv), n
+        assert _equal_or_both_nan(LU, ref), n
+        d = ref.diagonal(dim1=-2, dim2=-1) == 0
+        expect = torch.where(d.any(-1), d.int().argmax(-1) + 1, 0).int()
+        assert torch.equal(info, expect), n
+        assert int(info[7]) == 1 and int(info[1]) > 0
+
+
+@pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
+@pytest.mark.parametrize("stage", STAGES, ids=SID)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DID)
+def test_lu_small_solve_every_width(kernels, order, seed, stage, dtype):
+    kern = kernels(dtype, order, seed, stage)
+    for n, k, b in [(1, 1, 3), (3, 1, 5), (8, 8, 5), (9, 1, 7), (9, 3, 3), (16, 1, 3), (17, 2, 3),
+                    (32, 1, 2), (32, 8, 2)]:
+        A = matrices.random(n, n, batch=(b,), dtype=dtype, seed=n + k)
+        B = matrices.random(n, k, batch=(b,), dtype=dtype, seed=n * k + 1)
+        X = torch.full_like(B, float("nan"))
+        info = torch.full((b,), -7, dtype=torch.int32)
+        kern.small_solve(A, B, X, info)
+        assert torch.equal(info, torch.zeros(b, dtype=torch.int32)), (n, k)
+        assert float(metrics.solve_ratio(A, X, B).max()) < metrics.PASS_RATIO, (n, k)
+        A[b - 1, :, n - 1] = 0
+        kern.small_solve(A, B, X, info)
+        assert info.tolist() == [0] * (b - 1) + [n], (n, k)
+
+
+def test_small_solve_rejects_what_it_cannot_hold(lib, monkeypatch):
+    monkeypatch.setattr(lu_mod, "load_library", lambda family, device: lib)
+    kern = lu_mod._MetalKernels(torch.device("cpu"), torch.float32)
+    A = torch.eye(4).expand(2, 4, 4).contiguous()
+    B = torch.ones(2, 4, 9)
+    with pytest.raises(ValueError, match="k <= 8"):
+        kern.small_solve(A, B, torch.empty_like(B), torch.zeros(2, dtype=torch.int32))
+    with pytest.raises(ValueError, match="up to 32x32"):
+        kern.small(torch.zeros(1, 33, 33), torch.zeros(1, 33, dtype=torch.int32), torch.zeros(1, dtype=torch.int32))
+    monkeypatch.setattr(lu_mod.TUNING, "small_stage", 2)
+    with pytest.raises(ValueError, match="small_stage must be 0 or 1"):
+        lu_mod._MetalKernels(torch.device("cpu"), torch.float32)
+
+
+@pytest.mark.parametrize("stage", STAGES, ids=SID)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DID)
+def test_public_solve_ransac_shape(lib, monkeypatch, stage, dtype):
+    """``solve_ex`` on the emulator backend: RANSAC's 9x9 with one right-hand side (the fused
+    kernel), several right-hand sides (fused up to 8) and 9 (lu_small + getrs); broadcast B."""
+    require_emulator()
+    monkeypatch.setattr(lu_mod.TUNING, "small_stage", stage)
+    A = matrices.random(9, 9, batch=(37,), dtype=dtype, seed=9)
+    with LA.use_backend("emulator"):
+        for k in (1, 8, 9):
+            B = matrices.random(9, k, batch=(37,), dtype=dtype, seed=k)
+            X, info = LA.solve_ex(A, B)
+            assert torch.equal(info, torch.zeros(37, dtype=torch.int32))
+            assert float(metrics.solve_ratio(A, X, B).max()) < metrics.PASS_RATIO, k
+        B = matrices.random(9, 1, dtype=dtype, seed=3)  # broadcast over A's batch
+        X, info = LA.solve_ex(A, B)
+        assert X.shape == (37, 9, 1)
+        assert float(metrics.solve_ratio(A, X, B.expand(37, 9, 1)).max()) < metrics.PASS_RATIO

@@ -54,6 +54,7 @@ import torch
 import torch.autograd.forward_ad as _fwad
 
 from .kernels import backend_for, kernel_name, load_library, svd_c
+from .kernels.codegen import warn_once
 from .oplayer import checks as E
 from .oplayer import defop, functorch_active
 from .qr import qr_impl
@@ -249,6 +250,19 @@ def _triton_ok(X: torch.Tensor) -> bool:
     return bool(ok)
 
 
+def _triton_call(fn, *args):
+    """``fn(*args)`` for a kernel of :mod:`mpslinalg.kernels.svd_triton`, or None after switching the
+    Triton kernels off for this process with one warning (a kernel that does not build, e.g. on
+    another Triton version); the caller then runs the torch-op path (same algorithm, slower)."""
+    try:
+        return fn(*args)
+    except Exception as exc:  # noqa: BLE001 - any failure of generated code falls back
+        _triton_state["ok"], _triton_state["error"] = False, repr(exc)
+        warn_once("triton:svd", f"mpslinalg: the SVD family's Triton kernel failed ({type(exc).__name__}: "
+                  f"{exc}); using the torch-op Jacobi instead (same algorithm, slower)")
+        return None
+
+
 def _use_triton(X: torch.Tensor) -> bool:
     """Whether the torch backend's Jacobi on ``X [B, n, n]`` is the Triton kernel (even ``n <= 64``)."""
     if not (X.shape[-2] == X.shape[-1] and _triton_ok(X)):
@@ -268,7 +282,9 @@ class _TorchKernels:
         if _use_triton(X):  # one launch; stops per matrix on the GPU (no host read)
             from .kernels.svd_triton import jacobi
 
-            return jacobi(X, V, sweeps, tol, ctol)
+            out = _triton_call(jacobi, X, V, sweeps, tol, ctol)
+            if out is not None:
+                return out
         Bn, rows, n = X.shape
         perms = tuple(_perms(n, X.device))
         Y = X if V is None else torch.cat([X, V], dim=-2)
@@ -359,13 +375,16 @@ def _pow2_scale(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tens
 
 
 def _complete(Ux: torch.Tensor, S: torch.Tensor, host_reads: bool) -> torch.Tensor:
-    """Replace the columns of ``Ux`` whose ``S`` is zero by an orthonormal completion.
+    """Replace the columns of ``Ux`` whose ``S`` is zero (or negligible) by an orthonormal completion.
 
     ``S`` is sorted descending, so zero columns are last; Householder QR of ``Ux`` (zero columns
     included) returns, in its first columns, ``±`` the computed ones and, after them, an orthonormal
-    basis of their complement.
+    basis of their complement. Negligible: ``σ_j <= √tiny·σ₁`` — the squares of such columns
+    underflow (float32 columns of ~1e-22 beside ``σ₁ ≈ 1``, from the rounding noise of a
+    rank-deficient matrix), so Jacobi cannot orthogonalise them; replacing them moves ``A``'s
+    reconstruction by at most ``σ_j``, far below ``u·‖A‖``.
     """
-    zero = S == 0
+    zero = S <= math.sqrt(torch.finfo(S.dtype).tiny) * S[..., :1]
     if host_reads and not bool(zero.any()):  # skip the QR when nothing needs completing
         return Ux
     Qc, _ = _householder_qr(Ux, "complete")
@@ -398,8 +417,13 @@ def _svd_tall(A: torch.Tensor, full: bool, compute_uv: bool):
     whole = _whole_kernel(A)
     if whole is not None:  # the same algorithm in one kernel; the zero-σ columns of V completed here
         sweeps, host_reads = TUNING.sweeps(A.device, A.real.dtype if A.is_complex() else A.dtype, A.shape[-1])
-        U, S, V, info = whole.svd_tall(A, full, compute_uv, sweeps)
-        return U, S, (_complete(V, S, host_reads) if compute_uv else None), info
+        if whole is svd_c:
+            out = whole.svd_tall(A, full, compute_uv, sweeps)
+        else:
+            out = _triton_call(whole.svd_tall, A, full, compute_uv, sweeps)
+        if out is not None:
+            U, S, V, info = out
+            return U, S, (_complete(V, S, host_reads) if compute_uv else None), info
     Bn, m, n = A.shape
     rdt = A.real.dtype if A.is_complex() else A.dtype
     As, e, finite = _pow2_scale(A)
@@ -430,7 +454,11 @@ def _svd_tall(A: torch.Tensor, full: bool, compute_uv: bool):
         X, V, rotated = _kernels(X).jacobi(X, V, sweeps, math.sqrt(npad) * u, 2 * npad * u, early)
         X, V = X[:, :n, :n], (V[:, :n, :n] if V is not None else None)
 
-    S = torch.linalg.vector_norm(X, dim=-2)
+    # column norms scaled by their largest entry: a column of ~1e-22 (rank-deficient input) has
+    # squares below float32's normal range, and an unscaled norm then leaves V = W Σ⁻¹ not unit
+    colmax = X.abs().amax(dim=-2)
+    colmax = torch.where(colmax > 0, colmax, torch.ones_like(colmax))
+    S = colmax * torch.linalg.vector_norm(X / colmax[:, None, :].to(X.dtype), dim=-2)
     S, order = S.sort(dim=-1, descending=True, stable=True)
     info = torch.where(rotated, INFO_NOCONV, 0).to(torch.int32)
     info = torch.where(finite, info, INFO_NONFINITE).to(torch.int32)

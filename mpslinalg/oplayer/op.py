@@ -36,17 +36,48 @@ __all__ = ["Op", "defop", "functorch_active", "needs_custom_op"]
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
+# Every public call asks the questions below, most of them twice (the front door's route, then the
+# op): bound once here, C-level checks first (each Python-level call or ``A.device.type`` costs about
+# as much as all the C-level ones together; issue 13's "host overhead <= torch.linalg + 5 us").
+_transforms_active = torch._C._are_functorch_transforms_active
+_is_compiling = torch.compiler.is_compiling
+_tracing_state = torch._C._get_tracing_state
+_grad_enabled = torch.is_grad_enabled
+_unpack_dual = _fwad.unpack_dual
+#: What :meth:`Op.__call__` runs (:func:`_path`).
+_DIRECT, _CUSTOM, _FUNCTION = range(3)
+
 
 def functorch_active() -> bool:
     """A ``torch.func`` transform is active (custom-op autograd and raw-buffer kernels can't run)."""
-    return torch._C._are_functorch_transforms_active()
+    return _transforms_active()
 
 
 def _dual(args) -> bool:
     """Some argument carries a forward-mode tangent (only possible inside a dual level)."""
     if _fwad._current_level < 0:
         return False
-    return any(isinstance(a, torch.Tensor) and _fwad.unpack_dual(a).tangent is not None for a in args)
+    return any(isinstance(a, torch.Tensor) and _unpack_dual(a).tangent is not None for a in args)
+
+
+def _custom(args) -> bool:
+    """:func:`needs_custom_op` without its docstring's frame (the body both callers share)."""
+    if _is_compiling() or _tracing_state() is not None:
+        return True
+    grad = _grad_enabled()
+    for a in args:
+        # is_meta, not device.type == "meta": a tenth of the cost
+        if isinstance(a, torch.Tensor) and (type(a) not in _PLAIN or a.is_meta or (grad and a.requires_grad)):
+            return True
+    return False
+
+
+def _path(args) -> int:
+    """Which of the op's routes a call with ``args`` takes: ``_FUNCTION`` under ``torch.func``
+    transforms and for dual tensors, ``_CUSTOM`` when :func:`needs_custom_op`, else ``_DIRECT``."""
+    if _transforms_active() or (_fwad._current_level >= 0 and _dual(args)):
+        return _FUNCTION
+    return _CUSTOM if _custom(args) else _DIRECT
 
 
 def needs_custom_op(*args) -> bool:
@@ -56,15 +87,7 @@ def needs_custom_op(*args) -> bool:
     whole), for tensor subclasses and meta tensors (fake/functional tensors), and when autograd
     records (the op's backward formula).
     """
-    if torch.compiler.is_compiling() or torch._C._get_tracing_state() is not None:
-        return True
-    grad = torch.is_grad_enabled()
-    for a in args:
-        if isinstance(a, torch.Tensor) and (
-            type(a) not in _PLAIN or a.device.type == "meta" or (grad and a.requires_grad)
-        ):
-            return True
-    return False
+    return _custom(args)
 
 
 class _SavingCtx:
@@ -164,18 +187,19 @@ class Op:
         return type(f"_{self.name}_function", (torch.autograd.Function,), body)
 
     def __call__(self, *args):
-        if functorch_active() or _dual(args):
-            return self.function.apply(*args)
-        if needs_custom_op(*args):
+        path = _path(args)
+        if path == _DIRECT:
+            return self.impl(*args)
+        if path == _CUSTOM:
             return self.custom(*args)
-        return self.impl(*args)
+        return self.function.apply(*args)
 
     @staticmethod
     def direct(*args) -> bool:
         """Whether a call with ``args`` would run ``impl`` directly (no autograd, compile,
         tracing, subclass, meta tensor, ``torch.func`` transform or dual tensor needs the op):
         for callers with a cheaper variant of the impl on that path."""
-        return not (functorch_active() or _dual(args) or needs_custom_op(*args))
+        return _path(args) == _DIRECT
 
     def __repr__(self) -> str:
         return f"<mpslinalg op {self.name}>"

@@ -39,6 +39,7 @@ def test_float64_on_mps_is_rejected_clearly(monkeypatch):
     class FakeMps:
         dtype = torch.float64
         device = torch.device("mps")
+        is_mps = True
 
     with pytest.raises(E.DTypeError, match="float64 on mps.*Apple GPUs have no float64"):
         E.check_dtype("op", "A", FakeMps())

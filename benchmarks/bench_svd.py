@@ -100,7 +100,8 @@ def cases(device: torch.device, quick: bool, *, torch_ops: bool = False, metal: 
         shape, tag = _shape(A), _tag(A.dtype)
         common = {"workload": workload, "device": device, "dtype": A.dtype, "shape": tuple(A.shape),
                   "sync_check": False}  # svd/svdvals raise as torch (a host read): svd_ex is checked below
-        out.append(Case(name=f"svd {shape} {tag}", ours=(lambda A=A: mpslinalg.svd(A, full_matrices=False)),
+        ours_svd = lambda A=A: mpslinalg.svd(A, full_matrices=False)  # noqa: E731
+        out.append(Case(name=f"svd {shape} {tag}", ours=ours_svd,
                         peer={"torch.linalg.svd": (lambda A=A: torch.linalg.svd(A, full_matrices=False))},
                         **common))
         out.append(Case(name=f"svdvals {shape} {tag}", ours=(lambda A=A: mpslinalg.svdvals(A)),
@@ -109,6 +110,15 @@ def cases(device: torch.device, quick: bool, *, torch_ops: bool = False, metal: 
             out.append(Case(name=f"pinv {shape} {tag}", ours=(lambda A=A: mpslinalg.pinv(A)),
                             peer={"torch.linalg.pinv": (lambda A=A: torch.linalg.pinv(A))},
                             **{**common, "sync_check": True}))
+        if A.ndim == 2 and device.type == "cuda":  # issue 12's 2048²: which cuSOLVER driver, and the old route
+            def drv(d, A=A):
+                return lambda: torch.linalg.svd(A, full_matrices=False, driver=d)
+            out.append(Case(name=f"svd {shape} {tag} (cuSOLVER drivers)", ours=ours_svd,
+                            peer={"torch.linalg.svd": drv(None), "gesvd": drv("gesvd"), "gesvdj": drv("gesvdj"),
+                                  "gesvda": drv("gesvda")}, **common))
+            out.append(Case(name=f"svd {shape} {tag} (QR-preconditioned)", ours_name="mpslinalg QR + device SVD",
+                            ours=_with(lambda A=A: mpslinalg.svd(A, full_matrices=False), large_driver="precondition"),
+                            peer={"torch.linalg.svd": drv(None)}, **common))
         small = A.ndim == 3 and A.shape[-1] <= 64
         if torch_ops and small:
             out.append(Case(name=f"svd {shape} {tag} (torch-op sweeps)", ours_name="mpslinalg torch-op sweeps",

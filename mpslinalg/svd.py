@@ -85,6 +85,10 @@ class Tuning:
     triton : bool
         CUDA, torch backend, float32/complex64, (padded) order <= 64: the whole Jacobi iteration is
         one Triton launch (:mod:`mpslinalg.kernels.svd_triton`); False falls back to the sweeps above.
+    large_driver : str or None
+        CUDA, torch backend, orders above ``jacobi_max``: the cuSOLVER driver of ``torch.linalg.svd``
+        run on the scaled matrix itself (None: torch's choice); ``"precondition"`` keeps the QR
+        preconditioner and runs the device's SVD of its triangular factor instead.
     round_threads : int
         Threads per threadgroup of ``svd_jacobi_round`` (a multiple of 32, at most 256).
     gpu_sweeps : dict
@@ -99,6 +103,7 @@ class Tuning:
     round_threads: int = 64
     compile_max: int = 64
     triton: bool = True
+    large_driver: str | None = None
     jacobi_max: dict = field(default_factory=lambda: {"cpu": 128, "cuda": 64})
 
     def sweeps(self, device: torch.device, dtype: torch.dtype, n: int = 32) -> tuple[int, bool]:
@@ -362,6 +367,28 @@ def _device_svd(X: torch.Tensor, compute_uv: bool):
     return Ux * S[:, None, :].to(X.dtype), Vh.mH, not_rotated
 
 
+def _large_cuda_svd(As: torch.Tensor, e: torch.Tensor, finite: torch.Tensor, full: bool, compute_uv: bool):
+    """CUDA above ``TUNING.jacobi_max``: cuSOLVER's SVD (``torch.linalg.svd``, driver
+    ``TUNING.large_driver``) of the power-of-two-scaled ``As`` itself, ``(U, S, V, info)``.
+
+    The QR preconditioner buys relative accuracy only for Jacobi; before a bidiagonalising SVD it
+    is a second O(n³) factorisation (docs/ops/svd.md: the 2048² trade). cuSOLVER's ``U``/``V`` are
+    orthonormal for rank-deficient input; torch checks its ``info`` on the host (a sync).
+    """
+    nan = float("nan")
+    if compute_uv:
+        U, S, Vh = torch.linalg.svd(As, full_matrices=full, driver=TUNING.large_driver)
+    else:
+        U = Vh = None
+        S = torch.linalg.svdvals(As, driver=TUNING.large_driver)
+    info = torch.where(finite, 0, INFO_NONFINITE).to(torch.int32)
+    S = torch.where(finite[:, None], torch.ldexp(S, e[:, None].to(S.dtype)), nan)
+    if compute_uv:
+        U = torch.where(finite[:, None, None], U, nan)
+        Vh = torch.where(finite[:, None, None], Vh, nan)
+    return U, S, (Vh.mH if compute_uv else None), info
+
+
 def _pow2_scale(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(A·2^-e, e, finite)`` per matrix: max |entry| of the scaled matrix in [1/2, 1)."""
     amax = A.abs().amax(dim=(-2, -1))
@@ -428,6 +455,9 @@ def _svd_tall(A: torch.Tensor, full: bool, compute_uv: bool):
     rdt = A.real.dtype if A.is_complex() else A.dtype
     As, e, finite = _pow2_scale(A)
     As = torch.where(finite[:, None, None], As, torch.zeros_like(As))
+    if A.device.type == "cuda" and TUNING.large_driver != "precondition" and not _on_kernels(A) \
+            and n > TUNING.jacobi_max.get("cuda", 0):
+        return _large_cuda_svd(As, e, finite, full, compute_uv)
 
     # preconditioning: row sort (max-norm), column sort (2-norm), Householder QR
     rperm = As.abs().amax(-1).argsort(dim=-1, descending=True, stable=True)

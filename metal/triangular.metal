@@ -8,6 +8,7 @@
 // Indexing: 64-bit for a matrix's base offset, 32-bit inside a matrix (the host checks that every
 // in-matrix offset fits in 31 bits; Apple GPUs have no native 64-bit multiply or divide).
 #include "scalar.h"
+#include <metal_stdlib>  // simdgroup_matrix (trsm_small_mma); scalar.h includes it too
 
 // ---------------------------------------------------------------------------------------------
 // trtri_diag: invert every nb x nb diagonal block (nb <= 32) of a batch of triangles in ONE

@@ -123,15 +123,35 @@ static inline void dotc(const real *restrict x, const real *restrict y, int64_t 
 #endif
 }
 
-/* x' = c x - conj(se) y, y' = se x + c y */
-static inline void rot(real *restrict x, real *restrict y, int64_t len, real c, real sr, real si) {
+/* The Jacobi's columns are planar: n real parts, then n imaginary parts (contiguous real vectors:
+   the complex loops vectorise as the real ones). pdot: dotc on planar columns. */
+static inline void pdot(const real *restrict x, const real *restrict y, int64_t len, acc sx, acc sy,
+                        acc *gr, acc *gi) {
 #if CPLX
+  acc sr = 0, si = 0;
+#pragma omp simd reduction(+:sr, si)
   for (int64_t k = 0; k < len; ++k) {
-    real xr = x[2 * k], xi = x[2 * k + 1], yr = y[2 * k], yi = y[2 * k + 1];
-    x[2 * k] = c * xr - (sr * yr + si * yi);
-    x[2 * k + 1] = c * xi - (sr * yi - si * yr);
-    y[2 * k] = (sr * xr - si * xi) + c * yr;
-    y[2 * k + 1] = (sr * xi + si * xr) + c * yi;
+    acc xr = x[k] * sx, xi = x[len + k] * sx, yr = y[k] * sy, yi = y[len + k] * sy;
+    sr += xr * yr + xi * yi;
+    si += xr * yi - xi * yr;
+  }
+  *gr = sr;
+  *gi = si;
+#else
+  dotc(x, y, len, sx, sy, gr, gi);
+#endif
+}
+
+/* x' = c x - conj(se) y, y' = se x + c y on planar columns */
+static inline void prot(real *restrict x, real *restrict y, int64_t len, real c, real sr, real si) {
+#if CPLX
+  real *restrict xi_ = x + len, *restrict yi_ = y + len;
+  for (int64_t k = 0; k < len; ++k) {
+    real xr = x[k], xi = xi_[k], yr = y[k], yi = yi_[k];
+    x[k] = c * xr - (sr * yr + si * yi);
+    xi_[k] = c * xi - (sr * yi - si * yr);
+    y[k] = (sr * xr - si * xi) + c * yr;
+    yi_[k] = (sr * xi + si * xr) + c * yi;
   }
 #else
   (void)si;
@@ -270,7 +290,7 @@ static int jacobi(real *X, real *V, int64_t n, int64_t max_sweeps, acc tol, acc 
         /* a, b, (gr, gi): the pair's norms and x_pᴴ x_q, of the columns scaled by up⁻¹, uq⁻¹ */
         acc a = np, b = nq, up = 1, uq = 1, gr, gi;
         if (np >= TINY_NRM && nq >= TINY_NRM) { /* a·b >= 2^-900, or float32's exact range */
-          dotc(xp, xq, n, 1, 1, &gr, &gi);
+          pdot(xp, xq, n, 1, 1, &gr, &gi);
         } else { /* powers of two: the products in the dot product cannot underflow */
           int ep, eq;
           frexp(np, &ep);
@@ -279,7 +299,7 @@ static int jacobi(real *X, real *V, int64_t n, int64_t max_sweeps, acc tol, acc 
           uq = ldexp(1.0, eq);
           a = ldexp(np, -ep);
           b = ldexp(nq, -eq);
-          dotc(xp, xq, n, 1 / up, 1 / uq, &gr, &gi);
+          pdot(xp, xq, n, 1 / up, 1 / uq, &gr, &gi);
         }
         acc ag = CPLX ? hypot(gr, gi) : fabs(gr), ab = a * b; /* |cos| of the angle = ag / ab */
         if (ag > ctol * ab) sig = 1;
@@ -293,8 +313,8 @@ static int jacobi(real *X, real *V, int64_t n, int64_t max_sweeps, acc tol, acc 
 #else
         acc sr = gr >= 0 ? s : -s, si = 0;
 #endif
-        rot(xp, xq, n, (real)c, (real)sr, (real)si);
-        if (V) rot(V + ip * n * W, V + iq * n * W, n, (real)c, (real)sr, (real)si);
+        prot(xp, xq, n, (real)c, (real)sr, (real)si);
+        if (V) prot(V + ip * n * W, V + iq * n * W, n, (real)c, (real)sr, (real)si);
         /* ‖x_p'‖² = ‖x_p‖² − t |g|, ‖x_q'‖² = ‖x_q‖² + t |g| (xGESVJ's update); recomputed when
            the update cancels */
         acc p2 = a * a - t * ag, q2 = b * b + t * ag;
@@ -376,12 +396,12 @@ int svd_jacobi(const real *A, real *U, real *S, real *V, int32_t *info, int64_t 
     memset(X, 0, sizeof(real) * W * (size_t)(n * n));
     for (int64_t j = 0; j < n; ++j)
       for (int64_t i = j; i < n; ++i) {
-        X[(j * n + i) * W] = Wk[(i * m + j) * W];
-        if (CPLX) X[(j * n + i) * W + 1] = -Wk[(i * m + j) * W + 1];
+        X[j * n * W + i] = Wk[(i * m + j) * W]; /* planar columns (pdot) */
+        if (CPLX) X[j * n * W + n + i] = -Wk[(i * m + j) * W + 1];
       }
     if (want_uv) {
       memset(Vj, 0, sizeof(real) * W * (size_t)(n * n));
-      for (int64_t j = 0; j < n; ++j) Vj[(j * n + j) * W] = 1;
+      for (int64_t j = 0; j < n; ++j) Vj[j * n * W + j] = 1;
     }
     int notconv = jacobi(X, want_uv ? Vj : NULL, n, max_sweeps, tol, ctol, nrm, col);
     info[b] = notconv ? 2 : 0;
@@ -394,7 +414,8 @@ int svd_jacobi(const real *A, real *U, real *S, real *V, int32_t *info, int64_t 
     memset(M, 0, sizeof(real) * W * (size_t)(m * ucols));
     for (int64_t j = 0; j < n; ++j) {
       const real *src = Vj + srt[j] * n * W;
-      for (int64_t i = 0; i < n * W; ++i) M[j * m * W + i] = src[i];
+      for (int64_t i = 0; i < n; ++i)
+        for (int c = 0; c < W; ++c) M[(j * m + i) * W + c] = src[c * n + i];
     }
     for (int64_t j = n; j < ucols; ++j) M[(j * m + j) * W] = 1;
     apply_q(Wk, tau, m, n, M, ucols);
@@ -406,7 +427,7 @@ int svd_jacobi(const real *A, real *U, real *S, real *V, int32_t *info, int64_t 
       const real *w = X + srt[j] * n * W;
       for (int64_t i = 0; i < n; ++i)
         for (int c = 0; c < W; ++c)
-          v_out[(cperm[i] * n + j) * W + c] = sg > 0 ? (real)((acc)w[i * W + c] / sg) : 0;
+          v_out[(cperm[i] * n + j) * W + c] = sg > 0 ? (real)((acc)w[c * n + i] / sg) : 0;
     }
   }
   free(work);

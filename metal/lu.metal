@@ -317,7 +317,9 @@ kernel void lu_panel_step(device T* A [[buffer(0)]],
     }
     const bool recip = s_abs(pivot) >= S_SFMIN;
     const T rp = lu_recip(pivot);
-    for (int k = 0; k < LU_STEP_MAX_E; ++k) {  // the multipliers: column jc of rows below col
+    // the multipliers: column jc of rows below col
+#pragma unroll
+    for (int k = 0; k < LU_STEP_MAX_E; ++k) {
       const int r = er[k];
       if (r > col && ec[k] == jc) {
         T l = (swap && r == p) ? drow[jc] : v[k];

@@ -22,8 +22,8 @@ A batched matmul of the same shape is timed beside the 64x64 cases as the refere
 emulator's cuda target, the replay of a CUDA graph of 10 launches (the kernel's own GPU time,
 without the ~30 us of ctypes launch overhead per call) against graphs of 10
 ``torch.linalg.solve_triangular`` calls and of 10 ``bmm`` of the same shape, in the same run; one
-row per ``TUNING.small_cols``. Elsewhere (mps: Metal; cpu: the emulator, small sizes) loops of 10
-calls.
+row per ``TUNING.small_cols`` and, for float32, the ``small_mma`` variant. Elsewhere (mps: Metal;
+cpu: the emulator, small sizes) loops of 10 calls.
 
 On CUDA the script first runs every case under ``torch.cuda.set_sync_debug_mode("error")`` and
 prints ``host-sync check: PASS``/``FAIL`` per case (our op must never synchronise with the host).
@@ -332,8 +332,12 @@ def kernel_cases(device: torch.device, quick: bool) -> list[Case]:
                            ("bmm", lambda M=M, B3=B3: torch.bmm(M, B3))):
             fn, label = _replay(pfn, device)
             peers[f"{pname} ({label})"] = fn
-        for cols in (64, 128):
-            with tuning(small_cols=cols):
+        variants = [dict(small_cols=64), dict(small_cols=128)]
+        if A.dtype == torch.float32:
+            variants.append(dict(small_mma=True))  # the simdgroup_matrix variant (float32 only)
+        for var in variants:
+            label_var = ", ".join(f"{key}={val}" for key, val in var.items())
+            with tuning(**var):
                 X = torch.empty_like(B3)
                 kname, tensors, prm, threads, group = tri_kernels._trsm_small_launch(A3, B3, X, False, unit)
             # on CUDA the argument buffer is a device tensor made once: a Python list is staged
@@ -349,9 +353,9 @@ def kernel_cases(device: torch.device, quick: bool) -> list[Case]:
             replay()
             synchronize(device)
             r = triangular_ratio(A3, B3, X, unit)
-            print(f"  {name} [{kname}, {group} threads/group, small_cols={cols}] accuracy: "
+            print(f"  {name} [{kname}, {group} threads/group, {label_var}] accuracy: "
                   f"{r:.3g} {'PASS' if r < 30 else 'FAIL'}")
-            case = Case(name=f"{name} [Metal {kname} small_cols={cols}, {label}]",
+            case = Case(name=f"{name} [Metal {kname} {label_var}, {label}]",
                         workload="Metal kernel via the emulator's cuda target", device=device, dtype=A.dtype,
                         shape=f"{tuple(A.shape)} rhs {k}", ours=replay, ours_name="Metal kernel", peer=peers,
                         bytes_moved=GRAPH_REPS * (A3.nbytes // 2 + 2 * B3.nbytes),

@@ -259,8 +259,8 @@ def test_trsm_small_on_the_cuda_target(dtype):
     issue-16 shapes (64 x 64 with 64 right-hand sides; DeltaNet's unit triangles with 128) and a
     several-systems-per-group shape: float32 bit-identical to sequential substitution (same order
     of operations, no FMA contraction on either target, correctly rounded division), LAPACK's
-    ratio < 30 for both dtypes. Run under compute-sanitizer racecheck by scripts/gpu_check.sh's
-    instructions in docs/ops/solve_triangular.md."""
+    ratio < 30 for both dtypes and for the simdgroup_matrix variant (float32). The H200 request
+    runs it under compute-sanitizer racecheck too."""
     import mpslinalg
 
     for n, k, nmat, unit in ((64, 64, 256, False), (64, 128, 64, True), (12, 5, 100, False)):
@@ -276,6 +276,13 @@ def test_trsm_small_on_the_cuda_target(dtype):
             torch.testing.assert_close(X, Xr, rtol=0, atol=0, equal_nan=True)
         ratio = metrics.triangular_residual_ratio(T, X, B, False, True, unit)
         assert float(ratio.max()) < metrics.PASS_RATIO, (n, k)
+        if dtype == torch.float32:  # the simdgroup_matrix variant: LAPACK's ratio
+            with mpslinalg.use_backend("emulator"), pytest.MonkeyPatch.context() as mp:
+                mp.setattr(tri.TUNING, "small_mma", True)
+                Xm = torch.empty_like(B).cuda()
+                tri._trsm_small_metal(T.cuda(), B.cuda(), Xm, False, unit)
+            ratio = metrics.triangular_residual_ratio(T, Xm.cpu(), B, False, True, unit)
+            assert float(ratio.max()) < metrics.PASS_RATIO, ("mma", n, k)
 
 
 @pytest.mark.parametrize("order,seed", ORDERS, ids=ORDER_IDS)

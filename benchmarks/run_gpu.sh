@@ -5,7 +5,7 @@
 #   here (clang):   python -m mpslinalg.emulator build --target cuda --out .cubins
 #   on the GPU:     bash benchmarks/run_gpu.sh STEP...      (carry .cubins)
 #
-# STEPs: matmul triangular triangular-kernel triangular-tune lu lu-tune small pinv-lstsq qr roofline main main-quick pytest gpucheck
+# STEPs: matmul triangular triangular-kernel triangular-tune lu lu-tune lu-small small pinv-lstsq qr roofline main main-quick pytest gpucheck
 # Time limit per step: $STEP_LIMIT seconds (default 240), or LIMIT_<step> (dashes as _).
 # Results: $OUT/gpu_results.tgz (markdown + JSON + logs) and $OUT/summary.md (the tables).
 set -u -o pipefail
@@ -36,6 +36,7 @@ for s in "$@"; do
     triangular-tune) step triangular-tune $PY benchmarks/bench_triangular.py --device cuda --out "$RES" --tune ;;
     lu) step lu $PY benchmarks/bench_lu.py --device cuda --out "$RES" ;;
     lu-tune) step lu-tune $PY benchmarks/bench_lu.py --device cuda --out "$RES" --tune ;;
+    lu-small) step lu-small $PY benchmarks/bench_lu_small.py --out "$RES" ;;
     small) step small $PY benchmarks/bench_small.py --device cuda --out "$RES" ;;
     pinv-lstsq) step pinv-lstsq $PY benchmarks/bench_pinv_lstsq.py --device cuda --out "$RES" ;;
     qr) step qr $PY benchmarks/bench_qr.py --device cuda --out "$RES" --warmup 1 --repeat 3 --count-dispatches ;;

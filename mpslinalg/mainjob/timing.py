@@ -14,9 +14,10 @@ One timing core serves the main job (``python -m mpslinalg``) and every benchmar
 
 Statistics are over samples: median (the number to report), min, max, inter-quartile range.
 :func:`time_interleaved` times several callables *in the same run*, one sample of each per round,
-rotating the order every round, so that a peer and our op see the same machine state (clock boost,
-other users of a shared CPU, thermal state). Ratios from one interleaved run are the figures to
-quote; absolute CPU times on a shared machine are not. :func:`compare` turns the paired samples of
+changing the order every round (each callable follows each other one equally often), so that a peer
+and our op see the same machine state (clock boost, other users of a shared CPU, thermal state).
+Ratios from one interleaved run are the figures to quote; absolute CPU times on a shared machine
+are not. :func:`compare` turns the paired samples of
 two callables into a ratio with a distribution-free confidence interval and a verdict (faster,
 slower, inconclusive), so a ratio that the machine's noise could flip is not reported as a result.
 """
@@ -305,6 +306,21 @@ def _calibrate(fn: Callable[[], object], dev: torch.device) -> int:
     return int(min(_MAX_NUMBER, math.ceil(_CPU_MIN_SAMPLE / max(t, 1e-9))))
 
 
+def _round_order(names: list[str], rnd: int) -> list[str]:
+    """The order of round ``rnd``: the rotations of ``names``, then those of ``names`` reversed.
+
+    For two or three callables (what the main job times), over each ``2 n`` rounds every callable
+    runs right after every other one equally often (and first equally often). A rotation alone is not balanced for three or more: with
+    ``(ours, torch.linalg, scipy)`` ours followed scipy in 2 rounds of 3 and torch.linalg in 1, and
+    a call right after SciPy's is slower (its caches are cold): that made ours 8-12% slower than the
+    same torch.linalg call (lu 96x96, RANSAC solve, det 64x32x32 on the CPU; issue 15).
+    """
+    n = len(names)
+    base = names if (rnd // n) % 2 == 0 else names[::-1]
+    k = rnd % n
+    return base[k:] + base[:k]
+
+
 def _check_counts(warmup: int, repeat: int, min_time: float) -> None:
     if int(warmup) != warmup or warmup < 0:
         raise ValueError(f"warmup: expected an int >= 0, got {warmup!r}")
@@ -373,7 +389,8 @@ def time_interleaved(
 ) -> dict[str, Timing]:
     """Time several callables in the same run, one sample of each per round.
 
-    The order within a round rotates every round, so no callable always runs first (cold) or last.
+    The order within a round changes every round (:func:`_round_order`): no callable always runs
+    first (cold) or last, and each follows each other one equally often.
     Sampling stops when every callable has ``repeat`` samples and ``min_time`` seconds of samples,
     or when ``max_time`` seconds in total have elapsed and every callable has at least
     ``min(repeat, min_samples)`` samples. On GPUs a
@@ -414,8 +431,7 @@ def time_interleaved(
     floor = min(int(repeat), int(min_samples))
     rnd = 0
     while True:
-        k = rnd % len(names)
-        for name in names[k:] + names[:k]:
+        for name in _round_order(names, rnd):
             samples[name].extend(_samples(fns[name], burst, numbers[name], dev))
         rnd += 1
         fewest = min(len(s) for s in samples.values())

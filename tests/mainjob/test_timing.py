@@ -289,3 +289,25 @@ def test_cuda_sync_check_tells_sync_free_from_syncing():
     free, syncs = res["cases"]
     assert free["launches"] == {"kernels": 1, "memcpy": 0, "memset": 0}
     assert syncs["launches"]["kernels"] == 2 and syncs["launches"]["memcpy"] == 1
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_round_order_is_balanced(n):
+    # over 2n consecutive rounds (cyclically, across round boundaries) every callable has the same
+    # predecessors as every other (each other callable, and itself, equally often) and runs first
+    # equally often: a callable whose predecessor slows it (cold caches after SciPy) is neither
+    # favoured nor penalised against another (the main job times two or three callables)
+    import collections
+
+    from mpslinalg.mainjob.timing import _round_order
+
+    names = [f"f{i}" for i in range(n)]
+    rounds = [_round_order(names, r) for r in range(2 * n)]
+    assert all(sorted(r) == names for r in rounds)
+    flat = [x for r in rounds for x in r]
+    pred = {b: sorted(collections.Counter(flat[i - 1] if flat[i - 1] != b else "self"
+                                          for i in range(len(flat)) if flat[i] == b).items()) for b in names}
+    counts = {b: sorted(c for _, c in pred[b]) for b in names}
+    assert len({tuple(c) for c in counts.values()}) == 1, pred
+    assert all(len({c for k, c in pred[b] if k != "self"}) == 1 for b in names), pred
+    assert len(set(collections.Counter(r[0] for r in rounds).values())) == 1

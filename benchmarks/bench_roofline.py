@@ -196,6 +196,22 @@ def _lu_cases(device, quick):
                 flops=batch * (2 / 3) * n**3 * (4 if cplx else 1),
             )
         )
+    # the fused factor + solve of RANSAC (lu_small_solve): 2048 x 9x9, one right-hand side
+    A, B = _randn((2048, 9, 9), torch.float32, device, 9), _randn((2048, 9, 1), torch.float32, device, 10)
+    X, info = torch.empty_like(B), torch.empty(2048, dtype=torch.int32, device=device)
+    kern = _MetalKernels(torch.device(device), torch.float32)
+    out.append(
+        _kernel_case(
+            A,
+            device,
+            name="lu_small_solve_f32 2048x9x9 k=1",
+            workload="RANSAC DLT 2048 x 9x9",
+            ours=lambda k=kern, A=A, B=B, X=X, info=info: k.small_solve(A, B, X, info),
+            peer={"torch.linalg.solve_ex": (lambda A=A, B=B: torch.linalg.solve_ex(A, B))},
+            bytes_moved=A.nbytes + B.nbytes + X.nbytes + info.nbytes,
+            flops=2048 * ((2 / 3) * 9**3 + 2 * 9**2),
+        )
+    )
     # panel and row interchanges of the blocked LU: 64 matrices of 1024 x 1024, panel width 32
     for dtype in (torch.float32, torch.complex64):
         B, M, w = (8 if quick else 64), 1024, 32

@@ -310,10 +310,11 @@ def _round_order(names: list[str], rnd: int) -> list[str]:
     """The order of round ``rnd``: the rotations of ``names``, then those of ``names`` reversed.
 
     For two or three callables (what the main job times), over each ``2 n`` rounds every callable
-    runs right after every other one equally often (and first equally often). A rotation alone is not balanced for three or more: with
-    ``(ours, torch.linalg, scipy)`` ours followed scipy in 2 rounds of 3 and torch.linalg in 1, and
-    a call right after SciPy's is slower (its caches are cold): that made ours 8-12% slower than the
-    same torch.linalg call (lu 96x96, RANSAC solve, det 64x32x32 on the CPU; issue 15).
+    runs right after every other one equally often (and first equally often). A rotation alone is
+    not balanced for three: with ``(ours, torch.linalg, scipy)`` ours followed scipy in 2 rounds of
+    3 and torch.linalg in 1, and a call right after SciPy's is slower (its caches are cold): that
+    made ours 8-12% slower than the same torch.linalg call (lu 96x96, RANSAC solve, det 64x32x32 on
+    the CPU; issue 15). The main job now times each peer in its own pair with ours.
     """
     n = len(names)
     base = names if (rnd // n) % 2 == 0 else names[::-1]

@@ -122,6 +122,10 @@ class _BackwardCtx:
         return getattr(self._ctx, name)
 
 
+def _no_setup(ctx, inputs, output) -> None:
+    """The default ``setup`` (torch calls it with these keyword names)."""
+
+
 def _no_backward(ctx, *grads):
     raise RuntimeError(f"{ctx.op_name}: this op is not differentiable")
 
@@ -137,7 +141,7 @@ class Op:
         self.custom.register_fake(fake)
         self.differentiable = backward is not None
         if backward is not None:
-            self.custom.register_autograd(backward, setup_context=setup or (lambda ctx, i, o: None))
+            self.custom.register_autograd(backward, setup_context=setup or _no_setup)
         self.function = self._function(setup, backward, jvp)
 
     def _function(self, setup, backward, jvp) -> type:

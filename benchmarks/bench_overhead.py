@@ -2,6 +2,10 @@
 
     python benchmarks/bench_overhead.py --out results/            # the table, JSON and markdown
     python benchmarks/bench_overhead.py --quick --only inv        # a quick look at some ops
+    python benchmarks/bench_overhead.py --layer                   # also the op layer's own cost
+
+--layer adds the table of :func:`mpslinalg.mainjob.overhead.ours_cases`: each front door on
+mpslinalg's own path (as on mps, or inside the routing table) against the bare computation it ends in.
 
 CPU, one torch thread, ours and torch.linalg interleaved round by round, medians per call; the
 target is "ours <= torch.linalg + 5 us" (mpslinalg.mainjob.overhead, which the main job shares).
@@ -27,16 +31,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="a shorter time box per op")
     p.add_argument("--only", action="append", default=[], metavar="TEXT",
                    help="only ops whose row name contains TEXT (repeatable)")
+    p.add_argument("--layer", action="store_true",
+                   help="also time the op layer's own cost (front door on mpslinalg's path vs the bare call)")
     args = p.parse_args(argv)
-    all_cases = overhead.cases()
+    all_cases = overhead.cases() + (overhead.ours_cases() if args.layer else [])
     chosen = [c for c in all_cases if not args.only or any(s in c.name for s in args.only)]
     if not chosen:
         names = "\n  ".join(c.name for c in all_cases)
         print(f"--only {' '.join(map(repr, args.only))} matches no op; the rows are:\n  {names}", file=sys.stderr)
         return 2
     records = overhead.measure(chosen, quick=args.quick)
-    headers, rows = overhead.table_rows(records)
-    table = format_table(headers, rows, align=["l", "r", "r", "r", "l"])
+    tables = []
+    for layer in (False, True):
+        part = [r for r, c in zip(records, chosen) if c.ours_always == layer]
+        if part:
+            headers, rows = overhead.table_rows(part, peer="bare call us" if layer else "torch.linalg us")
+            title = ("mpslinalg's own path (routing.ours_always) against the bare call it ends in" if layer
+                     else "public calls against torch.linalg")
+            tables.append(f"{title}\n\n{format_table(headers, rows, align=['l', 'r', 'r', 'r', 'l'])}")
+    table = "\n\n".join(tables)
     print(table)
     print(f"\nextra: median of the per-round differences ours - torch.linalg per call, [its 95% interval]; "
           f"meets when the whole interval is <= {overhead.TARGET_US:g} us, misses when wholly above.")

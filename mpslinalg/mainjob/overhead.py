@@ -10,19 +10,28 @@ reads the per-round differences ``ours - torch`` and their 95% interval (:func:`
 
 Used by ``benchmarks/bench_overhead.py`` (the table, JSON and markdown) and by the main job (one
 section of its report).
+
+On the CPU most of these calls are handed to one ``torch.linalg`` call by the front door's table
+lookup (:mod:`mpslinalg.routing`), so :func:`cases` mostly times that lookup. :func:`ours_cases`
+times the path every call takes on ``mps`` and inside the table: the front door's checks, route,
+op dispatch and ``info`` check, run under :func:`mpslinalg.routing.ours_always`, against the same
+computation called without them (the family's implementation, or the ``torch.linalg`` call the
+front door makes): their difference is the op layer's cost per call.
 """
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
+from .. import routing
 from .timing import median_interval, time_interleaved
 
-__all__ = ["TARGET_US", "OverheadCase", "cases", "measure"]
+__all__ = ["TARGET_US", "OverheadCase", "cases", "measure", "ours_cases"]
 
 #: A call of ours may cost at most torch.linalg's plus this many microseconds (CPU, one thread).
 TARGET_US = 5.0
@@ -43,6 +52,8 @@ class OverheadCase:
     op: str
     ours: Callable[[], object]
     peer: Callable[[], object]
+    #: run under :func:`mpslinalg.routing.ours_always` (the front door's own path, not the table's)
+    ours_always: bool = False
 
 
 def _well_conditioned(g: torch.Generator, *shape: int) -> torch.Tensor:
@@ -90,6 +101,39 @@ def cases() -> list[OverheadCase]:
     return out
 
 
+def ours_cases() -> list[OverheadCase]:
+    """The op layer's own cost: each front door on mpslinalg's path (:func:`~mpslinalg.routing.ours_always`)
+    against the computation it ends in, called bare (``peer``): the small family's implementation
+    for ``n <= 4``, the one ``torch.linalg`` call the LU front doors make at small ``n`` on the
+    ``torch`` backend, the triangular family's implementation."""
+    import mpslinalg as LA
+    from mpslinalg import small
+    from mpslinalg.triangular.algorithm import _solve_impl as tri_impl
+
+    g = torch.Generator().manual_seed(0)
+    a3, a4, a8 = _well_conditioned(g, 3, 3), _well_conditioned(g, 4, 4), _well_conditioned(g, 8, 8)
+    b4 = torch.randn(4, 1, generator=g)
+    ransac, rhs = _well_conditioned(g, 256, 9, 9), torch.randn(256, 9, 1, generator=g)
+    tri, tri_b = _well_conditioned(g, 16, 16).triu(), torch.randn(16, 8, generator=g)
+    rows = [
+        ("inv 3x3 [small family]", "inv", lambda: LA.inv(a3), lambda: small.inv_ex_op.impl(a3)),
+        ("inv_ex 3x3 [small family]", "inv_ex", lambda: LA.inv_ex(a3), lambda: small.inv_ex_op.impl(a3)),
+        ("det 3x3 [small family]", "det", lambda: LA.det(a3), lambda: small.det_op.impl(a3)),
+        ("slogdet 3x3 [small family]", "slogdet", lambda: LA.slogdet(a3), lambda: small.slogdet_op.impl(a3)),
+        ("solve 4x4, 1 rhs [small family]", "solve", lambda: LA.solve(a4, b4),
+         lambda: small.solve_ex_op.impl(a4, b4, True)),
+        ("inv 8x8 [torch.linalg.inv_ex]", "inv", lambda: LA.inv(a8), lambda: torch.linalg.inv(a8)),
+        ("solve 256x9x9 [torch.linalg.solve_ex]", "solve", lambda: LA.solve(ransac, rhs),
+         lambda: torch.linalg.solve(ransac, rhs)),
+        ("lu_factor 8x8 [torch.linalg.lu_factor_ex]", "lu_factor", lambda: LA.lu_factor(a8),
+         lambda: torch.linalg.lu_factor(a8)),
+        ("det 8x8 [torch.linalg.det]", "det", lambda: LA.det(a8), lambda: torch.linalg.det(a8)),
+        ("solve_triangular 16x16, 8 rhs [triangular family]", "solve_triangular",
+         lambda: LA.solve_triangular(tri, tri_b, upper=True), lambda: tri_impl(tri, tri_b, True, True, False)),
+    ]
+    return [OverheadCase(name=n, op=o, ours=f, peer=p, ours_always=True) for n, o, f, p in rows]
+
+
 def measure(selected: list[OverheadCase] | None = None, *, quick: bool = False) -> list[dict]:
     """Time every case on the CPU with one torch thread; one record per case.
 
@@ -106,12 +150,13 @@ def measure(selected: list[OverheadCase] | None = None, *, quick: bool = False) 
     records = []
     try:
         for case in cases() if selected is None else selected:
-            try:
-                case.ours()
-            except Exception as exc:  # noqa: BLE001 - report the op, go on with the others
-                records.append({"name": case.name, "op": case.op, "error": f"{type(exc).__name__}: {exc}"})
-                continue
-            t = time_interleaved({"ours": case.ours, "torch": case.peer}, device="cpu", **SETTINGS[quick])
+            with routing.ours_always() if case.ours_always else contextlib.nullcontext():
+                try:
+                    case.ours()
+                except Exception as exc:  # noqa: BLE001 - report the op, go on with the others
+                    records.append({"name": case.name, "op": case.op, "error": f"{type(exc).__name__}: {exc}"})
+                    continue
+                t = time_interleaved({"ours": case.ours, "torch": case.peer}, device="cpu", **SETTINGS[quick])
             n = min(t["ours"].n, t["torch"].n)
             extra = [1e6 * (o - p) for o, p in zip(t["ours"].samples[:n], t["torch"].samples[:n])]
             low, high = median_interval(extra)
@@ -127,9 +172,10 @@ def measure(selected: list[OverheadCase] | None = None, *, quick: bool = False) 
     return records
 
 
-def table_rows(records: list[dict]) -> tuple[list[str], list[list[str]]]:
-    """Headers and cells of the overhead table (for :func:`.report.format_table`)."""
-    headers = ["op (CPU, 1 thread)", "mpslinalg us", "torch.linalg us", "extra us [95%]",
+def table_rows(records: list[dict], *, peer: str = "torch.linalg us") -> tuple[list[str], list[list[str]]]:
+    """Headers and cells of the overhead table (for :func:`.report.format_table`); ``peer`` heads the
+    peer's column (``"bare call us"`` for :func:`ours_cases`)."""
+    headers = ["op (CPU, 1 thread)", "mpslinalg us", peer, "extra us [95%]",
                f"target <= +{TARGET_US:g} us"]
     rows = []
     for r in records:

@@ -185,3 +185,16 @@ def test_lstsq_cpu_drivers_are_lapacks(driver):
 def test_pinv_cpu_is_lapacks():
     A = _randn((3, 9, 4), torch.float32, 10)
     torch.testing.assert_close(LA.pinv(A), torch.linalg.pinv(A), rtol=0, atol=0)
+
+
+def test_rank_norm_cond_cpu_use_lapacks_singular_values():
+    # absolute accuracy is their contract (as torch.linalg's): the CPU takes LAPACK's svdvals, so the
+    # results are torch's bit for bit; with autograd the family's differentiable svdvals serves
+    A = _randn((3, 9, 4), torch.float64, 11)
+    S = torch.linalg.svdvals(A)
+    assert torch.equal(LA.matrix_rank(A), torch.linalg.matrix_rank(A))
+    assert torch.equal(LA.matrix_norm(A, 2), S[..., 0]) and torch.equal(LA.matrix_norm(A, "nuc"), S.sum(-1))
+    assert torch.equal(LA.cond(A), S[..., 0] / S[..., -1])
+    Ag = A.clone().requires_grad_()
+    LA.cond(Ag).sum().backward()
+    assert Ag.grad is not None and torch.isfinite(Ag.grad).all()

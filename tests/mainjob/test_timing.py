@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from mpslinalg.mainjob.report import Progress, format_table
-from mpslinalg.mainjob.timing import Timing, compare, median_interval, time_callable, time_interleaved
+from mpslinalg.mainjob.timing import RUN_DRIFT, Timing, compare, median_interval, time_callable, time_interleaved
 
 
 def test_statistics_of_known_samples():
@@ -142,8 +142,18 @@ def test_median_interval_is_the_binomial_order_statistic_interval():
 def test_compare_verdicts_from_paired_samples():
     ours = Timing.from_samples([1.0, 2.0, 4.0] * 5)  # the machine drifts by 4x between rounds ...
     twice = Timing.from_samples([2.0, 4.0, 8.0] * 5)  # ... and the peer takes 2x in every round
-    c = compare(ours, twice)
+    c = compare(ours, twice, drift=0)
     assert (c.ratio, c.low, c.high, c.n, c.verdict) == (2.0, 2.0, 2.0, 15, "faster")
+    # the run-to-run drift widens the interval by exp(1.96 drift) on each side
+    c = compare(ours, twice)
+    w = math.exp(1.959963984540054 * RUN_DRIFT)
+    assert c.ratio == 2.0 and math.isclose(c.low, 2.0 / w) and math.isclose(c.high, 2.0 * w)
+    # a tight interval just beyond the margin is no verdict once the next run's drift is allowed for
+    beyond = Timing.from_samples([1.0 / 0.89] * 15)  # ours 0.89x: [0.89, 0.89] within the run
+    assert compare(beyond, Timing.from_samples([1.0] * 15), drift=0).verdict == "slower"
+    assert compare(beyond, Timing.from_samples([1.0] * 15)).verdict == "inconclusive"
+    with pytest.raises(ValueError, match="drift"):
+        compare(ours, twice, drift=-1)
     assert compare(twice, ours).verdict == "slower"
     same = Timing.from_samples([1.02, 0.97, 1.01, 0.99, 1.03, 0.98, 1.0, 1.01, 0.99, 1.0])
     assert compare(Timing.from_samples([1.0] * 10), same).verdict == "inconclusive"

@@ -437,20 +437,17 @@ inline int lu_small_count(long rem, int per) { return rem <= 0 ? 0 : (rem < per 
 // the bits of a non-negative float grow with its value, every NaN maps to 0x7FC00000 above inf.
 inline uint lu_pivot_key(float v) { return isnan(v) ? 0x7FC00000u : as_type<uint>(v); }
 
-// Butterfly max / min over the W aligned lanes of a segment (every lane gets the result).
+// Butterfly over the W aligned lanes of a segment: the lexicographic maximum of (x.x, x.y), which
+// every lane gets (a total order over distinct pairs: the same winner whatever the lane order).
+// One reduction of pairs instead of a max and then a min: half the dependent shuffle steps.
 template <int W>
-inline uint lu_seg_max(uint x) {
+inline uint2 lu_seg_argmax(uint2 x) {
 #pragma unroll
   for (ushort d = W / 2; d > 0; d >>= 1) {
-    x = max(x, simd_shuffle_xor(x, d));
-  }
-  return x;
-}
-template <int W>
-inline uint lu_seg_min(uint x) {
-#pragma unroll
-  for (ushort d = W / 2; d > 0; d >>= 1) {
-    x = min(x, simd_shuffle_xor(x, d));
+    const uint2 y = simd_shuffle_xor(x, d);
+    if (y.x > x.x || (y.x == x.x && y.y > x.y)) {
+      x = y;
+    }
   }
   return x;
 }
@@ -531,10 +528,11 @@ inline int lu_regs_getf2(thread T (&a)[W], thread T (&x)[KC], int m, int n, int 
       continue;  // uniform: m, n are the dispatch's (no break: the loop must unroll fully)
     }
     // 1. pivot: the largest key among positions j..m-1, then the smallest position holding it
+    //    (pairs (key, ~(pos * 32 + lane)); rows that are not candidates bid (0, 0) and lose)
     const bool cand = pos >= j && pos < m;
     const uint key = cand ? lu_pivot_key(s_abs1(a[j])) : 0u;
-    const uint best = lu_seg_max<W>(key);
-    const uint win = lu_seg_min<W>((cand && key == best) ? (uint)(pos * 32 + (int)(lane - base)) : ~0u);
+    const uint idx = (uint)(pos * 32 + (int)(lane - base));
+    const uint win = ~lu_seg_argmax<W>(uint2(key, cand ? ~idx : 0u)).y;
     const int p = (int)(win >> 5);
     const ushort wl = base + (ushort)(win & 31u);
     wl_of[j] = wl;

@@ -61,16 +61,25 @@ def _well_conditioned(g: torch.Generator, *shape: int) -> torch.Tensor:
     return torch.randn(*shape, generator=g) + n * torch.eye(n)
 
 
-def cases() -> list[OverheadCase]:
-    """The rows: every public op at the sizes issue 10 names (QR/SVD and friends when they exist)."""
+def _inputs(device: str) -> dict[str, torch.Tensor]:
+    """The rows' inputs (the same values on every device: drawn on the CPU, then moved)."""
+    g = torch.Generator().manual_seed(0)
+    x = {"a3": _well_conditioned(g, 3, 3), "a8": _well_conditioned(g, 8, 8),
+         "ransac": _well_conditioned(g, 256, 9, 9), "rhs": torch.randn(256, 9, 1, generator=g),
+         "tri": _well_conditioned(g, 16, 16).triu(), "tri_b": torch.randn(16, 8, generator=g),
+         "b8": torch.randn(8, 1, generator=g), "a4": _well_conditioned(g, 4, 4),
+         "b4": torch.randn(4, 1, generator=g)}
+    return {k: v.to(device) for k, v in x.items()}
+
+
+def cases(device: str = "cpu") -> list[OverheadCase]:
+    """The rows: every public op at the sizes issue 10 names (QR/SVD and friends when they exist),
+    inputs on ``device``."""
     import mpslinalg as LA
 
-    g = torch.Generator().manual_seed(0)
-    a3, a8 = _well_conditioned(g, 3, 3), _well_conditioned(g, 8, 8)
-    ransac, rhs = _well_conditioned(g, 256, 9, 9), torch.randn(256, 9, 1, generator=g)
-    tri, tri_b = _well_conditioned(g, 16, 16).triu(), torch.randn(16, 8, generator=g)
+    x = _inputs(device)
+    a3, a8, ransac, rhs, tri, tri_b, b8 = (x[k] for k in ("a3", "a8", "ransac", "rhs", "tri", "tri_b", "b8"))
     lu8, piv8 = torch.linalg.lu_factor(a8)
-    b8 = torch.randn(8, 1, generator=g)
     rows = [
         ("inv 8x8", "inv", (a8,), {}),
         ("inv 3x3", "inv", (a3,), {}),
@@ -101,20 +110,18 @@ def cases() -> list[OverheadCase]:
     return out
 
 
-def ours_cases() -> list[OverheadCase]:
+def ours_cases(device: str = "cpu") -> list[OverheadCase]:
     """The op layer's own cost: each front door on mpslinalg's path (:func:`~mpslinalg.routing.ours_always`)
     against the computation it ends in, called bare (``peer``): the small family's implementation
     for ``n <= 4``, the one ``torch.linalg`` call the LU front doors make at small ``n`` on the
-    ``torch`` backend, the triangular family's implementation."""
+    ``torch`` backend, the triangular family's implementation. Inputs on ``device``."""
     import mpslinalg as LA
     from mpslinalg import small
     from mpslinalg.triangular.algorithm import _solve_impl as tri_impl
 
-    g = torch.Generator().manual_seed(0)
-    a3, a4, a8 = _well_conditioned(g, 3, 3), _well_conditioned(g, 4, 4), _well_conditioned(g, 8, 8)
-    b4 = torch.randn(4, 1, generator=g)
-    ransac, rhs = _well_conditioned(g, 256, 9, 9), torch.randn(256, 9, 1, generator=g)
-    tri, tri_b = _well_conditioned(g, 16, 16).triu(), torch.randn(16, 8, generator=g)
+    x = _inputs(device)
+    a3, a4, a8, b4, ransac, rhs, tri, tri_b = (x[k] for k in ("a3", "a4", "a8", "b4", "ransac", "rhs", "tri",
+                                                            "tri_b"))
     rows = [
         ("inv 3x3 [small family]", "inv", lambda: LA.inv(a3), lambda: small.inv_ex_op.impl(a3)),
         ("inv_ex 3x3 [small family]", "inv_ex", lambda: LA.inv_ex(a3), lambda: small.inv_ex_op.impl(a3)),
@@ -134,8 +141,10 @@ def ours_cases() -> list[OverheadCase]:
     return [OverheadCase(name=n, op=o, ours=f, peer=p, ours_always=True) for n, o, f, p in rows]
 
 
-def measure(selected: list[OverheadCase] | None = None, *, quick: bool = False) -> list[dict]:
-    """Time every case on the CPU with one torch thread; one record per case.
+def measure(selected: list[OverheadCase] | None = None, *, quick: bool = False,
+            device: str = "cpu") -> list[dict]:
+    """Time every case with one torch thread (``device``: where the cases' inputs live, for the
+    timer's synchronisation); one record per case.
 
     Returns
     -------
@@ -156,7 +165,7 @@ def measure(selected: list[OverheadCase] | None = None, *, quick: bool = False) 
                 except Exception as exc:  # noqa: BLE001 - report the op, go on with the others
                     records.append({"name": case.name, "op": case.op, "error": f"{type(exc).__name__}: {exc}"})
                     continue
-                t = time_interleaved({"ours": case.ours, "torch": case.peer}, device="cpu", **SETTINGS[quick])
+                t = time_interleaved({"ours": case.ours, "torch": case.peer}, device=device, **SETTINGS[quick])
             n = min(t["ours"].n, t["torch"].n)
             extra = [1e6 * (o - p) for o, p in zip(t["ours"].samples[:n], t["torch"].samples[:n])]
             low, high = median_interval(extra)
@@ -172,10 +181,12 @@ def measure(selected: list[OverheadCase] | None = None, *, quick: bool = False) 
     return records
 
 
-def table_rows(records: list[dict], *, peer: str = "torch.linalg us") -> tuple[list[str], list[list[str]]]:
+def table_rows(records: list[dict], *, peer: str = "torch.linalg us",
+               device: str = "cpu") -> tuple[list[str], list[list[str]]]:
     """Headers and cells of the overhead table (for :func:`.report.format_table`); ``peer`` heads the
     peer's column (``"bare call us"`` for :func:`ours_cases`)."""
-    headers = ["op (CPU, 1 thread)", "mpslinalg us", peer, "extra us [95%]",
+    where = "CPU" if device == "cpu" else device
+    headers = [f"op ({where}, 1 thread)", "mpslinalg us", peer, "extra us [95%]",
                f"target <= +{TARGET_US:g} us"]
     rows = []
     for r in records:

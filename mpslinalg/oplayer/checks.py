@@ -152,6 +152,10 @@ def resolved(x: torch.Tensor) -> torch.Tensor:
     return x.resolve_conj().resolve_neg().contiguous()
 
 
+_is_compiling = torch.compiler.is_compiling
+_is_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+
+
 def raise_for_info(op: str, info: torch.Tensor, message: str) -> None:
     """Raise :class:`torch.linalg.LinAlgError` for the first batch element with ``info > 0``.
 
@@ -161,15 +165,15 @@ def raise_for_info(op: str, info: torch.Tensor, message: str) -> None:
     torch's wording and the batch element. On meta tensors there is nothing to check; under
     ``torch.func`` every element is checked.
     """
-    if torch.compiler.is_compiling():
+    if _is_compiling():
         torch._linalg_check_errors(info, op, is_matrix=info.ndim == 0)
         return
     if info.is_meta:
         return
-    while torch._C._functorch.is_functorch_wrapped_tensor(info):
+    while _is_wrapped(info):
         info = torch._C._functorch.get_unwrapped(info)
     n = info.numel()
-    if n == 0 or (info.item() if n == 1 else int(info.max())) <= 0:  # one read on the common path
+    if n == 0 or (info.item() if n == 1 else info.max().item()) <= 0:  # one read on the common path
         return
     flat = int(torch.nonzero(info.reshape(-1) > 0)[0, 0])
     value = int(info.reshape(-1)[flat])

@@ -36,7 +36,13 @@ The routing kernel hands a call back to torch when
 * the arguments are outside what mpslinalg implements (dtype, rank, ``pivot=False``, a ``driver``):
   torch then raises its own errors for bad input;
 * the **"never slower" table** :data:`WHEN` says torch.linalg is faster at that size on that device
-  (``when="faster"``, the default; ``when="always"`` routes every call mpslinalg can take).
+  (``when="faster"``, the default; ``when="always"`` routes every call mpslinalg can take, and
+  mpslinalg's implementation runs at every size).
+
+The same table decides at the public ops' front doors (``mpslinalg.solve`` etc., :func:`torch_is_faster`,
+:func:`torch_first`): outside it a call on the ``torch`` backend is one ``torch.linalg`` call, torch's
+derivative included (except ``det``'s, whose adjugate gradient at singular matrices is ours);
+:func:`ours_always` turns that off (tests, benchmarks); :func:`decisions` counts the answers.
 
 ``torch.inference_mode`` removes the autograd keys from dispatch, so calls made inside it are not
 routed (they run torch's kernels); ``torch.no_grad`` is routed.
@@ -206,13 +212,15 @@ def routed_ops() -> tuple[str, ...]:
 # "Never slower": where each op routes, per device type (measured; docs/routing.md has the table)
 # --------------------------------------------------------------------------------------------------
 
-#: ``WHEN[device_type][op][dtype]``: regions ``(n_min, n_max, batch_min)`` where routing was measured
-#: to be at least 0.95x torch.linalg (``benchmarks/bench_routing.py``; table and dates in
-#: ``docs/routing.md``). A call on ``batch`` matrices of size ``n x n`` (for solves: the coefficient
-#: matrix) is routed when ``n_min <= n <= n_max`` and ``batch >= batch_min`` for one region; an op
-#: or dtype missing from a device's table is not routed (not measured: torch.linalg keeps it).
-#: ``None`` for a device routes every call mpslinalg can take: on ``mps`` torch.linalg lacks ops or
-#: falls back to the CPU, and no Mac was available to measure.
+#: ``WHEN[device_type][op][dtype]``: regions ``(n_min, n_max, batch_min)`` where mpslinalg's own
+#: implementation was measured faster than torch.linalg (every block >= 0.95x, the median >= 1.05x:
+#: ``benchmarks/bench_routing.py``; table and dates in ``docs/routing.md``). Read by the drop-in
+#: routing (``when="faster"``) and by the public ops' front doors on the ``torch`` backend
+#: (:func:`torch_is_faster`). A call on ``batch`` matrices of order ``n`` (the larger dimension;
+#: for solves, of the coefficient matrix) is inside when ``n_min <= n <= n_max`` and
+#: ``batch >= batch_min`` for one region; an op or dtype missing from a device's table is torch's
+#: there (not faster, or not measured). ``None`` for a device: mpslinalg at every size (on ``mps``
+#: torch.linalg lacks ops or falls back to the CPU, and no Mac was available to measure).
 _F32, _C64 = torch.float32, torch.complex64
 WHEN: dict[str, dict[str, dict[torch.dtype, tuple[tuple[int, int, int], ...]]] | None] = {
     # 2026-12-01, torch 2.13 CPU, shared 2-core x86-64: bench_routing.py --threads 1 --blocks 4,

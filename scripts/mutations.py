@@ -314,8 +314,8 @@ MUTATIONS = [
     dict(
         id='lu-small-pivot-tie-last',
         file='metal/lu.metal',
-        pattern='lu_seg_min<W>((cand && key == best) ? (uint)(pos * 32 + (int)(lane - base)) : ~0u)',
-        replacement='lu_seg_max<W>((cand && key == best) ? (uint)(pos * 32 + (int)(lane - base)) : 0u)',
+        pattern='uint2(key, cand ? ~idx : 0u)',
+        replacement='uint2(key, cand ? idx : 0u)',
         tests=['tests/lu/test_mutation_kills_lu.py::test_pivot_ties_go_to_the_first_row_in_every_kernel',
                'tests/lu/test_lu_small_kernels.py'],
         why='lu_small: ties go to the last position, not the first (i?amax)',

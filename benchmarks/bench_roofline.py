@@ -166,6 +166,34 @@ def _triangular_cases(device, quick):
                     flops=bsz * nblk * (nb**3 / 3) * (8 if dtype.is_complex else 2) / 2,
                 )
             )
+    # trsm_small (issue 16) as the library launches it; its argument buffer is a device tensor made
+    # once (a Python list is staged through a pinned host buffer per launch: not for graph capture)
+    lib = load_library("triangular", device)
+    for dtype, nmat, k, unit, what in ((torch.float32, 4096, 64, False, "batched 64x64 solves"),
+                                       (torch.float32, 512, 128, True, "DeltaNet [1,32,16,64,64] unit"),
+                                       (torch.complex64, 4096, 64, False, "batched 64x64 solves")):
+        nmat = min(nmat, 512) if quick else nmat
+        A = _randn((nmat, n, n), dtype, device, k).tril(-1) / n + 2 * torch.eye(n, dtype=dtype, device=device)
+        B = _randn((nmat, n, k), dtype, device, k + 1)
+        X = torch.empty_like(B)
+        kname, tensors, prm, threads, group = triangular._trsm_small_launch(A, B, X, False, unit)
+        arg = torch.tensor(prm, dtype=torch.int64, device=device)
+        kern = getattr(lib, kname)
+        out.append(
+            _kernel_case(
+                A,
+                device,
+                name=f"{kname} {nmat}x{n}x{n} {k} RHS{' unit' if unit else ''}",
+                workload=what,
+                ours=lambda f=kern, t=tensors, a=arg, th=threads, g=group, keep=(A, B, X): f(
+                    *t, a, threads=th, group_size=g
+                ),
+                peer={"torch.linalg.solve_triangular": (
+                    lambda A=A, B=B, u=unit: torch.linalg.solve_triangular(A, B, upper=False, unitriangular=u))},
+                bytes_moved=A.nbytes // 2 + B.nbytes + X.nbytes,
+                flops=nmat * n * n * k * (4 if dtype.is_complex else 1),
+            )
+        )
     return out
 
 

@@ -319,3 +319,29 @@ def test_path_column_says_which_implementation_ran(routing_table, monkeypatch, c
     with use_backend("emulator"):
         row = run_workload(w, cpu, quick=True, timing=False)
     assert row["path"] == "kernels" and row["ok"], row
+
+
+def test_an_undecided_row_gets_a_second_time_box(stand_ins, monkeypatch):
+    # a median ratio beyond the margin with an interval too wide to say so: one more time box, its
+    # paired rounds pooled with the first's (here the pooled interval decides: slower)
+    import mpslinalg.mainjob as mj
+    from mpslinalg.mainjob.timing import Timing, compare
+
+    stand_ins()
+    wide = {"mpslinalg": [1.0] * 6 + [10.0] * 3 + [1.0] * 2, "torch.linalg": [0.8] * 6 + [12.0] * 3 + [20.0] * 2}
+    tight = {"mpslinalg": [1.0] * 30, "torch.linalg": [0.8] * 30}
+    calls = []
+
+    def fake(fns, **kw):
+        data = wide if not calls else tight
+        calls.append(tuple(fns))
+        return {k: Timing.from_samples(data[k] if k in data else [1.0] * 30) for k in fns}
+
+    monkeypatch.setattr(mj, "time_interleaved", fake)
+    (w,) = [w for w in _workloads.workloads() if w.name == "solve RANSAC 9x9"]
+    row = run_workload(w, torch.device("cpu"), quick=True, timing=True)
+    tl = row["peers"]["torch.linalg"]
+    assert calls[:2] == [("mpslinalg", "torch.linalg")] * 2  # the torch.linalg pair, twice
+    assert tl["n"] == 11 + 30 and tl["verdict"] == "slower" and tl["speedup"] == 0.8
+    assert compare(Timing.from_samples(wide["mpslinalg"]), Timing.from_samples(wide["torch.linalg"])).verdict \
+        == "inconclusive"

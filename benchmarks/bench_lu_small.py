@@ -47,17 +47,27 @@ from mpslinalg.lu import kernels as K  # noqa: E402
 
 REPS = 20  # launches per graph replay
 TRIALS = 15  # timed replays (median)
-DEV = "cuda"  # --device cpu: a smoke run of this script on the emulator's cpu target (no timing value)
+DEV = "cuda"  # --device mps: the Metal kernels on a Mac (eager); cpu: a smoke run on the emulator
+
+
+def _sync() -> None:
+    if DEV == "mps":
+        torch.mps.synchronize()
 
 
 def _events_ms(fn, reps: int) -> float:
     """Median over TRIALS of the time of ``reps`` calls of ``fn`` (CUDA events), per call."""
     fn()
-    if DEV != "cuda":
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            fn()
-        return (time.perf_counter() - t0) * 1e3 / reps
+    if DEV != "cuda":  # no CUDA events: wall time of synchronised runs
+        times = []
+        for _ in range(TRIALS if DEV == "mps" else 1):
+            _sync()
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                fn()
+            _sync()
+            times.append((time.perf_counter() - t0) * 1e3 / reps)
+        return statistics.median(times)
     torch.cuda.synchronize()
     times = []
     for _ in range(TRIALS):
@@ -72,7 +82,8 @@ def _events_ms(fn, reps: int) -> float:
 
 
 def graph_ms(fn) -> float | None:
-    """Per-launch time of ``fn`` replayed from a CUDA graph of REPS launches (None: not capturable)."""
+    """Per-launch time of ``fn`` replayed from a CUDA graph of REPS launches (None: not capturable;
+    off CUDA: the eager time)."""
     if DEV != "cuda":
         return eager_ms(fn)
     try:
@@ -204,13 +215,15 @@ def _fmt(r) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=pathlib.Path, default=None, help="folder for bench_lu_small.json")
-    ap.add_argument("--device", default="cuda", help="cuda (the measurement) or cpu (a smoke run, batches / 256)")
+    ap.add_argument("--device", default="cuda",
+                    help="cuda (the H200 measurement), mps (a Mac: the Metal kernels, eager) or cpu (smoke run)")
     args = ap.parse_args()
     global DEV
     DEV = args.device
     if DEV == "cuda" and not torch.cuda.is_available():
         sys.exit("bench_lu_small: needs a CUDA device (the emulator's cuda target)")
-    name = torch.cuda.get_device_name() if DEV == "cuda" else "cpu (emulator's cpu target, smoke run)"
+    name = {"cuda": torch.cuda.get_device_name() if DEV == "cuda" else "", "mps": "mps (Metal, eager timing)"}.get(
+        DEV, "cpu (emulator's cpu target, smoke run)")
     print(f"device: {name}, torch {torch.__version__}")
     bw = copy_bandwidth()
     print(f"copy bandwidth (graph replay): {bw / 1e9:.0f} GB/s\n")
@@ -218,7 +231,7 @@ def main() -> None:
           "| bw | check |")
     print("|---|---|---|---|---|---|---|---|---|")
     rows: list[dict] = []
-    scale = 1 if DEV == "cuda" else 256
+    scale = 256 if DEV == "cpu" else 1
     lu_rows(bw, rows, scale)
     solve_rows(bw, rows, scale)
     if args.out:

@@ -195,3 +195,31 @@ def test_public_solve_ransac_shape(lib, monkeypatch, stage, dtype):
         X, info = LA.solve_ex(A, B)
         assert X.shape == (37, 9, 1)
         assert float(metrics.solve_ratio(A, X, B.expand(37, 9, 1)).max()) < metrics.PASS_RATIO
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("stage", STAGES, ids=SID)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DID)
+def test_on_the_cuda_target(monkeypatch, stage, dtype):
+    """The same kernels on an NVIDIA GPU (the emulator's cuda target, real parallel lanes; the
+    H200 run puts this file under compute-sanitizer racecheck/synccheck): pivots are LAPACK's,
+    factors and solves pass the xGET01 / xGET02 ratios, every width, partial last simdgroups."""
+    monkeypatch.setattr(lu_mod.TUNING, "small_stage", stage)
+    kern = lu_mod._MetalKernels(torch.device("cuda"), dtype)
+    for m, n, b in SHAPES + [(9, 9, 2049), (32, 32, 1025)]:
+        A = matrices.random(m, n, batch=(b,), dtype=dtype, seed=m * 100 + n)
+        LU = A.cuda()
+        piv = torch.zeros(b, min(m, n), dtype=torch.int32, device="cuda")
+        info = torch.full((b,), -7, dtype=torch.int32, device="cuda")
+        kern.small(LU, piv, info)
+        assert torch.equal(piv.cpu(), lapack.getrf_pivots(A)), (m, n)
+        assert torch.equal(info.cpu(), torch.zeros(b, dtype=torch.int32)), (m, n)
+        assert float(metrics.lu_factor_ratio(A, LU.cpu(), piv.cpu()).max()) < metrics.PASS_RATIO, (m, n)
+    for n, k, b in [(9, 1, 2049), (9, 3, 7), (16, 1, 5), (32, 1, 3), (32, 8, 3), (3, 1, 9)]:
+        A = matrices.random(n, n, batch=(b,), dtype=dtype, seed=n + k)
+        B = matrices.random(n, k, batch=(b,), dtype=dtype, seed=n * k + 1)
+        X = torch.empty(b, n, k, dtype=dtype, device="cuda")
+        info = torch.full((b,), -7, dtype=torch.int32, device="cuda")
+        kern.small_solve(A.cuda(), B.cuda(), X, info)
+        assert torch.equal(info.cpu(), torch.zeros(b, dtype=torch.int32)), (n, k)
+        assert float(metrics.solve_ratio(A, X.cpu(), B).max()) < metrics.PASS_RATIO, (n, k)

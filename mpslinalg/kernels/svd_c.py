@@ -186,81 +186,73 @@ static void order_desc(const acc *key, int64_t *idx, int64_t len) {
   }
 }
 
+/* xlarfg on the column x[0..len): x = beta e_0 after H, v (v_0 = 1 implicit) below; tau complex
+   (0 when H = I) */
+static void house(real *x, int64_t len, acc *tau) {
+  acc ar = x[0], ai = CPLX ? x[1] : 0;
+  acc xn = nrm2(x + W, len - 1); /* scaled where squares would underflow (float64) */
+  tau[0] = tau[1] = 0;
+  if (xn == 0 && ai == 0) return; /* H = I */
+  acc beta = -copysign(hypot(hypot(ar, ai), xn), ar);
+  tau[0] = (beta - ar) / beta;
+  tau[1] = -ai / beta;
+  /* v = x / (alpha - beta), by division: |x_i| <= |alpha - beta|, nothing overflows */
+  acc dr = ar - beta, di = ai, dn = fmax(fabs(dr), fabs(di));
+  dr /= dn;
+  di /= dn;
+  acc d2 = dr * dr + di * di;
+  for (int64_t i = 1; i < len; ++i) {
+#if CPLX
+    acc xr = x[2 * i] / dn, xi = x[2 * i + 1] / dn;
+    x[2 * i] = (real)((xr * dr + xi * di) / d2);
+    x[2 * i + 1] = (real)((xi * dr - xr * di) / d2);
+#else
+    x[i] = (real)((x[i] / dn) / dr);
+#endif
+  }
+  x[0] = (real)beta;
+  if (CPLX) x[1] = 0;
+}
+
+/* a[0..len) <- (I - t v vᴴ) a with t = (tr, ti) and the reflector v of house (v_0 = 1): H a for
+   t = tau, Hᴴ a for t = conj(tau) */
+static void reflect(const real *v, acc tr, acc ti, int64_t len, real *a) {
+  acc wr, wi;
+  dotc(v + W, a + W, len - 1, 1, 1, &wr, &wi);
+  wr += a[0];
+  wi += CPLX ? a[1] : 0;
+  if (wr == 0 && wi == 0) return;
+  acc fr = tr * wr - ti * wi, fi = tr * wi + ti * wr; /* t (vᴴ a) */
+  a[0] -= (real)fr;
+  if (CPLX) a[1] -= (real)fi;
+  for (int64_t i = 1; i < len; ++i) {
+#if CPLX
+    a[2 * i] -= (real)(fr * v[2 * i] - fi * v[2 * i + 1]);
+    a[2 * i + 1] -= (real)(fr * v[2 * i + 1] + fi * v[2 * i]);
+#else
+    a[i] -= (real)(fr * v[i]);
+#endif
+  }
+}
+
 /* Householder QR of the column-major m x n Wk in place (xgeqr2, xlarfg conventions): R on and
    above the diagonal (real diagonal), v below it (v_0 = 1 implicit), tau[j] complex. */
 static void geqr2(real *Wk, int64_t m, int64_t n, acc *tau) {
   for (int64_t j = 0; j < n; ++j) {
     real *x = Wk + (j * m + j) * W;
-    acc ar = x[0], ai = CPLX ? x[1] : 0;
-    acc xn = nrm2(x + W, m - j - 1); /* scaled where squares would underflow (float64) */
-    tau[2 * j] = tau[2 * j + 1] = 0;
-    if (xn == 0 && ai == 0) continue; /* H = I */
-    acc beta = -copysign(hypot(hypot(ar, ai), xn), ar);
-    tau[2 * j] = (beta - ar) / beta;
-    tau[2 * j + 1] = -ai / beta;
-    /* v = x / (alpha - beta), by division: |x_i| <= |alpha - beta|, nothing overflows */
-    acc dr = ar - beta, di = ai, dn = fmax(fabs(dr), fabs(di));
-    dr /= dn;
-    di /= dn;
-    acc d2 = dr * dr + di * di;
-    for (int64_t i = 1; i < m - j; ++i) {
-#if CPLX
-      acc xr = x[2 * i] / dn, xi = x[2 * i + 1] / dn;
-      x[2 * i] = (real)((xr * dr + xi * di) / d2);
-      x[2 * i + 1] = (real)((xi * dr - xr * di) / d2);
-#else
-      x[i] = (real)((x[i] / dn) / dr);
-#endif
-    }
-    x[0] = (real)beta;
-    if (CPLX) x[1] = 0;
-    /* A(j:, j+1:) <- Hᴴ A = A - conj(tau) v (vᴴ A) */
-    for (int64_t k = j + 1; k < n; ++k) {
-      real *a = Wk + (k * m + j) * W;
-      acc wr, wi;
-      dotc(x + W, a + W, m - j - 1, 1, 1, &wr, &wi);
-      wr += a[0];
-      wi += CPLX ? a[1] : 0;
-      acc fr = tau[2 * j] * wr + tau[2 * j + 1] * wi, fi = tau[2 * j] * wi - tau[2 * j + 1] * wr;
-      a[0] -= (real)fr;
-      if (CPLX) a[1] -= (real)fi;
-      for (int64_t i = 1; i < m - j; ++i) {
-#if CPLX
-        a[2 * i] -= (real)(fr * x[2 * i] - fi * x[2 * i + 1]);
-        a[2 * i + 1] -= (real)(fr * x[2 * i + 1] + fi * x[2 * i]);
-#else
-        a[i] -= (real)(fr * x[i]);
-#endif
-      }
-    }
+    house(x, m - j, tau + 2 * j);
+    if (tau[2 * j] == 0 && tau[2 * j + 1] == 0) continue;
+    for (int64_t k = j + 1; k < n; ++k) /* A(j:, j+1:) <- Hᴴ A */
+      reflect(x, tau[2 * j], -tau[2 * j + 1], m - j, Wk + (k * m + j) * W);
   }
 }
 
 /* M <- H_0 ... H_{n-1} M for the column-major m x cols M (the reflectors of geqr2 in Wk) */
 static void apply_q(const real *Wk, const acc *tau, int64_t m, int64_t n, real *M, int64_t cols) {
   for (int64_t j = n - 1; j >= 0; --j) {
-    const real *v = Wk + (j * m + j) * W;
-    acc tr = tau[2 * j], ti = tau[2 * j + 1];
-    if (tr == 0 && ti == 0) continue;
-    for (int64_t k = 0; k < cols; ++k) {
-      real *a = M + (k * m + j) * W;
-      acc wr, wi;
-      dotc(v + W, a + W, m - j - 1, 1, 1, &wr, &wi);
-      wr += a[0];
-      wi += CPLX ? a[1] : 0;
-      if (wr == 0 && wi == 0) continue;
-      acc fr = tr * wr - ti * wi, fi = tr * wi + ti * wr; /* tau (vᴴ a) */
-      a[0] -= (real)fr;
-      if (CPLX) a[1] -= (real)fi;
-      for (int64_t i = 1; i < m - j; ++i) {
-#if CPLX
-        a[2 * i] -= (real)(fr * v[2 * i] - fi * v[2 * i + 1]);
-        a[2 * i + 1] -= (real)(fr * v[2 * i + 1] + fi * v[2 * i]);
-#else
-        a[i] -= (real)(fr * v[i]);
-#endif
-      }
-    }
+    if (tau[2 * j] == 0 && tau[2 * j + 1] == 0) continue;
+    for (int64_t k = 0; k < cols; ++k)
+      reflect(Wk + (j * m + j) * W, tau[2 * j], tau[2 * j + 1], m - j, M + (k * m + j) * W);
   }
 }
 

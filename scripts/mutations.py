@@ -394,6 +394,22 @@ MUTATIONS = [
         tests=['tests/triangular/test_triangular_kernels.py::test_trsm_small_all_variants'],
         why='trsm_small divides by the unit diagonal (not staged: zero) instead of taking it as 1',
     ),
+    dict(
+        id='tri-trsm-mma-simdgroup-barrier-removed',
+        file='metal/triangular.metal',
+        pattern="    simdgroup_barrier(mem_flags::mem_threadgroup);  // the lanes' stores before the matrix loads\n",
+        replacement='',
+        tests=['tests/triangular/test_triangular_kernels.py::test_trsm_small_matrix_unit_variant'],
+        why="trsm_small_mma loads X tiles before the lanes' substitution results are ordered",
+    ),
+    dict(
+        id='tri-trsm-small-group-overfills-threadgroup-memory',
+        file='mpslinalg/triangular/kernels.py',
+        pattern='spg = max(1, min(cols // ct, _TRSM_SMALL_QUADS // quads, nmat))',
+        replacement='spg = max(1, min(cols // ct, nmat))',
+        tests=['tests/triangular/test_triangular_kernels.py::test_trsm_small_launch_shapes_fit_the_kernel'],
+        why='more systems per threadgroup than their triangles fit in trsm_small threadgroup memory',
+    ),
     # ---- mpslinalg/triangular ---------------------------------------------------------------------
     dict(
         id='tri-backward-conj-dropped',

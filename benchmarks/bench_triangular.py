@@ -332,7 +332,7 @@ def kernel_cases(device: torch.device, quick: bool) -> list[Case]:
                            ("bmm", lambda M=M, B3=B3: torch.bmm(M, B3))):
             fn, label = _replay(pfn, device)
             peers[f"{pname} ({label})"] = fn
-        variants = [dict(small_cols=64), dict(small_cols=128)]
+        variants = [dict(small_cols=64), dict(small_cols=32), dict(small_cols=128)]
         if A.dtype == torch.float32:
             variants.append(dict(small_mma=True))  # the simdgroup_matrix variant (float32 only)
         for var in variants:

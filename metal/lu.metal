@@ -407,14 +407,223 @@ kernel void lu_panel_step(device T* A [[buffer(0)]],
   }
 }
 
+// ---- lu_panel_look -------------------------------------------------------------------------------
+//
+// KL columns of a tall panel per dispatch, still exactly LAPACK's partial pivoting: every group
+// repeats the small LU of ALL active rows restricted to the KL columns (the pivot search needs
+// every row, and repeating it costs (rows x KL^2) flops per group, far less than a dispatch), so the
+// groups agree on the KL pivots without talking to each other; then each group applies the KL
+// steps to its own rows. Groups may read any row, so the panel is double-buffered: the dispatch
+// reads Sin and writes Sout ([B, M, ls] buffers holding the panel's w columns), rows whose final
+// position is known (the KL pivot rows; every row in the last dispatch) go straight to A. Each
+// thread holds LU_LOOK_SLOTS / KL active rows x KL columns in registers (the host picks KL so that
+// the active rows fit: M - o - s <= ntg * LU_LOOK_SLOTS / KL). Same arithmetic, in the same order,
+// as getf2, so the factors equal lu_panel's; same NaN, zero-pivot, info and sfmin rules.
+// Dispatch for columns [s, s + kc) (relative to o, kc <= KL); grid: threads = B * G * ntg,
+// group_size = ntg (a power of two, 32..256); group g owns positions [o + g*R, o + (g+1)*R).
+constant constexpr int LU_LOOK_SLOTS = 32;
+constant constexpr int LU_LOOK_MAX_ROWS = 64;  // R: rows (positions) per group
+constant constexpr int LU_LOOK_MAX_W = 64;     // panel width
+
+template <typename T, int KL>
+[[max_total_threads_per_threadgroup(256)]]  // = LU_PANEL_MAX_THREADS
+kernel void lu_panel_look(device T* A [[buffer(0)]],
+                          device const T* Sin [[buffer(1)]],
+                          device T* Sout [[buffer(2)]],
+                          device int* piv [[buffer(3)]],
+                          device int* info [[buffer(4)]],
+                          constant long& M [[buffer(5)]],
+                          constant long& N [[buffer(6)]],
+                          constant long& K [[buffer(7)]],
+                          constant long& o [[buffer(8)]],
+                          constant long& w [[buffer(9)]],
+                          constant long& ls [[buffer(10)]],
+                          constant long& s [[buffer(11)]],
+                          constant long& kc [[buffer(12)]],
+                          constant long& G [[buffer(13)]],
+                          constant long& R [[buffer(14)]],
+                          constant long& last [[buffer(15)]],
+                          uint tid [[thread_index_in_threadgroup]],
+                          uint ntg [[threads_per_threadgroup]],
+                          uint tg [[threadgroup_position_in_grid]]) {
+  constexpr int RPT = LU_LOOK_SLOTS / KL;  // active rows per thread
+  threadgroup float red_v[LU_PANEL_MAX_THREADS];
+  threadgroup int red_i[LU_PANEL_MAX_THREADS];
+  threadgroup T pslice[KL];                    // the current pivot row's KL entries
+  threadgroup T pl[KL * KL];                   // the KL pivot rows' final KL entries
+  threadgroup int porig[KL];                   // ... and their rows in Sin
+  threadgroup T ub[KL * LU_LOOK_MAX_W];        // the KL rows of U beyond column s + kc
+  threadgroup T own_x[LU_LOOK_MAX_ROWS * KL];  // the group's positions: their KL entries
+  threadgroup int own_src[LU_LOOK_MAX_ROWS];   // ... and their rows in Sin
+  const int ng = (int)G;
+  const int b = (int)(tg / (uint)ng);
+  const int g = (int)(tg % (uint)ng);
+  const int m = (int)M;
+  const int n = (int)N;
+  const int c0 = (int)o;
+  const int nw = (int)w;
+  const int ld = (int)ls;
+  const int s0 = (int)s;
+  const int nk = (int)kc;
+  const int cs = c0 + s0;  // first position of this dispatch
+  const int t = (int)tid;
+  const int nt = (int)ntg;
+  const int rlo = c0 + g * (int)R;
+  const int rhi = min(m, rlo + (int)R);
+  if (rhi <= cs) {
+    return;  // every position of this group is final already (uniform over the group)
+  }
+  device T* a = A + (long)b * M * N;
+  device const T* sin = Sin + (long)b * M * ls;
+  device T* sout = Sout + (long)b * M * ls;
+  // 1. the small LU of every active row (positions >= cs) on columns [s, s + kc), in registers
+  T x[RPT * KL];
+  int pos[RPT];   // current position of the row held (-1: none)
+  int orig[RPT];  // its row in Sin
+#pragma unroll
+  for (int i = 0; i < RPT; ++i) {
+    const int r = cs + t + i * nt;
+    pos[i] = r < m ? r : -1;
+    orig[i] = r;
+#pragma unroll
+    for (int j = 0; j < KL; ++j) {
+      x[i * KL + j] = (r < m && j < nk) ? sin[r * ld + s0 + j] : s_zero<T>();
+    }
+  }
+  const bool writer = rlo <= cs;  // the group owning position cs writes piv and info
+  int first_zero = -1;
+#pragma unroll
+  for (int j = 0; j < KL; ++j) {
+    if (j < nk) {
+      const int cj = cs + j;
+      float best = -1.0f;
+      int bi = m;
+#pragma unroll
+      for (int i = 0; i < RPT; ++i) {
+        if (pos[i] >= cj) {
+          const float v = s_abs1(x[i * KL + j]);
+          if (lu_pivot_beats(v, pos[i], best, bi)) {
+            best = v;
+            bi = pos[i];
+          }
+        }
+      }
+      lu_pivot_reduce(red_v, red_i, best, bi, tid, ntg);
+      const int p = (red_i[0] >= m) ? cj : red_i[0];
+#pragma unroll
+      for (int i = 0; i < RPT; ++i) {
+        if (pos[i] == p) {
+#pragma unroll
+          for (int q = 0; q < KL; ++q) {
+            pslice[q] = x[i * KL + q];
+          }
+        }
+      }
+      threadgroup_barrier(mem_flags::mem_threadgroup);
+      const T pivot = pslice[j];
+      const bool nonzero = !s_is_zero(pivot);
+      if (writer && t == 0) {
+        piv[(long)b * K + cj] = p + 1;
+      }
+      if (!nonzero && first_zero < 0) {
+        first_zero = cj;
+      }
+      const bool recip = s_abs(pivot) >= S_SFMIN;
+      const T rp = lu_recip(pivot);
+#pragma unroll
+      for (int i = 0; i < RPT; ++i) {
+        if (nonzero && p != cj) {  // the interchange of positions cj and p
+          if (pos[i] == p) {
+            pos[i] = cj;
+          } else if (pos[i] == cj) {
+            pos[i] = p;
+          }
+        }
+        if (pos[i] > cj) {
+          T l = x[i * KL + j];
+          if (nonzero) {
+            l = lu_scale(l, pivot, rp, recip);
+          }
+          x[i * KL + j] = l;
+#pragma unroll
+          for (int q = j + 1; q < KL; ++q) {
+            x[i * KL + q] -= s_mul(l, pslice[q]);
+          }
+        }
+      }
+    }
+  }
+  if (writer && t == 0 && first_zero >= 0 && info[b] == 0) {
+    info[b] = first_zero + 1;
+  }
+  // 2. publish the pivot rows' and the group's own rows' entries
+#pragma unroll
+  for (int i = 0; i < RPT; ++i) {
+    const int q = pos[i];
+    if (q >= cs && q < cs + nk) {
+#pragma unroll
+      for (int j = 0; j < KL; ++j) {
+        pl[(q - cs) * KL + j] = x[i * KL + j];
+      }
+      porig[q - cs] = orig[i];
+    }
+    if (q >= rlo && q < rhi) {
+#pragma unroll
+      for (int j = 0; j < KL; ++j) {
+        own_x[(q - rlo) * KL + j] = x[i * KL + j];
+      }
+      own_src[q - rlo] = orig[i];
+    }
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  // 3. the pivot rows of U beyond the KL columns: U_j = Sin[porig_j] - sum_{i<j} l_ji U_i, in order
+  const int cb = s0 + nk;  // first column beyond
+  for (int c = cb + t; c < nw; c += nt) {
+    for (int j = 0; j < nk; ++j) {
+      T u = sin[porig[j] * ld + c];
+      for (int i = 0; i < j; ++i) {
+        u -= s_mul(pl[j * KL + i], ub[i * LU_LOOK_MAX_W + c]);
+      }
+      ub[j * LU_LOOK_MAX_W + c] = u;
+    }
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  // 4. the group's positions >= cs: every column, to A (final rows) or to Sout (rows still active)
+  const int qlo = max(rlo, cs);
+  for (int e = t; e < (rhi - qlo) * nw; e += nt) {
+    const int q = qlo + e / nw;
+    const int c = e % nw;
+    const int k = q - rlo;
+    const int src = own_src[k];
+    T v;
+    if (c < s0) {
+      v = sin[src * ld + c];  // L entries of earlier columns move with the row
+    } else if (c < cb) {
+      v = own_x[k * KL + (c - s0)];
+    } else if (q < cs + nk) {
+      v = ub[(q - cs) * LU_LOOK_MAX_W + c];
+    } else {
+      v = sin[src * ld + c];
+      for (int j = 0; j < nk; ++j) {
+        v -= s_mul(own_x[k * KL + j], ub[j * LU_LOOK_MAX_W + c]);
+      }
+    }
+    if (q < cs + nk || last != 0) {
+      a[q * n + c0 + c] = v;
+    } else {
+      sout[q * ld + c] = v;
+    }
+  }
+}
+
 // ---- small LU in registers (lu_small, lu_small_solve) --------------------------------------------
 //
 // W lanes per matrix (W = 8, 16 or 32: 32 / W matrices per simdgroup); lane r of a segment holds
 // row r of its matrix in registers (W columns, zero padded) and never gives it away. LAPACK's
 // interchange of rows j and p becomes an exchange of two *positions*: every lane tracks the
 // position `pos` its row has after the interchanges so far, so a swap moves no data. Per column j:
-// the pivot search is two butterfly reductions over the segment (simd_shuffle_xor: the largest
-// pivot key, then the smallest position holding it), the pivot row is broadcast from its lane with
+// the pivot search is one butterfly reduction over the segment (simd_shuffle_xor of (pivot key,
+// position) pairs: the largest key, then the smallest position holding it), the pivot row is broadcast from its lane with
 // simd_shuffle, and every row below the pivot scales and updates itself. No threadgroup barrier;
 // the arithmetic is the sequential getf2's, operation for operation (same pivots, multipliers
 // and updates as LAPACK's order of operations without FMA contraction).
@@ -792,6 +1001,12 @@ kernel void lu_laswp_left(device T* A [[buffer(0)]],
 
 MPSL_INSTANTIATE_DTYPES(lu_panel)
 MPSL_INSTANTIATE_DTYPES(lu_panel_step)
+#define LU_INSTANTIATE_LOOK(KL)                                                 \
+  MPSL_INSTANTIATE("lu_panel_look_f32_" #KL, lu_panel_look, float, KL)   \
+  MPSL_INSTANTIATE("lu_panel_look_c64_" #KL, lu_panel_look, float2, KL)
+LU_INSTANTIATE_LOOK(2)
+LU_INSTANTIATE_LOOK(4)
+LU_INSTANTIATE_LOOK(8)
 LU_SMALL_INSTANTIATE(8, 0)
 LU_SMALL_INSTANTIATE(8, 1)
 LU_SMALL_INSTANTIATE(16, 0)

@@ -81,8 +81,9 @@ def _getrf_blocked(LU, piv, info, nb: int, kern: _MetalKernels, gemm: str) -> No
     """Right-looking blocked LU (LAPACK ``getrf``) on the kernel backends, in place.
 
     Per block of ``nb`` columns at ``o``: the panel ``[o, M) x [o, o+nb)`` (``lu_panel``, one
-    threadgroup per matrix, when it has at most ``TUNING.panel_single_rows`` rows; else
-    ``lu_panel_step``, several threadgroups per matrix and one dispatch per column), its
+    threadgroup per matrix, when it has at most ``TUNING.panel_single_rows`` rows; else several
+    threadgroups per matrix: ``lu_panel_look``, ``k`` columns per dispatch, where its active rows
+    fit, else ``lu_panel_step``, one dispatch per column), its
     interchanges on the columns to the right (one ``lu_laswp``), ``U12 <- L11^{-1} A12`` (the
     triangular family's TRSM), ``A22 <- A22 - L21 U12`` (one GEMM). The interchanges of the columns
     to the left of each panel are applied once at the end (one ``lu_laswp_left``): the algorithm
@@ -90,13 +91,16 @@ def _getrf_blocked(LU, piv, info, nb: int, kern: _MetalKernels, gemm: str) -> No
     """
     B, M, N = LU.shape
     K = min(M, N)
-    scratch = kern.panel_scratch(LU, nb) if M > TUNING.panel_single_rows else None
+    tall = M > TUNING.panel_single_rows
+    scratch = kern.panel_scratch(LU, nb) if tall else None
+    bufs = (torch.empty(B, M, nb, dtype=LU.dtype, device=LU.device),
+            torch.empty(B, M, nb, dtype=LU.dtype, device=LU.device)) if tall and TUNING.panel_look > 1 else None
     for o in range(0, K, nb):
         w = min(nb, N - o)
         kl = min(M - o, w)
         if M - o <= TUNING.panel_single_rows:
             kern.panel(LU, piv, info, o, w)
-        else:
+        elif bufs is None or not kern.panel_look(LU, piv, info, o, w, bufs):
             kern.panel_steps(LU, piv, info, o, w, scratch)
         if o + w >= N:
             continue

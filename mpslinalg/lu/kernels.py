@@ -39,6 +39,12 @@ class Tuning:
         Threads per threadgroup of ``lu_panel`` and ``lu_panel_step`` (a power of two, 32 to 256).
     panel_rows : int
         Rows per threadgroup of ``lu_panel_step`` (the tall panel shared by several threadgroups).
+    panel_look : int
+        Most columns of a tall panel per dispatch (``lu_panel_look``: 2, 4 or 8; every group repeats
+        the small LU of all active rows on those columns, so the panel needs ``w / k`` dispatches
+        instead of ``w + 1``); the host takes the largest ``k <= panel_look`` whose active rows fit
+        the kernel's registers (``rows <= panel_threads * 32 / k``), else ``lu_panel_step``.
+        1: always ``lu_panel_step``.
     panel_single_rows : int
         Panels with at most this many rows (0: none) are factored by one threadgroup in one
         dispatch (``lu_panel``); taller ones by ``ceil(rows / panel_rows)`` threadgroups in ``w + 1``
@@ -59,6 +65,7 @@ class Tuning:
     small_stage: int = 1
     panel_threads: int = 256
     panel_rows: int = 64
+    panel_look: int = 8
     panel_single_rows: int = 256
     # CUDA: cuSOLVER's getrf is the best leaf at every size on the H200 (2026-11-30, complex64
     # n = 4096: one call 15.8 ms, our recursion over 256-wide cuSOLVER leaves 170 ms — host-bound
@@ -184,6 +191,11 @@ _BLOCK_NB = (8, 16, 32, 64)
 #: lu_panel_step's register block: entries per thread, rows per group (LU_STEP_MAX_E, LU_STEP_MAX_ROWS).
 _STEP_MAX_E = 16
 _STEP_MAX_ROWS = 256
+#: lu_panel_look: columns per dispatch (instantiated), register slots per thread, rows per group, width.
+_LOOK_K = (8, 4, 2)
+_LOOK_SLOTS = 32
+_LOOK_MAX_ROWS = 64
+_LOOK_MAX_W = 64
 
 #: Kernel dispatches issued by :class:`_MetalKernels` (by kernel template name) and matrix-product
 #: steps issued by the blocked algorithm (``"trsm"``, ``"gemm"``), counted since the last
@@ -207,6 +219,8 @@ def _check_tuning() -> None:
     if TUNING.panel_nb not in _BLOCK_NB or not isinstance(TUNING.panel_nb, int):
         raise ValueError(f"mpslinalg.lu.TUNING.panel_nb must be one of {_BLOCK_NB} (the blocked LU's "
                          f"block width), got {TUNING.panel_nb!r}")
+    if TUNING.panel_look not in _LOOK_K + (1,) or not isinstance(TUNING.panel_look, int):
+        raise ValueError(f"mpslinalg.lu.TUNING.panel_look must be 1, 2, 4 or 8, got {TUNING.panel_look!r}")
     for name, lo in (("panel_rows", 1), ("panel_single_rows", 0)):
         v = getattr(TUNING, name)
         if not (isinstance(v, int) and lo <= v <= _INT32_MAX):
@@ -294,6 +308,45 @@ class _MetalKernels:
         for step in range(min(M - o, w) + 1):
             self._kernel("lu_panel_step")(LU, piv, info, cv, ci, rows, M, N, K, o, w, step, G, R,
                                           threads=B * G * g, group_size=g)
+
+    def look_k(self, M: int, o: int, w: int) -> int:
+        """Columns per ``lu_panel_look`` dispatch for the panel at ``o`` (0: it does not fit)."""
+        g = TUNING.panel_threads
+        if w > _LOOK_MAX_W or TUNING.panel_rows > _LOOK_MAX_ROWS:
+            return 0
+        return next((k for k in _LOOK_K if k <= TUNING.panel_look and M - o <= g * _LOOK_SLOTS // k), 0)
+
+    def panel_look(self, LU: torch.Tensor, piv: torch.Tensor, info: torch.Tensor, o: int, w: int,
+                   bufs: tuple[torch.Tensor, torch.Tensor]) -> bool:
+        """The ``panel`` contract for a tall panel, ``k`` columns per dispatch (``lu_panel_look``,
+        ``k = look_k(...)``), through the two panel buffers ``bufs`` (``[B, M, >= w]``, contiguous):
+        one copy of the panel into ``bufs[0]``, then ``ceil(min(M - o, w) / k)`` dispatches.
+        Returns False (nothing done) when the panel does not fit the kernel."""
+        B, M, N = LU.shape
+        k = self.look_k(M, o, w)
+        if k == 0:
+            return False
+        _check_int32(M, N)
+        if not (0 <= o < M and 0 < w and o + w <= N):
+            raise ValueError(f"lu_panel_look: the panel [{o}, {M}) x [{o}, {o + w}) is not inside a {M}x{N} matrix")
+        S = bufs
+        ls = S[0].shape[-1]
+        if S[0].shape[:2] != (B, M) or ls < w:
+            raise ValueError(f"lu_panel_look: panel buffers of shape {tuple(S[0].shape)}, need ({B}, {M}, >= {w})")
+        S[0][:, o:, :w].copy_(LU[:, o:, o:o + w])
+        DISPATCHES["copy"] += 1
+        R = TUNING.panel_rows
+        G = -(-(M - o) // R)
+        g = TUNING.panel_threads
+        K = piv.shape[-1]
+        kl = min(M - o, w)
+        starts = list(range(0, kl, k))
+        for d, s0 in enumerate(starts):
+            kc = min(k, kl - s0)
+            last = int(d == len(starts) - 1)
+            self._kernel("lu_panel_look", k)(LU, S[d % 2], S[(d + 1) % 2], piv, info, M, N, K, o, w, ls,
+                                             s0, kc, G, R, last, threads=B * G * g, group_size=g)
+        return True
 
     def swap_left(self, X: torch.Tensor, piv: torch.Tensor, nb: int) -> None:
         """The blocked LU's left-hand interchanges in one dispatch: each column of block ``j`` gets

@@ -40,14 +40,15 @@ def lib():
 
 @pytest.fixture
 def blocked(lib, monkeypatch):
-    """``blocked(dtype, order, seed, nb, rows, single, threads)``: the library's ``_MetalKernels`` in
-    that emulator thread order, with the blocked LU's tuning set (``single = 0``: every panel is
-    shared by ``ceil(rows_left / rows)`` threadgroups). The public op then runs the same way."""
+    """``blocked(dtype, order, seed, nb, rows, single, threads, look)``: the library's
+    ``_MetalKernels`` in that emulator thread order, with the blocked LU's tuning set (``single =
+    0``: every panel is shared by ``ceil(rows_left / rows)`` threadgroups; ``look = 1``: one column
+    per dispatch, ``lu_panel_step``). The public op then runs the same way."""
 
-    def make(dtype, order, seed, nb=16, rows=16, single=0, threads=32):
+    def make(dtype, order, seed, nb=16, rows=16, single=0, threads=32, look=1):
         monkeypatch.setattr(lu_mod, "load_library", lambda family, device: InOrder(lib, order, seed))
         for name, v in (("panel_nb", nb), ("panel_rows", rows), ("panel_single_rows", single),
-                        ("panel_threads", threads)):
+                        ("panel_threads", threads), ("panel_look", look)):
             monkeypatch.setattr(lu_mod.TUNING, name, v)
         return lu_mod._MetalKernels(torch.device("cpu"), dtype)
 
@@ -62,6 +63,68 @@ def _panel(kern, A, o, w):
     info = torch.zeros(B, dtype=torch.int32)
     kern.panel_steps(LU, piv, info, o, w, kern.panel_scratch(LU, w))
     return LU, piv, info
+
+
+def _panel_look(kern, A, o, w):
+    """``lu_panel_look`` on rows [o, M) x columns [o, o+w) of a copy of ``A`` (k by look_k)."""
+    LU = A.clone()
+    B, M, N = A.shape
+    piv = torch.zeros(B, min(M, N), dtype=torch.int32)
+    info = torch.zeros(B, dtype=torch.int32)
+    bufs = (torch.full((B, M, w), float("nan"), dtype=A.dtype), torch.full((B, M, w), float("nan"), dtype=A.dtype))
+    assert kern.panel_look(LU, piv, info, o, w, bufs)
+    return LU, piv, info
+
+
+@pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DID)
+@pytest.mark.parametrize("look", [2, 4, 8])
+def test_panel_look_several_groups_matches_lapack(blocked, order, seed, dtype, look):
+    """k columns per dispatch, every group repeating the small LU of all active rows: pivots
+    exactly LAPACK's, the ratio < 30, nothing outside the panel touched; 70 rows over 5 groups of
+    16 (the last one 6 rows), panels at offsets, one narrower than k and one with fewer rows than
+    columns. The panel buffers start as NaN: a read of an entry not written first shows."""
+    kern = blocked(dtype, order, seed, look=look)
+    M, N = 70, 80
+    A = matrices.random(M, N, batch=(2,), dtype=dtype, seed=71)
+    for o, w in [(0, 16), (7, 12), (40, 20), (60, 16), (3, 3)]:
+        assert kern.look_k(M, o, w) == look
+        LU, piv, info = _panel_look(kern, A, o, w)
+        kl = min(M - o, w)
+        panel = A[:, o:, o:o + w]
+        assert torch.equal(piv[:, o:o + kl] - o, lapack.getrf_pivots(panel))
+        assert float(metrics.lu_factor_ratio(panel, LU[:, o:, o:o + w], piv[:, o:o + kl] - o).max()) < PASS
+        assert torch.equal(LU[:, :, :o], A[:, :, :o])
+        assert torch.equal(LU[:, :, o + w:], A[:, :, o + w:])
+        assert torch.equal(LU[:, :o, :], A[:, :o, :])
+        assert torch.equal(info, torch.zeros(2, dtype=torch.int32))
+
+
+@pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
+def test_panel_look_zero_columns_set_info_and_stay_finite(blocked, order, seed):
+    """Zero columns inside one dispatch's k columns and in different dispatches: info is the first
+    (the group owning the dispatch's first position writes it once, in column order)."""
+    kern = blocked(torch.complex64, order, seed, rows=8, look=8)
+    A = matrices.random(40, 12, batch=(4,), dtype=torch.complex64, seed=4)
+    A[0, :, 4] = 0  # info 5
+    A[1, :, 0] = 0  # info 1
+    A[2, :, 7] = 0
+    A[2, :, 5] = 0  # two in the first dispatch (columns 0..7): info 6
+    A[3, :, 9] = 0
+    A[3, :, 2] = 0  # info 3, and a later zero column in the second dispatch
+    LU, piv, info = _panel_look(kern, A, 0, 12)
+    assert info.tolist() == [5, 1, 6, 3]
+    assert bool(torch.isfinite(LU).all())
+    assert torch.equal(piv, lapack.getrf_pivots(A))
+    assert float(metrics.lu_factor_ratio(A, LU, piv).max()) < PASS
+
+
+def test_panel_look_fits_only_where_the_active_rows_fit(blocked):
+    """k is the largest of 8, 4, 2 (at most panel_look) with rows <= threads * 32 / k; else 0 (the
+    caller uses lu_panel_step): 32 threads hold 128 rows at k = 8, 256 at k = 4, 512 at k = 2."""
+    kern = blocked(torch.float32, "inorder", 0, look=8)
+    assert [kern.look_k(M, 0, 16) for M in (128, 129, 256, 257, 512, 513)] == [8, 4, 4, 2, 2, 0]
+    assert kern.look_k(100, 0, 128) == 0  # wider than the kernel's 64 columns
 
 
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
@@ -119,12 +182,13 @@ NAN, INF = float("nan"), float("inf")
 
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DID)
-def test_blocked_nan_pivots_and_propagation_match_torch_cpu(blocked, order, seed, dtype):
+@pytest.mark.parametrize("look", [1, 8])
+def test_blocked_nan_pivots_and_propagation_match_torch_cpu(blocked, order, seed, dtype, look):
     """NaN input through the blocked LU with every panel shared by several groups: the pivots and
     the NaN pattern of LU equal torch's CPU LAPACK's (MKL picks the first NaN of a column for
     n >= 17), with the NaN in the first, a middle and the last block, and in a pivot-search
     candidate of a group other than the diagonal's."""
-    kern = blocked(dtype, order, seed, rows=8)  # noqa: F841 - patches the public op's kernels
+    blocked(dtype, order, seed, rows=8, look=look)  # patches the public op's kernels
     n = 50
     g = torch.Generator().manual_seed(n)
     for setup in [[(5, 0, NAN)], [(0, 0, NAN)], [(30, 0, NAN), (12, 0, NAN)], [(3, 0, INF), (44, 0, NAN)],
@@ -140,18 +204,25 @@ def test_blocked_nan_pivots_and_propagation_match_torch_cpu(blocked, order, seed
         assert int(info) == 0, setup
 
 
-def _panel_steps_per_call(M, N, nb, rows_single):
+def _panel_steps_per_call(M, N, nb, rows_single, look=1, threads=32):
     """The dispatches the blocked LU issues (its design, docs/ops/lu.md): per block at o a panel
-    (one lu_panel if it has <= rows_single rows, else min(M - o, w) + 1 lu_panel_step), one
+    (one lu_panel if it has <= rows_single rows; else, where the M - o active rows fit k <= look
+    columns per dispatch, one copy and ceil(min(M - o, w) / k) lu_panel_look; else
+    min(M - o, w) + 1 lu_panel_step), one
     lu_laswp and one TRSM + GEMM for every block with columns to its right (no GEMM without rows
     below), one lu_laswp_left at the end when there are two blocks or more."""
     K = min(M, N)
-    count = {"lu_panel": 0, "lu_panel_step": 0, "lu_laswp": 0, "trsm": 0, "gemm": 0, "lu_laswp_left": 0}
+    count = {"lu_panel": 0, "lu_panel_step": 0, "lu_panel_look": 0, "copy": 0, "lu_laswp": 0, "trsm": 0,
+             "gemm": 0, "lu_laswp_left": 0}
     for o in range(0, K, nb):
         w = min(nb, N - o)
         kl = min(M - o, w)
+        k = next((k for k in (8, 4, 2) if k <= look and M - o <= threads * 32 // k), 0)
         if M - o <= rows_single:
             count["lu_panel"] += 1
+        elif k:
+            count["copy"] += 1
+            count["lu_panel_look"] += -(-kl // k)
         else:
             count["lu_panel_step"] += kl + 1
         if o + w < N:
@@ -168,27 +239,30 @@ SHAPES = [(100, 100), (130, 70), (70, 130), (33, 33)]
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DID)
 @pytest.mark.parametrize("m,n", SHAPES, ids=[f"{m}x{n}" for m, n in SHAPES])
-def test_blocked_getrf_vs_lapack(blocked, order, seed, dtype, m, n):
+@pytest.mark.parametrize("look", [1, 4])
+def test_blocked_getrf_vs_lapack(blocked, order, seed, dtype, m, n, look):
     """The whole getrf on the emulator backend (public op), panels shared by several groups (and,
-    with panel_single_rows = 40, the short last panels on one group: both paths in one call)
+    with panel_single_rows = 40, the short last panels on one group: both paths in one call), one
+    column per dispatch or 4 (lu_panel_look; with 32 threads 130 rows do not fit 4 columns: 2 do)
     against LAPACK: equal pivots, ratio < 30, info 0, and exactly the designed dispatches."""
     for single in (0, 40):
-        blocked(dtype, order, seed, rows=16, single=single)
+        blocked(dtype, order, seed, rows=16, single=single, look=look)
         A = matrices.random(m, n, batch=(2,), dtype=dtype, seed=m + n)
         lu_mod.DISPATCHES.clear()
         with LA.use_backend("emulator"):
             LU, piv, info = LA.lu_factor_ex(A)
-        assert dict(lu_mod.DISPATCHES) == _panel_steps_per_call(m, n, 16, single)
+        assert dict(lu_mod.DISPATCHES) == _panel_steps_per_call(m, n, 16, single, look)
         assert torch.equal(piv, lapack.getrf_pivots(A))
         assert float(metrics.lu_factor_ratio(A, LU, piv).max()) < PASS
         assert torch.equal(info, torch.zeros(2, dtype=torch.int32))
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DID)
-def test_blocked_getrf_nb_64_and_no_host_sync(blocked, dtype):
+@pytest.mark.parametrize("look", [1, 8])
+def test_blocked_getrf_nb_64_and_no_host_sync(blocked, dtype, look):
     """The production width (nb = 64, 64 rows per group, 256 threads) at n = 200, without any host
     read of a tensor's values (``_ex`` ops never synchronise)."""
-    blocked(dtype, "inorder", 0, nb=64, rows=64, single=0, threads=256)
+    blocked(dtype, "inorder", 0, nb=64, rows=64, single=0, threads=256, look=look)
     A = matrices.random(200, 200, dtype=dtype, seed=200)
     with LA.use_backend("emulator"), NoHostSync():
         LU, piv, info = LA.lu_factor_ex(A)
@@ -220,7 +294,8 @@ def test_laswp_left_exact(blocked, order, seed, dtype):
 
 
 @pytest.mark.parametrize("field,value", [("panel_nb", 48), ("panel_nb", 128), ("panel_nb", 64.0),
-                                         ("panel_rows", 0), ("panel_single_rows", -1)])
+                                         ("panel_rows", 0), ("panel_single_rows", -1), ("panel_look", 3),
+                                         ("panel_look", 16)])
 def test_blocked_tuning_outside_limits_is_a_clear_error(monkeypatch, field, value):
     monkeypatch.setattr(lu_mod.TUNING, field, value)
     with pytest.raises(ValueError, match=f"TUNING.{field}"):

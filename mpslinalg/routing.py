@@ -95,11 +95,15 @@ class Route:
         ``call(op, *args, **kwargs)``: run ``op`` (the mpslinalg function) on the aten operator's
         arguments and return what the aten operator returns; ``None`` hands the call to torch
         (arguments mpslinalg does not implement, e.g. ``pivot=False``).
+    grad_ours : bool
+        Route every call that autograd records, whatever :data:`WHEN` says: our derivative is
+        needed for correctness (``det``: the adjugate at singular matrices, where torch's is zero).
     """
 
     name: str
     aten: str
     call: Callable
+    grad_ours: bool = False
 
 
 def _ours(*tensors) -> bool:
@@ -188,7 +192,7 @@ ROUTES: tuple[Route, ...] = (
     # both public ops are routed.
     Route("solve", "linalg_solve", _solve),
     Route("solve_ex", "linalg_solve_ex", _solve_ex),
-    Route("det", "linalg_det", _unary),
+    Route("det", "linalg_det", _unary, grad_ours=True),
     Route("slogdet", "linalg_slogdet", _unary),
     Route("inv_ex", "linalg_inv_ex", _inv_ex),
     Route("qr", "linalg_qr", _qr),
@@ -460,13 +464,15 @@ def _kernel(route: Route, op: Callable, original, table: dict | None) -> Callabl
 
     ``table`` is the op's :data:`WHEN` entry for the device (``None``: route every call we can).
     """
-    name = route.name
+    name, grad_ours = route.name, route.grad_ours
 
     def kernel(keyset, *args, **kwargs):
         if _local.inside:
             _count(name, _INTERNAL)
             return original.call_boxed(keyset, *args, **kwargs)
-        if not torch._C._are_functorch_transforms_active() and (table is None or _faster(table, args[0])):
+        if not torch._C._are_functorch_transforms_active() and (
+                table is None or _faster(table, args[0])
+                or (grad_ours and torch.is_grad_enabled() and getattr(args[0], "requires_grad", False))):
             _local.inside = True
             _local.ours = table is None  # when="always": mpslinalg's implementation at every size
             try:
@@ -522,7 +528,7 @@ def _register(devices, ops, when) -> None:
                 continue
             table = WHEN[device]
             table = None if when == "always" or table is None else table.get(route.name, {})
-            if table is not None and not any(table.values()):
+            if table is not None and not any(table.values()) and not route.grad_ours:
                 continue  # never faster on this device: torch's kernel stays, no per-call cost
             original = torch.library.get_kernel(f"aten::{route.aten}", key)
             lib.impl(route.aten, _kernel(route, getattr(mpslinalg, route.name), original, table), key,

@@ -377,16 +377,19 @@ def test_arguments_we_do_not_implement_stay_with_torch():
 def test_when_faster_follows_the_table(monkeypatch):
     table = {"inv_ex": {torch.float32: ((3, 4, 100),)}}
     monkeypatch.setitem(routing.WHEN, "cpu", table)
-    det_kernel = repr(torch.library.get_kernel("aten::linalg_det", "AutogradCPU"))
+    slogdet_kernel = repr(torch.library.get_kernel("aten::linalg_slogdet", "AutogradCPU"))
     with mpslinalg.enabled(devices="cpu"):
         torch.linalg.inv(torch.randn(100, 4, 4))                     # in the region: ours
         torch.linalg.inv(torch.randn(99, 4, 4))                      # batch below: torch
         torch.linalg.inv(torch.randn(100, 5, 5))                     # size outside: torch
         torch.linalg.inv(torch.randn(100, 4, 4, dtype=torch.float64))  # dtype not measured: torch
         torch.det(torch.randn(100, 4, 4))                            # op not in the table: torch
-        # an op that is never faster is not even registered (no per-call cost)
-        assert repr(torch.library.get_kernel("aten::linalg_det", "AutogradCPU")) == det_kernel
-    assert _paths() == {"inv_ex": (1, 3)}
+        torch.slogdet(torch.randn(100, 4, 4))
+        # an op that is never faster is not even registered (no per-call cost) ...
+        assert repr(torch.library.get_kernel("aten::linalg_slogdet", "AutogradCPU")) == slogdet_kernel
+        # ... except det, whose derivative is ours wherever autograd records (the adjugate)
+        torch.det(torch.randn(100, 4, 4, requires_grad=True))
+    assert _paths() == {"inv_ex": (1, 3), "det": (1, 1)}
 
 
 def test_bad_arguments():
@@ -674,3 +677,18 @@ def test_fast_path_keeps_our_errors_and_torch_results(routing_table, monkeypatch
     T = A.triu()
     assert torch.equal(mpslinalg.solve_triangular(T, B, upper=True), torch.linalg.solve_triangular(T, B, upper=True))
     assert torch.equal(mpslinalg.lu_factor(A).LU, torch.linalg.lu_factor(A).LU)
+
+
+def test_dropin_det_gradient_is_ours_outside_the_table(monkeypatch):
+    # enable() with a table that routes no det: a det that autograd records still runs ours, so the
+    # gradient at a singular matrix is the adjugate (torch.linalg.det's is zero); bound as in
+    # test_singular_det_gradient_is_the_adjugate
+    monkeypatch.setitem(routing.WHEN, "cpu", {})
+    A = torch.tensor([[1.0, 2, 3], [4, 5, 6], [7, 8, 9]], dtype=torch.float64)
+    C = torch.tensor([[-3.0, 6, -3], [6, -12, 6], [-3, 6, -3]], dtype=torch.float64)  # cofactors
+    s = torch.linalg.svdvals(A)
+    with mpslinalg.enabled(devices="cpu"):
+        _, (G,) = _grad(torch.det, A)
+        torch.det(A)  # no autograd: torch's
+    assert _paths() == {"det": (1, 1)}
+    assert (G - C).norm() <= 60 * 9 * _u(A.dtype) * (s[0] / s[1]) * C.norm()

@@ -276,9 +276,9 @@ def _kernel_lu_cases(device, quick) -> list[Case]:
             rows.append(case)
     if TUNE:
         A = _randn((1024, 1024), torch.complex64, device, 41)
-        for kw in ({"panel_rows": 16}, {"panel_rows": 32}, {"panel_single_rows": 0},
-                   {"panel_single_rows": 1024}, {"panel_nb": 32}, {"panel_nb": 32, "panel_rows": 128},
-                   {"panel_threads": 128, "panel_rows": 32}):
+        for kw in ({"panel_look": 1}, {"panel_look": 2}, {"panel_look": 4}, {"panel_rows": 16},
+                   {"panel_rows": 32}, {"panel_single_rows": 0}, {"panel_single_rows": 1024},
+                   {"panel_nb": 32}, {"panel_threads": 128, "panel_rows": 32}):
             label = ", ".join(f"{k}={v}" for k, v in kw.items())
             case = _kernel_lu_case(f"lu_factor complex64 n=1024 [{label}]", A, device, **kw)
             if case is not None:
@@ -286,9 +286,10 @@ def _kernel_lu_cases(device, quick) -> list[Case]:
         # one threadgroup per panel for panels up to this many rows (4096: every panel, so every
         # block is 4 dispatches: lu_panel, lu_laswp, trsm, gemm)
         A = _randn((4096, 4096), torch.complex64, device, 42)
-        for single in (0, 512, 4096):
-            case = _kernel_lu_case(f"lu_factor complex64 n=4096 [panel_single_rows={single}]", A, device,
-                                   panel_single_rows=single)
+        for kw in ({"panel_single_rows": 0}, {"panel_single_rows": 512}, {"panel_single_rows": 4096},
+                   {"panel_look": 1}):
+            label = ", ".join(f"{k}={v}" for k, v in kw.items())
+            case = _kernel_lu_case(f"lu_factor complex64 n=4096 [{label}]", A, device, **kw)
             if case is not None:
                 rows.append(case)
     return rows

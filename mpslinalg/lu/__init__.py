@@ -15,7 +15,8 @@ Algorithm
   :attr:`Tuning.direct_max` are one call of the device's LAPACK-like leaf;
 * larger ones, on the kernel backends: LAPACK's right-looking blocked ``getrf`` with blocks of
   ``nb = TUNING.panel_nb`` columns: the panel (``lu_panel``, one threadgroup, for short panels;
-  ``lu_panel_step``, several threadgroups and one dispatch per column, for tall ones), its
+  several threadgroups for tall ones: ``lu_panel_look``, k columns per dispatch, every group
+  repeating the small LU of the active rows on those columns, or ``lu_panel_step``, one), its
   interchanges on the columns to the right (``lu_laswp``), ``U12 <- L11^{-1} A12``
   (``mpslinalg.triangular.trsm``), ``A22 <- A22 - L21 U12`` (one GEMM); the interchanges of the
   columns to the left of every panel at the end in one ``lu_laswp_left``;

@@ -291,7 +291,7 @@ def _small_solve_fused(A: torch.Tensor, B: torch.Tensor):
     A3 = E.resolved(A).reshape(nb, n, n)
     B3 = E.resolved(B.expand(*batch, n, k)).reshape(nb, n, k)
     X = torch.empty_like(B3)
-    info = torch.zeros(nb, dtype=torch.int32, device=A.device)
+    info = torch.empty(nb, dtype=torch.int32, device=A.device)  # the kernel writes every entry
     _MetalKernels(A.device, A.dtype).small_solve(A3, B3, X, info)
     return X.reshape(*batch, n, k), info.reshape(batch)
 

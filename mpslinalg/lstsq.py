@@ -5,8 +5,9 @@ Drivers (all of them on CPU, CUDA and mps; torch offers only ``'gels'`` on GPUs)
 On the CPU torch backend ``'gels'``, ``'gelsd'`` and ``'gelss'`` are LAPACK's own
 (``torch.linalg.lstsq``: the same algorithms and outputs, faster on small problems: docs/ops/svd.md),
 with this module's rules for non-finite input and scaling; ``'gels'`` of a rank-deficient matrix,
-where torch raises, takes the version below. ``'gelsy'`` stays the version below everywhere: MKL's
-``xgelsy`` (torch's CPU LAPACK) is not reproducible, 12 calls on the same input gave different bits
+where torch raises, takes the version below. ``'gelsy'`` is the version below, on the CPU run in C
+(:func:`mpslinalg.kernels.svd_c.gelsy`, the same steps, with a C compiler), not MKL's ``xgelsy``
+(torch's CPU LAPACK): that is not reproducible, 12 calls on the same input gave different bits
 (float32 to complex128, 2026-12-01), and its column pivoting differs from the reference LAPACK's on
 graded rank-deficient matrices (solutions 1.4 apart at rank 2 of 4, κ = 1e6, where ours agrees
 with SciPy's). The versions below run on the other backends and devices.
@@ -57,7 +58,7 @@ import math
 
 import torch
 
-from .kernels import backend_for
+from .kernels import backend_for, svd_c
 from .oplayer import checks as E
 from .oplayer import defop, functorch_active
 from .spectral import _pinv, pinv_backward, pinv_jvp, qr_reduced, svd_parts, tolerances
@@ -161,6 +162,8 @@ def _qrcp(A: torch.Tensor, B: torch.Tensor):
 
 
 def _gelsy(A: torch.Tensor, B: torch.Tensor, rcond: float):
+    if _cpu_route(A) and svd_c.usable(A):  # the same algorithm in C
+        return svd_c.gelsy(A, B, rcond)
     batch, (m, n), k = A.shape[:-2], A.shape[-2:], B.shape[-1]
     b = math.prod(batch)
     R, C, perm = _qrcp(A.reshape(b, m, n), B.reshape(b, m, k))
@@ -182,8 +185,9 @@ def _gelsy(A: torch.Tensor, B: torch.Tensor, rcond: float):
     return X.reshape(batch + (n, k)), rank
 
 
-def _lapack_serves(A: torch.Tensor) -> bool:
-    """The CPU torch backend (outside ``torch.func`` transforms) calls LAPACK's drivers."""
+def _cpu_route(A: torch.Tensor) -> bool:
+    """The CPU torch backend (outside ``torch.func`` transforms): LAPACK's drivers, and ``'gelsy'``
+    in C."""
     return A.device.type == "cpu" and backend_for(A.device) == "torch" and not functorch_active()
 
 
@@ -244,7 +248,7 @@ def _lstsq_impl(A: torch.Tensor, B: torch.Tensor, rcond: float, driver: str
         return (X, A.new_zeros(rank_shape, dtype=torch.int64),
                 A.new_zeros(sv_shape, dtype=_real(A.dtype)))
     # no right-hand side: torch's LAPACK call fails (an illegal-argument assert in torch 2.x)
-    if driver != "gelsy" and _lapack_serves(A) and B.shape[-1] > 0:
+    if driver != "gelsy" and _cpu_route(A) and B.shape[-1] > 0:
         lapack = _lapack_lstsq(A, B, rcond, driver)
         if lapack is not None:
             return lapack

@@ -45,12 +45,13 @@ work space cannot be allocated.
 from __future__ import annotations
 
 import ctypes
+import math
 
 import torch
 
 from .codegen import CLibraries
 
-__all__ = ["SVD_C", "SVD_C_SOURCE", "cpu_path", "svd_tall", "usable"]
+__all__ = ["SVD_C", "SVD_C_SOURCE", "cpu_path", "gelsy", "svd_tall", "usable"]
 
 _FLAVOURS = {
     torch.float32: ("float", 0, "FLT_MAX"),
@@ -323,6 +324,100 @@ static void fill_nan(real *p, int64_t len) {
   for (int64_t k = 0; k < len * W; ++k) p[k] = NAN;
 }
 
+/* lstsq 'gelsy' (mpslinalg/lstsq.py, the same algorithm as its torch-op version): Householder QR
+   with column pivoting (largest remaining column norm, recomputed every step, first on ties), the
+   rank r = leading pivots with |r_jj| > rcond |r_00|, the minimum-norm solution of
+   R[:r] y = (Qᴴ B)[:r] through the QR of R[:r]ᴴ = Q2 R2 (y = Q2 R2⁻ᴴ c), x = P y. A and B scaled by
+   the caller; a non-finite A gives rank -1 and a NaN solution. */
+int lstsq_gelsy(const real *A, const real *B, real *X, int64_t *rank, int64_t m, int64_t n, int64_t k,
+                double rcond, int64_t b0, int64_t b1) {
+  int64_t K = m < n ? m : n;
+  size_t bytes = sizeof(real) * W * (size_t)(m * n + m * k + n * K + n * k) + sizeof(acc) * (size_t)(4 * K + 2) +
+                 sizeof(int64_t) * (size_t)n;
+  char *work = malloc(bytes);
+  if (!work) return -1;
+  real *Wk = (real *)work, *Cw = Wk + m * n * W, *TH = Cw + m * k * W, *Y = TH + n * K * W;
+  acc *tau = (acc *)(Y + n * k * W), *tau2 = tau + 2 * K + 2;
+  int64_t *perm = (int64_t *)(tau2 + 2 * K);
+  for (int64_t b = b0; b < b1; ++b) {
+    const real *a = A + b * m * n * W, *bb = B + b * m * k * W;
+    real *x = X + b * n * k * W;
+    int finite = 1;
+    for (int64_t i = 0; i < m * n * W; ++i) finite &= fabs((acc)a[i]) <= REAL_MAX;
+    if (!finite) {
+      rank[b] = -1;
+      fill_nan(x, n * k);
+      continue;
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      perm[j] = j;
+      for (int64_t i = 0; i < m; ++i)
+        for (int c = 0; c < W; ++c) Wk[(j * m + i) * W + c] = a[(i * n + j) * W + c];
+    }
+    for (int64_t j = 0; j < k; ++j)
+      for (int64_t i = 0; i < m; ++i)
+        for (int c = 0; c < W; ++c) Cw[(j * m + i) * W + c] = bb[(i * k + j) * W + c];
+    for (int64_t j = 0; j < K; ++j) {
+      int64_t best = j;
+      acc bn = -1;
+      for (int64_t c = j; c < n; ++c) {
+        acc s2 = ssq(Wk + (c * m + j) * W, m - j);
+        if (s2 > bn) bn = s2, best = c;
+      }
+      if (best != j) {
+        for (int64_t i = 0; i < m * W; ++i) {
+          real t = Wk[j * m * W + i];
+          Wk[j * m * W + i] = Wk[best * m * W + i];
+          Wk[best * m * W + i] = t;
+        }
+        int64_t t = perm[j];
+        perm[j] = perm[best];
+        perm[best] = t;
+      }
+      real *v = Wk + (j * m + j) * W;
+      house(v, m - j, tau + 2 * j);
+      if (tau[2 * j] == 0 && tau[2 * j + 1] == 0) continue;
+      for (int64_t c = j + 1; c < n; ++c) reflect(v, tau[2 * j], -tau[2 * j + 1], m - j, Wk + (c * m + j) * W);
+      for (int64_t c = 0; c < k; ++c) reflect(v, tau[2 * j], -tau[2 * j + 1], m - j, Cw + (c * m + j) * W);
+    }
+#define RABS(j) (CPLX ? hypot((acc)Wk[(j * m + j) * W], (acc)Wk[(j * m + j) * W + W - 1]) : fabs((acc)Wk[j * m + j]))
+    acc d0 = RABS(0);
+    int64_t r = 0;
+    while (r < K && d0 > 0 && RABS(r) > rcond * d0) ++r;
+#undef RABS
+    rank[b] = r;
+    memset(Y, 0, sizeof(real) * W * (size_t)(n * k));
+    if (r > 0) {
+      memset(TH, 0, sizeof(real) * W * (size_t)(n * r));
+      for (int64_t j = 0; j < r; ++j) /* column j of R[:r]ᴴ is row j of R, conjugated */
+        for (int64_t i = j; i < n; ++i) {
+          TH[(j * n + i) * W] = Wk[(i * m + j) * W];
+          if (CPLX) TH[(j * n + i) * W + 1] = -Wk[(i * m + j) * W + 1];
+        }
+      geqr2(TH, n, r, tau2);
+      for (int64_t c = 0; c < k; ++c) /* R2ᴴ z = c[:r] by forward substitution; z in Y[:r] */
+        for (int64_t i = 0; i < r; ++i) {
+          acc zr = Cw[(c * m + i) * W], zi = CPLX ? Cw[(c * m + i) * W + 1] : 0;
+          for (int64_t l = 0; l < i; ++l) { /* (R2ᴴ)_il = conj(R2_li) */
+            acc rr = TH[(i * n + l) * W], ri = CPLX ? -TH[(i * n + l) * W + 1] : 0;
+            acc yr = Y[(c * n + l) * W], yi = CPLX ? Y[(c * n + l) * W + 1] : 0;
+            zr -= rr * yr - ri * yi;
+            zi -= rr * yi + ri * yr;
+          }
+          acc dr = TH[(i * n + i) * W], di = CPLX ? -TH[(i * n + i) * W + 1] : 0, d2 = dr * dr + di * di;
+          Y[(c * n + i) * W] = (real)((zr * dr + zi * di) / d2);
+          if (CPLX) Y[(c * n + i) * W + 1] = (real)((zi * dr - zr * di) / d2);
+        }
+      apply_q(TH, tau2, n, r, Y, k);
+    }
+    for (int64_t i = 0; i < n; ++i) /* x = P y */
+      for (int64_t c = 0; c < k; ++c)
+        for (int w = 0; w < W; ++w) x[(perm[i] * k + c) * W + w] = Y[(c * n + i) * W + w];
+  }
+  free(work);
+  return 0;
+}
+
 int svd_jacobi(const real *A, real *U, real *S, real *V, int32_t *info, int64_t m, int64_t n,
                int64_t ucols, int64_t want_uv, int64_t max_sweeps, double tol, double ctol,
                int64_t b0, int64_t b1) {
@@ -449,6 +544,8 @@ class SVDKernels(CLibraries):
         i64, vp, f64 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_double
         lib.svd_jacobi.argtypes = [vp, vp, vp, vp, vp, i64, i64, i64, i64, i64, f64, f64, i64, i64]
         lib.svd_jacobi.restype = ctypes.c_int
+        lib.lstsq_gelsy.argtypes = [vp, vp, vp, vp, i64, i64, i64, f64, i64, i64]
+        lib.lstsq_gelsy.restype = ctypes.c_int
 
 
 #: The process's SVD kernels (built lazily, per dtype).
@@ -523,3 +620,39 @@ def svd_tall(A: torch.Tensor, full: bool, compute_uv: bool, max_sweeps: int
     if any(status):
         raise MemoryError(f"linalg.svd: no memory for the work space of a {m}x{n} matrix")
     return U, S, V, info
+
+
+def gelsy(A: torch.Tensor, B: torch.Tensor, rcond: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """``lstsq``'s ``'gelsy'`` (:mod:`mpslinalg.lstsq`'s algorithm) of CPU batches by the C kernel.
+
+    Parameters
+    ----------
+    A, B : torch.Tensor
+        ``(*, m, n)`` and ``(*, m, k)``, same batch and dtype (not modified), scaled by the caller
+        so that squares of column norms cannot overflow.
+    rcond : float
+        Pivots ``|r_jj| <= rcond·|r_00|`` end the rank.
+
+    Returns
+    -------
+    X, rank
+        ``(*, n, k)`` and int64 ``(*)`` (``-1`` for a matrix with a non-finite entry, whose
+        solution is NaN).
+    """
+    batch, (m, n), k = A.shape[:-2], A.shape[-2:], B.shape[-1]
+    Bn = math.prod(batch)
+    A = A.resolve_conj().resolve_neg().reshape(Bn, m, n).contiguous()
+    B = B.resolve_conj().resolve_neg().reshape(Bn, m, k).contiguous()
+    lib = SVD_C.library(A.dtype)
+    X = torch.empty(Bn, n, k, dtype=A.dtype)
+    rank = torch.empty(Bn, dtype=torch.int64)
+    status: list[int] = []
+
+    def run(*args):
+        status.append(lib.lstsq_gelsy(*args))
+
+    SVD_C._parallel(run, Bn, A.data_ptr(), B.data_ptr(), X.data_ptr(), rank.data_ptr(), m, n, k, float(rcond),
+                    grain=max(1, 2 ** 16 // (m * n)))
+    if any(status):
+        raise MemoryError(f"linalg.lstsq: no memory for the work space of a {m}x{n} matrix")
+    return X.reshape(*batch, n, k), rank.reshape(batch)

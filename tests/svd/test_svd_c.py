@@ -198,3 +198,27 @@ def test_rank_norm_cond_cpu_use_lapacks_singular_values():
     Ag = A.clone().requires_grad_()
     LA.cond(Ag).sum().backward()
     assert Ag.grad is not None and torch.isfinite(Ag.grad).all()
+
+
+@pytest.mark.parametrize("dtype", HOST, ids=str)
+@pytest.mark.parametrize("shape", [(3, 8, 5), (2, 5, 8), (2, 6, 6)], ids=str)
+def test_gelsy_in_c_equals_the_torch_op_version(monkeypatch, dtype, shape):
+    # the same algorithm (pivots, rank rule, minimum-norm solve): the same rank, and solutions
+    # equal to rounding. Full rank (cond 1e2 Gaussian-like) and rank 3 (exact rank deficiency):
+    # forward-error bound c·κ·u with κ <= 1e2 of the kept part -> 30·n·κ·u relative
+    lstsq_mod = importlib.import_module("mpslinalg.lstsq")
+    from spectral_data import matrix as _matrix
+
+    u = unit_roundoff(dtype)
+    for rank in (None, 3):
+        A = _matrix(shape, dtype, rank=rank, cond=100.0, seed=12)
+        B = _randn((*shape[:-1], 2), dtype, 13)
+        A[0, 1, 1] = float("nan")  # a non-finite matrix: rank -1, NaN solution
+        ours = LA.lstsq(A, B, driver="gelsy")
+        with monkeypatch.context() as mp:
+            mp.setattr(lstsq_mod.svd_c, "usable", lambda A: False)
+            ref = LA.lstsq(A, B, driver="gelsy")
+        assert ours.rank.tolist() == ref.rank.tolist() and ours.rank[0] == -1
+        assert torch.isnan(ours.solution[0]).all()
+        err = (ours.solution[1:] - ref.solution[1:]).abs().amax() / ref.solution[1:].abs().amax()
+        assert float(err) < THRESHOLD * max(shape[-2:]) * 100.0 * u, float(err)

@@ -162,8 +162,6 @@ def _qrcp(A: torch.Tensor, B: torch.Tensor):
 
 
 def _gelsy(A: torch.Tensor, B: torch.Tensor, rcond: float):
-    if _cpu_route(A) and svd_c.usable(A):  # the same algorithm in C
-        return svd_c.gelsy(A, B, rcond)
     batch, (m, n), k = A.shape[:-2], A.shape[-2:], B.shape[-1]
     b = math.prod(batch)
     R, C, perm = _qrcp(A.reshape(b, m, n), B.reshape(b, m, k))
@@ -254,6 +252,9 @@ def _lstsq_impl(A: torch.Tensor, B: torch.Tensor, rcond: float, driver: str
             return lapack
     if driver in ("gelsd", "gelss"):
         return _svd_solve(A, B, rcond, driver)
+    if driver == "gelsy" and _cpu_route(A) and svd_c.usable(A):  # the same algorithm in C, scaling too
+        X, rank = svd_c.gelsy(A, B, rcond)
+        return X, rank, A.new_zeros(sv_shape, dtype=_real(A.dtype))
     sa, sb = _pow2_scale(A), _pow2_scale(B)
     As, Bs = A * sa, B * sb
     if driver == "gels":  # xgels: a zero matrix has the solution 0 (no division by its zero R)

@@ -320,6 +320,10 @@ static int jacobi(real *X, real *V, int64_t n, int64_t max_sweeps, acc tol, acc 
   return sig;
 }
 
+/* v 2^e as one product where 2^e is a normal double (f = pow2_factor(e)), else by ldexp */
+static inline acc pow2_factor(int e) { return e > -1000 && e < 1000 ? ldexp(1.0, e) : 0; }
+static inline acc times_pow2(acc v, int e, acc f) { return f != 0 ? v * f : ldexp(v, e); }
+
 static void fill_nan(real *p, int64_t len) {
   for (int64_t k = 0; k < len * W; ++k) p[k] = NAN;
 }
@@ -327,8 +331,8 @@ static void fill_nan(real *p, int64_t len) {
 /* lstsq 'gelsy' (mpslinalg/lstsq.py, the same algorithm as its torch-op version): Householder QR
    with column pivoting (largest remaining column norm, recomputed every step, first on ties), the
    rank r = leading pivots with |r_jj| > rcond |r_00|, the minimum-norm solution of
-   R[:r] y = (Qᴴ B)[:r] through the QR of R[:r]ᴴ = Q2 R2 (y = Q2 R2⁻ᴴ c), x = P y. A and B scaled by
-   the caller; a non-finite A gives rank -1 and a NaN solution. */
+   R[:r] y = (Qᴴ B)[:r] through the QR of R[:r]ᴴ = Q2 R2 (y = Q2 R2⁻ᴴ c), x = P y, on A and B scaled
+   by powers of two; a non-finite A gives rank -1 and a NaN solution. */
 int lstsq_gelsy(const real *A, const real *B, real *X, int64_t *rank, int64_t m, int64_t n, int64_t k,
                 double rcond, int64_t b0, int64_t b1) {
   int64_t K = m < n ? m : n;
@@ -343,20 +347,35 @@ int lstsq_gelsy(const real *A, const real *B, real *X, int64_t *rank, int64_t m,
     const real *a = A + b * m * n * W, *bb = B + b * m * k * W;
     real *x = X + b * n * k * W;
     int finite = 1;
-    for (int64_t i = 0; i < m * n * W; ++i) finite &= fabs((acc)a[i]) <= REAL_MAX;
+    acc amax = 0, bmax = 0;
+    for (int64_t i = 0; i < m * n * W; ++i) {
+      acc v = fabs((acc)a[i]);
+      finite &= v <= REAL_MAX;
+      amax = fmax(amax, v);
+    }
     if (!finite) {
       rank[b] = -1;
       fill_nan(x, n * k);
       continue;
     }
+    for (int64_t i = 0; i < m * k * W; ++i) {
+      acc v = fabs((acc)bb[i]);
+      if (v <= REAL_MAX) bmax = fmax(bmax, v); /* a non-finite b_ij stays one: NaN columns of x */
+    }
+    /* A 2^-ea and B 2^-eb with max entries in [1/2, 1) (exact, as the torch-op version): squares
+       of column norms cannot overflow; x = 2^(eb - ea) y */
+    int ea = 0, eb = 0;
+    if (amax > 0) frexp(amax, &ea);
+    if (bmax > 0) frexp(bmax, &eb);
+    const acc fa = pow2_factor(-ea), fb = pow2_factor(-eb), fx = pow2_factor(eb - ea);
     for (int64_t j = 0; j < n; ++j) {
       perm[j] = j;
       for (int64_t i = 0; i < m; ++i)
-        for (int c = 0; c < W; ++c) Wk[(j * m + i) * W + c] = a[(i * n + j) * W + c];
+        for (int c = 0; c < W; ++c) Wk[(j * m + i) * W + c] = (real)times_pow2(a[(i * n + j) * W + c], -ea, fa);
     }
     for (int64_t j = 0; j < k; ++j)
       for (int64_t i = 0; i < m; ++i)
-        for (int c = 0; c < W; ++c) Cw[(j * m + i) * W + c] = bb[(i * k + j) * W + c];
+        for (int c = 0; c < W; ++c) Cw[(j * m + i) * W + c] = (real)times_pow2(bb[(i * k + j) * W + c], -eb, fb);
     for (int64_t j = 0; j < K; ++j) {
       int64_t best = j;
       acc bn = -1;
@@ -412,7 +431,8 @@ int lstsq_gelsy(const real *A, const real *B, real *X, int64_t *rank, int64_t m,
     }
     for (int64_t i = 0; i < n; ++i) /* x = P y */
       for (int64_t c = 0; c < k; ++c)
-        for (int w = 0; w < W; ++w) x[(perm[i] * k + c) * W + w] = Y[(c * n + i) * W + w];
+        for (int w = 0; w < W; ++w)
+          x[(perm[i] * k + c) * W + w] = (real)times_pow2(Y[(c * n + i) * W + w], eb - ea, fx);
   }
   free(work);
   return 0;
@@ -451,10 +471,8 @@ int svd_jacobi(const real *A, real *U, real *S, real *V, int32_t *info, int64_t 
     }
     int e = 0;
     if (amax > 0) frexp(amax, &e);
-    /* the scaling as one product where 2^-e is a normal number (always for float32), else ldexp */
-    const int by_mul = e > -1000 && e < 1000;
-    const acc scale = by_mul ? ldexp(1.0, -e) : 1;
-#define SCALED(v) (by_mul ? (acc)(v) * scale : ldexp((acc)(v), -e))
+    const acc fe = pow2_factor(-e);
+#define SCALED(v) times_pow2((v), -e, fe)
     /* 2. rows by decreasing max-norm, columns by decreasing 2-norm (stable) */
     for (int64_t i = 0; i < m; ++i) {
       acc r = 0;
@@ -628,8 +646,8 @@ def gelsy(A: torch.Tensor, B: torch.Tensor, rcond: float) -> tuple[torch.Tensor,
     Parameters
     ----------
     A, B : torch.Tensor
-        ``(*, m, n)`` and ``(*, m, k)``, same batch and dtype (not modified), scaled by the caller
-        so that squares of column norms cannot overflow.
+        ``(*, m, n)`` and ``(*, m, k)``, same batch and dtype (not modified). Scaled inside by powers
+        of two (max entries in ``[1/2, 1)``, exact), as the torch-op version.
     rcond : float
         Pivots ``|r_jj| <= rcond·|r_00|`` end the rank.
 

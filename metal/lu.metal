@@ -416,8 +416,8 @@ kernel void lu_panel_step(device T* A [[buffer(0)]],
 // steps to its own rows. Groups may read any row, so the panel is double-buffered: the dispatch
 // reads Sin and writes Sout ([B, M, ls] buffers holding the panel's w columns), rows whose final
 // position is known (the KL pivot rows; every row in the last dispatch) go straight to A. Each
-// thread holds LU_LOOK_SLOTS / KL active rows x KL columns in registers (the host picks KL so that
-// the active rows fit: M - o - s <= ntg * LU_LOOK_SLOTS / KL). Same arithmetic, in the same order,
+// thread holds LU_LOOK_SLOTS / KL active rows x KL columns in registers, twice as many for float32
+// (the host picks KL so that the active rows fit: M - o - s <= ntg * slots / KL). Same arithmetic, in the same order,
 // as getf2, so the factors equal lu_panel's; same NaN, zero-pivot, info and sfmin rules.
 // Dispatch for columns [s, s + kc) (relative to o, kc <= KL); grid: threads = B * G * ntg,
 // group_size = ntg (a power of two, 32..256); group g owns positions [o + g*R, o + (g+1)*R).
@@ -446,7 +446,7 @@ kernel void lu_panel_look(device T* A [[buffer(0)]],
                           uint tid [[thread_index_in_threadgroup]],
                           uint ntg [[threads_per_threadgroup]],
                           uint tg [[threadgroup_position_in_grid]]) {
-  constexpr int RPT = LU_LOOK_SLOTS / KL;  // active rows per thread
+  constexpr int RPT = LU_LOOK_SLOTS * (sizeof(T) == 4 ? 2 : 1) / KL;  // active rows per thread
   threadgroup float red_v[LU_PANEL_MAX_THREADS];
   threadgroup int red_i[LU_PANEL_MAX_THREADS];
   threadgroup T pslice[KL];                    // the current pivot row's KL entries
@@ -478,13 +478,11 @@ kernel void lu_panel_look(device T* A [[buffer(0)]],
   device T* sout = Sout + (long)b * M * ls;
   // 1. the small LU of every active row (positions >= cs) on columns [s, s + kc), in registers
   T x[RPT * KL];
-  int pos[RPT];   // current position of the row held (-1: none)
-  int orig[RPT];  // its row in Sin
+  int pos[RPT];  // current position of the row held (-1: none); its row in Sin is cs + t + i * nt
 #pragma unroll
   for (int i = 0; i < RPT; ++i) {
     const int r = cs + t + i * nt;
     pos[i] = r < m ? r : -1;
-    orig[i] = r;
 #pragma unroll
     for (int j = 0; j < KL; ++j) {
       x[i * KL + j] = (r < m && j < nk) ? sin[r * ld + s0 + j] : s_zero<T>();
@@ -565,14 +563,14 @@ kernel void lu_panel_look(device T* A [[buffer(0)]],
       for (int j = 0; j < KL; ++j) {
         pl[(q - cs) * KL + j] = x[i * KL + j];
       }
-      porig[q - cs] = orig[i];
+      porig[q - cs] = cs + t + i * nt;
     }
     if (q >= rlo && q < rhi) {
 #pragma unroll
       for (int j = 0; j < KL; ++j) {
         own_x[(q - rlo) * KL + j] = x[i * KL + j];
       }
-      own_src[q - rlo] = orig[i];
+      own_src[q - rlo] = cs + t + i * nt;
     }
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);

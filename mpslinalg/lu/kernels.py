@@ -43,7 +43,8 @@ class Tuning:
         Most columns of a tall panel per dispatch (``lu_panel_look``: 2, 4 or 8; every group repeats
         the small LU of all active rows on those columns, so the panel needs ``w / k`` dispatches
         instead of ``w + 1``); the host takes the largest ``k <= panel_look`` whose active rows fit
-        the kernel's registers (``rows <= panel_threads * 32 / k``), else ``lu_panel_step``.
+        the kernel's registers (``rows <= panel_threads * 32 / k``, 64 for float32), else
+        ``lu_panel_step``.
         1: always ``lu_panel_step``.
     panel_single_rows : int
         Panels with at most this many rows (0: none) are factored by one threadgroup in one
@@ -191,7 +192,8 @@ _BLOCK_NB = (8, 16, 32, 64)
 #: lu_panel_step's register block: entries per thread, rows per group (LU_STEP_MAX_E, LU_STEP_MAX_ROWS).
 _STEP_MAX_E = 16
 _STEP_MAX_ROWS = 256
-#: lu_panel_look: columns per dispatch (instantiated), register slots per thread, rows per group, width.
+#: lu_panel_look: columns per dispatch (instantiated), register slots per thread (complex64; float32
+#: twice as many), rows per group, width.
 _LOOK_K = (8, 4, 2)
 _LOOK_SLOTS = 32
 _LOOK_MAX_ROWS = 64
@@ -314,7 +316,8 @@ class _MetalKernels:
         g = TUNING.panel_threads
         if w > _LOOK_MAX_W or TUNING.panel_rows > _LOOK_MAX_ROWS:
             return 0
-        return next((k for k in _LOOK_K if k <= TUNING.panel_look and M - o <= g * _LOOK_SLOTS // k), 0)
+        slots = _LOOK_SLOTS * (2 if self.dtype == torch.float32 else 1)  # float32: half the registers
+        return next((k for k in _LOOK_K if k <= TUNING.panel_look and M - o <= g * slots // k), 0)
 
     def panel_look(self, LU: torch.Tensor, piv: torch.Tensor, info: torch.Tensor, o: int, w: int,
                    bufs: tuple[torch.Tensor, torch.Tensor]) -> bool:

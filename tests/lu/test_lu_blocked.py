@@ -120,11 +120,16 @@ def test_panel_look_zero_columns_set_info_and_stay_finite(blocked, order, seed):
 
 
 def test_panel_look_fits_only_where_the_active_rows_fit(blocked):
-    """k is the largest of 8, 4, 2 (at most panel_look) with rows <= threads * 32 / k; else 0 (the
-    caller uses lu_panel_step): 32 threads hold 128 rows at k = 8, 256 at k = 4, 512 at k = 2."""
-    kern = blocked(torch.float32, "inorder", 0, look=8)
+    """k is the largest of 8, 4, 2 (at most panel_look) with rows <= threads * slots / k; else 0
+    (the caller uses lu_panel_step): 32 threads hold 128 complex64 rows at k = 8, 256 at k = 4,
+    512 at k = 2, and twice as many float32 rows (64 register slots per thread instead of 32)."""
+    kern = blocked(torch.complex64, "inorder", 0, look=8)
     assert [kern.look_k(M, 0, 16) for M in (128, 129, 256, 257, 512, 513)] == [8, 4, 4, 2, 2, 0]
     assert kern.look_k(100, 0, 128) == 0  # wider than the kernel's 64 columns
+    kern = blocked(torch.float32, "inorder", 0, look=8)
+    assert [kern.look_k(M, 0, 16) for M in (256, 257, 512, 513, 1024, 1025)] == [8, 4, 4, 2, 2, 0]
+    kern = blocked(torch.float32, "inorder", 0, look=2)
+    assert kern.look_k(256, 0, 16) == 2
 
 
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
@@ -204,7 +209,7 @@ def test_blocked_nan_pivots_and_propagation_match_torch_cpu(blocked, order, seed
         assert int(info) == 0, setup
 
 
-def _panel_steps_per_call(M, N, nb, rows_single, look=1, threads=32):
+def _panel_steps_per_call(M, N, nb, rows_single, look=1, threads=32, slots=32):
     """The dispatches the blocked LU issues (its design, docs/ops/lu.md): per block at o a panel
     (one lu_panel if it has <= rows_single rows; else, where the M - o active rows fit k <= look
     columns per dispatch, one copy and ceil(min(M - o, w) / k) lu_panel_look; else
@@ -217,7 +222,7 @@ def _panel_steps_per_call(M, N, nb, rows_single, look=1, threads=32):
     for o in range(0, K, nb):
         w = min(nb, N - o)
         kl = min(M - o, w)
-        k = next((k for k in (8, 4, 2) if k <= look and M - o <= threads * 32 // k), 0)
+        k = next((k for k in (8, 4, 2) if k <= look and M - o <= threads * slots // k), 0)
         if M - o <= rows_single:
             count["lu_panel"] += 1
         elif k:
@@ -251,7 +256,8 @@ def test_blocked_getrf_vs_lapack(blocked, order, seed, dtype, m, n, look):
         lu_mod.DISPATCHES.clear()
         with LA.use_backend("emulator"):
             LU, piv, info = LA.lu_factor_ex(A)
-        assert dict(lu_mod.DISPATCHES) == _panel_steps_per_call(m, n, 16, single, look)
+        slots = 64 if dtype == torch.float32 else 32
+        assert dict(lu_mod.DISPATCHES) == _panel_steps_per_call(m, n, 16, single, look, slots=slots)
         assert torch.equal(piv, lapack.getrf_pivots(A))
         assert float(metrics.lu_factor_ratio(A, LU, piv).max()) < PASS
         assert torch.equal(info, torch.zeros(2, dtype=torch.int32))

@@ -336,6 +336,7 @@ class _MetalKernels:
         ls = S[0].shape[-1]
         if S[0].shape[:2] != (B, M) or ls < w:
             raise ValueError(f"lu_panel_look: panel buffers of shape {tuple(S[0].shape)}, need ({B}, {M}, >= {w})")
+        _check_int32(M, ls)  # the buffers are indexed with 32-bit ints too
         S[0][:, o:, :w].copy_(LU[:, o:, o:o + w])
         DISPATCHES["copy"] += 1
         R = TUNING.panel_rows

@@ -223,15 +223,15 @@ static void reflect(const real *v, acc tr, acc ti, int64_t len, real *a) {
   wr += a[0];
   wi += CPLX ? a[1] : 0;
   if (wr == 0 && wi == 0) return;
-  acc fr = tr * wr - ti * wi, fi = tr * wi + ti * wr; /* t (vᴴ a) */
-  a[0] -= (real)fr;
-  if (CPLX) a[1] -= (real)fi;
-  for (int64_t i = 1; i < len; ++i) {
+  const real fr = (real)(tr * wr - ti * wi), fi = (real)(tr * wi + ti * wr); /* t (vᴴ a) */
+  a[0] -= fr;
+  if (CPLX) a[1] -= fi;
+  for (int64_t i = 1; i < len; ++i) { /* in the storage type: full-width vectors */
 #if CPLX
-    a[2 * i] -= (real)(fr * v[2 * i] - fi * v[2 * i + 1]);
-    a[2 * i + 1] -= (real)(fr * v[2 * i + 1] + fi * v[2 * i]);
+    a[2 * i] -= fr * v[2 * i] - fi * v[2 * i + 1];
+    a[2 * i + 1] -= fr * v[2 * i + 1] + fi * v[2 * i];
 #else
-    a[i] -= (real)(fr * v[i]);
+    a[i] -= fr * v[i];
 #endif
   }
 }

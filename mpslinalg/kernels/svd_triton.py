@@ -21,9 +21,10 @@ whole SVD, ``n <= m <= 4`` (float32; complex64 ``m <= 2``) — one matrix per la
     Jacobi sweeps, sorting of ``σ`` and the products for ``U`` and ``V``, all in the lane's
     registers: one launch for the SVD of a batch of 3x3 matrices (:func:`svd_tall`, the contract of
     the CPU's :mod:`mpslinalg.kernels.svd_c`).
-Jacobi, ``n <= 4`` (float32) — one matrix per lane
+Jacobi, ``n <= 8`` (float32; complex64 ``n <= 4``) — one matrix per lane
     Generated source (:func:`lane_source`): every entry of ``X`` and ``V`` is a register of its
-    lane, the ``n − 1`` rounds of ``n/2`` pairs are unrolled. 128 matrices per program.
+    lane; one round of ``n/2`` pairs is unrolled inside the loop over rounds (the circle method
+    moves the columns by the same slot permutation every round). 128 matrices per program.
 Jacobi, ``n <= 64`` — one matrix per program
     All ``n/2`` disjoint pairs of a round at once as ``[n, n/2]`` tiles: the columns of the round's
     ``p`` and ``q`` players are gathered from the matrix (kept in its own ``X``/``V`` buffer, which
@@ -44,8 +45,9 @@ from .small_triton import BLOCK, load_generated
 
 __all__ = ["FUSED_MAX", "LANE_MAX", "MAX_N", "fits", "fused_fits", "fused_source", "jacobi", "lane_source", "svd_tall"]
 
-#: Largest (even) order of the one-matrix-per-lane kernel.
-LANE_MAX = 4
+#: Largest (even) order of the one-matrix-per-lane Jacobi kernel, by dtype (its registers: 2n² floats
+#: per lane for float32 with V).
+LANE_MAX = {torch.float32: 8, torch.complex64: 4}
 #: Largest (even) order of the one-matrix-per-program kernel.
 MAX_N = 64
 #: Largest ``m`` (and ``n <= m``) of the one-matrix-per-lane kernel of the whole SVD (generated code
@@ -192,7 +194,7 @@ def _jacobi_tile_kernel(X, V, ROT, n, sweeps, tol, ctol,
 
 
 # --------------------------------------------------------------------------------------------------
-# n <= 4: one matrix per lane (generated, unrolled)
+# Small orders: one matrix per lane (generated)
 # --------------------------------------------------------------------------------------------------
 
 
@@ -204,50 +206,68 @@ def _players(n: int, r: int) -> list[tuple[int, int]]:
 
 
 def _jacobi_lines(n: int, is_complex: bool, mats: tuple[str, ...], busy: str) -> list[str]:
-    """The unrolled sweep loop on the lane's registers ``x{i}_{j}{r,i}`` (and ``v...``): while some
-    lane of the program is busy and fewer than ``sweeps`` sweeps ran, one sweep of the ``n − 1``
-    rounds; ``busy`` (a ``[BLOCK]`` bool) masks the lanes that have stopped. Leaves ``last``: the
-    lane rotated significantly in its last sweep."""
-    L = [
+    """The sweep loop on the lane's registers ``x{i}_{j}{r,i}`` (and ``v...``): while some lane of
+    the program is busy and fewer than ``sweeps`` sweeps ran, one sweep of the ``n − 1`` rounds;
+    ``busy`` (a ``[BLOCK]`` bool) masks the lanes that have stopped. Leaves ``last``: the lane
+    rotated significantly in its last sweep.
+
+    The columns live in *slots* (pair ``k`` of a round = slots ``2k, 2k+1``); the circle method moves
+    them between rounds by the same slot permutation every round, so one round's code is written
+    once inside a loop of ``n − 1`` iterations that ends with that permutation (a register renaming),
+    instead of ``n − 1`` unrolled copies (which took minutes to compile at n = 6). After a sweep the
+    columns are back in their first slots."""
+    parts = ("r", "i") if is_complex else ("r",)
+    lay0 = [c for pq in _players(n, 0) for c in pq]  # slot -> column in round 0
+    lay1 = [c for pq in _players(n, 1) for c in pq] if n > 2 else lay0
+    perm = [lay0.index(c) for c in lay1]  # new slot j takes old slot perm[j] (the same every round)
+    names = [(m, i, p) for m in mats for i in range(n) for p in parts]
+    L = [f"    s{m}{i}_{k}{p} = {m}{i}_{lay0[k]}{p}" for m, i, p in names for k in range(n)]
+    L += [
         f"    busy = {busy}",
         "    last = tl.zeros([BLOCK], dtype=tl.int1)",
         "    anybusy = tl.max(busy.to(tl.int32), axis=0)",
         "    sweep = 0",
         "    while (sweep < sweeps) & (anybusy > 0):",
         "        mine = tl.zeros([BLOCK], dtype=tl.int1)",
+        f"        for r in range(0, {n - 1}):",
     ]
+    ind = " " * 12
+    for k in range(n // 2):
+        xp = [f"sx{i}_{2 * k}" for i in range(n)]
+        xq = [f"sx{i}_{2 * k + 1}" for i in range(n)]
+        if is_complex:
+            a = " + ".join(f"{e}r * {e}r + {e}i * {e}i" for e in xp)
+            bq = " + ".join(f"{e}r * {e}r + {e}i * {e}i" for e in xq)
+            gr = " + ".join(f"{ep}r * {eq}r + {ep}i * {eq}i" for ep, eq in zip(xp, xq))
+            gi = " + ".join(f"{ep}r * {eq}i - {ep}i * {eq}r" for ep, eq in zip(xp, xq))
+        else:
+            a = " + ".join(f"{e}r * {e}r" for e in xp)
+            bq = " + ".join(f"{e}r * {e}r" for e in xq)
+            gr = " + ".join(f"{ep}r * {eq}r" for ep, eq in zip(xp, xq))
+        L += [f"{ind}# pair {k}: slots ({2 * k}, {2 * k + 1})", f"{ind}a = {a}", f"{ind}bb = {bq}", f"{ind}gr = {gr}",
+              f"{ind}gi = {gi}" if is_complex else f"{ind}gi = gr",
+              f"{ind}sig, c, sr, si = _rotation(a, bb, gr, gi, tol, ctol, busy, {is_complex})",
+              f"{ind}mine = mine | sig"]
+        for m in mats:
+            for i in range(n):
+                ep, eq = f"s{m}{i}_{2 * k}", f"s{m}{i}_{2 * k + 1}"
+                if is_complex:
+                    L.append(f"{ind}{ep}r, {ep}i, {eq}r, {eq}i = "
+                             f"_rotate_complex({ep}r, {ep}i, {eq}r, {eq}i, c, sr, si)")
+                else:
+                    L.append(f"{ind}{ep}r, {eq}r = _rotate_real({ep}r, {eq}r, c, sr)")
+    if perm != list(range(n)):
+        for m, i, p in names:
+            L.append(f"{ind}{', '.join(f's{m}{i}_{k}{p}' for k in range(n))} = "
+                     f"{', '.join(f's{m}{i}_{perm[k]}{p}' for k in range(n))}")
     ind = " " * 8
-    for r in range(n - 1):
-        for p, q in _players(n, r):
-            xp = [f"x{i}_{p}" for i in range(n)]
-            xq = [f"x{i}_{q}" for i in range(n)]
-            if is_complex:
-                a = " + ".join(f"{e}r * {e}r + {e}i * {e}i" for e in xp)
-                bq = " + ".join(f"{e}r * {e}r + {e}i * {e}i" for e in xq)
-                gr = " + ".join(f"{ep}r * {eq}r + {ep}i * {eq}i" for ep, eq in zip(xp, xq))
-                gi = " + ".join(f"{ep}r * {eq}i - {ep}i * {eq}r" for ep, eq in zip(xp, xq))
-            else:
-                a = " + ".join(f"{e}r * {e}r" for e in xp)
-                bq = " + ".join(f"{e}r * {e}r" for e in xq)
-                gr = " + ".join(f"{ep}r * {eq}r" for ep, eq in zip(xp, xq))
-            L += [f"{ind}# round {r}, pair ({p}, {q})", f"{ind}a = {a}", f"{ind}bb = {bq}", f"{ind}gr = {gr}",
-                  f"{ind}gi = {gi}" if is_complex else f"{ind}gi = gr",
-                  f"{ind}sig, c, sr, si = _rotation(a, bb, gr, gi, tol, ctol, busy, {is_complex})",
-                  f"{ind}mine = mine | sig"]
-            for mname in mats:
-                for i in range(n):
-                    ep, eq = f"{mname}{i}_{p}", f"{mname}{i}_{q}"
-                    if is_complex:
-                        L.append(f"{ind}{ep}r, {ep}i, {eq}r, {eq}i = _rotate_complex({ep}r, {ep}i, {eq}r, {eq}i, "
-                                 "c, sr, si)")
-                    else:
-                        L.append(f"{ind}{ep}r, {eq}r = _rotate_real({ep}r, {eq}r, c, sr)")
-    return L + [
+    L += [
         f"{ind}last = tl.where(busy, mine, last)",
         f"{ind}busy = busy & mine",
         f"{ind}anybusy = tl.max(busy.to(tl.int32), axis=0)",
         f"{ind}sweep += 1",
     ]
+    return L + [f"    {m}{i}_{lay0[k]}{p} = s{m}{i}_{k}{p}" for m, i, p in names for k in range(n)]
 
 
 _HEAD = [
@@ -262,15 +282,15 @@ _HEAD = [
 
 
 def lane_source(n: int, is_complex: bool, want_v: bool) -> str:
-    """Source of the one-matrix-per-lane Jacobi kernel for even ``n <= LANE_MAX``.
+    """Source of the one-matrix-per-lane Jacobi kernel for even ``n`` (used up to ``LANE_MAX``).
 
     ``kernel(X, V, ROT, B, sweeps, tol, ctol, BLOCK)``: the contract of :func:`jacobi` on the
     contiguous ``[B, n, n]`` buffers (interleaved pairs for complex64), ``BLOCK`` matrices per
     program. Rotations and their parameters are :func:`_rotation`, :func:`_rotate_real` and
     :func:`_rotate_complex`, shared with the tile kernel.
     """
-    if n % 2 or not 2 <= n <= LANE_MAX:
-        raise ValueError(f"lane_source: n must be even and in [2, {LANE_MAX}], got {n}")
+    if n % 2 or n < 2:
+        raise ValueError(f"lane_source: n must be even and >= 2, got {n}")
     w = 2 if is_complex else 1
     parts = ("r", "i") if is_complex else ("r",)
     mats = ("x", "v") if want_v else ("x",)
@@ -596,13 +616,13 @@ def jacobi(X: torch.Tensor, V: torch.Tensor | None, sweeps: int, tol: float, cto
     x = torch.view_as_real(X) if cplx else X
     v = (torch.view_as_real(V) if cplx else V) if V is not None else x
     sweeps = int(sweeps)
-    if n <= LANE_MAX and not cplx:  # complex64 4x4 lanes compile slowly (~40 s): the tile kernel serves
+    if n <= LANE_MAX[X.dtype]:
         kern = _lane_kernel(n, cplx, V is not None)
         kern[(-(-Bn // BLOCK),)](x, v, rot, Bn, sweeps, float(tol), float(ctol), BLOCK=BLOCK, num_warps=4)
     else:
         np_, hp = _pow2(n), _pow2(n // 2)
         tile = np_ * hp * (2 if cplx else 1) * (2 if V is not None else 1)
-        warps = 1 if tile <= 512 else (2 if tile <= 2048 else 4)
+        warps = 1 if tile <= 512 else (2 if tile <= 2048 else (4 if tile <= 4096 else 8))  # ~16 floats a thread
         _jacobi_tile_kernel[(Bn,)](x, v, rot, n, sweeps, float(tol), float(ctol), COMPLEX=cplx,
                                    WANT_V=V is not None, NP=np_, HP=hp, num_warps=warps)
     return X, V, rot != 0

@@ -2,7 +2,7 @@
 
 Three kernels serve the torch backend on CUDA: the whole SVD of ``n <= m <= 4`` float32 matrices
 (complex64 ``m <= 2``) one matrix per lane, the Jacobi iteration one matrix per lane (float32
-``n <= 4``) and one matrix per program (``n <= 64``). Each is checked against the bounds of
+``n <= 8``, complex64 ``n <= 4``) and one matrix per program (``n <= 64``). Each is checked against the bounds of
 ``test_svd_accuracy.py`` (same derivations, restated):
 
 * LAPACK ``xDRVBD`` ratios (reconstruction ``‖A − UΣVᴴ‖/(max(m,n)‖A‖u)``, ``U``/``V``
@@ -44,8 +44,8 @@ RATIO = 50.0
 CASES = [
     (3, 3, torch.float32, "whole"), (4, 4, torch.float32, "whole"), (2, 4, torch.float32, "whole"),
     (3, 1, torch.float32, "whole"), (2, 2, torch.complex64, "whole"),
-    (7, 3, torch.float32, "lane"), (6, 2, torch.float32, "lane"),
-    (8, 9, torch.float32, "tile"), (5, 4, torch.complex64, "tile"), (9, 9, torch.complex64, "tile"),
+    (7, 3, torch.float32, "lane"), (6, 2, torch.float32, "lane"), (8, 9, torch.float32, "lane"),
+    (5, 4, torch.complex64, "lane"), (12, 10, torch.float32, "tile"), (9, 9, torch.complex64, "tile"),
 ]
 
 
@@ -71,7 +71,7 @@ def _recording():
         return real_whole(A, *args)
 
     def jacobi(X, *args):
-        seen.append("lane" if X.shape[-1] <= st.LANE_MAX and not X.is_complex() else "tile")
+        seen.append("lane" if X.shape[-1] <= st.LANE_MAX[X.dtype] else "tile")
         return real_jacobi(X, *args)
 
     st.svd_tall, st.jacobi = whole, jacobi
@@ -131,7 +131,7 @@ def _graded_relative(device: str) -> None:
 def _special(device: str) -> None:
     """Zero, rank-deficient and scaled matrices, non-finite input, the sweep bound."""
     for m, n, dtype in ((3, 3, torch.float32), (4, 2, torch.float32), (2, 2, torch.complex64),
-                        (6, 6, torch.float32), (5, 4, torch.complex64)):
+                        (6, 6, torch.float32), (5, 4, torch.complex64), (10, 10, torch.float32)):
         Z = torch.zeros(2, m, n, dtype=dtype, device=device)
         R = matrices.rank_deficient(m, n, 1, batch=(2,), dtype=dtype, seed=m * n).to(device)
         C = torch.zeros(2, m, n, dtype=dtype, device=device)
@@ -153,7 +153,7 @@ def _special(device: str) -> None:
     saved = svdmod.TUNING.sweeps
     svdmod.TUNING.sweeps = lambda device, dtype, n=32: (1, False)
     try:
-        for shape in ((2, 3, 3), (2, 7, 3), (2, 8, 8)):  # whole, lane, tile kernels
+        for shape in ((2, 3, 3), (2, 8, 8), (2, 12, 12)):  # whole, lane, tile kernels
             A = torch.randn(shape, generator=torch.Generator().manual_seed(3)).to(device)
             U, S, Vh, info = LA.svd_ex(A)
             assert info.tolist() == [2, 2] and bool(torch.isfinite(S).all()), shape
@@ -173,7 +173,7 @@ def _no_host_sync_cpu() -> None:
 
     svdmod.TUNING.sweeps = _gpu_schedule
     for shape, dtype in (((4, 3, 3), torch.float32), ((4, 7, 3), torch.float32), ((2, 9, 8), torch.float32),
-                         ((2, 5, 4), torch.complex64)):
+                         ((2, 5, 4), torch.complex64), ((2, 12, 10), torch.float32)):
         A = torch.randn(shape, dtype=dtype, generator=torch.Generator().manual_seed(1))
         with no_host_sync():
             LA.svd_ex(A)

@@ -693,7 +693,7 @@ inline void lu_stage_out(device T* dst, threadgroup const T* tl, int rows, int w
 
 // One lane's row (width w <= C) into registers: from the tile row R (STAGE) or from device memory.
 template <typename T, int C>
-inline void lu_row_in(thread T (&x)[C], bool have, threadgroup const T* tl, int R, device const T* row,
+__attribute__((always_inline)) inline void lu_row_in(thread T (&x)[C], bool have, threadgroup const T* tl, int R, device const T* row,
                       int w, bool staged) {
 #pragma unroll
   for (int c = 0; c < C; ++c) {
@@ -701,7 +701,7 @@ inline void lu_row_in(thread T (&x)[C], bool have, threadgroup const T* tl, int 
   }
 }
 template <typename T, int C>
-inline void lu_row_out(thread const T (&x)[C], bool have, threadgroup T* tl, int R, device T* row, int w,
+__attribute__((always_inline)) inline void lu_row_out(thread const T (&x)[C], bool have, threadgroup T* tl, int R, device T* row, int w,
                        bool staged) {
   if (have) {
 #pragma unroll
@@ -717,13 +717,14 @@ inline void lu_row_out(thread const T (&x)[C], bool have, threadgroup T* tl, int
   }
 }
 
+// Forced inline, as lu_row_in / lu_row_out: a call would pass the register rows through local memory.
 // getf2 of the segment's matrix, rows in registers: a = this lane's row (m x n matrix, rows past m
 // are not candidates), x = its right-hand sides (KC registers, k used; updated with the row, as
 // the columns of [A | B]). Returns the first zero pivot (1-based; 0: none), sets `pos` to the
 // row's final position, `my_piv` to the 1-based pivot of step r (lane r < min(m, n) of the
 // segment), and wl_of[j] to the lane holding position j after step j.
 template <typename T, int W, int KC>
-inline int lu_regs_getf2(thread T (&a)[W], thread T (&x)[KC], int m, int n, int k, int r, ushort lane,
+__attribute__((always_inline)) inline int lu_regs_getf2(thread T (&a)[W], thread T (&x)[KC], int m, int n, int k, int r, ushort lane,
                          thread int& pos, thread int& my_piv, thread ushort (&wl_of)[W]) {
   const ushort base = lane & (ushort)~(W - 1);
   const int kmin = min(m, n);

@@ -185,7 +185,11 @@ def _small_grid(batch: int, lanes: int) -> dict:
     """Launch shape of ``lu_small`` / ``lu_small_solve``: whole threadgroups of whole simdgroups
     (the pivot search is a simdgroup reduction), ``lanes`` per matrix."""
     g = _SMALL_GROUP
-    return {"threads": -(-batch * lanes // g) * g, "group_size": g}
+    threads = -(-batch * lanes // g) * g
+    if threads > 2**32 - g:  # thread_position_in_grid is a 32-bit uint
+        raise ValueError(f"mpslinalg: a batch of {batch} small LUs needs {threads} GPU threads, more than "
+                         "one dispatch indexes with 32 bits; split the batch")
+    return {"threads": threads, "group_size": g}
 _INT32_MAX = 2**31 - 1
 #: Block widths of the blocked LU (``TUNING.panel_nb``).
 _BLOCK_NB = (8, 16, 32, 64)

@@ -223,3 +223,10 @@ def test_on_the_cuda_target(monkeypatch, stage, dtype):
         kern.small_solve(A.cuda(), B.cuda(), X, info)
         assert torch.equal(info.cpu(), torch.zeros(b, dtype=torch.int32)), (n, k)
         assert float(metrics.solve_ratio(A, X.cpu(), B).max()) < metrics.PASS_RATIO, (n, k)
+
+
+def test_grid_refuses_batches_past_32_bit_thread_indices():
+    assert lu_mod._small_grid(2048, 16) == {"threads": 2048 * 16, "group_size": 64}
+    assert lu_mod._small_grid(3, 8)["threads"] == 64  # whole threadgroups of whole simdgroups
+    with pytest.raises(ValueError, match="split the batch"):
+        lu_mod._small_grid(2**27, 32)

@@ -438,9 +438,32 @@ def _whole_kernel(A: torch.Tensor):
     return None
 
 
+def _lapack_tall(A: torch.Tensor, full: bool, compute_uv: bool):
+    """The CPU torch backend above ``TUNING.jacobi_max``: LAPACK's SVD of ``A`` itself, scaled by a
+    power of two, with the family's non-finite rule (``info = 1``, NaN outputs). Its accuracy is
+    absolute, as that of the preconditioned factor's SVD (the route on other devices), which costs
+    an extra QR and permutations (svdvals 256x256 at 0.64x torch.linalg, docs/ops/svd.md)."""
+    As, e, finite = _pow2_scale(A)
+    As = torch.where(finite[:, None, None], As, torch.zeros_like(As))
+    info = torch.where(finite, 0, INFO_NONFINITE).to(torch.int32)
+    if compute_uv:
+        U, S, Vh = torch.linalg.svd(As, full_matrices=full)
+    else:
+        S = torch.linalg.svdvals(As)
+    S = torch.where(finite[:, None], torch.ldexp(S, e[:, None].to(S.dtype)), float("nan"))
+    if not compute_uv:
+        return None, S, None, info
+    bad = ~finite[:, None, None]
+    V = Vh[:, : A.shape[-1]].mH  # reduced: the n right singular vectors
+    return torch.where(bad, float("nan"), U), S, torch.where(bad, float("nan"), V), info
+
+
 def _svd_tall(A: torch.Tensor, full: bool, compute_uv: bool):
     """SVD of a batch ``[B, m, n]`` with ``m >= n >= 1``. Returns ``(U, S, V, info)`` (``V``, not
     ``Vh``)."""
+    if (A.device.type == "cpu" and A.shape[-1] > TUNING.jacobi_max.get("cpu", 0) and backend_for(A.device) == "torch"
+            and not functorch_active()):
+        return _lapack_tall(A, full, compute_uv)
     whole = _whole_kernel(A)
     if whole is not None:  # the same algorithm in one kernel; the zero-σ columns of V completed here
         sweeps, host_reads = TUNING.sweeps(A.device, A.real.dtype if A.is_complex() else A.dtype, A.shape[-1])

@@ -183,7 +183,7 @@ def _svd_cpu_path() -> str:
     from ..kernels.svd_c import cpu_path
     from ..svd import TUNING
 
-    return f"{cpu_path()} (n <= {TUNING.jacobi_max.get('cpu', 0)}; LAPACK's SVD of the QR factor above)"
+    return f"{cpu_path()} (n <= {TUNING.jacobi_max.get('cpu', 0)}; LAPACK's SVD above)"
 
 
 def _small_cpu_path() -> str:

@@ -85,6 +85,11 @@ class Tuning:
     triton : bool
         CUDA, torch backend, float32/complex64, (padded) order <= 64: the whole Jacobi iteration is
         one Triton launch (:mod:`mpslinalg.kernels.svd_triton`); False falls back to the sweeps above.
+    triton_sweeps : int or None
+        Sweep bound of the Triton kernels, which stop each matrix on the GPU after its first sweep
+        without a significant rotation (no host read): ``xGESVJ``'s 30, as the CPU, instead of the
+        ``gpu_sweeps`` schedule, which one random 8x9 matrix in 100000 exceeded on the H200 (9
+        sweeps); None uses the schedule.
     large_driver : str or None
         CUDA, torch backend, orders above ``jacobi_max``: the cuSOLVER driver of ``torch.linalg.svd``
         run on the scaled matrix itself (None: torch's choice); ``"precondition"`` keeps the QR
@@ -103,6 +108,7 @@ class Tuning:
     round_threads: int = 64
     compile_max: int = 64
     triton: bool = True
+    triton_sweeps: int | None = 30
     large_driver: str | None = None
     jacobi_max: dict = field(default_factory=lambda: {"cpu": 128, "cuda": 64})
 
@@ -287,7 +293,7 @@ class _TorchKernels:
         if _use_triton(X):  # one launch; stops per matrix on the GPU (no host read)
             from .kernels.svd_triton import jacobi
 
-            out = _triton_call(jacobi, X, V, sweeps, tol, ctol)
+            out = _triton_call(jacobi, X, V, TUNING.triton_sweeps or sweeps, tol, ctol)
             if out is not None:
                 return out
         Bn, rows, n = X.shape
@@ -470,7 +476,7 @@ def _svd_tall(A: torch.Tensor, full: bool, compute_uv: bool):
         if whole is svd_c:
             out = whole.svd_tall(A, full, compute_uv, sweeps)
         else:
-            out = _triton_call(whole.svd_tall, A, full, compute_uv, sweeps)
+            out = _triton_call(whole.svd_tall, A, full, compute_uv, TUNING.triton_sweeps or sweeps)
         if out is not None:
             U, S, V, info = out
             return U, S, (_complete(V, S, host_reads) if compute_uv else None), info

@@ -451,6 +451,23 @@ MUTATIONS = [
         tests=['tests/triangular/test_triangular.py', 'tests/triangular/test_triangular_kernels.py'],
         why='the reversal index map of an upper triangle starts one row too far',
     ),
+    # ---- mpslinalg/oplayer/op.py -------------------------------------------------------------------
+    dict(
+        id='op-path-direct-while-recording',
+        file='mpslinalg/oplayer/op.py',
+        pattern='(type(a) not in _PLAIN or a.is_meta or (grad and a.requires_grad))',
+        replacement='(type(a) not in _PLAIN or a.is_meta)',
+        tests=['tests/oplayer/test_overhead.py'],
+        why='a call that autograd records runs the impl directly: no backward, gradients silently missing',
+    ),
+    dict(
+        id='checks-dtype-float64-on-mps-accepted',
+        file='mpslinalg/oplayer/checks.py',
+        pattern='if dtype in GPU_DTYPES or (dtype in _HOST_ONLY_DTYPES and not x.is_mps):',
+        replacement='if dtype in GPU_DTYPES or dtype in _HOST_ONLY_DTYPES:',
+        tests=['tests/oplayer/test_errors.py'],
+        why='the fast dtype check accepts float64 on mps (Apple GPUs have none)',
+    ),
     # ---- mpslinalg/oplayer/checks.py ---------------------------------------------------------------
     dict(
         id='checks-resolved-keeps-conj-bit',

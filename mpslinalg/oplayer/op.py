@@ -61,7 +61,8 @@ def _dual(args) -> bool:
 
 
 def _custom(args) -> bool:
-    """:func:`needs_custom_op` without its docstring's frame (the body both callers share)."""
+    """The body of :func:`needs_custom_op`, taking the argument tuple as is (no ``*args`` repacking
+    on :meth:`Op.__call__`'s path)."""
     if _is_compiling() or _tracing_state() is not None:
         return True
     grad = _grad_enabled()

@@ -668,6 +668,10 @@ def test_fast_path_keeps_our_errors_and_torch_results(routing_table, monkeypatch
         mpslinalg.qr(A, mode="full")
     with pytest.raises(TypeError, match="upper"):
         mpslinalg.solve_triangular(A, B, upper=1)
+    for call in (lambda: mpslinalg.det([[1.0, 0.0], [0.0, 1.0]]), lambda: mpslinalg.inv(None),
+                 lambda: mpslinalg.solve(A, [1.0, 2.0]), lambda: mpslinalg.lu_factor(3.0)):
+        with pytest.raises(TypeError):  # not a tensor: mpslinalg's TypeError, as without the table
+            call()
     S = A.clone()
     S[1, :, 0] = 0                                                   # batch element 1 singular
     with pytest.raises(torch.linalg.LinAlgError, match=r"linalg.solve.*\(Batch element 1\)|batch element 1"):

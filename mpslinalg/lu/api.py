@@ -494,7 +494,8 @@ def det(A: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
     >>> LA.det(torch.eye(3))
     tensor(1.)
     """
-    if out is None and not (A.requires_grad and torch.is_grad_enabled()) and routing.torch_first("det", A):
+    if (out is None and isinstance(A, torch.Tensor) and not (A.requires_grad and torch.is_grad_enabled())
+            and routing.torch_first("det", A)):
         try:
             return torch.linalg.det(A)
         except _TORCH_ERRORS:  # bad input: the checks below raise mpslinalg's error for it

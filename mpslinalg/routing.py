@@ -259,8 +259,9 @@ def _inside(regions: tuple, A: torch.Tensor) -> bool:
     ``n`` is the larger dimension of the ``m x n`` matrices (the coefficient matrix for solves);
     on every call's path, so it avoids building shapes: ``batch >= b`` is ``numel >= b m n``.
     """
-    m, n = A.shape[-2], A.shape[-1]
-    big = max(m, n)
+    shape = A.shape  # one torch.Size, not one per index
+    m, n = shape[-2], shape[-1]
+    big = m if m > n else n
     for lo, hi, b in regions:
         if lo <= big <= hi and A.numel() >= b * m * n:
             return True

@@ -297,10 +297,13 @@ static int jacobi(real *X, real *V, int64_t n, int64_t max_sweeps, acc tol, acc 
         acc ag = CPLX ? hypot(gr, gi) : fabs(gr), ab = a * b; /* |cos| of the angle = ag / ab */
         if (ag > ctol * ab) sig = 1;
         if (!(ag > tol * ab)) continue;
-        acc zeta = (b - a) * (b + a) / (2 * ag); /* (‖x_q‖² − ‖x_p‖²) / (2 |x_pᴴ x_q|) */
-        acc az = fabs(zeta); /* t = 1/(2ζ) where 1 + ζ² would round to ζ² or overflow */
-        acc t = (zeta >= 0 ? 1.0 : -1.0) * (az < 1e150 ? 1 / (az + sqrt(1 + az * az)) : 0.5 / az);
-        acc c = 1 / sqrt(1 + t * t), s = c * t;
+        /* Rutishauser's t = sign(ζ)/(|ζ| + √(1 + ζ²)), ζ = D/E, D = ‖x_q‖² − ‖x_p‖², E = 2|x_pᴴ x_q|,
+           as t = sign(D) E/(|D| + r), r = √(D² + E²), and c = 1/√(1 + t²) as √((1 + |D|/r)/2)
+           (cos²θ = (1 + cos 2θ)/2): no quotient of quotients, and c and t computed side by side */
+        acc D = (b - a) * (b + a), E = 2 * ag, aD = fabs(D);
+        acc r = (aD > 0x1p-450 || E > 0x1p-450) ? sqrt(aD * aD + E * E) : hypot(aD, E);
+        acc t = (D >= 0 ? E : -E) / (aD + r);
+        acc c = sqrt(0.5 + 0.5 * (aD / r)), s = c * t;
 #if CPLX
         acc sr = s * (gr / ag), si = s * (gi / ag); /* s times the phase of x_pᴴ x_q */
 #else

@@ -50,6 +50,8 @@ __all__ = ["FUSED_MAX", "LANE_MAX", "MAX_N", "fits", "fused_fits", "fused_source
 LANE_MAX = {torch.float32: 8, torch.complex64: 4}
 #: Largest (even) order of the one-matrix-per-program kernel.
 MAX_N = 64
+#: Warps of the one-matrix-per-program kernel (None: by tile size, ~16 floats of each tile a thread).
+TILE_WARPS: int | None = None
 #: Largest ``m`` (and ``n <= m``) of the one-matrix-per-lane kernel of the whole SVD (generated code
 #: grows as m²n² and so does the compile time: complex64 4x4 took ~4 min of Triton + ptxas on a loaded
 #: 2-core machine, 3x3 ~70 s; complex64 4x4 takes the QR + tile-kernel path instead).
@@ -622,7 +624,7 @@ def jacobi(X: torch.Tensor, V: torch.Tensor | None, sweeps: int, tol: float, cto
     else:
         np_, hp = _pow2(n), _pow2(n // 2)
         tile = np_ * hp * (2 if cplx else 1) * (2 if V is not None else 1)
-        warps = 1 if tile <= 512 else (2 if tile <= 2048 else (4 if tile <= 4096 else 8))  # ~16 floats a thread
+        warps = TILE_WARPS or (1 if tile <= 512 else (2 if tile <= 2048 else (4 if tile <= 4096 else 8)))
         _jacobi_tile_kernel[(Bn,)](x, v, rot, n, sweeps, float(tol), float(ctol), COMPLEX=cplx,
                                    WANT_V=V is not None, NP=np_, HP=hp, num_warps=warps)
     return X, V, rot != 0

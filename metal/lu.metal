@@ -85,6 +85,35 @@ inline void lu_pivot_reduce(threadgroup float* red_v, threadgroup int* red_i, fl
   }
 }
 
+// The same winner by simdgroup butterflies (no barrier) and one threadgroup round: every thread
+// ends with the winner in (v, i). red_v / red_i need ntg / 32 entries; the leading barrier lets a
+// caller reduce again right after a previous reduction.
+inline void lu_pivot_reduce_simd(threadgroup float* red_v, threadgroup int* red_i, thread float& v,
+                                 thread int& i, uint tid, uint ntg) {
+  for (ushort d = 16; d > 0; d >>= 1) {
+    const float v2 = simd_shuffle_xor(v, d);
+    const int i2 = simd_shuffle_xor(i, d);
+    if (lu_pivot_beats(v2, i2, v, i)) {
+      v = v2;
+      i = i2;
+    }
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  if (tid % 32 == 0) {
+    red_v[tid / 32] = v;
+    red_i[tid / 32] = i;
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  v = red_v[0];
+  i = red_i[0];
+  for (uint q = 1; q < ntg / 32; ++q) {
+    if (lu_pivot_beats(red_v[q], red_i[q], v, i)) {
+      v = red_v[q];
+      i = red_i[q];
+    }
+  }
+}
+
 // ---- lu_panel ------------------------------------------------------------------------------------
 //
 // Right-looking unblocked LU (LAPACK getf2) of the panel rows [o, M) x columns [o, o + w) of each
@@ -296,8 +325,8 @@ kernel void lu_panel_step(device T* A [[buffer(0)]],
         bi = ci[slot * ng + q];
       }
     }
-    lu_pivot_reduce(red_v, red_i, best, bi, tid, ntg);
-    p = (red_i[0] >= m) ? col : red_i[0];
+    lu_pivot_reduce_simd(red_v, red_i, best, bi, tid, ntg);
+    p = (bi >= m) ? col : bi;
     device const T* prow = crow + (long)(slot * (ng + 1) + (p - c0) / (int)R) * nw;
     drow = crow + (long)(slot * (ng + 1) + ng) * nw;
     const T pivot = prow[jc];
@@ -357,10 +386,10 @@ kernel void lu_panel_step(device T* A [[buffer(0)]],
         }
       }
     }
-    lu_pivot_reduce(red_v, red_i, best, bi, tid, ntg);
-    const int win = red_i[0];
+    lu_pivot_reduce_simd(red_v, red_i, best, bi, tid, ntg);
+    const int win = bi;
     if (t == 0) {
-      cv[slot * ng + g] = red_v[0];
+      cv[slot * ng + g] = best;
       ci[slot * ng + g] = win;
     }
     // publish the winner's and the diagonal row's w entries: columns >= cmin from the registers,
@@ -506,8 +535,8 @@ kernel void lu_panel_look(device T* A [[buffer(0)]],
           }
         }
       }
-      lu_pivot_reduce(red_v, red_i, best, bi, tid, ntg);
-      const int p = (red_i[0] >= m) ? cj : red_i[0];
+      lu_pivot_reduce_simd(red_v, red_i, best, bi, tid, ntg);
+      const int p = (bi >= m) ? cj : bi;
 #pragma unroll
       for (int i = 0; i < RPT; ++i) {
         if (pos[i] == p) {
@@ -621,10 +650,11 @@ kernel void lu_panel_look(device T* A [[buffer(0)]],
 // interchange of rows j and p becomes an exchange of two *positions*: every lane tracks the
 // position `pos` its row has after the interchanges so far, so a swap moves no data. Per column j:
 // the pivot search is one butterfly reduction over the segment (simd_shuffle_xor of (pivot key,
-// position) pairs: the largest key, then the smallest position holding it), the pivot row is broadcast from its lane with
-// simd_shuffle, and every row below the pivot scales and updates itself. No threadgroup barrier;
-// the arithmetic is the sequential getf2's, operation for operation (same pivots, multipliers
-// and updates as LAPACK's order of operations without FMA contraction).
+// position) pairs: the largest key, then the smallest position holding it), the pivot row's lane
+// publishes it in a small threadgroup buffer of the segment (one simdgroup barrier per column,
+// no threadgroup barrier), and every row below the pivot scales and updates itself. The
+// arithmetic is the sequential getf2's, operation for operation (same pivots, multipliers and
+// updates as LAPACK's order of operations without FMA contraction).
 //
 // Grid: threads = ceil(batch * W / G) * G with G = 32 * LU_SMALL_SIMDGROUPS threads per group (whole
 // simdgroups; lanes of matrices past the batch compute on zeros and store nothing). STAGE = 1
@@ -722,10 +752,16 @@ __attribute__((always_inline)) inline void lu_row_out(thread const T (&x)[C], bo
 // are not candidates), x = its right-hand sides (KC registers, k used; updated with the row, as
 // the columns of [A | B]). Returns the first zero pivot (1-based; 0: none), sets `pos` to the
 // row's final position, `my_piv` to the 1-based pivot of step r (lane r < min(m, n) of the
-// segment), and wl_of[j] to the lane holding position j after step j.
+// segment), and wl_of[j] to the lane holding position j after step j. bc: the segment's two
+// broadcast rows (2 * (W + KC) elements of threadgroup memory): the pivot row's lane publishes its
+// row there and the other lanes read it (two plain accesses per element where a simd_shuffle
+// costs several instructions on the cuda proxy); two buffers, alternating by column, need one
+// simdgroup barrier per column (a lane overwrites buffer j % 2 at column j only after the barrier
+// of column j - 1, which every lane passes after its reads of column j - 2).
 template <typename T, int W, int KC>
-__attribute__((always_inline)) inline int lu_regs_getf2(thread T (&a)[W], thread T (&x)[KC], int m, int n, int k, int r, ushort lane,
-                         thread int& pos, thread int& my_piv, thread ushort (&wl_of)[W]) {
+__attribute__((always_inline)) inline int lu_regs_getf2(thread T (&a)[W], thread T (&x)[KC], int m, int n, int k,
+                                                        int r, ushort lane, thread int& pos, thread int& my_piv,
+                                                        thread ushort (&wl_of)[W], threadgroup T* bc) {
   const ushort base = lane & (ushort)~(W - 1);
   const int kmin = min(m, n);
   int info = 0;
@@ -744,7 +780,23 @@ __attribute__((always_inline)) inline int lu_regs_getf2(thread T (&a)[W], thread
     const int p = (int)(win >> 5);
     const ushort wl = base + (ushort)(win & 31u);
     wl_of[j] = wl;
-    const T pivot = simd_shuffle(a[j], wl);
+    threadgroup T* prow = bc + (j & 1) * (W + KC);
+    if (lane == wl) {  // publish the pivot row (from column j) and its right-hand sides
+#pragma unroll
+      for (int c = j; c < W; ++c) {
+        if (c < n) {
+          prow[c] = a[c];
+        }
+      }
+#pragma unroll
+      for (int c = 0; c < KC; ++c) {
+        if (c < k) {
+          prow[W + c] = x[c];
+        }
+      }
+    }
+    simdgroup_barrier(mem_flags::mem_threadgroup);
+    const T pivot = prow[j];
     if (r == j) {
       my_piv = p + 1;
     }
@@ -762,22 +814,18 @@ __attribute__((always_inline)) inline int lu_regs_getf2(thread T (&a)[W], thread
     if (below && !s_is_zero(pivot)) {
       a[j] = lu_scale(a[j], pivot, lu_recip(pivot), s_abs(pivot) >= S_SFMIN);
     }
-    // 4. rank-1 update with the pivot row, broadcast from its lane (shuffles outside the branch)
+    // 4. rank-1 update with the published pivot row
+    if (below) {
 #pragma unroll
-    for (int c = j + 1; c < W; ++c) {
-      if (c < n) {
-        const T u = simd_shuffle(a[c], wl);
-        if (below) {
-          a[c] -= s_mul(a[j], u);
+      for (int c = j + 1; c < W; ++c) {
+        if (c < n) {
+          a[c] -= s_mul(a[j], prow[c]);
         }
       }
-    }
 #pragma unroll
-    for (int c = 0; c < KC; ++c) {
-      if (c < k) {
-        const T u = simd_shuffle(x[c], wl);
-        if (below) {
-          x[c] -= s_mul(a[j], u);
+      for (int c = 0; c < KC; ++c) {
+        if (c < k) {
+          x[c] -= s_mul(a[j], prow[W + c]);
         }
       }
     }
@@ -801,6 +849,7 @@ kernel void lu_small(device T* A [[buffer(0)]],
                      ushort lane [[thread_index_in_simdgroup]],
                      ushort sg [[simdgroup_index_in_threadgroup]]) {
   threadgroup T tile[STAGE ? LU_SMALL_SIMDGROUPS * 32 * LU_SMALL_LD : 1];
+  threadgroup T bcast[LU_SMALL_SIMDGROUPS * (32 / W) * 2 * (W + 1)];
   const int m = (int)M;
   const int n = (int)N;
   const int k = min(m, n);
@@ -824,7 +873,8 @@ kernel void lu_small(device T* A [[buffer(0)]],
   }
   int pos = r;
   int my_piv = 0;
-  const int inf = lu_regs_getf2<T, W, 1>(a, none, m, n, 0, r, lane, pos, my_piv, wl_of);
+  threadgroup T* bc = bcast + ((int)sg * (32 / W) + q) * 2 * (W + 1);
+  const int inf = lu_regs_getf2<T, W, 1>(a, none, m, n, 0, r, lane, pos, my_piv, wl_of, bc);
   lu_row_out(a, have, tl, q * m + pos, A + b * M * N + pos * n, n, STAGE != 0);
   if (STAGE) {
     simdgroup_barrier(mem_flags::mem_threadgroup);
@@ -859,6 +909,7 @@ kernel void lu_small_solve(device const T* A [[buffer(0)]],
                            ushort lane [[thread_index_in_simdgroup]],
                            ushort sg [[simdgroup_index_in_threadgroup]]) {
   threadgroup T tile[STAGE ? LU_SMALL_SIMDGROUPS * 32 * LU_SMALL_LD : 1];
+  threadgroup T bcast[LU_SMALL_SIMDGROUPS * (32 / W) * 2 * (W + KC)];
   const int n = (int)N;
   const int k = (int)K;
   const long b0 = (long)(gid / 32) * (32 / W);
@@ -887,7 +938,8 @@ kernel void lu_small_solve(device const T* A [[buffer(0)]],
   }
   int pos = r;
   int my_piv = 0;
-  const int inf = lu_regs_getf2<T, W, KC>(a, x, n, n, k, r, lane, pos, my_piv, wl_of);
+  threadgroup T* bc = bcast + ((int)sg * (32 / W) + q) * 2 * (W + KC);
+  const int inf = lu_regs_getf2<T, W, KC>(a, x, n, n, k, r, lane, pos, my_piv, wl_of, bc);
   // back substitution U X = B': x_j = b'_j / u_jj from the lane at position j, then rows above
 #pragma unroll
   for (int j = W - 1; j >= 0; --j) {

@@ -29,8 +29,10 @@
 //   compute the same thing with the same arithmetic (inv_in_registers, det_in_registers):
 //     staged: the group's 64 matrices pass through threadgroup memory (<= 8 KiB, two barriers),
 //             so that global loads and stores are coalesced;
-//     direct: each thread loads and stores its own matrix with float4 / float2 accesses where
-//             its size allows, no threadgroup memory, no barriers.
+//     direct: each thread loads its own matrix with float4 / float2 accesses where its size
+//             allows; small_inv's results leave through the simdgroup's own slice of
+//             threadgroup memory (coalesced stores, a simdgroup barrier only, no threadgroup
+//             barrier); small_det's outputs are one word per thread (coalesced as they are).
 //   Which one a device uses is mpslinalg.small.TUNING.load (docs/ops/small.md says why).
 //   small_solve_T_N (A[batch][N][N], B[batch][N][k], X[batch][N][k], info[batch], long batch,
 //       long k)  threads = batch * max(k, 1) (one per right-hand-side column), no barriers; A read
@@ -389,11 +391,13 @@ inline void tile_put(threadgroup float *t, int i, float2 v) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Load variant "direct": each thread reads and writes its own matrix with the widest vector
-// accesses its size allows, no threadgroup memory, no barriers. The host passes 16-byte aligned
-// buffers (mpslinalg/small/program.py), so a matrix whose size is a multiple of 16 (8) bytes
-// starts 16 (8) byte aligned: float 2x2 and 4x4, complex 2x2 and 4x4 use float4 accesses,
-// complex 1x1 and 3x3 float2, float 1x1 and 3x3 (36 bytes) scalar ones.
+// Load variant "direct": each thread reads its own matrix with the widest vector accesses its
+// size allows, no barriers. The host passes 16-byte aligned buffers (mpslinalg/small/program.py),
+// so a matrix whose size is a multiple of 16 (8) bytes starts 16 (8) byte aligned: float 2x2 and
+// 4x4, complex 2x2 and 4x4 use float4 loads, complex 1x1 and 3x3 float2, float 1x1 and 3x3
+// (36 bytes) scalar ones. (Per-thread loads are fine: a thread's next loads hit the lines its
+// first one brought into the cache - small_det_direct reaches copy bandwidth on the H200. Per-
+// thread stores are not, see small_inv_direct.)
 // ---------------------------------------------------------------------------------------------
 
 // Matrix m of A (row-major N x N floats) into a.
@@ -427,31 +431,6 @@ inline void direct_load(device const float2 *A, long m, thread float2 (&a)[N][N]
     }
   } else {
     for (int w = 0; w < N * N; ++w) a[w / N][w % N] = p[w];
-  }
-}
-
-template <int N>
-inline void direct_store(device float *X, long m, thread const float (&a)[N][N]) {
-  device float *p = X + m * (N * N);
-  if ((N * N) % 4 == 0) {
-    device float4 *q = reinterpret_cast<device float4 *>(p);
-    for (int v = 0; v < N * N / 4; ++v)
-      q[v] = float4(a[(4 * v) / N][(4 * v) % N], a[(4 * v + 1) / N][(4 * v + 1) % N],
-                    a[(4 * v + 2) / N][(4 * v + 2) % N], a[(4 * v + 3) / N][(4 * v + 3) % N]);
-  } else {
-    for (int w = 0; w < N * N; ++w) p[w] = a[w / N][w % N];
-  }
-}
-
-template <int N>
-inline void direct_store(device float2 *X, long m, thread const float2 (&a)[N][N]) {
-  device float2 *p = X + m * (N * N);
-  if ((N * N) % 2 == 0) {
-    device float4 *q = reinterpret_cast<device float4 *>(p);
-    for (int v = 0; v < N * N / 2; ++v)
-      q[v] = float4(a[(2 * v) / N][(2 * v) % N], a[(2 * v + 1) / N][(2 * v + 1) % N]);
-  } else {
-    for (int w = 0; w < N * N; ++w) p[w] = a[w / N][w % N];
   }
 }
 
@@ -493,12 +472,35 @@ kernel void small_inv_staged(device const T *A [[buffer(0)]], device T *X [[buff
 template <typename T, int N>
 kernel void small_inv_direct(device const T *A [[buffer(0)]], device T *X [[buffer(1)]],
                              device int *info [[buffer(2)]], constant long &batch [[buffer(3)]],
-                             uint tid [[thread_position_in_grid]]) {
-  if (long(tid) >= batch) return;
+                             uint tid [[thread_position_in_grid]],
+                             uint lid [[thread_position_in_threadgroup]],
+                             uint lane [[thread_index_in_simdgroup]],
+                             uint width [[threads_per_simdgroup]]) {
+  // Stores go through this simdgroup's own slice of the tile (its matrices' slots): per-thread
+  // stores with a 36-128 byte stride write partial sectors (measured on the H200: 31% of copy
+  // bandwidth for f32 3x3, 71% for f32 4x4), the simdgroup's coalesced copy-out does not. Only a
+  // simdgroup barrier: no thread waits for the rest of its threadgroup.
+  threadgroup float tile[SMALL_TILE_FLOATS];
+  T zero = s_zero<T>();
+  const int per = N * N * s_words(zero);  // floats per matrix
   T a[N][N];
-  direct_load(A, long(tid), a);
-  info[tid] = inv_in_registers(a);
-  direct_store(X, long(tid), a);
+  const bool live = long(tid) < batch;
+  if (live) {
+    direct_load(A, long(tid), a);
+  } else {  // padding threads: zeros (they still take part in the simdgroup's copy-out)
+    for (int i = 0; i < N; ++i)
+      for (int j = 0; j < N; ++j) a[i][j] = zero;
+  }
+  const int inf = inv_in_registers(a);
+  if (live) info[tid] = inf;
+
+  for (int i = 0; i < N; ++i)
+    for (int j = 0; j < N; ++j) tile_put(tile, int(lid) * N * N + i * N + j, a[i][j]);
+  simdgroup_barrier(mem_flags::mem_threadgroup);
+  // the simdgroup's matrices are consecutive (lanes are consecutive threads): one contiguous run
+  const uint first = lid - lane;
+  tile_store(reinterpret_cast<device float *>(X), batch * long(per), (long(tid) - long(lane)) * long(per),
+             tile + first * uint(per), width * uint(per), lane, width);
 }
 
 template <typename T, int N>

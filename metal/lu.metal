@@ -776,7 +776,13 @@ __attribute__((always_inline)) inline int lu_regs_getf2(thread T (&a)[W], thread
     const bool cand = pos >= j && pos < m;
     const uint key = cand ? lu_pivot_key(s_abs1(a[j])) : 0u;
     const uint idx = (uint)(pos * 32 + (int)(lane - base));
-    const uint win = ~lu_seg_argmax<W>(uint2(key, cand ? ~idx : 0u)).y;
+    uint win;
+    if (W == 32) {  // the whole simdgroup: two of its own reductions (hardware ones on Apple GPUs)
+      const uint best = simd_max(key);
+      win = simd_min((cand && key == best) ? idx : ~0u);
+    } else {
+      win = ~lu_seg_argmax<W>(uint2(key, cand ? ~idx : 0u)).y;
+    }
     const int p = (int)(win >> 5);
     const ushort wl = base + (ushort)(win & 31u);
     wl_of[j] = wl;

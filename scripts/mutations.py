@@ -321,6 +321,23 @@ MUTATIONS = [
         why='lu_small: ties go to the last position, not the first (i?amax)',
     ),
     dict(
+        id='lu-small-pivot-tie-last-w32',
+        file='metal/lu.metal',
+        pattern='win = simd_min((cand && key == best) ? idx : ~0u);',
+        replacement='win = simd_max((cand && key == best) ? idx : 0u);',
+        tests=['tests/lu/test_lu_small_kernels.py'],
+        why='lu_small, 32 lanes per matrix: ties go to the last position, not the first (i?amax)',
+    ),
+    dict(
+        id='lu-small-bcast-barrier-removed',
+        file='metal/lu.metal',
+        pattern='''    simdgroup_barrier(mem_flags::mem_threadgroup);
+    const T pivot = prow[j];''',
+        replacement='''    const T pivot = prow[j];''',
+        tests=['tests/lu/test_lu_small_kernels.py'],
+        why='lu_small: the other lanes read the published pivot row before its lane wrote it',
+    ),
+    dict(
         id='lu-small-pivot-nan-loses',
         file='metal/lu.metal',
         pattern='return isnan(v) ? 0x7FC00000u : as_type<uint>(v);',

@@ -404,7 +404,7 @@ MUTATIONS = [
     dict(
         id='tri-trsm-unit-diagonal-read',
         file='metal/triangular.metal',
-        pattern='''        if (!unit) {
+        pattern='''        if (!UNIT) {
           x[jj] = s_div(x[jj], quad_get(l, jj % 4));''',
         replacement='''        if (true) {
           x[jj] = s_div(x[jj], quad_get(l, jj % 4));''',

@@ -590,13 +590,15 @@ class Tuning:
     ----------
     load : dict
         Per device type (``"mps"``, and ``"cpu"`` / ``"cuda"`` for the emulator's targets), the
-        load variant of ``small_inv`` and ``small_det``: ``"direct"`` (each thread reads and writes
-        its own matrix with float4 / float2 accesses, no threadgroup memory, no barriers) or
-        ``"staged"`` (a threadgroup's 64 matrices pass through 8 KiB of threadgroup memory so that
-        global accesses are coalesced; two barriers). Both compute the same results with the same
-        arithmetic. Devices not listed use ``"direct"``. Why ``"direct"`` is the Mac default, and
-        the H200 measurements of both: docs/ops/small.md, "Load variants". To try the other on a
-        Mac: ``mpslinalg.small.TUNING.load["mps"] = "staged"``.
+        load variant of ``small_inv`` and ``small_det``: ``"direct"`` (each thread reads its own
+        matrix with float4 / float2 loads; the inverse leaves through its simdgroup's slice of
+        threadgroup memory, coalesced, after a simdgroup barrier; no threadgroup barrier) or
+        ``"staged"`` (a threadgroup's 64 matrices pass through 8 KiB of threadgroup memory both
+        ways so that global accesses are coalesced; two threadgroup barriers). Both compute the
+        same results with the same arithmetic. Devices not listed use ``"direct"``. Why
+        ``"direct"`` is the Mac default, and the H200 measurements of both: docs/ops/small.md,
+        "Load variants". To try the other on a Mac: ``mpslinalg.small.TUNING.load["mps"] =
+        "staged"``.
     """
 
     load: dict = field(default_factory=lambda: {"mps": "direct", "cuda": "direct", "cpu": "direct"})

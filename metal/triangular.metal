@@ -205,9 +205,9 @@ inline int tri_col_quad(int j, int nq) {
 
 // Substitution inside diagonal block J: x holds rows 16J .. 16J+15 of the right-hand side minus
 // the earlier blocks' contributions; on return the solution, also stored to X (rows < n).
-template <typename T>
+template <typename T, bool UNIT>
 __attribute__((always_inline)) inline void trsm_block_solve(thread T (&x)[TRI_RB], threadgroup const float4* Lq, int L0, int nq,
-                             int J, int n, bool unit, device T* Xc, int xrs) {
+                             int J, int n, device T* Xc, int xrs) {
 #pragma unroll
   for (int jj = 0; jj < TRI_RB; ++jj) {
     const int j = J * TRI_RB + jj;
@@ -220,7 +220,7 @@ __attribute__((always_inline)) inline void trsm_block_solve(thread T (&x)[TRI_RB
       tri_quad<T> l;
       quad_load(Lq, col + q, l);
       if (q == jj / 4) {
-        if (!unit) {
+        if (!UNIT) {
           x[jj] = s_div(x[jj], quad_get(l, jj % 4));
         }
         if (j < n) {
@@ -257,7 +257,7 @@ __attribute__((always_inline)) inline void trsm_block_update(thread T (&xi)[TRI_
   }
 }
 
-template <typename T, int NMAX>
+template <typename T, int NMAX, bool UNIT>
 [[max_total_threads_per_threadgroup(128)]]
 kernel void trsm_small(device const T* A [[buffer(0)]],
                        device const T* B [[buffer(1)]],
@@ -273,7 +273,6 @@ kernel void trsm_small(device const T* A [[buffer(0)]],
   const int n = (int)prm[0];
   const int k = (int)prm[1];
   const long nmat = prm[2];
-  const bool unit = (prm[3] & 1) != 0;
   const bool conj_a = (prm[3] & 2) != 0;
   const bool conj_b = (prm[3] & 4) != 0;
   const int ct = (int)prm[4];
@@ -307,7 +306,7 @@ kernel void trsm_small(device const T* A [[buffer(0)]],
     for (int t = 0; t < 4; ++t) {
       const int i = 4 * q + t;
       e[t] = s_zero<T>();
-      if (i < n && (i > j || (i == j && !unit))) {
+      if (i < n && (i > j || (i == j && !UNIT))) {
         const T v = Am[i * ars];
         e[t] = conj_a ? s_conj(v) : v;
       }
@@ -342,22 +341,22 @@ kernel void trsm_small(device const T* A [[buffer(0)]],
   }
   // Blocks at or past n are skipped (uniform branches): block I exists when 16 I < n.
   const bool b1 = NB > 1 && n > TRI_RB, b2 = NB > 2 && n > 2 * TRI_RB, b3 = NB > 3 && n > 3 * TRI_RB;
-  trsm_block_solve(x[0], Lq, L0, nq, 0, n, unit, Xc, xrs);
+  trsm_block_solve<T, UNIT>(x[0], Lq, L0, nq, 0, n, Xc, xrs);
   if (b1) trsm_block_update(x[1], x[0], Lq, L0, nq, 1, 0);
   if (b2) trsm_block_update(x[2], x[0], Lq, L0, nq, 2, 0);
   if (b3) trsm_block_update(x[3], x[0], Lq, L0, nq, 3, 0);
-  if (b1) trsm_block_solve(x[1], Lq, L0, nq, 1, n, unit, Xc, xrs);
+  if (b1) trsm_block_solve<T, UNIT>(x[1], Lq, L0, nq, 1, n, Xc, xrs);
   if (b2) trsm_block_update(x[2], x[1], Lq, L0, nq, 2, 1);
   if (b3) trsm_block_update(x[3], x[1], Lq, L0, nq, 3, 1);
-  if (b2) trsm_block_solve(x[2], Lq, L0, nq, 2, n, unit, Xc, xrs);
+  if (b2) trsm_block_solve<T, UNIT>(x[2], Lq, L0, nq, 2, n, Xc, xrs);
   if (b3) trsm_block_update(x[3], x[2], Lq, L0, nq, 3, 2);
-  if (b3) trsm_block_solve(x[3], Lq, L0, nq, 3, n, unit, Xc, xrs);
+  if (b3) trsm_block_solve<T, UNIT>(x[3], Lq, L0, nq, 3, n, Xc, xrs);
 }
 
 // ---------------------------------------------------------------------------------------------
 // trsm_small_mma: the compile-time variant of trsm_small (float32 only) whose block products run
-// on Apple's matrix units (simdgroup_matrix, 8 x 8); host name trsm_small_f32_64_1 (the trailing
-// 1: matrix-unit variant), selected by TUNING.small_mma. Same contract, argument buffer and grid
+// on Apple's matrix units (simdgroup_matrix, 8 x 8); host name trsm_small_f32_64_2 (the trailing
+// 2: matrix-unit variant), selected by TUNING.small_mma. Same contract, argument buffer and grid
 // as trsm_small with ct = 64, spg = 1 and groups of 64 threads (two simdgroups, 32 columns each).
 // Threadgroup memory: the lower 8 x 8 tiles of L (row-major, off-diagonal tiles negated so that
 // X_I += (-L_IJ) X_J is one multiply-accumulate; 9 KiB) and X (64 rows x 64 columns, 16 KiB).
@@ -466,10 +465,15 @@ kernel void trsm_small_mma(device const float* A [[buffer(0)]],
 }
 
 MPSL_INSTANTIATE_DTYPES(trtri_diag)
-MPSL_INSTANTIATE("trsm_small_f32_16", trsm_small, float, 16)
-MPSL_INSTANTIATE("trsm_small_f32_32", trsm_small, float, 32)
-MPSL_INSTANTIATE("trsm_small_f32_64", trsm_small, float, 64)
-MPSL_INSTANTIATE("trsm_small_f32_64_1", trsm_small_mma, 64)
-MPSL_INSTANTIATE("trsm_small_c64_16", trsm_small, float2, 16)
-MPSL_INSTANTIATE("trsm_small_c64_32", trsm_small, float2, 32)
-MPSL_INSTANTIATE("trsm_small_c64_64", trsm_small, float2, 64)
+// trsm_small_<dtype>_<NMAX>_<d>: d = 0 general diagonal, 1 unit diagonal (UNIT, compiled in: no
+// branch per column), 2 the matrix-unit variant (either diagonal, float32 only).
+#define TRI_INSTANTIATE_SMALL(tag, T, N)                                   \
+  MPSL_INSTANTIATE("trsm_small_" tag "_" #N "_0", trsm_small, T, N, false) \
+  MPSL_INSTANTIATE("trsm_small_" tag "_" #N "_1", trsm_small, T, N, true)
+TRI_INSTANTIATE_SMALL("f32", float, 16)
+TRI_INSTANTIATE_SMALL("f32", float, 32)
+TRI_INSTANTIATE_SMALL("f32", float, 64)
+TRI_INSTANTIATE_SMALL("c64", float2, 16)
+TRI_INSTANTIATE_SMALL("c64", float2, 32)
+TRI_INSTANTIATE_SMALL("c64", float2, 64)
+MPSL_INSTANTIATE("trsm_small_f32_64_2", trsm_small_mma, 64)

@@ -50,7 +50,7 @@ class Tuning:
         the fused ``trsm_small`` kernel (substitution in one dispatch; 0 disables it).
     small_mma : bool
         ``trsm_small`` for float32: the compile-time variant whose block products run on Apple's
-        matrix units (``simdgroup_matrix``; ``trsm_small_f32_64_1``). Off by default: the cuda
+        matrix units (``simdgroup_matrix``; ``trsm_small_f32_64_2``). Off by default: the cuda
         proxy emulates the matrix units with shuffles and cannot time them (docs/ops).
     kernel_leaf : str
         ``metal``/``emulator`` backends, ``n`` above ``small_n``: ``"trsm_small"`` (GEMM recursion
@@ -239,11 +239,11 @@ def _trsm_small_launch(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, upper:
     b, cb, boff, bbs, brs, bcs = _kernel_strides(B, batch, upper, False)
     x, _, xoff, xbs, xrs, xcs = _kernel_strides(X, batch, upper, False)
     if TUNING.small_mma and X.dtype == torch.float32:  # the matrix-unit variant: 64 columns a group
-        name = kernel_name("trsm_small", X.dtype, _TRSM_SMALL_MAX_N, 1)
+        name = kernel_name("trsm_small", X.dtype, _TRSM_SMALL_MAX_N, 2)
         ct, spg, group, ngroups = 64, 1, 64, batch * -(-k // 64)
     else:
         nmax, ct, spg, group, ngroups = _trsm_small_shape(batch, n, k, TUNING.small_cols)
-        name = kernel_name("trsm_small", X.dtype, nmax)
+        name = kernel_name("trsm_small", X.dtype, nmax, int(unit))  # the diagonal kind is compiled in
     flags = int(unit) | (int(ca) << 1) | (int(cb) << 2)
     prm = [n, k, batch, flags, ct, spg, -(-k // ct),
            *_index_map(aoff, abs_, ars, acs, n, n, "A"), *_index_map(boff, bbs, brs, bcs, n, k, "B"),

@@ -299,7 +299,7 @@ def test_kernel_backends_above_64_rows(lib, monkeypatch, order, seed, kernel_lea
 
     class Counting(InOrder):
         def __getattr__(self, name):
-            base = name.rsplit("_", 2)[0] if name.startswith("trsm_small") else name.rsplit("_", 1)[0]
+            base = name.rsplit("_", 3)[0] if name.startswith("trsm_small") else name.rsplit("_", 1)[0]
             calls[base] = calls.get(base, 0) + 1
             return super().__getattr__(name)
 
@@ -321,7 +321,7 @@ def test_kernel_backends_above_64_rows(lib, monkeypatch, order, seed, kernel_lea
 
 @pytest.mark.parametrize("order,seed", ORDERS, ids=ORDER_IDS)
 def test_trsm_small_matrix_unit_variant(lib, monkeypatch, order, seed):
-    """TUNING.small_mma: float32 block products on simdgroup_matrix (trsm_small_f32_64_1), through
+    """TUNING.small_mma: float32 block products on simdgroup_matrix (trsm_small_f32_64_2), through
     the library's call site, all 8 variants, partial 8-row blocks and column tiles (n = 37, 9;
     k = 70 spans two 64-column groups, 5 leaves lanes idle), NaN outside the triangle: LAPACK's
     ratio < 30 (blocked substitution is backward stable whatever order the matrix unit sums in,
@@ -330,9 +330,9 @@ def test_trsm_small_matrix_unit_variant(lib, monkeypatch, order, seed):
 
     monkeypatch.setattr(tri, "load_library", lambda family, device: InOrder(lib, order, seed))
     monkeypatch.setattr(tri.TUNING, "small_mma", True)
-    assert tri._trsm_small_launch(*(torch.empty(1, 8, 8),) * 3, False, False)[0] == "trsm_small_f32_64_1"
+    assert tri._trsm_small_launch(*(torch.empty(1, 8, 8),) * 3, False, False)[0] == "trsm_small_f32_64_2"
     c = torch.empty(1, 8, 8, dtype=torch.complex64)
-    assert tri._trsm_small_launch(c, c, c, False, False)[0] == "trsm_small_c64_16"
+    assert tri._trsm_small_launch(c, c, c, False, True)[0] == "trsm_small_c64_16_1"
     with mpslinalg.use_backend("emulator"):
         for (n, k), (upper, left, unit) in itertools.product([(37, 70), (9, 5), (64, 8)],
                                                              itertools.product([False, True], repeat=3)):

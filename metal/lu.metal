@@ -749,8 +749,8 @@ __attribute__((always_inline)) inline void lu_row_out(thread const T (&x)[C], bo
 
 // Forced inline, as lu_row_in / lu_row_out: a call would pass the register rows through local memory.
 // getf2 of the segment's matrix, rows in registers: a = this lane's row (m x n matrix, rows past m
-// are not candidates), x = its right-hand sides (KC registers, k used; updated with the row, as
-// the columns of [A | B]). Returns the first zero pivot (1-based; 0: none), sets `pos` to the
+// are not candidates), x = its right-hand sides (KC registers, zero padded; updated with the row,
+// as the columns of [A | B]). Returns the first zero pivot (1-based; 0: none), sets `pos` to the
 // row's final position, `my_piv` to the 1-based pivot of step r (lane r < min(m, n) of the
 // segment), and wl_of[j] to the lane holding position j after step j. bc: the segment's two
 // broadcast rows (2 * (W + KC) elements of threadgroup memory): the pivot row's lane publishes its
@@ -759,8 +759,8 @@ __attribute__((always_inline)) inline void lu_row_out(thread const T (&x)[C], bo
 // simdgroup barrier per column (a lane overwrites buffer j % 2 at column j only after the barrier
 // of column j - 1, which every lane passes after its reads of column j - 2).
 template <typename T, int W, int KC>
-__attribute__((always_inline)) inline int lu_regs_getf2(thread T (&a)[W], thread T (&x)[KC], int m, int n, int k,
-                                                        int r, ushort lane, thread int& pos, thread int& my_piv,
+__attribute__((always_inline)) inline int lu_regs_getf2(thread T (&a)[W], thread T (&x)[KC], int m, int n, int r,
+                                                        ushort lane, thread int& pos, thread int& my_piv,
                                                         thread ushort (&wl_of)[W], threadgroup T* bc) {
   const ushort base = lane & (ushort)~(W - 1);
   const int kmin = min(m, n);
@@ -790,15 +790,11 @@ __attribute__((always_inline)) inline int lu_regs_getf2(thread T (&a)[W], thread
     if (lane == wl) {  // publish the pivot row (from column j) and its right-hand sides
 #pragma unroll
       for (int c = j; c < W; ++c) {
-        if (c < n) {
-          prow[c] = a[c];
-        }
+        prow[c] = a[c];
       }
 #pragma unroll
       for (int c = 0; c < KC; ++c) {
-        if (c < k) {
-          prow[W + c] = x[c];
-        }
+        prow[W + c] = x[c];
       }
     }
     simdgroup_barrier(mem_flags::mem_threadgroup);
@@ -820,19 +816,17 @@ __attribute__((always_inline)) inline int lu_regs_getf2(thread T (&a)[W], thread
     if (below && !s_is_zero(pivot)) {
       a[j] = lu_scale(a[j], pivot, lu_recip(pivot), s_abs(pivot) >= S_SFMIN);
     }
-    // 4. rank-1 update with the published pivot row
+    // 4. rank-1 update with the published pivot row. The padding columns (n..W-1, k..KC-1: zeros
+    //    at the start) are updated too, unguarded: they are never a pivot column and never stored,
+    //    and a guard per column costs more than the product it skips when n = W.
     if (below) {
 #pragma unroll
       for (int c = j + 1; c < W; ++c) {
-        if (c < n) {
-          a[c] -= s_mul(a[j], prow[c]);
-        }
+        a[c] -= s_mul(a[j], prow[c]);
       }
 #pragma unroll
       for (int c = 0; c < KC; ++c) {
-        if (c < k) {
-          x[c] -= s_mul(a[j], prow[W + c]);
-        }
+        x[c] -= s_mul(a[j], prow[W + c]);
       }
     }
   }
@@ -871,7 +865,7 @@ kernel void lu_small(device T* A [[buffer(0)]],
     simdgroup_barrier(mem_flags::mem_threadgroup);
   }
   T a[W];
-  T none[1];
+  T none[1] = {s_zero<T>()};  // lu_small has no right-hand sides (one unused, zero column)
   ushort wl_of[W];
   lu_row_in(a, have, tl, q * m + r, A + b * M * N + r * n, n, STAGE != 0);
   if (STAGE) {
@@ -880,7 +874,7 @@ kernel void lu_small(device T* A [[buffer(0)]],
   int pos = r;
   int my_piv = 0;
   threadgroup T* bc = bcast + ((int)sg * (32 / W) + q) * 2 * (W + 1);
-  const int inf = lu_regs_getf2<T, W, 1>(a, none, m, n, 0, r, lane, pos, my_piv, wl_of, bc);
+  const int inf = lu_regs_getf2<T, W, 1>(a, none, m, n, r, lane, pos, my_piv, wl_of, bc);
   lu_row_out(a, have, tl, q * m + pos, A + b * M * N + pos * n, n, STAGE != 0);
   if (STAGE) {
     simdgroup_barrier(mem_flags::mem_threadgroup);
@@ -945,7 +939,7 @@ kernel void lu_small_solve(device const T* A [[buffer(0)]],
   int pos = r;
   int my_piv = 0;
   threadgroup T* bc = bcast + ((int)sg * (32 / W) + q) * 2 * (W + KC);
-  const int inf = lu_regs_getf2<T, W, KC>(a, x, n, n, k, r, lane, pos, my_piv, wl_of, bc);
+  const int inf = lu_regs_getf2<T, W, KC>(a, x, n, n, r, lane, pos, my_piv, wl_of, bc);
   // back substitution U X = B': x_j = b'_j / u_jj from the lane at position j, then rows above
 #pragma unroll
   for (int j = W - 1; j >= 0; --j) {

@@ -25,8 +25,9 @@ Variants, to measure the design rather than only the code:
 
 The ``bw`` column is bytes moved (read A once, write LU/X, pivots, info) over the copy bandwidth
 measured in the same run (a graph of device-to-device copies of 256 MiB). Before timing, every
-kernel's output is checked against torch.linalg on the GPU (pivots equal, relative difference of
-the factors / solutions printed): a fast wrong kernel is not a result.
+kernel's output is checked on the GPU: LAPACK's xGET01 / xGET02 ratios (pass mark 30) and the
+number of matrices whose pivots differ from torch's (near-ties exist at large random batches):
+a fast wrong kernel is not a result.
 """
 
 from __future__ import annotations
@@ -116,8 +117,27 @@ def _randn(shape, dtype, seed):
     return torch.randn(*shape, dtype=dtype, generator=g, device=DEV)
 
 
-def _rel(x, ref):
-    return float((x - ref).abs().max() / ref.abs().max())
+def _wide(x):
+    return x.to(torch.complex128 if x.is_complex() else torch.float64)
+
+
+def _lu_ratio(A, LU, piv) -> float:
+    """Largest LAPACK xGET01 ratio ||P^T A - L U||_1 / (n ||A||_1 u) of the batch (u = 2^-24), in
+    float64 on the device: pass mark 30. (Comparing factors with torch's entrywise is no check at
+    large batches: a near-tie among 65536 random matrices picks another pivot, rightly.)"""
+    P, L, U = torch.lu_unpack(LU, piv)
+    A64 = _wide(A)
+    R = P.mT.to(A64.dtype) @ A64 - _wide(L) @ _wide(U)
+    n = A.shape[-1]
+    return float((R.abs().sum(-2).amax(-1) / (n * A64.abs().sum(-2).amax(-1) * 2.0**-24)).max())
+
+
+def _solve_ratio(A, X, B) -> float:
+    """Largest LAPACK xGET02 ratio ||B - A X||_1 / (||A||_1 ||X||_1 u) of the batch: pass mark 30."""
+    A64, X64 = _wide(A), _wide(X)
+    R = _wide(B) - A64 @ X64
+    den = A64.abs().sum(-2).amax(-1) * X64.abs().sum(-2).amax(-1) * 2.0**-24
+    return float((R.abs().sum(-2).amax(-1) / den).max())
 
 
 def _kern(dtype, stage):
@@ -145,7 +165,7 @@ def lu_rows(bw, rows, scale):
                             (torch.complex64, 4096 // scale, 32), (torch.float32, 2048 // scale, 9)):
         tag = "c64" if dtype.is_complex else "f32"
         A = _randn((batch, n, n), dtype, n)
-        ref_lu, ref_piv, _ = torch.linalg.lu_factor_ex(A)
+        ref_piv = torch.linalg.lu_factor_ex(A).pivots
         peer_e = eager_ms(lambda A=A: torch.linalg.lu_factor_ex(A))
         peer_g = graph_ms(lambda A=A: torch.linalg.lu_factor_ex(A))
         nbytes = 2 * A.nbytes + batch * n * 4 + batch * 4
@@ -158,7 +178,8 @@ def lu_rows(bw, rows, scale):
                 info = torch.empty(batch, dtype=torch.int32, device=DEV)
                 launch = _lu_small_launch(kern, LU, piv, info, W, stage)
                 launch()  # check once, on the original A
-                ok = f"piv equal {float((piv == ref_piv).float().mean()):.4f}, rel diff {_rel(LU, ref_lu):.1e}"
+                differ = int((piv != ref_piv).any(-1).sum())
+                ok = f"xGET01 max {_lu_ratio(A, LU, piv):.2f}; pivots differ from torch in {differ} of {batch}"
                 t = graph_ms(launch)
                 rows.append(dict(case=f"lu_small {tag} {batch}x{n}x{n}",
                                  variant=f"W={W} {'staged' if stage else 'direct'}", ours_ms=t,
@@ -173,8 +194,6 @@ def solve_rows(bw, rows, scale):
         tag = "c64" if dtype.is_complex else "f32"
         A = _randn((batch, n, n), dtype, 10 + n)
         B = _randn((batch, n, k), dtype, 20 + n)
-        ref = torch.linalg.solve(A.double() if not dtype.is_complex else A.cdouble(),
-                                 B.double() if not dtype.is_complex else B.cdouble()).to(dtype)
         peer_e = eager_ms(lambda A=A, B=B: torch.linalg.solve(A, B))
         peer_ex_g = graph_ms(lambda A=A, B=B: torch.linalg.solve_ex(A, B))
         nbytes = A.nbytes + 2 * B.nbytes + batch * 4
@@ -185,7 +204,7 @@ def solve_rows(bw, rows, scale):
                 info = torch.empty(batch, dtype=torch.int32, device=DEV)
                 launch = _solve_launch(kern, A, B, X, info, W, stage)
                 launch()
-                ok = f"rel diff vs float64 solve {_rel(X, ref):.1e}, info max {int(info.max())}"
+                ok = f"xGET02 max {_solve_ratio(A, X, B):.2f}, info max {int(info.max())}"
                 t = graph_ms(launch)
                 rows.append(dict(case=f"lu_small_solve {tag} {batch}x{n}x{n} k={k}",
                                  variant=f"W={W} {'staged' if stage else 'direct'}", ours_ms=t,

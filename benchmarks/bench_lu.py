@@ -286,9 +286,9 @@ def _kernel_lu_cases(device, quick) -> list[Case]:
             rows.append(case)
     if TUNE:
         A = _randn((1024, 1024), torch.complex64, device, 41)
-        for kw in ({"panel_look": 1}, {"panel_look": 2}, {"panel_look": 4}, {"panel_rows": 16},
-                   {"panel_rows": 32}, {"panel_single_rows": 0}, {"panel_single_rows": 1024},
-                   {"panel_nb": 32}, {"panel_threads": 128, "panel_rows": 32}):
+        for kw in ({"panel_look": 1}, {"panel_look": 4}, {"panel_rows": 16}, {"panel_rows": 64},
+                   {"panel_single_rows": 0}, {"panel_nb": 64, "panel_rows": 64},
+                   {"panel_nb": 64, "panel_rows": 16}, {"panel_threads": 128, "panel_rows": 16}):
             label = ", ".join(f"{k}={v}" for k, v in kw.items())
             case = _kernel_lu_case(f"lu_factor complex64 n=1024 [{label}]", A, device, **kw)
             if case is not None:
@@ -296,8 +296,8 @@ def _kernel_lu_cases(device, quick) -> list[Case]:
         # one threadgroup per panel for panels up to this many rows (4096: every panel, so every
         # block is 4 dispatches: lu_panel, lu_laswp, trsm, gemm)
         A = _randn((4096, 4096), torch.complex64, device, 42)
-        for kw in ({"panel_single_rows": 0}, {"panel_single_rows": 512}, {"panel_single_rows": 4096},
-                   {"panel_look": 1}):
+        for kw in ({"panel_single_rows": 0}, {"panel_nb": 64, "panel_rows": 64}, {"panel_rows": 16},
+                   {"panel_single_rows": 4096}):
             label = ", ".join(f"{k}={v}" for k, v in kw.items())
             case = _kernel_lu_case(f"lu_factor complex64 n=4096 [{label}]", A, device, **kw)
             if case is not None:

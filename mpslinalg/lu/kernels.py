@@ -61,11 +61,13 @@ class Tuning:
         embedding). Real dtypes always use ``torch.matmul``.
     """
 
-    panel_nb: int = 64
+    # H200 (2026-12-01, c64 n=1024 through the cuda target): nb 32 5.29 ms vs 64 6.32 ms, 16 rows
+    # per group 5.46 ms vs 64 rows 6.32 ms (docs/ops/lu.md)
+    panel_nb: int = 32
     small_max: int = 32
     small_stage: int = 1
     panel_threads: int = 256
-    panel_rows: int = 64
+    panel_rows: int = 32
     panel_look: int = 8
     panel_single_rows: int = 256
     # CUDA: cuSOLVER's getrf is the best leaf at every size on the H200 (2026-11-30, complex64

@@ -200,32 +200,37 @@ def _kernel_report(device: torch.device) -> None:
             out.append(t0.elapsed_time(t1))
         return sorted(out)[2]
 
-    def jac(X, warps=None, lane=None):
+    def jac(X, warps=None, lane=None, kernel="memory"):
         V = torch.eye(X.shape[-1], dtype=X.dtype, device=device).expand_as(X).contiguous()
         u = 2.0 ** -24
         n = X.shape[-1]
 
         def run():
-            saved = st.TILE_WARPS, dict(st.LANE_MAX)
-            st.TILE_WARPS = warps
+            saved = st.TILE_WARPS, dict(st.LANE_MAX), st.TILE_KERNEL
+            st.TILE_WARPS, st.TILE_KERNEL = warps, kernel
             if lane is not None:
                 st.LANE_MAX[X.dtype] = lane
             try:
                 st.jacobi(X.clone(), V.clone(), 30, n ** 0.5 * u, 2 * n * u)
             finally:
-                st.TILE_WARPS, st.LANE_MAX = saved[0], saved[1]
+                st.TILE_WARPS, st.LANE_MAX, st.TILE_KERNEL = saved
         return run
 
     rows = []
     X32 = qr_impl(_mats((4096, 32, 32), torch.float32, device, 4), "r")[1].mH.contiguous()
     for w in (1, 2, 4, 8):
         rows.append((f"tile Jacobi 4096x32x32 f32, {w} warps", ms(jac(X32, w))))
+    for w in (1, 2, 4):
+        rows.append((f"registers Jacobi 4096x32x32 f32, {w} warps", ms(jac(X32, w, kernel="registers"))))
     X64 = qr_impl(_mats((4096, 64, 64), torch.complex64, device, 5), "r")[1].mH.contiguous()
     for w in (4, 8, 16):
         rows.append((f"tile Jacobi 4096x64x64 c64, {w} warps", ms(jac(X64, w))))
+    for w in (2, 4, 8):
+        rows.append((f"registers Jacobi 4096x64x64 c64, {w} warps", ms(jac(X64, w, kernel="registers"))))
     X8 = qr_impl(_mats((100000, 9, 8), torch.float32, device, 2), "r")[1][:, :8].mH.contiguous()
     rows.append(("lane Jacobi 100000x8x8 f32", ms(jac(X8))))
     rows.append(("tile Jacobi 100000x8x8 f32 (1 warp)", ms(jac(X8, 1, lane=0))))
+    rows.append(("registers Jacobi 100000x8x8 f32 (1 warp)", ms(jac(X8, 1, lane=0, kernel="registers"))))
     A32 = _mats((4096, 32, 32), torch.float32, device, 4)
     rows.append(("qr_impl reduced 4096x32x32 f32", ms(lambda: qr_impl(A32, "reduced"))))
     rows.append(("svd_impl 4096x32x32 f32 (whole)", ms(lambda: svdmod.svd_impl(A32, False, True))))

@@ -52,6 +52,9 @@ LANE_MAX = {torch.float32: 8, torch.complex64: 4}
 MAX_N = 64
 #: Warps of the one-matrix-per-program kernel (None: by tile size, ~16 floats of each tile a thread).
 TILE_WARPS: int | None = None
+#: Which one-matrix-per-program kernel: "memory" (columns gathered from the matrix's buffer every
+#: round, :func:`_jacobi_tile_kernel`) or "registers" (:func:`_jacobi_reg_kernel`).
+TILE_KERNEL = "memory"
 #: Largest ``m`` (and ``n <= m``) of the one-matrix-per-lane kernel of the whole SVD (generated code
 #: grows as m²n² and so does the compile time: complex64 4x4 took ~4 min of Triton + ptxas on a loaded
 #: 2-core machine, 3x3 ~70 s; complex64 4x4 takes the QR + tile-kernel path instead).
@@ -193,6 +196,99 @@ def _jacobi_tile_kernel(X, V, ROT, n, sweeps, tol, ctol,
         busy = tl.max(mine, axis=0)
         sweep += 1
     tl.store(ROT + b, tl.max(last, axis=0))
+
+
+@triton.jit
+def _jacobi_reg_kernel(X, V, ROT, LAY, PERM, n, sweeps, tol, ctol,
+                       COMPLEX: tl.constexpr, WANT_V: tl.constexpr, NP: tl.constexpr):
+    """The tile kernel's contract with the matrix in registers: columns kept in *slot* order (pair
+    ``k`` = slots ``2k, 2k+1``, split off by a reshape), moved between rounds by the circle method's
+    fixed slot permutation (``tl.gather``; ``PERM``), loaded and stored through ``LAY`` (slot ->
+    column in round 0). No global-memory round trip or barrier of ours per round."""
+    b = tl.program_id(0).to(tl.int64)
+    CW: tl.constexpr = 2 if COMPLEX else 1
+    HP: tl.constexpr = NP // 2
+    h = n // 2
+    rows = tl.arange(0, NP)
+    slots = tl.arange(0, NP)
+    pairs = tl.arange(0, HP)
+    live = pairs < h
+    inside = (rows[:, None] < n) & (slots[None, :] < n)
+    lay = tl.load(LAY + slots, mask=slots < n, other=0)
+    perm = tl.broadcast_to(tl.load(PERM + slots)[None, :], (NP, NP))
+    off = (rows[:, None] * n + lay[None, :]) * CW
+    xb = X + b * n * n * CW
+    vb = V + b * n * n * CW
+    xr = tl.load(xb + off, mask=inside, other=0.0)
+    xi = xr
+    vr = xr
+    vi = xr
+    if COMPLEX:
+        xi = tl.load(xb + off + 1, mask=inside, other=0.0)
+    if WANT_V:
+        vr = tl.load(vb + off, mask=inside, other=0.0)
+        if COMPLEX:
+            vi = tl.load(vb + off + 1, mask=inside, other=0.0)
+    last = tl.zeros([HP], dtype=tl.int32)
+    busy = tl.max(live.to(tl.int32), axis=0)
+    sweep = 0
+    while (sweep < sweeps) & (busy > 0):
+        mine = tl.zeros([HP], dtype=tl.int32)
+        for _r in range(0, n - 1):
+            xpr, xqr = tl.split(tl.reshape(xr, [NP, HP, 2]))
+            if COMPLEX:
+                xpi, xqi = tl.split(tl.reshape(xi, [NP, HP, 2]))
+                a = tl.sum(xpr * xpr + xpi * xpi, axis=0)
+                bb = tl.sum(xqr * xqr + xqi * xqi, axis=0)
+                gr = tl.sum(xpr * xqr + xpi * xqi, axis=0)
+                gi = tl.sum(xpr * xqi - xpi * xqr, axis=0)
+                sig, c, sr, si = _rotation(a, bb, gr, gi, tol, ctol, live, COMPLEX)
+                xpr, xpi, xqr, xqi = _rotate_complex(xpr, xpi, xqr, xqi, c[None, :], sr[None, :], si[None, :])
+                xi = tl.gather(tl.reshape(tl.join(xpi, xqi), [NP, NP]), perm, axis=1)
+            else:
+                a = tl.sum(xpr * xpr, axis=0)
+                bb = tl.sum(xqr * xqr, axis=0)
+                gr = tl.sum(xpr * xqr, axis=0)
+                sig, c, sr, si = _rotation(a, bb, gr, gr, tol, ctol, live, COMPLEX)
+                xpr, xqr = _rotate_real(xpr, xqr, c[None, :], sr[None, :])
+            xr = tl.gather(tl.reshape(tl.join(xpr, xqr), [NP, NP]), perm, axis=1)
+            if WANT_V:
+                vpr, vqr = tl.split(tl.reshape(vr, [NP, HP, 2]))
+                if COMPLEX:
+                    vpi, vqi = tl.split(tl.reshape(vi, [NP, HP, 2]))
+                    vpr, vpi, vqr, vqi = _rotate_complex(vpr, vpi, vqr, vqi, c[None, :], sr[None, :], si[None, :])
+                    vi = tl.gather(tl.reshape(tl.join(vpi, vqi), [NP, NP]), perm, axis=1)
+                else:
+                    vpr, vqr = _rotate_real(vpr, vqr, c[None, :], sr[None, :])
+                vr = tl.gather(tl.reshape(tl.join(vpr, vqr), [NP, NP]), perm, axis=1)
+            mine = mine | sig.to(tl.int32)
+        last = mine
+        busy = tl.max(mine, axis=0)
+        sweep += 1
+    tl.store(xb + off, xr, mask=inside)
+    if COMPLEX:
+        tl.store(xb + off + 1, xi, mask=inside)
+    if WANT_V:
+        tl.store(vb + off, vr, mask=inside)
+        if COMPLEX:
+            tl.store(vb + off + 1, vi, mask=inside)
+    tl.store(ROT + b, tl.max(last, axis=0))
+
+
+_SLOT_TABLES: dict[tuple[int, int, str], tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def _slot_tables(n: int, np_: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(LAY, PERM)`` int32 for :func:`_jacobi_reg_kernel`: slot -> column in round 0, and the slot
+    permutation between rounds (identity on the padding slots ``>= n``)."""
+    key = (n, np_, str(device))
+    if key not in _SLOT_TABLES:
+        lay0 = [c for pq in _players(n, 0) for c in pq]
+        lay1 = [c for pq in _players(n, 1) for c in pq] if n > 2 else lay0
+        perm = [lay0.index(c) for c in lay1] + list(range(n, np_))
+        _SLOT_TABLES[key] = (torch.tensor(lay0 + [0] * (np_ - n), dtype=torch.int32, device=device),
+                             torch.tensor(perm, dtype=torch.int32, device=device))
+    return _SLOT_TABLES[key]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -621,6 +717,12 @@ def jacobi(X: torch.Tensor, V: torch.Tensor | None, sweeps: int, tol: float, cto
     if n <= LANE_MAX[X.dtype]:
         kern = _lane_kernel(n, cplx, V is not None)
         kern[(-(-Bn // BLOCK),)](x, v, rot, Bn, sweeps, float(tol), float(ctol), BLOCK=BLOCK, num_warps=4)
+    elif TILE_KERNEL == "registers":
+        np_ = _pow2(n)
+        lay, perm = _slot_tables(n, np_, X.device)
+        warps = TILE_WARPS or (1 if np_ <= 16 else (2 if np_ <= 32 else 4))
+        _jacobi_reg_kernel[(Bn,)](x, v, rot, lay, perm, n, sweeps, float(tol), float(ctol), COMPLEX=cplx,
+                                  WANT_V=V is not None, NP=np_, num_warps=warps)
     else:
         np_, hp = _pow2(n), _pow2(n // 2)
         tile = np_ * hp * (2 if cplx else 1) * (2 if V is not None else 1)

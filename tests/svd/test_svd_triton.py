@@ -205,6 +205,35 @@ def _fallback_warns() -> None:
         svdmod._triton_state.clear()
 
 
+def _registers_variant(device: str) -> None:
+    """The register-resident tile kernel (``TILE_KERNEL = "registers"``) gives the memory one's
+    results to rounding: ``X0 V = X`` to ``30 n u ‖X0‖``, ``V`` orthonormal to ``30 n u``, the same
+    column norms."""
+    import math
+
+    from mpslinalg.kernels import svd_triton as st
+
+    u = _u(torch.float32)
+    for n, dtype in ((10, torch.float32), (6, torch.complex64)):
+        X0 = torch.randn(3, n, n, dtype=dtype, generator=torch.Generator().manual_seed(n)).to(device)
+        eye = torch.eye(n, dtype=dtype, device=device).expand(3, n, n)
+        out = {}
+        for kernel in ("memory", "registers"):
+            saved = st.TILE_KERNEL, dict(st.LANE_MAX)
+            st.TILE_KERNEL, st.LANE_MAX = kernel, {torch.float32: 0, torch.complex64: 0}
+            try:
+                out[kernel] = st.jacobi(X0.clone(), eye.contiguous(), 30, math.sqrt(n) * u, 2 * n * u)
+            finally:
+                st.TILE_KERNEL, st.LANE_MAX = saved
+        X, V, rot = out["registers"]
+        scale = float(X0.abs().max()) * n
+        assert not bool(rot.any())
+        assert float((X0 @ V - X).abs().max()) <= 30 * n * u * scale
+        assert float((V.mH @ V - torch.eye(n, device=device)).abs().max()) <= 30 * n * u
+        norms = [torch.linalg.vector_norm(out[k][0], dim=-2).sort(-1)[0] for k in out]
+        assert float((norms[0] - norms[1]).abs().max()) <= 30 * n * u * scale
+
+
 def _interpreted(code: str) -> None:
     if importlib.util.find_spec("triton") is None:
         pytest.skip("Triton is not installed (it ships with CUDA builds of torch)")
@@ -226,7 +255,7 @@ def test_triton_graded_and_special_interpreted():
 
 
 def test_triton_no_host_sync_and_fallback_interpreted():
-    _interpreted("t._no_host_sync_cpu(); t._fallback_warns()")
+    _interpreted("t._no_host_sync_cpu(); t._fallback_warns(); t._registers_variant('cpu')")
 
 
 def test_sources_reject_bad_orders():
@@ -245,6 +274,7 @@ def test_sources_reject_bad_orders():
 @pytest.mark.cuda
 def test_triton_cuda():
     _check("cuda")
+    _registers_variant("cuda")
 
 
 @pytest.mark.cuda

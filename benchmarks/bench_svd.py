@@ -235,6 +235,15 @@ def _kernel_report(device: torch.device) -> None:
     rows.append(("qr_impl reduced 4096x32x32 f32", ms(lambda: qr_impl(A32, "reduced"))))
     rows.append(("svd_impl 4096x32x32 f32 (whole)", ms(lambda: svdmod.svd_impl(A32, False, True))))
     rows.append(("torch.linalg.svd 4096x32x32 f32", ms(lambda: torch.linalg.svd(A32, full_matrices=False))))
+    C64 = _mats((4096, 64, 64), torch.complex64, device, 5)
+    for kernel in ("memory", "registers"):
+        saved, st.TILE_KERNEL = st.TILE_KERNEL, kernel
+        try:
+            rows.append((f"svd_impl 4096x64x64 c64 (whole, {kernel}; target <= 20 ms)",
+                         ms(lambda: svdmod.svd_impl(C64, False, True))))
+            rows.append((f"svd_impl 4096x32x32 f32 (whole, {kernel})", ms(lambda: svdmod.svd_impl(A32, False, True))))
+        finally:
+            st.TILE_KERNEL = saved
     A89 = _mats((100000, 8, 9), torch.float32, device, 2)
     rows.append(("svd_impl 100000x8x9 f32 (whole)", ms(lambda: svdmod.svd_impl(A89, False, True))))
     print("\n| piece | GPU ms |\n|---|---:|")

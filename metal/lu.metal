@@ -65,30 +65,11 @@ inline bool lu_pivot_beats(float v, int i, float bv, int bi) {
   return vn ? i < bi : (v > bv || (v == bv && i < bi));
 }
 
-// Threadgroup-wide winner of every thread's candidate (v, i) by lu_pivot_beats (a total order:
-// the result is the sequential scan's), left in red_v[0], red_i[0]; ntg a power of two.
-inline void lu_pivot_reduce(threadgroup float* red_v, threadgroup int* red_i, float v, int i, uint tid,
-                            uint ntg) {
-  red_v[tid] = v;
-  red_i[tid] = i;
-  threadgroup_barrier(mem_flags::mem_threadgroup);
-  for (uint s = ntg / 2; s > 0; s >>= 1) {
-    if (tid < s) {
-      const float v2 = red_v[tid + s];
-      const int i2 = red_i[tid + s];
-      if (lu_pivot_beats(v2, i2, red_v[tid], red_i[tid])) {
-        red_v[tid] = v2;
-        red_i[tid] = i2;
-      }
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-  }
-}
-
-// The same winner by simdgroup butterflies (no barrier) and one threadgroup round: every thread
-// ends with the winner in (v, i). red_v / red_i need ntg / 32 entries; the leading barrier lets a
+// Threadgroup-wide winner of every thread's candidate (v, i) by lu_pivot_beats (a total order: the
+// result is the sequential scan's), by simdgroup butterflies (no barrier) and one threadgroup
+// round: every thread ends with the winner in (v, i). red_v / red_i need ntg / 32 entries; the leading barrier lets a
 // caller reduce again right after a previous reduction.
-inline void lu_pivot_reduce_simd(threadgroup float* red_v, threadgroup int* red_i, thread float& v,
+inline void lu_pivot_reduce(threadgroup float* red_v, threadgroup int* red_i, thread float& v,
                                  thread int& i, uint tid, uint ntg) {
   for (ushort d = 16; d > 0; d >>= 1) {
     const float v2 = simd_shuffle_xor(v, d);
@@ -158,9 +139,9 @@ kernel void lu_panel(device T* A [[buffer(0)]],
       }
     }
     lu_pivot_reduce(red_v, red_i, best, bi, tid, ntg);
-    const int p = (red_i[0] >= m) ? col : red_i[0];
+    const int p = (bi >= m) ? col : bi;
     const T pivot = a[p * n + col];
-    // everyone has read red_*[0] and the pivot before anything is overwritten
+    // everyone has read red_* and the pivot before anything is overwritten
     threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);
     if (tid == 0) {
       piv[(long)b * K + col] = p + 1;
@@ -325,7 +306,7 @@ kernel void lu_panel_step(device T* A [[buffer(0)]],
         bi = ci[slot * ng + q];
       }
     }
-    lu_pivot_reduce_simd(red_v, red_i, best, bi, tid, ntg);
+    lu_pivot_reduce(red_v, red_i, best, bi, tid, ntg);
     p = (bi >= m) ? col : bi;
     device const T* prow = crow + (long)(slot * (ng + 1) + (p - c0) / (int)R) * nw;
     drow = crow + (long)(slot * (ng + 1) + ng) * nw;
@@ -386,7 +367,7 @@ kernel void lu_panel_step(device T* A [[buffer(0)]],
         }
       }
     }
-    lu_pivot_reduce_simd(red_v, red_i, best, bi, tid, ntg);
+    lu_pivot_reduce(red_v, red_i, best, bi, tid, ntg);
     const int win = bi;
     if (t == 0) {
       cv[slot * ng + g] = best;
@@ -535,7 +516,7 @@ kernel void lu_panel_look(device T* A [[buffer(0)]],
           }
         }
       }
-      lu_pivot_reduce_simd(red_v, red_i, best, bi, tid, ntg);
+      lu_pivot_reduce(red_v, red_i, best, bi, tid, ntg);
       const int p = (bi >= m) ? cj : bi;
 #pragma unroll
       for (int i = 0; i < RPT; ++i) {

@@ -282,10 +282,10 @@ MUTATIONS = [
     dict(
         id='lu-panel-reduction-stops-early',
         file='metal/lu.metal',
-        pattern='for (uint s = ntg / 2; s > 0; s >>= 1)',
-        replacement='for (uint s = ntg / 2; s > 1; s >>= 1)',
+        pattern='for (ushort d = 16; d > 0; d >>= 1)',
+        replacement='for (ushort d = 16; d > 1; d >>= 1)',
         tests=['tests/lu/test_lu_kernels.py::test_lu_panel'],
-        why='tree reduction skips its last level (off-by-one bound)',
+        why='the pivot reduction (simdgroup butterfly) skips its last level (off-by-one bound)',
     ),
     dict(
         id='lu-panel-info-off-by-one',

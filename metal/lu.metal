@@ -101,7 +101,7 @@ inline void lu_pivot_reduce(threadgroup float* red_v, threadgroup int* red_i, th
 // matrix. Row swaps touch only the panel's columns; the caller applies the pivots to the other
 // columns with lu_laswp. Grid: threads = batch * G, group_size = G (a power of two,
 // 32 <= G <= 256); the threadgroup index is the batch index. The pivot search is a strided scan
-// followed by a tree reduction, both ordered by lu_pivot_beats: the result is the sequential
+// followed by lu_pivot_reduce, both ordered by lu_pivot_beats: the result is the sequential
 // scan's.
 template <typename T>
 [[max_total_threads_per_threadgroup(256)]]  // = LU_PANEL_MAX_THREADS
@@ -630,8 +630,9 @@ kernel void lu_panel_look(device T* A [[buffer(0)]],
 // row r of its matrix in registers (W columns, zero padded) and never gives it away. LAPACK's
 // interchange of rows j and p becomes an exchange of two *positions*: every lane tracks the
 // position `pos` its row has after the interchanges so far, so a swap moves no data. Per column j:
-// the pivot search is one butterfly reduction over the segment (simd_shuffle_xor of (pivot key,
-// position) pairs: the largest key, then the smallest position holding it), the pivot row's lane
+// the pivot search finds the largest pivot key, then the smallest position holding it (W = 32:
+// simd_max then simd_min; W < 32: one simd_shuffle_xor butterfly of (key, position) pairs inside
+// the segment), the pivot row's lane
 // publishes it in a small threadgroup buffer of the segment (one simdgroup barrier per column,
 // no threadgroup barrier), and every row below the pivot scales and updates itself. The
 // arithmetic is the sequential getf2's, operation for operation (same pivots, multipliers and
@@ -703,17 +704,19 @@ inline void lu_stage_out(device T* dst, threadgroup const T* tl, int rows, int w
 }
 
 // One lane's row (width w <= C) into registers: from the tile row R (STAGE) or from device memory.
+// These helpers and lu_regs_getf2 are forced inline: a call would pass the register rows through
+// local memory (clang left lu_regs_getf2 out of line at W = 32).
 template <typename T, int C>
-__attribute__((always_inline)) inline void lu_row_in(thread T (&x)[C], bool have, threadgroup const T* tl, int R, device const T* row,
-                      int w, bool staged) {
+__attribute__((always_inline)) inline void lu_row_in(thread T (&x)[C], bool have, threadgroup const T* tl, int R,
+                                                    device const T* row, int w, bool staged) {
 #pragma unroll
   for (int c = 0; c < C; ++c) {
     x[c] = (have && c < w) ? (staged ? tl[R * LU_SMALL_LD + c] : row[c]) : s_zero<T>();
   }
 }
 template <typename T, int C>
-__attribute__((always_inline)) inline void lu_row_out(thread const T (&x)[C], bool have, threadgroup T* tl, int R, device T* row, int w,
-                       bool staged) {
+__attribute__((always_inline)) inline void lu_row_out(thread const T (&x)[C], bool have, threadgroup T* tl, int R,
+                                                     device T* row, int w, bool staged) {
   if (have) {
 #pragma unroll
     for (int c = 0; c < C; ++c) {
@@ -728,7 +731,6 @@ __attribute__((always_inline)) inline void lu_row_out(thread const T (&x)[C], bo
   }
 }
 
-// Forced inline, as lu_row_in / lu_row_out: a call would pass the register rows through local memory.
 // getf2 of the segment's matrix, rows in registers: a = this lane's row (m x n matrix, rows past m
 // are not candidates), x = its right-hand sides (KC registers, zero padded; updated with the row,
 // as the columns of [A | B]). Returns the first zero pivot (1-based; 0: none), sets `pos` to the

@@ -187,7 +187,13 @@ def _kernel_report(device: torch.device) -> None:
     from mpslinalg.kernels import svd_triton as st
     from mpslinalg.qr import qr_impl
 
-    def ms(fn) -> float:
+    def ms(fn) -> float | str:
+        try:
+            return _ms(fn)
+        except Exception as exc:  # noqa: BLE001 - report the piece that failed and go on
+            return f"ERROR {type(exc).__name__}: {str(exc)[:150]}"
+
+    def _ms(fn) -> float:
         fn()
         torch.cuda.synchronize()
         out = []
@@ -216,39 +222,41 @@ def _kernel_report(device: torch.device) -> None:
                 st.TILE_WARPS, st.LANE_MAX, st.TILE_KERNEL = saved
         return run
 
-    rows = []
+    print("\n| piece | GPU ms |\n|---|---:|", flush=True)
+
+    def add(row) -> None:
+        name, t = row
+        print(f"| {name} | {t if isinstance(t, str) else f'{t:.3f}'} |", flush=True)
+
     X32 = qr_impl(_mats((4096, 32, 32), torch.float32, device, 4), "r")[1].mH.contiguous()
     for w in (1, 2, 4, 8):
-        rows.append((f"tile Jacobi 4096x32x32 f32, {w} warps", ms(jac(X32, w))))
+        add((f"tile Jacobi 4096x32x32 f32, {w} warps", ms(jac(X32, w))))
     for w in (1, 2, 4):
-        rows.append((f"registers Jacobi 4096x32x32 f32, {w} warps", ms(jac(X32, w, kernel="registers"))))
+        add((f"registers Jacobi 4096x32x32 f32, {w} warps", ms(jac(X32, w, kernel="registers"))))
     X64 = qr_impl(_mats((4096, 64, 64), torch.complex64, device, 5), "r")[1].mH.contiguous()
     for w in (4, 8, 16):
-        rows.append((f"tile Jacobi 4096x64x64 c64, {w} warps", ms(jac(X64, w))))
+        add((f"tile Jacobi 4096x64x64 c64, {w} warps", ms(jac(X64, w))))
     for w in (2, 4, 8):
-        rows.append((f"registers Jacobi 4096x64x64 c64, {w} warps", ms(jac(X64, w, kernel="registers"))))
+        add((f"registers Jacobi 4096x64x64 c64, {w} warps", ms(jac(X64, w, kernel="registers"))))
     X8 = qr_impl(_mats((100000, 9, 8), torch.float32, device, 2), "r")[1][:, :8].mH.contiguous()
-    rows.append(("lane Jacobi 100000x8x8 f32", ms(jac(X8))))
-    rows.append(("tile Jacobi 100000x8x8 f32 (1 warp)", ms(jac(X8, 1, lane=0))))
-    rows.append(("registers Jacobi 100000x8x8 f32 (1 warp)", ms(jac(X8, 1, lane=0, kernel="registers"))))
+    add(("lane Jacobi 100000x8x8 f32", ms(jac(X8))))
+    add(("tile Jacobi 100000x8x8 f32 (1 warp)", ms(jac(X8, 1, lane=0))))
+    add(("registers Jacobi 100000x8x8 f32 (1 warp)", ms(jac(X8, 1, lane=0, kernel="registers"))))
     A32 = _mats((4096, 32, 32), torch.float32, device, 4)
-    rows.append(("qr_impl reduced 4096x32x32 f32", ms(lambda: qr_impl(A32, "reduced"))))
-    rows.append(("svd_impl 4096x32x32 f32 (whole)", ms(lambda: svdmod.svd_impl(A32, False, True))))
-    rows.append(("torch.linalg.svd 4096x32x32 f32", ms(lambda: torch.linalg.svd(A32, full_matrices=False))))
+    add(("qr_impl reduced 4096x32x32 f32", ms(lambda: qr_impl(A32, "reduced"))))
+    add(("svd_impl 4096x32x32 f32 (whole)", ms(lambda: svdmod.svd_impl(A32, False, True))))
+    add(("torch.linalg.svd 4096x32x32 f32", ms(lambda: torch.linalg.svd(A32, full_matrices=False))))
     C64 = _mats((4096, 64, 64), torch.complex64, device, 5)
     for kernel in ("memory", "registers"):
         saved, st.TILE_KERNEL = st.TILE_KERNEL, kernel
         try:
-            rows.append((f"svd_impl 4096x64x64 c64 (whole, {kernel}; target <= 20 ms)",
+            add((f"svd_impl 4096x64x64 c64 (whole, {kernel}; target <= 20 ms)",
                          ms(lambda: svdmod.svd_impl(C64, False, True))))
-            rows.append((f"svd_impl 4096x32x32 f32 (whole, {kernel})", ms(lambda: svdmod.svd_impl(A32, False, True))))
+            add((f"svd_impl 4096x32x32 f32 (whole, {kernel})", ms(lambda: svdmod.svd_impl(A32, False, True))))
         finally:
             st.TILE_KERNEL = saved
     A89 = _mats((100000, 8, 9), torch.float32, device, 2)
-    rows.append(("svd_impl 100000x8x9 f32 (whole)", ms(lambda: svdmod.svd_impl(A89, False, True))))
-    print("\n| piece | GPU ms |\n|---|---:|")
-    for name, t in rows:
-        print(f"| {name} | {t:.3f} |", flush=True)
+    add(("svd_impl 100000x8x9 f32 (whole)", ms(lambda: svdmod.svd_impl(A89, False, True))))
 
 
 class _RowTimeout(Exception):

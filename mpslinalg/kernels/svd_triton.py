@@ -41,6 +41,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .codegen import warn_once
 from .small_triton import BLOCK, load_generated
 
 __all__ = ["FUSED_MAX", "LANE_MAX", "MAX_N", "fits", "fused_fits", "fused_source", "jacobi", "lane_source", "svd_tall"]
@@ -54,7 +55,8 @@ MAX_N = 64
 TILE_WARPS: int | None = None
 #: Which one-matrix-per-program kernel: "memory" (columns gathered from the matrix's buffer every
 #: round, :func:`_jacobi_tile_kernel`) or "registers" (:func:`_jacobi_reg_kernel`).
-TILE_KERNEL = "memory"
+TILE_KERNEL = "registers"
+_REG_FAILED: list[str] = []  # why the register variant did not build, once it did not
 #: Largest ``m`` (and ``n <= m``) of the one-matrix-per-lane kernel of the whole SVD (generated code
 #: grows as m²n² and so does the compile time: complex64 4x4 took ~4 min of Triton + ptxas on a loaded
 #: 2-core machine, 3x3 ~70 s; complex64 4x4 takes the QR + tile-kernel path instead).
@@ -717,12 +719,18 @@ def jacobi(X: torch.Tensor, V: torch.Tensor | None, sweeps: int, tol: float, cto
     if n <= LANE_MAX[X.dtype]:
         kern = _lane_kernel(n, cplx, V is not None)
         kern[(-(-Bn // BLOCK),)](x, v, rot, Bn, sweeps, float(tol), float(ctol), BLOCK=BLOCK, num_warps=4)
-    elif TILE_KERNEL == "registers":
+    elif TILE_KERNEL == "registers" and not _REG_FAILED:
         np_ = _pow2(n)
         lay, perm = _slot_tables(n, np_, X.device)
         warps = TILE_WARPS or (1 if np_ <= 16 else (2 if np_ <= 32 else 4))
-        _jacobi_reg_kernel[(Bn,)](x, v, rot, lay, perm, n, sweeps, float(tol), float(ctol), COMPLEX=cplx,
-                                  WANT_V=V is not None, NP=np_, num_warps=warps)
+        try:  # tl.gather needs a recent Triton: the memory variant serves where it does not build
+            _jacobi_reg_kernel[(Bn,)](x, v, rot, lay, perm, n, sweeps, float(tol), float(ctol), COMPLEX=cplx,
+                                      WANT_V=V is not None, NP=np_, num_warps=warps)
+        except Exception as exc:  # noqa: BLE001 - a build failure (before the launch: X untouched)
+            _REG_FAILED.append(repr(exc))
+            warn_once("triton:svd-registers", f"mpslinalg: the register-resident SVD Jacobi kernel failed to build "
+                      f"({type(exc).__name__}: {exc}); using the memory variant")
+            return jacobi(X, V, sweeps, tol, ctol)
     else:
         np_, hp = _pow2(n), _pow2(n // 2)
         tile = np_ * hp * (2 if cplx else 1) * (2 if V is not None else 1)

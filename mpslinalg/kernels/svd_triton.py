@@ -722,7 +722,8 @@ def jacobi(X: torch.Tensor, V: torch.Tensor | None, sweeps: int, tol: float, cto
     elif TILE_KERNEL == "registers" and not _REG_FAILED:
         np_ = _pow2(n)
         lay, perm = _slot_tables(n, np_, X.device)
-        warps = TILE_WARPS or (1 if np_ <= 16 else (2 if np_ <= 32 else 4))
+        state = np_ * np_ * (2 if cplx else 1) * (2 if V is not None else 1)  # floats held in registers
+        warps = TILE_WARPS or min(8, max(1, state // 1024))  # ~32 of them a thread
         try:  # tl.gather needs a recent Triton: the memory variant serves where it does not build
             _jacobi_reg_kernel[(Bn,)](x, v, rot, lay, perm, n, sweeps, float(tol), float(ctol), COMPLEX=cplx,
                                       WANT_V=V is not None, NP=np_, num_warps=warps)

@@ -479,7 +479,9 @@ def _svd_tall(A: torch.Tensor, full: bool, compute_uv: bool):
             out = _triton_call(whole.svd_tall, A, full, compute_uv, TUNING.triton_sweeps or sweeps)
         if out is not None:
             U, S, V, info = out
-            return U, S, (_complete(V, S, host_reads) if compute_uv else None), info
+            if compute_uv and not getattr(whole, "COMPLETES_V", False):
+                V = _complete(V, S, host_reads)
+            return U, S, V, info
     Bn, m, n = A.shape
     rdt = A.real.dtype if A.is_complex() else A.dtype
     As, e, finite = _pow2_scale(A)

@@ -439,6 +439,88 @@ def _norm(L: list[str], name: str, parts: list[str]) -> None:
     L.append(f"    {name} = {name}_m * tl.sqrt_rn({ss})")
 
 
+def _geqr2_lines(L: list[str], a: str, h: str, t: str, m: int, n: int, cx: bool) -> None:
+    """Householder QR (LAPACK ``xgeqr2``/``xlarfg``: ``beta`` real, ``tau = 0`` for a zero column) of
+    the lane's ``m x n`` registers ``{a}{i}_{j}{r,i}`` in place (``R`` on and above the diagonal);
+    reflector ``j`` in ``{h}{i}_{j}`` (``i > j``, unit ``h_jj``), ``tau_j = {t}r{j} + i·{t}i{j}``."""
+    P = ("r", "i") if cx else ("r",)
+
+    def parts(e: str) -> list[str]:
+        return [e + p for p in P]
+
+    for j in range(n):
+        below = list(range(j + 1, m))
+        if below:
+            _norm(L, "xn", [x for i in below for x in parts(f"{a}{i}_{j}")])
+        else:
+            L.append("    xn = zero")
+        ar, ai = f"{a}{j}_{j}r", (f"{a}{j}_{j}i" if cx else "zero")
+        L += [f"    wm = tl.maximum(tl.maximum(tl.abs({ar}), tl.abs({ai})), xn)",
+              "    ws = tl.where(wm > 0.0, wm, 1.0)",
+              f"    mag = wm * tl.sqrt_rn(tl.math.div_rn({ar}, ws) * tl.math.div_rn({ar}, ws) + "
+              f"tl.math.div_rn({ai}, ws) * tl.math.div_rn({ai}, ws) + tl.math.div_rn(xn, ws) * tl.math.div_rn(xn, ws))",
+              f"    skip = (xn == 0.0) & ({ai} == 0.0)",
+              f"    beta = tl.where({ar} >= 0.0, -mag, mag)",
+              "    sbeta = tl.where(skip, 1.0, beta)",
+              f"    {t}r{j} = tl.where(skip, 0.0, tl.math.div_rn(beta - {ar}, sbeta))",
+              f"    {t}i{j} = tl.where(skip, 0.0, tl.math.div_rn(-{ai}, sbeta))"]
+        if cx:  # v = x / (alpha - beta), the denominator scaled (its squared modulus may underflow)
+            L += [f"    dr = {ar} - beta", f"    di = {ai}",
+                  "    ds = tl.maximum(tl.abs(dr), tl.abs(di))",
+                  "    ds = tl.where(skip | (ds == 0.0), 1.0, ds)",
+                  "    dr = tl.math.div_rn(dr, ds)", "    di = tl.math.div_rn(di, ds)",
+                  "    dq = (dr * dr + di * di) * ds"]
+            for i in below:
+                xr, xi = f"{a}{i}_{j}r", f"{a}{i}_{j}i"
+                L += [f"    {h}{i}_{j}r = tl.where(skip, {xr}, tl.math.div_rn({xr} * dr + {xi} * di, dq))",
+                      f"    {h}{i}_{j}i = tl.where(skip, {xi}, tl.math.div_rn({xi} * dr - {xr} * di, dq))"]
+        else:
+            L.append(f"    dd = tl.where(skip, 1.0, {ar} - beta)")
+            L += [f"    {h}{i}_{j}r = tl.math.div_rn({a}{i}_{j}r, dd)" for i in below]
+        L.append(f"    {ar} = tl.where(skip, {ar}, beta)")
+        if cx:
+            L.append(f"    {ai} = tl.where(skip, {ai}, 0.0)")
+        for c in range(j + 1, n):  # A[j:, c] -= v (conj(tau) vᴴ A[j:, c])
+            wr = " + ".join([f"{a}{j}_{c}r"] + [f"{h}{i}_{j}r * {a}{i}_{c}r"
+                                                + (f" + {h}{i}_{j}i * {a}{i}_{c}i" if cx else "") for i in below])
+            L.append(f"    wr = {wr}")
+            if cx:
+                wi = " + ".join([f"{a}{j}_{c}i"] + [f"{h}{i}_{j}r * {a}{i}_{c}i - {h}{i}_{j}i * {a}{i}_{c}r"
+                                                    for i in below])
+                L += [f"    wi = {wi}", f"    fr = {t}r{j} * wr + {t}i{j} * wi",
+                      f"    fi = {t}r{j} * wi - {t}i{j} * wr",
+                      f"    {a}{j}_{c}r = {a}{j}_{c}r - fr", f"    {a}{j}_{c}i = {a}{j}_{c}i - fi"]
+                for i in below:
+                    L += [f"    {a}{i}_{c}r = {a}{i}_{c}r - ({h}{i}_{j}r * fr - {h}{i}_{j}i * fi)",
+                          f"    {a}{i}_{c}i = {a}{i}_{c}i - ({h}{i}_{j}r * fi + {h}{i}_{j}i * fr)"]
+            else:
+                L += [f"    fr = {t}r{j} * wr", f"    {a}{j}_{c}r = {a}{j}_{c}r - fr"]
+                L += [f"    {a}{i}_{c}r = {a}{i}_{c}r - {h}{i}_{j}r * fr" for i in below]
+
+
+def _apply_q_lines(L: list[str], y: str, h: str, t: str, m: int, ncols: int, k: int, cx: bool) -> None:
+    """``Y <- H_0 ... H_{k-1} Y`` on the lane's ``m x ncols`` registers ``{y}{i}_{c}{r,i}`` (the
+    reflectors of :func:`_geqr2_lines` applied from the last: LAPACK ``xorm2r``)."""
+    for j in reversed(range(k)):
+        below = list(range(j + 1, m))
+        for c in range(ncols):  # Y[j:, c] -= tau v (vᴴ Y[j:, c])
+            hr = " + ".join([f"{y}{j}_{c}r"] + [f"{h}{i}_{j}r * {y}{i}_{c}r"
+                                                + (f" + {h}{i}_{j}i * {y}{i}_{c}i" if cx else "") for i in below])
+            L.append(f"    hr = {hr}")
+            if cx:
+                hi = " + ".join([f"{y}{j}_{c}i"] + [f"{h}{i}_{j}r * {y}{i}_{c}i - {h}{i}_{j}i * {y}{i}_{c}r"
+                                                    for i in below])
+                L += [f"    hi = {hi}", f"    gr = {t}r{j} * hr - {t}i{j} * hi",
+                      f"    gi = {t}r{j} * hi + {t}i{j} * hr",
+                      f"    {y}{j}_{c}r = {y}{j}_{c}r - gr", f"    {y}{j}_{c}i = {y}{j}_{c}i - gi"]
+                for i in below:
+                    L += [f"    {y}{i}_{c}r = {y}{i}_{c}r - ({h}{i}_{j}r * gr - {h}{i}_{j}i * gi)",
+                          f"    {y}{i}_{c}i = {y}{i}_{c}i - ({h}{i}_{j}r * gi + {h}{i}_{j}i * gr)"]
+            else:
+                L += [f"    gr = {t}r{j} * hr", f"    {y}{j}_{c}r = {y}{j}_{c}r - gr"]
+                L += [f"    {y}{i}_{c}r = {y}{i}_{c}r - {h}{i}_{j}r * gr" for i in below]
+
+
 def fused_source(m: int, n: int, is_complex: bool, want_uv: bool, full: bool) -> str:
     """Source of the one-matrix-per-lane kernel of the *whole* SVD of ``m x n`` matrices,
     ``n <= m <= FUSED_MAX`` (:func:`svd_tall`'s contract, the algorithm of :mod:`mpslinalg.svd`):
@@ -447,7 +529,8 @@ def fused_source(m: int, n: int, is_complex: bool, want_uv: bool, full: bool) ->
     and NaN outputs), rows sorted by max-modulus and columns by 2-norm (stable, descending),
     Householder QR with LAPACK's ``xlarfg`` conventions, the Jacobi sweeps on ``X = Rᴴ`` (padded to
     an even order; :func:`_jacobi_lines`), ``σ`` sorted (stable, descending), ``V = Pc W Σ⁻¹`` (zero
-    columns where ``σ = 0``: the caller completes them), ``U = Prᵀ Q [Vj 0; 0 I]`` by the reflectors.
+    columns where ``σ_j <= √tiny·σ₁`` replaced by those of the Householder QR of ``W Σ⁻¹``, as
+    :func:`mpslinalg.svd._complete`), ``U = Prᵀ Q [Vj 0; 0 I]`` by the reflectors.
     """
     if not 1 <= n <= m:
         raise ValueError(f"fused_source: need 1 <= n <= m, got {m} x {n}")
@@ -504,52 +587,7 @@ def fused_source(m: int, n: int, is_complex: bool, want_uv: bool, full: bool) ->
     _bubble(L, [f"ck{j}" for j in range(n)], [[*(x for i in range(m) for x in parts(f"a{i}_{j}")), f"cp{j}"]
                                                for j in range(n)])
     # 3. Householder QR (LAPACK xgeqr2/xlarfg): reflector j is h{i}_{j} (i > j, h_jj = 1), tau t{j}
-    for j in range(n):
-        below = list(range(j + 1, m))
-        if below:
-            _norm(L, "xn", [x for i in below for x in parts(f"a{i}_{j}")])
-        else:
-            L.append("    xn = zero")
-        ar, ai = f"a{j}_{j}r", (f"a{j}_{j}i" if cx else "zero")
-        L += [f"    wm = tl.maximum(tl.maximum(tl.abs({ar}), tl.abs({ai})), xn)",
-              "    ws = tl.where(wm > 0.0, wm, 1.0)",
-              f"    mag = wm * tl.sqrt_rn(tl.math.div_rn({ar}, ws) * tl.math.div_rn({ar}, ws) + "
-              f"tl.math.div_rn({ai}, ws) * tl.math.div_rn({ai}, ws) + tl.math.div_rn(xn, ws) * tl.math.div_rn(xn, ws))",
-              f"    skip = (xn == 0.0) & ({ai} == 0.0)",
-              f"    beta = tl.where({ar} >= 0.0, -mag, mag)",
-              "    sbeta = tl.where(skip, 1.0, beta)",
-              f"    tr{j} = tl.where(skip, 0.0, tl.math.div_rn(beta - {ar}, sbeta))",
-              f"    ti{j} = tl.where(skip, 0.0, tl.math.div_rn(-{ai}, sbeta))"]
-        if cx:  # v = x / (alpha - beta), the denominator scaled (its squared modulus may underflow)
-            L += [f"    dr = {ar} - beta", f"    di = {ai}",
-                  "    ds = tl.maximum(tl.abs(dr), tl.abs(di))",
-                  "    ds = tl.where(skip | (ds == 0.0), 1.0, ds)",
-                  "    dr = tl.math.div_rn(dr, ds)", "    di = tl.math.div_rn(di, ds)",
-                  "    dq = (dr * dr + di * di) * ds"]
-            for i in below:
-                xr, xi = f"a{i}_{j}r", f"a{i}_{j}i"
-                L += [f"    h{i}_{j}r = tl.where(skip, {xr}, tl.math.div_rn({xr} * dr + {xi} * di, dq))",
-                      f"    h{i}_{j}i = tl.where(skip, {xi}, tl.math.div_rn({xi} * dr - {xr} * di, dq))"]
-        else:
-            L.append(f"    dd = tl.where(skip, 1.0, {ar} - beta)")
-            L += [f"    h{i}_{j}r = tl.math.div_rn(a{i}_{j}r, dd)" for i in below]
-        L.append(f"    {ar} = tl.where(skip, {ar}, beta)")
-        if cx:
-            L.append(f"    {ai} = tl.where(skip, {ai}, 0.0)")
-        for c in range(j + 1, n):  # A[j:, c] -= v (conj(tau) vᴴ A[j:, c])
-            wr = " + ".join([f"a{j}_{c}r"] + [f"h{i}_{j}r * a{i}_{c}r" + (f" + h{i}_{j}i * a{i}_{c}i" if cx else "")
-                                               for i in below])
-            L.append(f"    wr = {wr}")
-            if cx:
-                wi = " + ".join([f"a{j}_{c}i"] + [f"h{i}_{j}r * a{i}_{c}i - h{i}_{j}i * a{i}_{c}r" for i in below])
-                L += [f"    wi = {wi}", f"    fr = tr{j} * wr + ti{j} * wi", f"    fi = tr{j} * wi - ti{j} * wr",
-                      f"    a{j}_{c}r = a{j}_{c}r - fr", f"    a{j}_{c}i = a{j}_{c}i - fi"]
-                for i in below:
-                    L += [f"    a{i}_{c}r = a{i}_{c}r - (h{i}_{j}r * fr - h{i}_{j}i * fi)",
-                          f"    a{i}_{c}i = a{i}_{c}i - (h{i}_{j}r * fi + h{i}_{j}i * fr)"]
-            else:
-                L += [f"    fr = tr{j} * wr", f"    a{j}_{c}r = a{j}_{c}r - fr"]
-                L += [f"    a{i}_{c}r = a{i}_{c}r - h{i}_{j}r * fr" for i in below]
+    _geqr2_lines(L, "a", "h", "t", m, n, cx)
     # 4. Jacobi on X = Rᴴ (npad x npad, zero padded) with V = I
     for i in range(npad):
         for j in range(npad):
@@ -571,14 +609,22 @@ def fused_source(m: int, n: int, is_complex: bool, want_uv: bool, full: bool) ->
     L.append("    tl.store(INFO + offs, tl.where(fin, tl.where(last, 2, 0), 1), mask=mask)")
     if not want_uv:
         return "\n".join(L) + "\n"
-    # 6. V_A = Pc W Σ⁻¹ (row i of W Σ⁻¹ is row cp{i} of V_A)
+    # 6. V_A = Pc W Σ⁻¹ (row i of W Σ⁻¹ is row cp{i} of V_A); columns with σ_j <= √tiny·σ₁ (zero or
+    # below what Jacobi can orthogonalise) from Householder QR of W Σ⁻¹ (mpslinalg.svd._complete's rule)
     for j in range(n):
-        L.append(f"    sd{j} = tl.where(s{j} > 0.0, s{j}, 1.0)")
+        L += [f"    sd{j} = tl.where(s{j} > 0.0, s{j}, 1.0)", f"    zc{j} = s{j} <= {_SQRT_TINY!r} * s0"]
+    for i in range(n):
+        for j in range(n):
+            for p in P:
+                L += [f"    w{i}_{j}{p} = tl.math.div_rn(x{i}_{j}{p}, sd{j})", f"    c{i}_{j}{p} = w{i}_{j}{p}",
+                      f"    q{i}_{j}{p} = {'one' if (i == j and p == 'r') else 'zero'}"]
+    _geqr2_lines(L, "c", "g", "k", n, n, cx)
+    _apply_q_lines(L, "q", "g", "k", n, n, n, cx)
     for i in range(n):
         for j in range(n):
             for c, p in enumerate(P):
                 L.append(f"    tl.store(V + offs * {n * n * w} + (cp{i} * {n} + {j}) * {w} + {c}, "
-                         f"tl.where(fin, tl.math.div_rn(x{i}_{j}{p}, sd{j}), nan), mask=mask)")
+                         f"tl.where(fin, tl.where(zc{j}, q{i}_{j}{p}, w{i}_{j}{p}), nan), mask=mask)")
     # 7. U = Prᵀ Q [Vj 0; 0 I]: the reflectors applied from the last, rows stored at rp{i}
     for i in range(m):
         for c in range(ucols):
@@ -586,22 +632,7 @@ def fused_source(m: int, n: int, is_complex: bool, want_uv: bool, full: bool) ->
                 val = (f"v{i}_{c}{p}" if (i < n and c < n) else
                        ("one" if (i == c and p == "r" and c >= n) else "zero"))
                 L.append(f"    y{i}_{c}{p} = {val}")
-    for j in reversed(range(n)):
-        below = list(range(j + 1, m))
-        for c in range(ucols):  # Y[j:, c] -= tau v (vᴴ Y[j:, c])
-            hr = " + ".join([f"y{j}_{c}r"] + [f"h{i}_{j}r * y{i}_{c}r" + (f" + h{i}_{j}i * y{i}_{c}i" if cx else "")
-                                               for i in below])
-            L.append(f"    hr = {hr}")
-            if cx:
-                hi = " + ".join([f"y{j}_{c}i"] + [f"h{i}_{j}r * y{i}_{c}i - h{i}_{j}i * y{i}_{c}r" for i in below])
-                L += [f"    hi = {hi}", f"    gr = tr{j} * hr - ti{j} * hi", f"    gi = tr{j} * hi + ti{j} * hr",
-                      f"    y{j}_{c}r = y{j}_{c}r - gr", f"    y{j}_{c}i = y{j}_{c}i - gi"]
-                for i in below:
-                    L += [f"    y{i}_{c}r = y{i}_{c}r - (h{i}_{j}r * gr - h{i}_{j}i * gi)",
-                          f"    y{i}_{c}i = y{i}_{c}i - (h{i}_{j}r * gi + h{i}_{j}i * gr)"]
-            else:
-                L += [f"    gr = tr{j} * hr", f"    y{j}_{c}r = y{j}_{c}r - gr"]
-                L += [f"    y{i}_{c}r = y{i}_{c}r - h{i}_{j}r * gr" for i in below]
+    _apply_q_lines(L, "y", "h", "t", m, ucols, n, cx)
     for i in range(m):
         for c in range(ucols):
             for k, p in enumerate(P):
@@ -611,6 +642,9 @@ def fused_source(m: int, n: int, is_complex: bool, want_uv: bool, full: bool) ->
 
 
 _FUSED_KERNELS: dict[tuple, object] = {}
+_SQRT_TINY = float(torch.finfo(torch.float32).tiny) ** 0.5
+#: :func:`svd_tall` returns ``V`` completed (no ``mpslinalg.svd._complete`` after it).
+COMPLETES_V = True
 
 
 def fused_fits(m: int, n: int, dtype: torch.dtype) -> bool:
@@ -624,7 +658,8 @@ def svd_tall(A: torch.Tensor, full: bool, compute_uv: bool, max_sweeps: int
 
     The contract of :func:`mpslinalg.kernels.svd_c.svd_tall` (the CPU's C kernel): ``U`` ``[B, m, m]``
     (``full``) or ``[B, m, n]``, ``S [B, n]`` (real, descending), ``V`` (not ``Vᴴ``) ``[B, n, n]``
-    whose columns with ``σ = 0`` are zero (the caller completes them), ``info [B]`` int32 (0, 1
+    orthonormal (unlike the C kernel, the columns with ``σ_j <= √tiny·σ₁`` are completed here, by
+    :func:`mpslinalg.svd._complete`'s rule: :data:`COMPLETES_V`), ``info [B]`` int32 (0, 1
     non-finite input, 2 not converged within ``max_sweeps``); ``U``, ``V`` None unless
     ``compute_uv``. float32/complex64; ``A`` is not modified.
     """

@@ -201,12 +201,18 @@ def _jacobi_tile_kernel(X, V, ROT, n, sweeps, tol, ctol,
 
 
 @triton.jit
-def _jacobi_reg_kernel(X, V, ROT, LAY, PERM, n, sweeps, tol, ctol,
+def _jacobi_reg_kernel(X, V, ROT, n, sweeps, tol, ctol,
                        COMPLEX: tl.constexpr, WANT_V: tl.constexpr, NP: tl.constexpr):
     """The tile kernel's contract with the matrix in registers: columns kept in *slot* order (pair
     ``k`` = slots ``2k, 2k+1``, split off by a reshape), moved between rounds by the circle method's
-    fixed slot permutation (``tl.gather``; ``PERM``), loaded and stored through ``LAY`` (slot ->
-    column in round 0). No global-memory round trip or barrier of ours per round."""
+    fixed slot permutation (``tl.gather``), loaded and stored in round 0's slot order. No
+    global-memory round trip or barrier of ours per round.
+
+    Round 0 pairs ``(k, n − 1 − k)``; between rounds new slot ``j`` takes old slot ``perm[j]``:
+    ``0 -> 0``, ``1 -> 2``, odd ``2k+1 -> 2k−1``, even ``2k -> 2k+2`` except ``n−2 -> n−1`` (the
+    identity for ``n = 2`` and on the padding), as :func:`_players` (a wrong map would leave the columns
+    out of place after a sweep: the tests compare with the memory variant at several orders).
+    """
     b = tl.program_id(0).to(tl.int64)
     CW: tl.constexpr = 2 if COMPLEX else 1
     HP: tl.constexpr = NP // 2
@@ -216,8 +222,13 @@ def _jacobi_reg_kernel(X, V, ROT, LAY, PERM, n, sweeps, tol, ctol,
     pairs = tl.arange(0, HP)
     live = pairs < h
     inside = (rows[:, None] < n) & (slots[None, :] < n)
-    lay = tl.load(LAY + slots, mask=slots < n, other=0)
-    perm = tl.broadcast_to(tl.load(PERM + slots)[None, :], (NP, NP))
+    half = slots // 2
+    odd = (slots % 2) == 1
+    lay = tl.where(odd, n - 1 - half, half)
+    perm = tl.where(odd, tl.where(half == 0, 2, 2 * half - 1),
+                    tl.where(half == 0, 0, tl.where(slots == n - 2, n - 1, slots + 2)))
+    perm = tl.where((slots < n) & (n > 2), perm, slots)
+    perm = tl.broadcast_to(perm[None, :], (NP, NP))
     off = (rows[:, None] * n + lay[None, :]) * CW
     xb = X + b * n * n * CW
     vb = V + b * n * n * CW
@@ -275,22 +286,6 @@ def _jacobi_reg_kernel(X, V, ROT, LAY, PERM, n, sweeps, tol, ctol,
         if COMPLEX:
             tl.store(vb + off + 1, vi, mask=inside)
     tl.store(ROT + b, tl.max(last, axis=0))
-
-
-_SLOT_TABLES: dict[tuple[int, int, str], tuple[torch.Tensor, torch.Tensor]] = {}
-
-
-def _slot_tables(n: int, np_: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(LAY, PERM)`` int32 for :func:`_jacobi_reg_kernel`: slot -> column in round 0, and the slot
-    permutation between rounds (identity on the padding slots ``>= n``)."""
-    key = (n, np_, str(device))
-    if key not in _SLOT_TABLES:
-        lay0 = [c for pq in _players(n, 0) for c in pq]
-        lay1 = [c for pq in _players(n, 1) for c in pq] if n > 2 else lay0
-        perm = [lay0.index(c) for c in lay1] + list(range(n, np_))
-        _SLOT_TABLES[key] = (torch.tensor(lay0 + [0] * (np_ - n), dtype=torch.int32, device=device),
-                             torch.tensor(perm, dtype=torch.int32, device=device))
-    return _SLOT_TABLES[key]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -756,11 +751,10 @@ def jacobi(X: torch.Tensor, V: torch.Tensor | None, sweeps: int, tol: float, cto
         kern[(-(-Bn // BLOCK),)](x, v, rot, Bn, sweeps, float(tol), float(ctol), BLOCK=BLOCK, num_warps=4)
     elif TILE_KERNEL == "registers" and not _REG_FAILED:
         np_ = _pow2(n)
-        lay, perm = _slot_tables(n, np_, X.device)
         state = np_ * np_ * (2 if cplx else 1) * (2 if V is not None else 1)  # floats held in registers
         warps = TILE_WARPS or min(8, max(1, state // 1024))  # ~32 of them a thread
         try:  # tl.gather needs a recent Triton: the memory variant serves where it does not build
-            _jacobi_reg_kernel[(Bn,)](x, v, rot, lay, perm, n, sweeps, float(tol), float(ctol), COMPLEX=cplx,
+            _jacobi_reg_kernel[(Bn,)](x, v, rot, n, sweeps, float(tol), float(ctol), COMPLEX=cplx,
                                       WANT_V=V is not None, NP=np_, num_warps=warps)
         except Exception as exc:  # noqa: BLE001 - a build failure (before the launch: X untouched)
             _REG_FAILED.append(repr(exc))

@@ -214,7 +214,8 @@ def _registers_variant(device: str) -> None:
     from mpslinalg.kernels import svd_triton as st
 
     u = _u(torch.float32)
-    for n, dtype in ((10, torch.float32), (6, torch.complex64)):
+    for n, dtype in ((10, torch.float32), (6, torch.complex64), (2, torch.float32), (4, torch.complex64),
+                     (14, torch.float32)):
         X0 = torch.randn(3, n, n, dtype=dtype, generator=torch.Generator().manual_seed(n)).to(device)
         eye = torch.eye(n, dtype=dtype, device=device).expand(3, n, n)
         out = {}

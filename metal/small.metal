@@ -434,6 +434,17 @@ inline void direct_load(device const float2 *A, long m, thread float2 (&a)[N][N]
   }
 }
 
+// Floats 4v..4v+3 of a row-major matrix in registers (the direct inverse's 2x2 stores).
+template <int N>
+inline float4 tile_pack4(thread const float (&a)[N][N], int v) {
+  return float4(a[(4 * v) / N][(4 * v) % N], a[(4 * v + 1) / N][(4 * v + 1) % N],
+                a[(4 * v + 2) / N][(4 * v + 2) % N], a[(4 * v + 3) / N][(4 * v + 3) % N]);
+}
+template <int N>
+inline float4 tile_pack4(thread const float2 (&a)[N][N], int v) {
+  return float4(a[(2 * v) / N][(2 * v) % N], a[(2 * v + 1) / N][(2 * v + 1) % N]);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Kernels
 // ---------------------------------------------------------------------------------------------
@@ -493,6 +504,14 @@ kernel void small_inv_direct(device const T *A [[buffer(0)]], device T *X [[buff
   }
   const int inf = inv_in_registers(a);
   if (live) info[tid] = inf;
+  if (N == 2) {  // 16 / 32 bytes: whole float4 stores per thread measured faster (H200: 83% / 90%
+    // of copy bandwidth, 66% / 74% through the slice)
+    if (live) {
+      device float4 *q = reinterpret_cast<device float4 *>(X) + long(tid) * (N * N * s_words(zero) / 4);
+      for (int v = 0; v < N * N * s_words(zero) / 4; ++v) q[v] = tile_pack4(a, v);
+    }
+    return;
+  }
 
   for (int i = 0; i < N; ++i)
     for (int j = 0; j < N; ++j) tile_put(tile, int(lid) * N * N + i * N + j, a[i][j]);

@@ -30,9 +30,10 @@
 //     staged: the group's 64 matrices pass through threadgroup memory (<= 8 KiB, two barriers),
 //             so that global loads and stores are coalesced;
 //     direct: each thread loads its own matrix with float4 / float2 accesses where its size
-//             allows; small_inv's results leave through the simdgroup's own slice of
+//             allows; small_inv's 3x3 and 4x4 results leave through the simdgroup's own slice of
 //             threadgroup memory (coalesced stores, a simdgroup barrier only, no threadgroup
-//             barrier); small_det's outputs are one word per thread (coalesced as they are).
+//             barrier), 2x2 ones as whole float4 stores per thread; small_det's outputs are one
+//             word per thread (coalesced as they are).
 //   Which one a device uses is mpslinalg.small.TUNING.load (docs/ops/small.md says why).
 //   small_solve_T_N (A[batch][N][N], B[batch][N][k], X[batch][N][k], info[batch], long batch,
 //       long k)  threads = batch * max(k, 1) (one per right-hand-side column), no barriers; A read

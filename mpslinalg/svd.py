@@ -57,6 +57,7 @@ from .kernels import backend_for, kernel_name, load_library, svd_c
 from .kernels.codegen import warn_once
 from .oplayer import checks as E
 from .oplayer import defop, functorch_active
+from .oplayer.derivatives import svd_backward, svd_jvp
 from .qr import qr_impl
 
 __all__ = ["TUNING", "SVDExResult", "svd", "svd_backward", "svd_ex", "svd_impl", "svd_jvp", "svdvals"]
@@ -600,101 +601,6 @@ def svd_impl(A: torch.Tensor, full_matrices: bool, compute_uv: bool
         U, V = V, U
     Vh = V.mH.resolve_conj().contiguous()  # fresh, plain layout (tangents get the same)
     return U.contiguous().reshape(*batch, m, U.shape[-1]), S, Vh.reshape(*batch, Vh.shape[-2], n), info
-
-
-# --------------------------------------------------------------------------------------------------
-# Autograd (PyTorch's svd_backward / linalg_svd_jvp, FunctionsManual.cpp; conjugate Wirtinger)
-# --------------------------------------------------------------------------------------------------
-
-_GAUGE_ERROR = (
-    "svd_backward: The singular vectors in the complex case are specified up to multiplication "
-    "by e^{i phi}. The specified loss function depends on this phase term, making it ill-defined."
-)
-
-
-def _gap_matrix(S: torch.Tensor) -> torch.Tensor:
-    """``E_jk = S_k² − S_j²`` off the diagonal, 1 on it (the diagonal is divided into zeros)."""
-    S2 = S * S
-    E = S2.unsqueeze(-2) - S2.unsqueeze(-1)
-    return E + torch.eye(S.shape[-1], dtype=S.dtype, device=S.device)
-
-
-def svd_backward(gU, gS, gVh, U, S, Vh):
-    """``gA`` of ``A = U diag(S) Vh`` (reduced factors), torch's formula and gauge check."""
-    m, n = U.shape[-2], Vh.shape[-1]
-    if gU is None and gVh is None:
-        if gS is None:
-            return None
-        return U @ (gS.unsqueeze(-1).to(U.dtype) * Vh) if m >= n else (U * gS.unsqueeze(-2).to(U.dtype)) @ Vh
-    is_complex = U.is_complex()
-    UhgU = VhgV = None
-    if gU is not None:
-        UhgU = U.mH @ gU
-        UhgU = UhgU - UhgU.mH
-    if gVh is not None:
-        VhgV = Vh @ gVh.mH
-        VhgV = VhgV - VhgV.mH
-    if is_complex:
-        im_u = UhgU.diagonal(0, -2, -1).imag if UhgU is not None else torch.zeros_like(S)
-        im_v = VhgV.diagonal(0, -2, -1).imag if VhgV is not None else torch.zeros_like(S)
-        if not torch.allclose(im_u, -im_v, rtol=1e-2, atol=1e-2):  # torch's lax tolerances
-            raise RuntimeError(_GAUGE_ERROR)
-    E = _gap_matrix(S)
-    Sc = S.to(U.dtype)
-    if UhgU is not None and VhgV is not None:
-        gA = (UhgU * Sc.unsqueeze(-2) + Sc.unsqueeze(-1) * VhgV) / E
-    elif UhgU is not None:
-        gA = UhgU * (Sc.unsqueeze(-2) / E)
-    else:
-        gA = Sc.unsqueeze(-1) * (VhgV / E)
-    if gS is not None:
-        gA = gA + torch.diag_embed(gS.to(U.dtype))
-    if is_complex and UhgU is not None:
-        gA = gA + torch.diag_embed(UhgU.diagonal(0, -2, -1) / (2 * Sc))
-    if m > n and gU is not None:
-        gA = U @ gA
-        gUSinv = gU / Sc.unsqueeze(-2)
-        gA = (gA + gUSinv - U @ (U.mH @ gUSinv)) @ Vh
-    elif m < n and gVh is not None:
-        gA = gA @ Vh
-        SinvgVh = gVh / Sc.unsqueeze(-1)
-        gA = U @ (gA + SinvgVh - (SinvgVh @ Vh.mH) @ Vh)
-    else:
-        gA = U @ (gA @ Vh) if m >= n else (U @ gA) @ Vh
-    return gA
-
-
-def svd_jvp(dA, U, S, Vh, full_matrices: bool):
-    """``(dU, dS, dVh)`` of ``A = U diag(S) Vh`` along ``dA`` (torch's ``linalg_svd_jvp``)."""
-    m, n = dA.shape[-2], dA.shape[-1]
-    k = S.shape[-1]
-    U = U[..., :k] if full_matrices else U
-    Vh = Vh[..., :k, :] if full_matrices else Vh
-    V = Vh.mH
-    Sc = S.to(U.dtype)
-    dP = U.mH @ (dA @ V) if m >= n else (U.mH @ dA) @ V
-    dS = dP.diagonal(0, -2, -1).real if dA.is_complex() else dP.diagonal(0, -2, -1)
-    dP = dP - torch.diag_embed(dS.to(dP.dtype))
-    E = _gap_matrix(S)
-    dU = dP * Sc.unsqueeze(-2)
-    dU = (dU + dU.mH) / E
-    dVh = dP * (-Sc).unsqueeze(-1)
-    dVh = (dVh + dVh.mH) / E
-    if dA.is_complex():
-        d2 = torch.diag_embed(dP.diagonal(0, -2, -1) / (2 * Sc))
-        dU, dVh = dU + d2, dVh + d2
-    dU, dVh = U @ dU, dVh @ Vh
-    if m > n:
-        dAVSinv = dA @ (V / Sc.unsqueeze(-2))
-        dU = dU + dAVSinv - U @ (U.mH @ dAVSinv)
-        if full_matrices:
-            dU = torch.cat([dU, dU.new_zeros(*dU.shape[:-1], m - n)], dim=-1)
-    if m < n:
-        UhdASinv = (U.mH / Sc.unsqueeze(-1)) @ dA
-        dVh = dVh + UhdASinv - (UhdASinv @ V) @ Vh
-        if full_matrices:
-            dVh = torch.cat([dVh, dVh.new_zeros(*dVh.shape[:-2], n - m, n)], dim=-2)
-    return dU, dS, dVh
 
 
 # --------------------------------------------------------------------------------------------------

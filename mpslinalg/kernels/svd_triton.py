@@ -477,21 +477,28 @@ def _geqr2_lines(L: list[str], a: str, h: str, t: str, m: int, n: int, cx: bool)
         if cx:
             L.append(f"    {ai} = tl.where(skip, {ai}, 0.0)")
         for c in range(j + 1, n):  # A[j:, c] -= v (conj(tau) vᴴ A[j:, c])
-            wr = " + ".join([f"{a}{j}_{c}r"] + [f"{h}{i}_{j}r * {a}{i}_{c}r"
-                                                + (f" + {h}{i}_{j}i * {a}{i}_{c}i" if cx else "") for i in below])
-            L.append(f"    wr = {wr}")
-            if cx:
-                wi = " + ".join([f"{a}{j}_{c}i"] + [f"{h}{i}_{j}r * {a}{i}_{c}i - {h}{i}_{j}i * {a}{i}_{c}r"
-                                                    for i in below])
-                L += [f"    wi = {wi}", f"    fr = {t}r{j} * wr + {t}i{j} * wi",
-                      f"    fi = {t}r{j} * wi - {t}i{j} * wr",
-                      f"    {a}{j}_{c}r = {a}{j}_{c}r - fr", f"    {a}{j}_{c}i = {a}{j}_{c}i - fi"]
-                for i in below:
-                    L += [f"    {a}{i}_{c}r = {a}{i}_{c}r - ({h}{i}_{j}r * fr - {h}{i}_{j}i * fi)",
-                          f"    {a}{i}_{c}i = {a}{i}_{c}i - ({h}{i}_{j}r * fi + {h}{i}_{j}i * fr)"]
-            else:
-                L += [f"    fr = {t}r{j} * wr", f"    {a}{j}_{c}r = {a}{j}_{c}r - fr"]
-                L += [f"    {a}{i}_{c}r = {a}{i}_{c}r - {h}{i}_{j}r * fr" for i in below]
+            _reflect_lines(L, a, h, t, j, c, below, cx, conj_tau=True)
+
+def _reflect_lines(L: list[str], a: str, h: str, t: str, j: int, c: int, below: list[int], cx: bool,
+                   conj_tau: bool) -> None:
+    """``a[j:, c] -= tau' v (vᴴ a[j:, c])`` on the lane's registers, ``v = (1, h[j+1:, j])``, with
+    ``tau' = conj(tau)`` (``xgeqr2``'s update of the trailing columns) or ``tau`` (``xorm2r``)."""
+    wr = " + ".join([f"{a}{j}_{c}r"] + [f"{h}{i}_{j}r * {a}{i}_{c}r"
+                                        + (f" + {h}{i}_{j}i * {a}{i}_{c}i" if cx else "") for i in below])
+    L.append(f"    wr = {wr}")
+    if cx:
+        wi = " + ".join([f"{a}{j}_{c}i"] + [f"{h}{i}_{j}r * {a}{i}_{c}i - {h}{i}_{j}i * {a}{i}_{c}r"
+                                            for i in below])
+        s1, s2 = ("+", "-") if conj_tau else ("-", "+")
+        L += [f"    wi = {wi}", f"    fr = {t}r{j} * wr {s1} {t}i{j} * wi",
+              f"    fi = {t}r{j} * wi {s2} {t}i{j} * wr",
+              f"    {a}{j}_{c}r = {a}{j}_{c}r - fr", f"    {a}{j}_{c}i = {a}{j}_{c}i - fi"]
+        for i in below:
+            L += [f"    {a}{i}_{c}r = {a}{i}_{c}r - ({h}{i}_{j}r * fr - {h}{i}_{j}i * fi)",
+                  f"    {a}{i}_{c}i = {a}{i}_{c}i - ({h}{i}_{j}r * fi + {h}{i}_{j}i * fr)"]
+    else:
+        L += [f"    fr = {t}r{j} * wr", f"    {a}{j}_{c}r = {a}{j}_{c}r - fr"]
+        L += [f"    {a}{i}_{c}r = {a}{i}_{c}r - {h}{i}_{j}r * fr" for i in below]
 
 
 def _apply_q_lines(L: list[str], y: str, h: str, t: str, m: int, ncols: int, k: int, cx: bool) -> None:
@@ -500,22 +507,7 @@ def _apply_q_lines(L: list[str], y: str, h: str, t: str, m: int, ncols: int, k: 
     for j in reversed(range(k)):
         below = list(range(j + 1, m))
         for c in range(ncols):  # Y[j:, c] -= tau v (vᴴ Y[j:, c])
-            hr = " + ".join([f"{y}{j}_{c}r"] + [f"{h}{i}_{j}r * {y}{i}_{c}r"
-                                                + (f" + {h}{i}_{j}i * {y}{i}_{c}i" if cx else "") for i in below])
-            L.append(f"    hr = {hr}")
-            if cx:
-                hi = " + ".join([f"{y}{j}_{c}i"] + [f"{h}{i}_{j}r * {y}{i}_{c}i - {h}{i}_{j}i * {y}{i}_{c}r"
-                                                    for i in below])
-                L += [f"    hi = {hi}", f"    gr = {t}r{j} * hr - {t}i{j} * hi",
-                      f"    gi = {t}r{j} * hi + {t}i{j} * hr",
-                      f"    {y}{j}_{c}r = {y}{j}_{c}r - gr", f"    {y}{j}_{c}i = {y}{j}_{c}i - gi"]
-                for i in below:
-                    L += [f"    {y}{i}_{c}r = {y}{i}_{c}r - ({h}{i}_{j}r * gr - {h}{i}_{j}i * gi)",
-                          f"    {y}{i}_{c}i = {y}{i}_{c}i - ({h}{i}_{j}r * gi + {h}{i}_{j}i * gr)"]
-            else:
-                L += [f"    gr = {t}r{j} * hr", f"    {y}{j}_{c}r = {y}{j}_{c}r - gr"]
-                L += [f"    {y}{i}_{c}r = {y}{i}_{c}r - {h}{i}_{j}r * gr" for i in below]
-
+            _reflect_lines(L, y, h, t, j, c, below, cx, conj_tau=False)
 
 def fused_source(m: int, n: int, is_complex: bool, want_uv: bool, full: bool) -> str:
     """Source of the one-matrix-per-lane kernel of the *whole* SVD of ``m x n`` matrices,

@@ -342,9 +342,7 @@ def _decide(op: str, A: torch.Tensor, count_ours: bool) -> bool:
         return False
     counts = local.doors
     if counts is None:
-        counts = _local.doors = {}
-        with _lock:
-            _all_doors.append(counts)
+        counts = _thread_counters("doors", _all_doors)
     c = counts.get(op)
     if c is None:
         c = counts[op] = [0, 0]
@@ -418,12 +416,19 @@ _all_counts: list[dict[str, list[int]]] = []  # every thread's counters (no lock
 _all_doors: list[dict[str, list[int]]] = []  # every thread's front-door decisions
 
 
+def _thread_counters(attr: str, registry: list) -> dict:
+    """This thread's counter dict ``_local.<attr>``, created and listed in ``registry`` (under the
+    lock, so :func:`stats`/:func:`decisions` see every thread's) at its first count."""
+    counts: dict = {}
+    setattr(_local, attr, counts)
+    with _lock:
+        registry.append(counts)
+    return counts
+
 def _count(name: str, path: int) -> None:
     counts = _local.counts
     if counts is None:
-        counts = _local.counts = {}
-        with _lock:
-            _all_counts.append(counts)
+        counts = _thread_counters("counts", _all_counts)
     c = counts.get(name)
     if c is None:
         c = counts[name] = [0, 0, 0]

@@ -1,0 +1,329 @@
+"""The whole SVD of small float32 matrices in one Triton launch (CUDA; ``TRITON_INTERPRET=1`` tests).
+
+:func:`svd_tall` runs :mod:`mpslinalg.svd`'s algorithm for ``m x n`` matrices, ``n <= m <= MAX_M``,
+``n <= MAX_N``, with every matrix in the registers of one program (``MB`` matrices per program for
+small orders): no intermediate tensor, one launch instead of the ~90 of the composed path
+(power-of-two scaling, two sorts, QR, Jacobi, norms, sort, completion, ``Q Vj``, permutations).
+
+Steps, per matrix (the tiles are ``[MB, MP, NP]``, powers of two, zero padded):
+
+1. Power-of-two scaling of ``max |a_ij|`` into ``[1/2, 1)`` (exact); a non-finite entry zeroes the
+   matrix, sets ``info = 1`` and makes every output NaN.
+2. Rows sorted by decreasing max-modulus, columns by decreasing 2-norm (stable: ranks counted with
+   the index as tie-break, moved by ``tl.gather``).
+3. Householder QR (LAPACK ``xgeqr2``/``xlarfg`` conventions, ``tau = 0`` for a zero column), the
+   reflectors kept in a tile for ``U``.
+4. One-sided Jacobi on ``X = Rᵀ`` (padded to an even order ``npad``) with ``V = I``: the circle
+   method's pairs of :mod:`mpslinalg.kernels.svd_triton`, but the columns stay in place: in round
+   ``r`` column ``c`` finds its partner arithmetically (its slot in the circle, the player opposite)
+   and gathers it, so one ``tl.gather`` of ``X`` and one of ``V`` per round replace the
+   split/join/permute of the slot-order kernel. Both columns of a pair compute the same ``(c, s)``
+   from the same sums (:func:`mpslinalg.kernels.svd_triton._rotation`, the same thresholds), so the
+   rotation is :mod:`mpslinalg.svd`'s. A matrix stops after its first sweep without a significant
+   rotation, at most ``sweeps`` sweeps (decided on the GPU), ``info = 2`` if it still rotated.
+5. ``σ_j = ‖w_j‖`` (scaled by the column's largest entry: no underflow of the squares), sorted
+   (stable, descending), scaled back by ``2^e``.
+6. ``V_A = Pc W Σ⁻¹``; columns with ``σ_j <= √tiny·σ₁`` from the Householder QR of ``W Σ⁻¹``
+   (:func:`mpslinalg.svd._complete`'s rule; the QR runs only in programs that have such a column).
+7. ``U_A = Prᵀ Q [Vj 0; 0 I]`` (``full_matrices``: all ``m`` columns) by the reflectors applied
+   from the last (LAPACK ``xorm2r``); rows and columns land at their permuted places in the stores.
+
+float32 only (complex64 takes :mod:`mpslinalg.kernels.svd_triton`'s kernels).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .svd_triton import _pow2i, _rotation
+
+__all__ = ["COMPLETES_V", "MAX_M", "MAX_N", "fits", "launch_config", "svd_tall"]
+
+#: Largest ``n`` (columns, ``n <= m``) and ``m`` served (registers: ~3 ``MP x NP`` tiles a matrix).
+MAX_N = 32
+MAX_M = 32
+#: :func:`svd_tall` returns ``V`` completed (no ``mpslinalg.svd._complete`` after it).
+COMPLETES_V = True
+#: ``(matrices per program, warps)`` by padded order ``NP`` (None entries: :func:`launch_config`'s
+#: default). Benchmarks override it.
+CONFIG: dict[int, tuple[int, int]] = {}
+_SQRT_TINY = float(torch.finfo(torch.float32).tiny) ** 0.5
+_FLT_MAX = float(torch.finfo(torch.float32).max)
+
+
+def _pow2(x: int) -> int:
+    return max(2, 1 << (max(x, 1) - 1).bit_length())
+
+
+def fits(m: int, n: int, dtype: torch.dtype) -> bool:
+    """Whether :func:`svd_tall` serves ``m x n`` matrices (``m >= n``) of ``dtype``."""
+    return dtype == torch.float32 and 1 <= n <= MAX_N and n <= m <= MAX_M
+
+
+def launch_config(m: int, n: int) -> tuple[int, int]:
+    """``(MB, warps)``: matrices per program and warps for ``m x n`` (:data:`CONFIG` first).
+
+    About 4 entries of each ``[MP, NP]`` tile per thread: one warp holds a 16x8 matrix per
+    program at ``MB = 1``; small orders put several matrices in one program so that a warp is busy.
+    """
+    np_ = _pow2(n)
+    if np_ in CONFIG:
+        return CONFIG[np_]
+    tile = _pow2(m) * np_
+    if tile >= 512:
+        return 1, min(4, tile // 512)
+    return max(1, 128 // tile), 1
+
+
+@triton.jit
+def _rank_desc(key, K: tl.constexpr):
+    """Stable descending ranks of ``key [MB, K]`` and the inverse permutation ``src`` (``src[d]`` is
+    the index of rank ``d``)."""
+    idx = tl.arange(0, K)
+    ki = key[:, :, None]
+    kk = key[:, None, :]
+    before = (kk > ki) | ((kk == ki) & (idx[None, None, :] < idx[None, :, None]))
+    rank = tl.sum(before.to(tl.int32), axis=2)
+    src = tl.sum(tl.where(rank[:, None, :] == idx[None, :, None], idx[None, None, :], 0), axis=2)
+    return rank, src
+
+
+@triton.jit
+def _column(t, cols, j):
+    """Column ``j`` of a ``[MB, R, C]`` tile as ``[MB, R]`` (exact masked sum)."""
+    return tl.sum(tl.where(cols[None, None, :] == j, t, 0.0), axis=2)
+
+
+@triton.jit
+def _norm_rows(x, axis: tl.constexpr):
+    """2-norms along ``axis`` of ``x``, scaled by the largest magnitude (no underflow of the squares)."""
+    mx = tl.max(tl.abs(x), axis=axis)
+    sc = tl.where(mx > 0.0, mx, 1.0)
+    y = tl.math.div_rn(x, tl.expand_dims(sc, axis))
+    return mx * tl.sqrt_rn(tl.sum(y * y, axis=axis))
+
+
+@triton.jit
+def _geqr2(a, rows, cols, nq, MB: tl.constexpr, R: tl.constexpr, C: tl.constexpr):
+    """Householder QR of the first ``nq`` columns of ``a [MB, R, C]`` (LAPACK ``xgeqr2``/``xlarfg``:
+    ``beta = -sign(alpha)·‖x‖``, ``tau = (beta − alpha)/beta``, ``tau = 0`` for a zero column).
+
+    Returns ``(r, h, tau)``: ``r`` with ``R`` on and above the diagonal (zeros below), reflector ``j``
+    in column ``j`` of ``h`` (unit entry at row ``j``, zeros above), ``tau [MB, C]``.
+    """
+    h = tl.zeros([MB, R, C], dtype=tl.float32)
+    tau = tl.zeros([MB, C], dtype=tl.float32)
+    for j in range(0, nq):
+        x = _column(a, cols, j)  # [MB, R]
+        below = rows[None, :] > j
+        xb = tl.where(below, x, 0.0)
+        xn = _norm_rows(xb, 1)
+        alpha = tl.sum(tl.where(rows[None, :] == j, x, 0.0), axis=1)
+        wm = tl.maximum(tl.abs(alpha), xn)
+        ws = tl.where(wm > 0.0, wm, 1.0)
+        ra = tl.math.div_rn(alpha, ws)
+        rn = tl.math.div_rn(xn, ws)
+        mag = wm * tl.sqrt_rn(ra * ra + rn * rn)
+        skip = xn == 0.0
+        beta = tl.where(alpha >= 0.0, -mag, mag)
+        tj = tl.where(skip, 0.0, tl.math.div_rn(beta - alpha, tl.where(skip, 1.0, beta)))
+        dd = tl.where(skip, 1.0, alpha - beta)
+        v = tl.where(rows[None, :] == j, 1.0, tl.math.div_rn(xb, dd[:, None]))  # zeros above j
+        # trailing columns: A[:, c] -= tau v (vᵀ A[:, c]) for c > j
+        w = tl.sum(v[:, :, None] * a, axis=1)  # [MB, C]
+        f = tj[:, None] * w
+        upd = a - v[:, :, None] * f[:, None, :]
+        a = tl.where(cols[None, None, :] > j, upd, a)
+        newj = tl.where(rows[None, :] == j, tl.where(skip, alpha, beta)[:, None], tl.where(below, 0.0, x))
+        a = tl.where(cols[None, None, :] == j, newj[:, :, None], a)
+        h = tl.where(cols[None, None, :] == j, v[:, :, None], h)
+        tau = tl.where(cols[None, :] == j, tj[:, None], tau)
+    return a, h, tau
+
+
+@triton.jit
+def _apply_q(y, h, tau, rows, cols_h, nq):
+    """``Y <- H_0 ... H_{nq-1} Y`` (LAPACK ``xorm2r``, the reflectors from the last) for ``y [MB, R, K]``
+    and :func:`_geqr2`'s ``h [MB, R, C]``, ``tau [MB, C]``."""
+    for jj in range(0, nq):
+        j = nq - 1 - jj
+        v = _column(h, cols_h, j)  # [MB, R]
+        tj = tl.sum(tl.where(cols_h[None, :] == j, tau, 0.0), axis=1)
+        w = tl.sum(v[:, :, None] * y, axis=1)  # [MB, K]
+        y = y - v[:, :, None] * (tj[:, None] * w)[:, None, :]
+    return y
+
+
+@triton.jit
+def _svd_fused_kernel(A, U, S, V, INFO, B, m, n, npad, ucols, sweeps, tol, ctol,
+                      MB: tl.constexpr, MP: tl.constexpr, NP: tl.constexpr, UP: tl.constexpr,
+                      WANT_UV: tl.constexpr):
+    mats = tl.program_id(0).to(tl.int64) * MB + tl.arange(0, MB)
+    live_b = mats < B
+    rows = tl.arange(0, MP)
+    cols = tl.arange(0, NP)
+    r3 = rows[None, :, None]
+    c3 = cols[None, None, :]
+    inside = live_b[:, None, None] & (r3 < m) & (c3 < n)
+    a = tl.load(A + mats[:, None, None] * (m * n) + r3 * n + c3, mask=inside, other=0.0)
+
+    # 1. power-of-two scaling (exact); a non-finite matrix is zeroed and flagged
+    bad = tl.max(tl.max((~(tl.abs(a) <= 3.4028234663852886e38)).to(tl.int32), axis=2), axis=1)
+    fin = bad == 0
+    a = tl.where(fin[:, None, None], a, 0.0)
+    amax = tl.max(tl.max(tl.abs(a), axis=2), axis=1)
+    tiny = amax < 7.888609052210118e-31  # 2^-100: lift subnormal maxima by 2^64 first
+    pre = tl.where(tiny, 1.8446744073709552e19, 1.0)
+    am = amax * pre
+    e1 = tl.where(am > 0.0, ((am.to(tl.int32, bitcast=True) >> 23) & 255) - 126, 0)
+    k1 = tl.minimum(tl.maximum(-e1, -126), 126)
+    f1 = _pow2i(k1)
+    f2 = _pow2i(-e1 - k1)
+    ex = e1 - tl.where(tiny, 64, 0)
+    a = a * pre[:, None, None] * f1[:, None, None] * f2[:, None, None]  # one factor at a time: exact
+
+    # 2. rows by decreasing max-modulus, columns by decreasing 2-norm (stable)
+    rkey = tl.where(rows[None, :] < m, tl.max(tl.abs(a), axis=2), -1.0)
+    _, rp = _rank_desc(rkey, MP)  # sorted row d is row rp[d] of A
+    a = tl.gather(a, tl.broadcast_to(rp[:, :, None], (MB, MP, NP)), axis=1)
+    ckey = tl.where(cols[None, :] < n, _norm_rows(a, 1), -1.0)
+    _, cp = _rank_desc(ckey, NP)  # sorted column d is column cp[d] of A
+    a = tl.gather(a, tl.broadcast_to(cp[:, None, :], (MB, MP, NP)), axis=2)
+
+    # 3. Householder QR; 4. X = Rᵀ (the first NP rows of R: the rest are zero)
+    r, h, tau = _geqr2(a, rows, cols, n, MB, MP, NP)
+    if MP > NP:
+        r = tl.sum(tl.reshape(r, (MB, MP // NP, NP, NP)), axis=1)
+    x = tl.permute(r, (0, 2, 1))
+    vj = tl.where(cols[None, :, None] == c3, 1.0, 0.0) + tl.zeros([MB, NP, NP], dtype=tl.float32)
+
+    # 4. one-sided Jacobi: the circle method's pairs, columns in place (module docstring)
+    pcol = cols < npad
+    half = npad // 2
+    busy = live_b & fin
+    last = tl.zeros([MB], dtype=tl.int1)
+    anybusy = tl.max(busy.to(tl.int32), axis=0)
+    sweep = 0
+    while (sweep < sweeps) & (anybusy > 0):
+        mine = tl.zeros([MB], dtype=tl.int1)
+        for rnd in range(0, npad - 1):
+            slot = tl.where(cols == 0, 0, 1 + (cols - 1 - rnd + (npad - 1)) % (npad - 1))
+            oslot = npad - 1 - slot
+            partner = tl.where(oslot == 0, 0, 1 + (oslot - 1 + rnd) % (npad - 1))
+            partner = tl.where(pcol, partner, cols)
+            isp = slot < half
+            pidx = tl.broadcast_to(partner[None, None, :], (MB, NP, NP))
+            xq = tl.gather(x, pidx, axis=2)
+            sq = tl.sum(x * x, axis=1)  # [MB, NP]
+            g = tl.sum(x * xq, axis=1)
+            sqq = tl.gather(sq, tl.broadcast_to(partner[None, :], (MB, NP)), axis=1)
+            ap = tl.where(isp[None, :], sq, sqq)
+            aq = tl.where(isp[None, :], sqq, sq)
+            act = busy[:, None] & pcol[None, :]
+            sig, c, s, _ = _rotation(ap, aq, g, g, tol, ctol, act, False)
+            # x_p' = c x_p − s x_q, x_q' = s x_p + c x_q: each column its own side
+            sj = tl.where(isp[None, :], -s, s)
+            x = c[:, None, :] * x + sj[:, None, :] * xq
+            if WANT_UV:
+                vq = tl.gather(vj, pidx, axis=2)
+                vj = c[:, None, :] * vj + sj[:, None, :] * vq
+            mine = mine | (tl.max(sig.to(tl.int32), axis=1) > 0)
+        last = tl.where(busy, mine, last)
+        busy = busy & mine
+        anybusy = tl.max(busy.to(tl.int32), axis=0)
+        sweep += 1
+
+    # 5. σ (scaled norms), sorted (stable, descending; padding columns last)
+    sig_raw = _norm_rows(x, 1)
+    skey = tl.where(cols[None, :] < n, sig_raw, -1.0)
+    _, order = _rank_desc(skey, NP)
+    sv = tl.gather(sig_raw, order, axis=1)
+    k2 = tl.minimum(tl.maximum(ex, -126), 126)
+    up1 = _pow2i(k2)[:, None]
+    up2 = _pow2i(ex - k2)[:, None]
+    sbase = S + mats[:, None] * n + cols[None, :]
+    smask = live_b[:, None] & (cols[None, :] < n)
+    tl.store(sbase, tl.where(fin[:, None], sv * up1 * up2, float("nan")), mask=smask)
+    tl.store(INFO + mats, tl.where(fin, tl.where(last, 2, 0), 1), mask=live_b)
+    if WANT_UV:
+        oidx = tl.broadcast_to(order[:, None, :], (MB, NP, NP))
+        w = tl.gather(x, oidx, axis=2)
+        vj = tl.gather(vj, oidx, axis=2)
+        # 6. V_A = Pc W Σ⁻¹, negligible columns completed (mpslinalg.svd._complete)
+        sd = tl.where(sv > 0.0, sv, 1.0)
+        ux = tl.math.div_rn(w, sd[:, None, :])
+        s0 = tl.max(sv, axis=1)
+        zc = (sv <= _SQRT_TINY * s0[:, None]) & (cols[None, :] < n)
+        if tl.max(tl.max(zc.to(tl.int32), axis=1), axis=0) > 0:
+            _, hc, tc = _geqr2(ux, cols, cols, n, MB, NP, NP)
+            qc = tl.where(cols[None, :, None] == c3, 1.0, 0.0) + tl.zeros([MB, NP, NP], dtype=tl.float32)
+            qc = _apply_q(qc, hc, tc, cols, cols, n)
+            ux = tl.where(zc[:, None, :], qc, ux)
+        nanv = tl.where(fin, 0.0, float("nan"))[:, None, None]
+        vmask = live_b[:, None, None] & (cols[None, :, None] < n) & (c3 < n)
+        tl.store(V + mats[:, None, None] * (n * n) + cp[:, :, None] * n + c3, ux + nanv, mask=vmask)
+        # 7. U_A = Prᵀ Q [Vj 0; 0 I]
+        ucol = tl.arange(0, UP)
+        u3 = ucol[None, None, :]
+        ubase = U + mats[:, None, None] * (m * ucols)
+        if MP == NP and UP == NP:
+            y = vj  # [Vj 0; 0 I]: the padding columns never rotate and sort last
+        else:  # embed Vj (n x n) in the MP x UP tile through U's own rows (scratch)
+            tl.store(ubase + cols[None, :, None] * ucols + c3, vj,
+                     mask=live_b[:, None, None] & (cols[None, :, None] < n) & (c3 < n))
+            tl.debug_barrier()
+            emb = live_b[:, None, None] & (r3 < n) & (u3 < n)
+            y = tl.load(ubase + r3 * ucols + u3, mask=emb, other=0.0)
+            y = tl.where((r3 >= n) & (r3 == u3), 1.0, y)
+            tl.debug_barrier()  # every row read before any is overwritten below
+        y = _apply_q(y, h, tau, rows, cols, n)
+        umask = live_b[:, None, None] & (r3 < m) & (u3 < ucols)
+        tl.store(ubase + rp[:, :, None] * ucols + u3, y + nanv, mask=umask)
+
+
+def svd_tall(A: torch.Tensor, full: bool, compute_uv: bool, max_sweeps: int
+             ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """The whole SVD of every matrix of ``A [B, m, n]`` (:func:`fits`) in one launch.
+
+    The contract of :func:`mpslinalg.kernels.svd_triton.svd_tall`: ``U`` ``[B, m, m]`` (``full``) or
+    ``[B, m, n]``, ``S [B, n]`` (descending), ``V`` (not ``Vᵀ``) ``[B, n, n]`` orthonormal
+    (:data:`COMPLETES_V`), ``info [B]`` int32 (0; 1 non-finite input, outputs NaN; 2 not converged
+    within ``max_sweeps``); ``U``, ``V`` None unless ``compute_uv``. ``A`` is not modified.
+
+    Parameters
+    ----------
+    A : torch.Tensor
+        ``[B, m, n]`` float32 with ``n <= m`` (:func:`fits`).
+    full : bool
+        ``U`` with all ``m`` columns.
+    compute_uv : bool
+        Compute ``U`` and ``V``.
+    max_sweeps : int
+        Most Jacobi sweeps per matrix.
+
+    Returns
+    -------
+    (U, S, V, info)
+    """
+    Bn, m, n = A.shape
+    if not fits(m, n, A.dtype):
+        raise ValueError(f"svd_triton_fused.svd_tall: [B, m, n] float32 with n <= m <= {MAX_M}, n <= {MAX_N}, "
+                         f"got {tuple(A.shape)} {A.dtype}")
+    A = A.contiguous()
+    ucols = m if full else n
+    S = torch.empty(Bn, n, dtype=torch.float32, device=A.device)
+    info = torch.empty(Bn, dtype=torch.int32, device=A.device)
+    U = torch.empty(Bn, m, ucols, dtype=A.dtype, device=A.device) if compute_uv else None
+    V = torch.empty(Bn, n, n, dtype=A.dtype, device=A.device) if compute_uv else None
+    if Bn == 0:
+        return U, S, V, info
+    mb, warps = launch_config(m, n)
+    npad = n + n % 2
+    u = 2.0 ** -24
+    _svd_fused_kernel[(-(-Bn // mb),)](
+        A, U if compute_uv else A, S, V if compute_uv else A, info, Bn, m, n, npad, ucols, int(max_sweeps),
+        npad ** 0.5 * u, 2 * npad * u, MB=mb, MP=_pow2(m), NP=_pow2(n), UP=_pow2(ucols), WANT_UV=compute_uv,
+        num_warps=warps)
+    return U, S, V, info

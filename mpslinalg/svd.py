@@ -47,14 +47,12 @@ Kernel contract (identical on every backend)
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field
 
 import torch
 import torch.autograd.forward_ad as _fwad
 
-from .kernels import backend_for, kernel_name, load_library, svd_c
-from .kernels.codegen import warn_once
+from .kernels import backend_for, kernel_name, load_library, svd_c, svd_cuda
 from .oplayer import checks as E
 from .oplayer import defop, functorch_active
 from .oplayer.derivatives import svd_backward, svd_jvp
@@ -223,67 +221,6 @@ def _sweep(Y: torch.Tensor, rows: int, perms: tuple[torch.Tensor, ...], tol: flo
     return Y, rotated
 
 
-_COMPILED: dict = {}
-
-
-def _sweep_fn(Y: torch.Tensor):
-    """The sweep, fused by ``torch.compile`` on CUDA for small orders (``TUNING.compile_max``): one
-    round is ~35 tiny launches in eager mode, a few fused kernels compiled."""
-    n = Y.shape[-1]
-    if Y.device.type != "cuda" or n > TUNING.compile_max or functorch_active() or torch.compiler.is_compiling():
-        return _sweep
-    if "fn" not in _COMPILED:
-        _COMPILED["fn"] = torch.compile(_sweep, dynamic=False, fullgraph=True)
-    return _COMPILED["fn"]
-
-
-#: Triton reads TRITON_INTERPRET when it is imported; so do we. On the CPU the Triton kernels run
-#: only in its interpreter (the tests); elsewhere the torch ops below serve the CPU.
-_TRITON_INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
-_triton_state: dict[str, object] = {}  # "ok": bool once probed; "error": why it was switched off
-
-
-def _triton_ok(X: torch.Tensor) -> bool:
-    """The torch backend runs ``X``'s SVD kernels in Triton (:mod:`mpslinalg.kernels.svd_triton`):
-    ``TUNING.triton``, CUDA, float32/complex64, no ``torch.func`` transform."""
-    dev = X.device.type
-    if not (TUNING.triton and X.dtype in E.GPU_DTYPES) or functorch_active():
-        return False
-    if dev != "cuda" and not (dev == "cpu" and _TRITON_INTERPRET):
-        return False
-    ok = _triton_state.get("ok")
-    if ok is None:
-        try:
-            from .kernels import svd_triton  # noqa: F401
-            ok = True
-        except Exception as exc:  # noqa: BLE001 - no Triton: the torch-op sweeps serve
-            ok, _triton_state["error"] = False, repr(exc)
-        _triton_state["ok"] = ok
-    return bool(ok)
-
-
-def _triton_call(fn, *args):
-    """``fn(*args)`` for a kernel of :mod:`mpslinalg.kernels.svd_triton`, or None after switching the
-    Triton kernels off for this process with one warning (a kernel that does not build, e.g. on
-    another Triton version); the caller then runs the torch-op path (same algorithm, slower)."""
-    try:
-        return fn(*args)
-    except Exception as exc:  # noqa: BLE001 - any failure of generated code falls back
-        _triton_state["ok"], _triton_state["error"] = False, repr(exc)
-        warn_once("triton:svd", f"mpslinalg: the SVD family's Triton kernel failed ({type(exc).__name__}: "
-                  f"{exc}); using the torch-op Jacobi instead (same algorithm, slower)")
-        return None
-
-
-def _use_triton(X: torch.Tensor) -> bool:
-    """Whether the torch backend's Jacobi on ``X [B, n, n]`` is the Triton kernel (even ``n <= 64``)."""
-    if not (X.shape[-2] == X.shape[-1] and _triton_ok(X)):
-        return False
-    from .kernels.svd_triton import fits
-
-    return fits(X.shape[-1])
-
-
 class _TorchKernels:
     """The kernel contract with torch ops, vectorised over the batch and the pairs of a round."""
 
@@ -291,17 +228,17 @@ class _TorchKernels:
 
     def jacobi(self, X: torch.Tensor, V: torch.Tensor | None, sweeps: int, tol: float, ctol: float,
                early_exit: bool) -> torch.Tensor:
-        if _use_triton(X):  # one launch; stops per matrix on the GPU (no host read)
+        if svd_cuda.use_triton(X, TUNING.triton):  # one launch; stops per matrix on the GPU (no host read)
             from .kernels.svd_triton import jacobi
 
-            out = _triton_call(jacobi, X, V, TUNING.triton_sweeps or sweeps, tol, ctol)
+            out = svd_cuda.triton_call(jacobi, X, V, TUNING.triton_sweeps or sweeps, tol, ctol)
             if out is not None:
                 return out
         Bn, rows, n = X.shape
         perms = tuple(_perms(n, X.device))
         Y = X if V is None else torch.cat([X, V], dim=-2)
         rotated = torch.zeros(Bn, dtype=torch.bool, device=X.device)
-        sweep = _sweep_fn(Y)
+        sweep = svd_cuda.compiled_sweep(_sweep, Y, TUNING.compile_max)
         for _ in range(sweeps):
             Y, rotated = sweep(Y, rows, perms, tol, ctol)
             if early_exit and not bool(rotated.any()):
@@ -374,28 +311,6 @@ def _device_svd(X: torch.Tensor, compute_uv: bool):
     return Ux * S[:, None, :].to(X.dtype), Vh.mH, not_rotated
 
 
-def _large_cuda_svd(As: torch.Tensor, e: torch.Tensor, finite: torch.Tensor, full: bool, compute_uv: bool):
-    """CUDA above ``TUNING.jacobi_max``: cuSOLVER's SVD (``torch.linalg.svd``, driver
-    ``TUNING.large_driver``) of the power-of-two-scaled ``As`` itself, ``(U, S, V, info)``.
-
-    The QR preconditioner buys relative accuracy only for Jacobi; before a bidiagonalising SVD it
-    is a second O(n³) factorisation (docs/ops/svd.md: the 2048² trade). cuSOLVER's ``U``/``V`` are
-    orthonormal for rank-deficient input; torch checks its ``info`` on the host (a sync).
-    """
-    nan = float("nan")
-    if compute_uv:
-        U, S, Vh = torch.linalg.svd(As, full_matrices=full, driver=TUNING.large_driver)
-    else:
-        U = Vh = None
-        S = torch.linalg.svdvals(As, driver=TUNING.large_driver)
-    info = torch.where(finite, 0, INFO_NONFINITE).to(torch.int32)
-    S = torch.where(finite[:, None], torch.ldexp(S, e[:, None].to(S.dtype)), nan)
-    if compute_uv:
-        U = torch.where(finite[:, None, None], U, nan)
-        Vh = torch.where(finite[:, None, None], Vh, nan)
-    return U, S, (Vh.mH if compute_uv else None), info
-
-
 def _pow2_scale(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(A·2^-e, e, finite)`` per matrix: max |entry| of the scaled matrix in [1/2, 1)."""
     amax = A.abs().amax(dim=(-2, -1))
@@ -434,15 +349,8 @@ def _c_serves(A: torch.Tensor) -> bool:
 
 def _whole_kernel(A: torch.Tensor):
     """The module whose ``svd_tall`` runs the whole algorithm on ``A [B, m, n]`` in one kernel, or
-    None: C on the CPU (:func:`_c_serves`), Triton on CUDA for ``n <= m <= 4`` (one matrix per lane,
-    :func:`mpslinalg.kernels.svd_triton.svd_tall`)."""
-    if _c_serves(A):
-        return svd_c
-    if A.shape[-2] <= 4 and _triton_ok(A):
-        from .kernels import svd_triton
-
-        return svd_triton if svd_triton.fused_fits(A.shape[-2], A.shape[-1], A.dtype) else None
-    return None
+    None: C on the CPU (:func:`_c_serves`), Triton on CUDA (:func:`mpslinalg.kernels.svd_cuda.whole_kernel`)."""
+    return svd_c if _c_serves(A) else svd_cuda.whole_kernel(A, TUNING.triton)
 
 
 def _lapack_tall(A: torch.Tensor, full: bool, compute_uv: bool):
@@ -477,7 +385,7 @@ def _svd_tall(A: torch.Tensor, full: bool, compute_uv: bool):
         if whole is svd_c:
             out = whole.svd_tall(A, full, compute_uv, sweeps)
         else:
-            out = _triton_call(whole.svd_tall, A, full, compute_uv, TUNING.triton_sweeps or sweeps)
+            out = svd_cuda.triton_call(whole.svd_tall, A, full, compute_uv, TUNING.triton_sweeps or sweeps)
         if out is not None:
             U, S, V, info = out
             if compute_uv and not getattr(whole, "COMPLETES_V", False):
@@ -489,7 +397,8 @@ def _svd_tall(A: torch.Tensor, full: bool, compute_uv: bool):
     As = torch.where(finite[:, None, None], As, torch.zeros_like(As))
     if A.device.type == "cuda" and TUNING.large_driver != "precondition" and not _on_kernels(A) \
             and n > TUNING.jacobi_max.get("cuda", 0):
-        return _large_cuda_svd(As, e, finite, full, compute_uv)
+        U, S, V = svd_cuda.large_svd(As, e, finite, full, compute_uv, TUNING.large_driver)
+        return U, S, V, torch.where(finite, 0, INFO_NONFINITE).to(torch.int32)
 
     # preconditioning: row sort (max-norm), column sort (2-norm), Householder QR
     rperm = As.abs().amax(-1).argsort(dim=-1, descending=True, stable=True)

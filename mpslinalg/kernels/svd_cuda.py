@@ -1,0 +1,153 @@
+"""The SVD family's CUDA dispatch (torch backend): which Triton kernel serves a batch, and the routes
+that exist only on CUDA (:mod:`mpslinalg.svd` calls these; the algorithm itself is there).
+
+* :func:`triton_ok` / :func:`use_triton` / :func:`whole_kernel`: whether the Triton kernels of
+  :mod:`mpslinalg.kernels.svd_triton` serve a tensor (CUDA, or the CPU under ``TRITON_INTERPRET=1``
+  for the tests), probed once per process;
+* :func:`triton_call`: a Triton kernel call that switches the Triton path off with one warning when
+  generated code fails to build (another Triton version), so the caller falls back to torch ops;
+* :func:`compiled_sweep`: the torch-op Jacobi sweep fused by ``torch.compile`` for small orders;
+* :func:`large_svd`: orders above ``TUNING.jacobi_max["cuda"]``: cuSOLVER's SVD of the scaled matrix.
+
+The switches (``TUNING.triton``, ``TUNING.compile_max``, ``TUNING.large_driver``) live in
+:class:`mpslinalg.svd.Tuning` and are passed in by the caller (no import cycle).
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from ..oplayer import checks as E
+from ..oplayer import functorch_active
+from .codegen import warn_once
+
+__all__ = ["compiled_sweep", "large_svd", "triton_call", "triton_ok", "use_triton", "whole_kernel"]
+
+#: Triton reads TRITON_INTERPRET when it is imported; so do we. On the CPU the Triton kernels run
+#: only in its interpreter (the tests); elsewhere the torch ops of mpslinalg.svd serve the CPU.
+_TRITON_INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+_triton_state: dict[str, object] = {}  # "ok": bool once probed; "error": why it was switched off
+
+
+def triton_ok(X: torch.Tensor, enabled: bool = True) -> bool:
+    """Whether the torch backend runs ``X``'s SVD kernels in Triton.
+
+    Parameters
+    ----------
+    X : torch.Tensor
+        The batch the kernels would serve.
+    enabled : bool
+        ``TUNING.triton`` of :mod:`mpslinalg.svd`.
+
+    Returns
+    -------
+    bool
+        ``enabled``, CUDA (or the CPU under ``TRITON_INTERPRET=1``), float32/complex64, no
+        ``torch.func`` transform, and :mod:`mpslinalg.kernels.svd_triton` imports (probed once).
+    """
+    dev = X.device.type
+    if not (enabled and X.dtype in E.GPU_DTYPES) or functorch_active():
+        return False
+    if dev != "cuda" and not (dev == "cpu" and _TRITON_INTERPRET):
+        return False
+    ok = _triton_state.get("ok")
+    if ok is None:
+        try:
+            from . import svd_triton  # noqa: F401
+            ok = True
+        except Exception as exc:  # noqa: BLE001 - no Triton: the torch-op sweeps serve
+            ok, _triton_state["error"] = False, repr(exc)
+        _triton_state["ok"] = ok
+    return bool(ok)
+
+
+def triton_call(fn, *args):
+    """``fn(*args)`` for a kernel of :mod:`mpslinalg.kernels.svd_triton`, or None after switching the
+    Triton kernels off for this process with one warning (a kernel that does not build, e.g. on
+    another Triton version); the caller then runs the torch-op path (same algorithm, slower)."""
+    try:
+        return fn(*args)
+    except Exception as exc:  # noqa: BLE001 - any failure of generated code falls back
+        _triton_state["ok"], _triton_state["error"] = False, repr(exc)
+        warn_once("triton:svd", f"mpslinalg: the SVD family's Triton kernel failed ({type(exc).__name__}: "
+                  f"{exc}); using the torch-op Jacobi instead (same algorithm, slower)")
+        return None
+
+
+def use_triton(X: torch.Tensor, enabled: bool = True) -> bool:
+    """Whether the torch backend's Jacobi on ``X [B, n, n]`` is the Triton kernel (even ``n <= 64``)."""
+    if not (X.shape[-2] == X.shape[-1] and triton_ok(X, enabled)):
+        return False
+    from .svd_triton import fits
+
+    return fits(X.shape[-1])
+
+
+def whole_kernel(A: torch.Tensor, enabled: bool = True):
+    """The Triton module whose ``svd_tall`` runs the whole algorithm on ``A [B, m, n]`` in one kernel,
+    or None: ``n <= m <= 4`` (one matrix per lane, :func:`mpslinalg.kernels.svd_triton.svd_tall`).
+
+    The module's ``svd_tall(A, full, compute_uv, sweeps)`` returns ``(U, S, V, info)``; its
+    ``COMPLETES_V`` says whether the caller still completes ``V``'s zero-σ columns.
+    """
+    if A.shape[-2] <= 4 and triton_ok(A, enabled):
+        from . import svd_triton
+
+        return svd_triton if svd_triton.fused_fits(A.shape[-2], A.shape[-1], A.dtype) else None
+    return None
+
+
+_COMPILED: dict = {}
+
+
+def compiled_sweep(sweep, Y: torch.Tensor, compile_max: int):
+    """``sweep`` (the torch-op sweep of :mod:`mpslinalg.svd`), fused by ``torch.compile`` on CUDA for
+    orders up to ``compile_max`` (``TUNING.compile_max``): one round is ~35 tiny launches in eager
+    mode, a few fused kernels compiled. Elsewhere (and under transforms or compilation) ``sweep``."""
+    n = Y.shape[-1]
+    if Y.device.type != "cuda" or n > compile_max or functorch_active() or torch.compiler.is_compiling():
+        return sweep
+    if sweep not in _COMPILED:
+        _COMPILED[sweep] = torch.compile(sweep, dynamic=False, fullgraph=True)
+    return _COMPILED[sweep]
+
+
+def large_svd(As: torch.Tensor, e: torch.Tensor, finite: torch.Tensor, full: bool, compute_uv: bool,
+              driver: str | None):
+    """CUDA above ``TUNING.jacobi_max``: cuSOLVER's SVD of the power-of-two-scaled ``As`` itself.
+
+    The QR preconditioner buys relative accuracy only for Jacobi; before a bidiagonalising SVD it
+    is a second O(n³) factorisation (docs/ops/svd.md: the 2048² trade). cuSOLVER's ``U``/``V`` are
+    orthonormal for rank-deficient input; torch checks its ``info`` on the host (a sync).
+
+    Parameters
+    ----------
+    As : torch.Tensor
+        ``[B, m, n]``, ``m >= n``, scaled by ``2^-e`` (non-finite matrices zeroed).
+    e : torch.Tensor
+        ``[B]`` the scaling exponents (``S`` is scaled back by ``2^e``).
+    finite : torch.Tensor
+        ``[B]`` bool: the input matrix was finite (else its outputs are NaN).
+    full, compute_uv : bool
+        As ``svd_impl``.
+    driver : str or None
+        ``TUNING.large_driver``: the cuSOLVER driver of ``torch.linalg.svd``.
+
+    Returns
+    -------
+    U, S, V : torch.Tensor or None
+        ``V``, not ``Vh``; ``U`` and ``V`` None without ``compute_uv``.
+    """
+    nan = float("nan")
+    if compute_uv:
+        U, S, Vh = torch.linalg.svd(As, full_matrices=full, driver=driver)
+    else:
+        U = Vh = None
+        S = torch.linalg.svdvals(As, driver=driver)
+    S = torch.where(finite[:, None], torch.ldexp(S, e[:, None].to(S.dtype)), nan)
+    if compute_uv:
+        U = torch.where(finite[:, None, None], U, nan)
+        Vh = torch.where(finite[:, None, None], Vh, nan)
+    return U, S, (Vh.mH if compute_uv else None)

@@ -1,6 +1,6 @@
 // lu.metal - kernels of the LU family (mpslinalg/lu.py), float32 and complex64 (float2).
 //
-// Four kernels; everything else in the LU algorithm (TRSM, GEMM updates) is matrix products
+// The kernels (lu_panel_step and lu_panel_look: at their definitions); everything else in the LU algorithm (TRSM, GEMM updates) is matrix products
 // issued from Python (docs/design.md, LU):
 //
 //   lu_panel_{f32,c64}   factor the m x w panel A[o:M, o:o+w] of every matrix in the batch in place
@@ -9,6 +9,8 @@
 //                        matrices per simdgroup (RANSAC 9x9, VMC 32x32);
 //   lu_laswp_{f32,c64}   apply the row interchanges piv[k1:k2] to the columns [c0, c0 + nc) of
 //                        every matrix, forward or reverse (one thread per column, no barriers);
+//   lu_laswp_block_{f32,c64}  the same for at most 64 interchanges as one permutation gather, on
+//                        the columns left and right of a panel (the blocked LU's per block);
 //   lu_small_solve_{f32,c64}_W_KC_S  factor and solve A X = B for n <= W, k <= KC (1, 8) in one
 //                        dispatch, as lu_small (RANSAC).
 //
@@ -736,11 +738,18 @@ __attribute__((always_inline)) inline void lu_row_out(thread const T (&x)[C], bo
 // as the columns of [A | B]). Returns the first zero pivot (1-based; 0: none), sets `pos` to the
 // row's final position, `my_piv` to the 1-based pivot of step r (lane r < min(m, n) of the
 // segment), and wl_of[j] to the lane holding position j after step j. bc: the segment's two
-// broadcast rows (2 * (W + KC) elements of threadgroup memory): the pivot row's lane publishes its
-// row there and the other lanes read it (two plain accesses per element where a simd_shuffle
-// costs several instructions on the cuda proxy); two buffers, alternating by column, need one
-// simdgroup barrier per column (a lane overwrites buffer j % 2 at column j only after the barrier
-// of column j - 1, which every lane passes after its reads of column j - 2).
+// broadcast rows (2 * LU_BC_LEN(W, KC) elements of threadgroup memory): the pivot row's lane
+// publishes its row there and the other lanes read it (two plain accesses per element where a
+// simd_shuffle costs several instructions on the cuda proxy); two buffers, alternating by column,
+// need one simdgroup barrier per column (a lane overwrites buffer j % 2 at column j only after the
+// barrier of column j - 1, which every lane passes after its reads of column j - 2).
+// The pivot's reciprocal and its sfmin test (a complex reciprocal is three divisions, the modulus
+// a square root: the longest link of a column's dependency chain) are computed by every lane for
+// its own entry while the pivot search runs (independent of it, so they overlap its shuffles), and
+// the pivot lane publishes them with its row: the lanes below then wait for the search and one
+// threadgroup load, not for the division after it. Same values as computing them after the search.
+// Elements of one broadcast row: W columns, KC right-hand sides, the reciprocal, the sfmin flag.
+#define LU_BC_LEN(W, KC) ((W) + (KC) + 2)
 template <typename T, int W, int KC>
 __attribute__((always_inline)) inline int lu_regs_getf2(thread T (&a)[W], thread T (&x)[KC], int m, int n, int r,
                                                         ushort lane, thread int& pos, thread int& my_piv,
@@ -758,6 +767,8 @@ __attribute__((always_inline)) inline int lu_regs_getf2(thread T (&a)[W], thread
     //    (pairs (key, ~(pos * 32 + lane)); rows that are not candidates bid (0, 0) and lose)
     const bool cand = pos >= j && pos < m;
     const uint key = cand ? lu_pivot_key(s_abs1(a[j])) : 0u;
+    const T my_rp = lu_recip(a[j]);  // speculative: used if this lane's entry becomes the pivot
+    const bool my_use_rp = s_abs(a[j]) >= S_SFMIN;
     const uint idx = (uint)(pos * 32 + (int)(lane - base));
     uint win;
     if (W == 32) {  // the whole simdgroup: two of its own reductions (hardware ones on Apple GPUs)
@@ -769,8 +780,8 @@ __attribute__((always_inline)) inline int lu_regs_getf2(thread T (&a)[W], thread
     const int p = (int)(win >> 5);
     const ushort wl = base + (ushort)(win & 31u);
     wl_of[j] = wl;
-    threadgroup T* prow = bc + (j & 1) * (W + KC);
-    if (lane == wl) {  // publish the pivot row (from column j) and its right-hand sides
+    threadgroup T* prow = bc + (j & 1) * LU_BC_LEN(W, KC);
+    if (lane == wl) {  // publish the pivot row (from column j), its right-hand sides, 1 / pivot
 #pragma unroll
       for (int c = j; c < W; ++c) {
         prow[c] = a[c];
@@ -779,6 +790,8 @@ __attribute__((always_inline)) inline int lu_regs_getf2(thread T (&a)[W], thread
       for (int c = 0; c < KC; ++c) {
         prow[W + c] = x[c];
       }
+      prow[W + KC] = my_rp;
+      prow[W + KC + 1] = my_use_rp ? s_one<T>() : s_zero<T>();
     }
     simdgroup_barrier(mem_flags::mem_threadgroup);
     const T pivot = prow[j];
@@ -797,7 +810,7 @@ __attribute__((always_inline)) inline int lu_regs_getf2(thread T (&a)[W], thread
     // 3. scale below the pivot (LAPACK's sfmin rule)
     const bool below = pos > j && pos < m;
     if (below && !s_is_zero(pivot)) {
-      a[j] = lu_scale(a[j], pivot, lu_recip(pivot), s_abs(pivot) >= S_SFMIN);
+      a[j] = lu_scale(a[j], pivot, prow[W + KC], !s_is_zero(prow[W + KC + 1]));
     }
     // 4. rank-1 update with the published pivot row. The padding columns (n..W-1, k..KC-1: zeros
     //    at the start) are updated too, unguarded: they are never a pivot column and never stored,
@@ -832,7 +845,7 @@ kernel void lu_small(device T* A [[buffer(0)]],
                      ushort lane [[thread_index_in_simdgroup]],
                      ushort sg [[simdgroup_index_in_threadgroup]]) {
   threadgroup T tile[STAGE ? LU_SMALL_SIMDGROUPS * 32 * LU_SMALL_LD : 1];
-  threadgroup T bcast[LU_SMALL_SIMDGROUPS * (32 / W) * 2 * (W + 1)];
+  threadgroup T bcast[LU_SMALL_SIMDGROUPS * (32 / W) * 2 * LU_BC_LEN(W, 1)];
   const int m = (int)M;
   const int n = (int)N;
   const int k = min(m, n);
@@ -856,7 +869,7 @@ kernel void lu_small(device T* A [[buffer(0)]],
   }
   int pos = r;
   int my_piv = 0;
-  threadgroup T* bc = bcast + ((int)sg * (32 / W) + q) * 2 * (W + 1);
+  threadgroup T* bc = bcast + ((int)sg * (32 / W) + q) * 2 * LU_BC_LEN(W, 1);
   const int inf = lu_regs_getf2<T, W, 1>(a, none, m, n, r, lane, pos, my_piv, wl_of, bc);
   lu_row_out(a, have, tl, q * m + pos, A + b * M * N + pos * n, n, STAGE != 0);
   if (STAGE) {
@@ -892,7 +905,7 @@ kernel void lu_small_solve(device const T* A [[buffer(0)]],
                            ushort lane [[thread_index_in_simdgroup]],
                            ushort sg [[simdgroup_index_in_threadgroup]]) {
   threadgroup T tile[STAGE ? LU_SMALL_SIMDGROUPS * 32 * LU_SMALL_LD : 1];
-  threadgroup T bcast[LU_SMALL_SIMDGROUPS * (32 / W) * 2 * (W + KC)];
+  threadgroup T bcast[LU_SMALL_SIMDGROUPS * (32 / W) * 2 * LU_BC_LEN(W, KC)];
   const int n = (int)N;
   const int k = (int)K;
   const long b0 = (long)(gid / 32) * (32 / W);
@@ -921,7 +934,7 @@ kernel void lu_small_solve(device const T* A [[buffer(0)]],
   }
   int pos = r;
   int my_piv = 0;
-  threadgroup T* bc = bcast + ((int)sg * (32 / W) + q) * 2 * (W + KC);
+  threadgroup T* bc = bcast + ((int)sg * (32 / W) + q) * 2 * LU_BC_LEN(W, KC);
   const int inf = lu_regs_getf2<T, W, KC>(a, x, n, n, r, lane, pos, my_piv, wl_of, bc);
   // back substitution U X = B': x_j = b'_j / u_jj from the lane at position j, then rows above
 #pragma unroll
@@ -1005,30 +1018,105 @@ kernel void lu_laswp(device T* A [[buffer(0)]],
   lu_swap_column(A + (long)b * M * N, piv + (long)b * K, (int)M, (int)N, c, (int)k1, (int)(k2 - k1), reverse);
 }
 
-// ---- lu_laswp_left -------------------------------------------------------------------------------
+// ---- lu_laswp_block ------------------------------------------------------------------------------
 //
-// The left-hand interchanges of the blocked LU (getrf), all at the end in one dispatch: column c of
-// block c / nb receives the pivots of every later block, piv[(c / nb + 1) * nb .. K), in order
-// (what LAPACK's per-block laswp on the columns to the left of each panel does: those columns are
-// never read again by the factorization). Grid: threads = batch * nc, nc = the columns of all
-// blocks but the last (any group size).
+// The interchanges piv[k1 .. k1+cnt) (cnt <= LU_SWAP_MAX; reverse != 0: applied last to first) as
+// ONE permutation gather instead of a chain of swaps: they move at most 2 * cnt rows, the
+// positions k1 .. k1+cnt-1 and the distinct targets outside them ("slots"). Every thread of a group
+// computes the final source row of some slots by running the interchanges backwards over a row
+// index (no data moves), then the group loads every moved entry of its columns into registers,
+// waits at one barrier, and stores them at their new rows: independent loads (a swap chain's
+// loads wait for the previous swap's stores, ~one memory round trip per interchange), and one
+// dispatch for the columns on both sides of a panel. Columns: j = 0 .. nc-1 of each matrix map to
+// c = c0 + j, plus skip_n when c0 + j >= skip_lo (the blocked LU's columns left and right of the
+// panel [skip_lo, skip_lo + skip_n)). Grid: threads = batch * ngc * LU_SWAP_THREADS, group_size =
+// LU_SWAP_THREADS, ngc = ceil(nc / 32): a group owns 32 columns (one per lane, coalesced) of one
+// matrix, its simdgroups split the slots. Groups own disjoint columns, so the one barrier orders
+// every read before every write. Pivots outside [1, M] are skipped, as in lu_laswp.
+constant constexpr int LU_SWAP_MAX = 64;
+constant constexpr int LU_SWAP_THREADS = 256;
+constant constexpr int LU_SWAP_PER_THREAD = 2 * LU_SWAP_MAX / (LU_SWAP_THREADS / 32);
+
 template <typename T>
-kernel void lu_laswp_left(device T* A [[buffer(0)]],
-                          device const int* piv [[buffer(1)]],
-                          constant long& M [[buffer(2)]],
-                          constant long& N [[buffer(3)]],
-                          constant long& K [[buffer(4)]],
-                          constant long& nb [[buffer(5)]],
-                          constant long& nc [[buffer(6)]],
-                          constant long& batch [[buffer(7)]],
-                          uint gid [[thread_position_in_grid]]) {
-  const uint b = gid / (uint)nc;
-  if (b >= (uint)batch) {
-    return;
+[[max_total_threads_per_threadgroup(256)]]  // = LU_SWAP_THREADS
+kernel void lu_laswp_block(device T* A [[buffer(0)]],
+                           device const int* piv [[buffer(1)]],
+                           constant long& M [[buffer(2)]],
+                           constant long& N [[buffer(3)]],
+                           constant long& K [[buffer(4)]],
+                           constant long& k1 [[buffer(5)]],
+                           constant long& cnt [[buffer(6)]],
+                           constant long& c0 [[buffer(7)]],
+                           constant long& nc [[buffer(8)]],
+                           constant long& skip_lo [[buffer(9)]],
+                           constant long& skip_n [[buffer(10)]],
+                           constant long& reverse [[buffer(11)]],
+                           constant long& ngc [[buffer(12)]],
+                           uint tid [[thread_index_in_threadgroup]],
+                           uint tg [[threadgroup_position_in_grid]]) {
+  threadgroup int q_of[LU_SWAP_MAX];        // the target row of interchange i (-1: none)
+  threadgroup int dst[2 * LU_SWAP_MAX];     // slot -> the row it writes (-1: unused slot)
+  threadgroup int src[2 * LU_SWAP_MAX];     // slot -> the row its entry comes from
+  const int b = (int)(tg / (uint)ngc);
+  const int cg = (int)(tg % (uint)ngc);
+  const int m = (int)M;
+  const int n = (int)N;
+  const int lo = (int)k1;
+  const int nk = (int)cnt;
+  const int t = (int)tid;
+  device const int* pb = piv + (long)b * K;
+  for (int i = t; i < nk; i += LU_SWAP_THREADS) {
+    const int q = pb[lo + i] - 1;
+    q_of[i] = (q != lo + i && q >= 0 && q < m) ? q : -1;
   }
-  const int c = (int)(gid % (uint)nc);
-  const int lo = (c / (int)nb + 1) * (int)nb;
-  lu_swap_column(A + (long)b * M * N, piv + (long)b * K, (int)M, (int)N, c, lo, (int)K - lo, 0);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  for (int s = t; s < 2 * nk; s += LU_SWAP_THREADS) {
+    int x = lo + s;  // slots 0 .. nk-1: the positions lo .. lo+nk-1
+    bool used = true;
+    if (s >= nk) {  // slot nk + i: the target of interchange i, where it is outside and first seen
+      const int i = s - nk;
+      x = q_of[i];
+      used = x >= 0 && (x < lo || x >= lo + nk);
+      for (int j = 0; j < i && used; ++j) {
+        used = q_of[j] != x;
+      }
+    }
+    // what row ends at x: the interchanges in the opposite order of their application
+    int y = x;
+    for (int step = 0; step < nk && used; ++step) {
+      const int i = reverse != 0 ? step : nk - 1 - step;
+      const int q = q_of[i];
+      if (q >= 0) {
+        y = (y == lo + i) ? q : ((y == q) ? lo + i : y);
+      }
+    }
+    dst[s] = (used && y != x) ? x : -1;  // an entry that stays where it is is not moved
+    src[s] = y;
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  const int lane = t % 32;
+  const int sg = t / 32;
+  const int j = cg * 32 + lane;
+  int c = (int)c0 + j;
+  if (c >= (int)skip_lo) {
+    c += (int)skip_n;
+  }
+  const bool have = j < (int)nc;
+  device T* a = A + (long)b * M * N;
+  T v[LU_SWAP_PER_THREAD];
+#pragma unroll
+  for (int k = 0; k < LU_SWAP_PER_THREAD; ++k) {
+    const int s = sg + k * (LU_SWAP_THREADS / 32);
+    v[k] = (have && s < 2 * nk && dst[s] >= 0) ? a[src[s] * n + c] : s_zero<T>();
+  }
+  threadgroup_barrier(mem_flags::mem_device);  // every read of the group's columns before any write
+#pragma unroll
+  for (int k = 0; k < LU_SWAP_PER_THREAD; ++k) {
+    const int s = sg + k * (LU_SWAP_THREADS / 32);
+    if (have && s < 2 * nk && dst[s] >= 0) {
+      a[dst[s] * n + c] = v[k];
+    }
+  }
 }
 
 // ---- instantiations ------------------------------------------------------------------------------
@@ -1057,4 +1145,4 @@ LU_SMALL_SOLVE_INSTANTIATE(32, 1, 0)
 LU_SMALL_SOLVE_INSTANTIATE(32, 1, 1)
 LU_SMALL_SOLVE_INSTANTIATE(32, 8, 1)
 MPSL_INSTANTIATE_DTYPES(lu_laswp)
-MPSL_INSTANTIATE_DTYPES(lu_laswp_left)
+MPSL_INSTANTIATE_DTYPES(lu_laswp_block)

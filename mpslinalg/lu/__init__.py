@@ -17,9 +17,8 @@ Algorithm
   ``nb = TUNING.panel_nb`` columns: the panel (``lu_panel``, one threadgroup, for short panels;
   several threadgroups for tall ones: ``lu_panel_look``, k columns per dispatch, every group
   repeating the small LU of the active rows on those columns, or ``lu_panel_step``, one), its
-  interchanges on the columns to the right (``lu_laswp``), ``U12 <- L11^{-1} A12``
-  (``mpslinalg.triangular.trsm``), ``A22 <- A22 - L21 U12`` (one GEMM); the interchanges of the
-  columns to the left of every panel at the end in one ``lu_laswp_left``;
+  interchanges on the columns left and right of it (one ``lu_laswp_block``: a permutation gather),
+  ``U12 <- L11^{-1} A12`` (``mpslinalg.triangular.trsm``), ``A22 <- A22 - L21 U12`` (one GEMM);
 * larger ones, on the ``torch`` backend: recursion on column halves (``getrf2``, Toledo 1997)
   with the device's leaf, interchanges applied by one gather per block.
 

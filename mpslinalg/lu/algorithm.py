@@ -83,11 +83,10 @@ def _getrf_blocked(LU, piv, info, nb: int, kern: _MetalKernels, gemm: str) -> No
     Per block of ``nb`` columns at ``o``: the panel ``[o, M) x [o, o+nb)`` (``lu_panel``, one
     threadgroup per matrix, when it has at most ``TUNING.panel_single_rows`` rows; else several
     threadgroups per matrix: ``lu_panel_look``, ``k`` columns per dispatch, where its active rows
-    fit, else ``lu_panel_step``, one dispatch per column), its
-    interchanges on the columns to the right (one ``lu_laswp``), ``U12 <- L11^{-1} A12`` (the
-    triangular family's TRSM), ``A22 <- A22 - L21 U12`` (one GEMM). The interchanges of the columns
-    to the left of each panel are applied once at the end (one ``lu_laswp_left``): the algorithm
-    never reads those columns again.
+    fit, else ``lu_panel_step``, one dispatch per column), its interchanges on the columns left and
+    right of the panel (one ``lu_laswp_block``: LAPACK's two ``laswp`` calls as one gather of the
+    rows they move), ``U12 <- L11^{-1} A12`` (the triangular family's TRSM), ``A22 <- A22 - L21
+    U12`` (one GEMM).
     """
     B, M, N = LU.shape
     K = min(M, N)
@@ -102,16 +101,15 @@ def _getrf_blocked(LU, piv, info, nb: int, kern: _MetalKernels, gemm: str) -> No
             kern.panel(LU, piv, info, o, w)
         elif bufs is None or not kern.panel_look(LU, piv, info, o, w, bufs):
             kern.panel_steps(LU, piv, info, o, w, scratch)
+        kern.swap_around(LU, piv, o, o + kl, w)  # the columns left and right of the panel
         if o + w >= N:
             continue
-        kern.swap(LU, piv, o, o + kl, o + w, N - o - w)
         A12 = LU[:, o:o + kl, o + w:]
         A12.copy_(_trsm(LU[:, o:o + kl, o:o + kl], A12, upper=False, left=True, unitriangular=True))
         DISPATCHES["trsm"] += 1
         if M > o + kl:
             _gemm_sub(LU[:, o + kl:, o + w:], LU[:, o + kl:, o:o + kl], A12, gemm)
             DISPATCHES["gemm"] += 1
-    kern.swap_left(LU, piv, nb)
 
 
 def _update(LU, o: int, n1: int, w: int, gemm: str) -> None:

@@ -205,6 +205,10 @@ _LOOK_SLOTS = 32
 _LOOK_MAX_ROWS = 64
 _LOOK_MAX_W = 64
 
+#: lu_laswp_block: most interchanges per dispatch (LU_SWAP_MAX) and threads per group (LU_SWAP_THREADS).
+SWAP_BLOCK_MAX = 64
+_SWAP_THREADS = 256
+
 #: Kernel dispatches issued by :class:`_MetalKernels` (by kernel template name) and matrix-product
 #: steps issued by the blocked algorithm (``"trsm"``, ``"gemm"``), counted since the last
 #: ``DISPATCHES.clear()``: the benchmark reports them per call.
@@ -358,17 +362,26 @@ class _MetalKernels:
                                              s0, kc, G, R, last, threads=B * G * g, group_size=g)
         return True
 
-    def swap_left(self, X: torch.Tensor, piv: torch.Tensor, nb: int) -> None:
-        """The blocked LU's left-hand interchanges in one dispatch: each column of block ``j`` gets
-        the pivots of blocks ``j+1, ...`` (``lu_laswp_left``)."""
+    def swap_around(self, X: torch.Tensor, piv: torch.Tensor, k1: int, k2: int, w: int) -> None:
+        """The interchanges ``piv[:, k1:k2]`` (at most ``SWAP_BLOCK_MAX``) on every column of ``X``
+        but the panel's ``[k1, k1 + w)``, left and right of it, in one dispatch: one permutation
+        gather of the rows they move (``lu_laswp_block``), LAPACK ``getrf``'s two ``laswp`` calls
+        per block."""
         B, M, N = X.shape
         _check_int32(M, N)
-        K = piv.shape[-1]
-        nc = (K - 1) // nb * nb  # the columns of every block but the last
-        if nc <= 0:
+        cnt = k2 - k1
+        nc = N - w
+        if cnt <= 0 or nc <= 0:
             return
-        total = B * nc
-        self._kernel("lu_laswp_left")(X, piv, M, N, K, nb, nc, B, threads=total, group_size=min(64, total))
+        if cnt > SWAP_BLOCK_MAX:
+            raise ValueError(f"lu_laswp_block applies at most {SWAP_BLOCK_MAX} interchanges, got {cnt}")
+        ngc = -(-nc // 32)  # 32 columns per threadgroup
+        threads = B * ngc * _SWAP_THREADS
+        if threads > 2**32 - _SWAP_THREADS:  # thread_position_in_grid is a 32-bit uint
+            raise ValueError(f"mpslinalg: lu_laswp_block would need {threads} GPU threads for a batch of {B} "
+                             f"{M}x{N} matrices, more than one dispatch indexes with 32 bits; split the batch")
+        self._kernel("lu_laswp_block")(X, piv, M, N, piv.shape[-1], k1, cnt, 0, nc, k1, w, 0, ngc,
+                                       threads=threads, group_size=_SWAP_THREADS)
 
     def swap(self, X: torch.Tensor, piv: torch.Tensor, k1: int, k2: int, c0: int, nc: int,
              reverse: bool = False) -> None:

@@ -1,5 +1,5 @@
 """The blocked LU of the kernel backends (issue 16): ``lu_panel_step`` (a tall panel shared by
-several threadgroups), ``lu_laswp_left`` and the whole ``getrf`` over them, in the emulator, in
+several threadgroups), ``lu_panel_look``, ``lu_laswp_block`` and the whole ``getrf`` over them, in the emulator, in
 every thread order, through the library's own call sites (``_MetalKernels``, the public op).
 
 Bounds (the same derivations as ``test_lu_kernels.py``):
@@ -214,11 +214,11 @@ def _panel_steps_per_call(M, N, nb, rows_single, look=1, threads=32, slots=32):
     (one lu_panel if it has <= rows_single rows; else, where the M - o active rows fit k <= look
     columns per dispatch, one copy and ceil(min(M - o, w) / k) lu_panel_look; else
     min(M - o, w) + 1 lu_panel_step), one
-    lu_laswp and one TRSM + GEMM for every block with columns to its right (no GEMM without rows
-    below), one lu_laswp_left at the end when there are two blocks or more."""
+    lu_laswp_block when there are columns left or right of it (one dispatch for both sides), and
+    one TRSM + GEMM for every block with columns to its right (no GEMM without rows below)."""
     K = min(M, N)
-    count = {"lu_panel": 0, "lu_panel_step": 0, "lu_panel_look": 0, "copy": 0, "lu_laswp": 0, "trsm": 0,
-             "gemm": 0, "lu_laswp_left": 0}
+    count = {"lu_panel": 0, "lu_panel_step": 0, "lu_panel_look": 0, "copy": 0, "lu_laswp_block": 0,
+             "trsm": 0, "gemm": 0}
     for o in range(0, K, nb):
         w = min(nb, N - o)
         kl = min(M - o, w)
@@ -230,11 +230,10 @@ def _panel_steps_per_call(M, N, nb, rows_single, look=1, threads=32, slots=32):
             count["lu_panel_look"] += -(-kl // k)
         else:
             count["lu_panel_step"] += kl + 1
+        count["lu_laswp_block"] += N > w
         if o + w < N:
-            count["lu_laswp"] += 1
             count["trsm"] += 1
             count["gemm"] += M > o + kl
-    count["lu_laswp_left"] += (K - 1) // nb > 0
     return {k: v for k, v in count.items() if v}
 
 
@@ -277,26 +276,45 @@ def test_blocked_getrf_nb_64_and_no_host_sync(blocked, dtype, look):
     assert int(info) == 0
 
 
+def _swapped(X, piv, k1, k2, cols, reverse=False):
+    """LAPACK's laswp, one interchange at a time, on the columns ``cols`` of every matrix."""
+    ref = X.clone()
+    steps = range(k2 - 1, k1 - 1, -1) if reverse else range(k1, k2)
+    for b in range(X.shape[0]):
+        for i in steps:
+            q = int(piv[b, i]) - 1
+            if 0 <= q < X.shape[1]:
+                rows = ref[b, [i, q]][:, cols].clone()
+                ref[b, i, cols], ref[b, q, cols] = rows[1], rows[0]
+    return ref
+
+
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DID)
-def test_laswp_left_exact(blocked, order, seed, dtype):
-    """Column c of block c // nb gets the interchanges of every later block, in order (LAPACK's
-    per-block laswp of the columns left of each panel): equals the sequential swaps exactly."""
+def test_laswp_block_exact(blocked, order, seed, dtype):
+    """lu_laswp_block (one permutation gather) equals LAPACK's sequential swaps exactly on the
+    columns left and right of a panel, the panel's own columns untouched: repeated targets, targets
+    inside and outside the range, targets equal to their row, 64 interchanges (the most per
+    dispatch), more than 32 columns (two column groups), and invalid pivots (skipped)."""
     kern = blocked(dtype, order, seed)
-    B, M, N, nb = 2, 40, 37, 8
+    B, M, N = 2, 140, 75
     X = matrices.random(M, N, batch=(B,), dtype=dtype, seed=9)
     g = torch.Generator().manual_seed(1)
     K = min(M, N)
     piv = torch.stack([torch.randint(i, M, (B,), generator=g) for i in range(K)], -1).to(torch.int32) + 1
+    piv[0, 3:9] = 15    # one target repeated, inside the range [3, 20) of the first case
+    piv[1, 5:12] = 100  # one target repeated, outside it
+    piv[0, 40] = 41     # no interchange
+    for k1, k2, w in [(3, 20, 5), (0, 64, 64), (10, 11, 1), (30, 62, 32), (60, 75, 15)]:
+        Y = X.clone()
+        kern.swap_around(Y, piv, k1, k2, w)
+        cols = [c for c in range(N) if not k1 <= c < k1 + w]
+        assert torch.equal(Y, _swapped(X, piv, k1, k2, cols)), (k1, k2, w)
+    bad = piv.clone()
+    bad[0, 4], bad[1, 6] = 0, M + 7  # invalid (a user's): skipped, never out of bounds
     Y = X.clone()
-    kern.swap_left(Y, piv, nb)
-    ref = X.clone()
-    for b in range(B):
-        for c in range((K - 1) // nb * nb):
-            for i in range((c // nb + 1) * nb, K):
-                q = int(piv[b, i]) - 1
-                ref[b, [i, q], c] = ref[b, [q, i], c]
-    assert torch.equal(Y, ref)
+    kern.swap_around(Y, bad, 3, 20, 5)
+    assert torch.equal(Y, _swapped(X, bad, 3, 20, [c for c in range(N) if not 3 <= c < 8]))
 
 
 @pytest.mark.parametrize("field,value", [("panel_nb", 48), ("panel_nb", 128), ("panel_nb", 64.0),

@@ -336,6 +336,13 @@ def _complete(Ux: torch.Tensor, S: torch.Tensor, host_reads: bool) -> torch.Tens
     zero = S <= math.sqrt(torch.finfo(S.dtype).tiny) * S[..., :1]
     if host_reads and not bool(zero.any()):  # skip the QR when nothing needs completing
         return Ux
+    if Ux.shape[-2] == Ux.shape[-1] and svd_cuda.triton_ok(Ux, TUNING.triton):
+        from .kernels import svd_triton_complete as stc  # the QR only where a column needs it
+
+        if stc.fits(*Ux.shape[-2:]):
+            out = svd_cuda.triton_call(stc.complete, Ux, zero)
+            if out is not None:
+                return out
     Qc, _ = _householder_qr(Ux, "complete")
     return torch.where(zero[:, None, :], Qc, Ux)
 

@@ -57,6 +57,9 @@ TILE_WARPS: int | None = None
 #: gathered from the matrix's buffer every round, :func:`_jacobi_tile_kernel`). H200, Jacobi alone:
 #: float32 4096x32x32 2.27 ms vs 30.8, complex64 4096x64x64 19.0 ms vs 470.
 TILE_KERNEL = "registers"
+#: Complex register kernel: the four column sums of a round as one ``tl.reduce`` (one exchange
+#: between warps) instead of four ``tl.sum`` (benchmarks/bench_svd_c64.py times both).
+REG_JOINT_REDUCE = False
 _REG_FAILED: list[str] = []  # why the register variant did not build, once it did not
 #: Largest ``m`` (and ``n <= m``) of the one-matrix-per-lane kernel of the whole SVD (generated code
 #: grows as m²n² and so does the compile time: complex64 4x4 took ~4 min of Triton + ptxas on a loaded
@@ -202,8 +205,13 @@ def _jacobi_tile_kernel(X, V, ROT, n, sweeps, tol, ctol,
 
 
 @triton.jit
+def _sum4(a0, b0, c0, d0, a1, b1, c1, d1):
+    return a0 + a1, b0 + b1, c0 + c1, d0 + d1
+
+
+@triton.jit
 def _jacobi_reg_kernel(X, V, ROT, n, sweeps, tol, ctol,
-                       COMPLEX: tl.constexpr, WANT_V: tl.constexpr, NP: tl.constexpr):
+                       COMPLEX: tl.constexpr, WANT_V: tl.constexpr, NP: tl.constexpr, JOINT: tl.constexpr):
     """The tile kernel's contract with the matrix in registers: columns kept in *slot* order (pair
     ``k`` = slots ``2k, 2k+1``, split off by a reshape), moved between rounds by the circle method's
     fixed slot permutation (``tl.gather``), loaded and stored in round 0's slot order. No
@@ -252,10 +260,14 @@ def _jacobi_reg_kernel(X, V, ROT, n, sweeps, tol, ctol,
             xpr, xqr = tl.split(tl.reshape(xr, [NP, HP, 2]))
             if COMPLEX:
                 xpi, xqi = tl.split(tl.reshape(xi, [NP, HP, 2]))
-                a = tl.sum(xpr * xpr + xpi * xpi, axis=0)
-                bb = tl.sum(xqr * xqr + xqi * xqi, axis=0)
-                gr = tl.sum(xpr * xqr + xpi * xqi, axis=0)
-                gi = tl.sum(xpr * xqi - xpi * xqr, axis=0)
+                if JOINT:  # the four column sums in one reduction (one exchange between warps)
+                    a, bb, gr, gi = tl.reduce((xpr * xpr + xpi * xpi, xqr * xqr + xqi * xqi, xpr * xqr + xpi * xqi,
+                                               xpr * xqi - xpi * xqr), 0, _sum4)
+                else:
+                    a = tl.sum(xpr * xpr + xpi * xpi, axis=0)
+                    bb = tl.sum(xqr * xqr + xqi * xqi, axis=0)
+                    gr = tl.sum(xpr * xqr + xpi * xqi, axis=0)
+                    gi = tl.sum(xpr * xqi - xpi * xqr, axis=0)
                 sig, c, sr, si = _rotation(a, bb, gr, gi, tol, ctol, live, COMPLEX)
                 xpr, xpi, xqr, xqi = _rotate_complex(xpr, xpi, xqr, xqi, c[None, :], sr[None, :], si[None, :])
                 xi = tl.gather(tl.reshape(tl.join(xpi, xqi), [NP, NP]), perm, axis=1)
@@ -750,7 +762,8 @@ def jacobi(X: torch.Tensor, V: torch.Tensor | None, sweeps: int, tol: float, cto
         warps = TILE_WARPS or min(4, max(1, state // 1024))
         try:  # tl.gather needs a recent Triton: the memory variant serves where it does not build
             _jacobi_reg_kernel[(Bn,)](x, v, rot, n, sweeps, float(tol), float(ctol), COMPLEX=cplx,
-                                      WANT_V=V is not None, NP=np_, num_warps=warps)
+                                      WANT_V=V is not None, NP=np_, JOINT=REG_JOINT_REDUCE and cplx,
+                                      num_warps=warps)
         except Exception as exc:  # noqa: BLE001 - a build failure (before the launch: X untouched)
             _REG_FAILED.append(repr(exc))
             warn_once("triton:svd-registers", f"mpslinalg: the register-resident SVD Jacobi kernel failed to build "

@@ -50,6 +50,9 @@ lu_mod = importlib.import_module("mpslinalg.lu")
 TUNE = "--tune" in sys.argv
 if TUNE:
     sys.argv.remove("--tune")
+PROFILE = "--profile" in sys.argv
+if PROFILE:
+    sys.argv.remove("--profile")
 
 
 @contextlib.contextmanager
@@ -239,6 +242,62 @@ def _dispatches(fn) -> str:
     return f"{total} kernel dispatches + {counter['trsm']} trsm + {counter['gemm']} gemm ({dict(counter)})"
 
 
+def _kernel_name(name: str) -> str:
+    """A GPU kernel's name for the profile table: the Metal function of an emulator kernel
+    (``mpsle_k12_lu_panel_look_c64_8`` -> ``lu_panel_look_c64_8``), else its first 60 characters."""
+    if name.startswith("mpsle_k"):
+        return name.split("_", 2)[-1]
+    if "direct_copy" in name:
+        return "torch copy"
+    if "elementwise_kernel" in name:
+        return "torch elementwise"
+    name = name.removeprefix("void ")
+    return name if len(name) <= 60 else name[:57] + "..."
+
+
+def _kernel_profile(label: str, replay, device, calls: int = 5) -> None:
+    """Per-kernel GPU time of one call (the graph replay ``replay``, ``calls`` times under the CUDA
+    profiler), as a markdown table: where the blocked LU's time goes. The last row compares the
+    kernels' summed time with the replay's elapsed time (CUDA events): the difference is the GPU
+    idle between dependent kernels."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    try:
+        replay()
+        torch.cuda.synchronize(device)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(calls):
+                replay()
+            torch.cuda.synchronize(device)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(calls):
+            replay()
+        end.record()
+        torch.cuda.synchronize(device)
+        wall_us = start.elapsed_time(end) * 1e3 / calls
+        time: dict[str, float] = {}
+        count: dict[str, int] = {}
+        for e in prof.events():
+            if e.device_type != DeviceType.CUDA or "Memcpy" in e.name or "Memset" in e.name:
+                continue
+            k = _kernel_name(e.name)
+            time[k] = time.get(k, 0.0) + e.time_range.elapsed_us() / calls
+            count[k] = count.get(k, 0) + 1
+    except Exception as exc:  # noqa: BLE001 - a profiler failure must not lose the timing rows
+        print(f"[kernel LU profile] {label}: failed ({type(exc).__name__}: {str(exc)[:200]})", flush=True)
+        return
+    total = sum(time.values())
+    lines = [f"\n[kernel LU profile] {label}: GPU time per call by kernel (CUDA profiler over {calls} "
+             "graph replays)\n", "| kernel | launches per call | us per call | share |", "|---|---:|---:|---:|"]
+    for k in sorted(time, key=time.get, reverse=True):
+        lines.append(f"| {k} | {count[k] / calls:g} | {time[k]:.0f} | {100 * time[k] / max(total, 1e-9):.1f}% |")
+    lines.append(f"| all kernels | {sum(count.values()) / calls:g} | {total:.0f} | replay elapsed {wall_us:.0f} us, "
+                 f"idle between kernels {wall_us - total:.0f} us |")
+    print("\n".join(lines) + "\n", flush=True)
+
+
 def _lu_ratio(A, LU, piv) -> float:
     """``‖A − PLU‖₁/(n ‖A‖₁ u)`` with u = 2^-24, unpacked and multiplied in double on A's device."""
     wide = torch.complex128 if A.is_complex() else torch.float64
@@ -265,6 +324,10 @@ def _kernel_lu_case(name, A, device, **tune) -> Case | None:
         return None
     peer = {"torch.linalg (cuSOLVER)": lambda: torch.linalg.lu_factor_ex(A)}
     peer_graph = _graphed(lambda: torch.linalg.lu_factor_ex(A), device)
+    if PROFILE:
+        _kernel_profile(name, ours, device)
+        if peer_graph is not None:
+            _kernel_profile(f"{name}: cuSOLVER", peer_graph, device)
     if peer_graph is not None:
         peer["torch.linalg graph"] = peer_graph
     return Case(name=f"{name} [kernel LU, graph]", workload="blocked LU on the .metal kernels (H200 proxy)",

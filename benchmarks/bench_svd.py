@@ -181,19 +181,10 @@ def _profile(device: torch.device) -> None:
         print(f"[bench_svd] profile {tuple(A.shape)} {_tag(A.dtype)}\n{table}", flush=True)
 
 
-def _kernel_report(device: torch.device) -> None:
-    """GPU time of the pieces (CUDA events, median of 5 after one warm-up): the Triton Jacobi kernels
-    alone at each tile width, the QR preconditioner, and the whole ``svd_impl``."""
-    from mpslinalg.kernels import svd_triton as st
-    from mpslinalg.qr import qr_impl
-
-    def ms(fn) -> float | str:
-        try:
-            return _ms(fn)
-        except Exception as exc:  # noqa: BLE001 - report the piece that failed and go on
-            return f"ERROR {type(exc).__name__}: {str(exc)[:150]}"
-
-    def _ms(fn) -> float:
+def _gpu_ms(fn) -> float | str:
+    """GPU ms of ``fn()`` (CUDA events, median of 5 after one warm-up), or the error of a piece that
+    failed (the report goes on)."""
+    try:
         fn()
         torch.cuda.synchronize()
         out = []
@@ -205,6 +196,69 @@ def _kernel_report(device: torch.device) -> None:
             torch.cuda.synchronize()
             out.append(t0.elapsed_time(t1))
         return sorted(out)[2]
+    except Exception as exc:  # noqa: BLE001 - report the piece that failed and go on
+        return f"ERROR {type(exc).__name__}: {str(exc)[:150]}"
+
+
+def _fused_report(device: torch.device) -> None:
+    """GPU time of the one-launch SVD (:mod:`mpslinalg.kernels.svd_triton_fused`) by launch shape
+    (matrices per program, warps), against the composed path (QR + Jacobi kernel + torch ops) and
+    torch.linalg in the same run."""
+    from mpslinalg.kernels import svd_triton_fused as sf
+
+    print("\n| fused SVD piece | GPU ms |\n|---|---:|", flush=True)
+
+    def add(name, fn) -> None:
+        t = _gpu_ms(fn)
+        print(f"| {name} | {t if isinstance(t, str) else f'{t:.3f}'} |", flush=True)
+
+    def kern(A, cfg, uv=True):
+        def run():
+            saved = dict(sf.CONFIG)
+            sf.CONFIG[sf._pow2(A.shape[-1])] = cfg
+            try:
+                sf.svd_tall(A, False, uv, 30)
+            finally:
+                sf.CONFIG.clear()
+                sf.CONFIG.update(saved)
+        return run
+
+    def composed(fn):
+        def run():
+            saved, sf.ENABLED = sf.ENABLED, False
+            try:
+                fn()
+            finally:
+                sf.ENABLED = saved
+        return run
+
+    A32 = _mats((4096, 32, 32), torch.float32, device, 4)
+    for cfg in ((1, 1), (1, 2), (1, 4), (1, 8), (2, 4)):
+        add(f"fused kernel 4096x32x32 f32, U and V, {cfg[0]} matrix/program, {cfg[1]} warps", kern(A32, cfg))
+    add(f"fused kernel 4096x32x32 f32, values only, default {sf.launch_config(32, 32)}",
+        kern(A32, sf.launch_config(32, 32), uv=False))
+    A98 = _mats((100000, 8, 9), torch.float32, device, 2).mT.contiguous()
+    for cfg in ((1, 1), (2, 1), (4, 1), (4, 2), (8, 2), (8, 4), (16, 4)):
+        add(f"fused kernel 100000x9x8 f32, U and V, {cfg[0]} matrices/program, {cfg[1]} warps", kern(A98, cfg))
+    A99 = _mats((4096, 9, 9), torch.float32, device, 3)
+    for cfg in ((1, 1), (2, 2), (4, 4)):
+        add(f"fused kernel 4096x9x9 f32, U and V, {cfg[0]} matrices/program, {cfg[1]} warps", kern(A99, cfg))
+    A89 = _mats((100000, 8, 9), torch.float32, device, 2)
+    for name, A in (("4096x32x32", A32), ("100000x8x9", A89), ("4096x9x9", A99)):
+        add(f"svd_impl {name} f32 (fused, default launch)", lambda A=A: svdmod.svd_impl(A, False, True))
+        add(f"svd_impl {name} f32 (composed path)", composed(lambda A=A: svdmod.svd_impl(A, False, True)))
+        add(f"torch.linalg.svd {name} f32", lambda A=A: torch.linalg.svd(A, full_matrices=False))
+    add("mpslinalg.pinv 4096x32x32 f32 (fused)", lambda: mpslinalg.pinv(A32))
+    add("torch.linalg.pinv 4096x32x32 f32", lambda: torch.linalg.pinv(A32))
+
+
+def _kernel_report(device: torch.device) -> None:
+    """GPU time of the pieces (CUDA events, median of 5 after one warm-up): the Triton Jacobi kernels
+    alone at each tile width, the QR preconditioner, and the whole ``svd_impl``."""
+    from mpslinalg.kernels import svd_triton as st
+    from mpslinalg.qr import qr_impl
+
+    ms = _gpu_ms
 
     def jac(X, warps=None, lane=None, kernel="memory"):
         V = torch.eye(X.shape[-1], dtype=X.dtype, device=device).expand_as(X).contiguous()
@@ -295,6 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", action="store_true")
     p.add_argument("--no-checks", action="store_true", help="skip the accuracy and host-sync checks")
     p.add_argument("--kernels", action="store_true", help="CUDA: time the pieces (Triton kernels, QR) first")
+    p.add_argument("--fused", action="store_true", help="CUDA: time the one-launch SVD by launch shape first")
     args = p.parse_args(argv)
     dev = resolve_device(best_device() if args.device == "auto" else args.device)
     status = 0
@@ -305,6 +360,8 @@ def main(argv: list[str] | None = None) -> int:
             status = 1
     if args.kernels and dev.type == "cuda":
         _kernel_report(dev)
+    if args.fused and dev.type == "cuda":
+        _fused_report(dev)
     rows = [c for c in cases(dev, args.quick, torch_ops=args.torch_ops, metal=args.metal)
             if not args.only or any(s in c.name for s in args.only)]
     stem = f"svd_{dev.type}" + ("_quick" if args.quick else "")

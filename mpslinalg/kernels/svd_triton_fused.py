@@ -39,11 +39,14 @@ import triton.language as tl
 
 from .svd_triton import _pow2i, _rotation
 
-__all__ = ["COMPLETES_V", "MAX_M", "MAX_N", "fits", "launch_config", "svd_tall"]
+__all__ = ["COMPLETES_V", "ENABLED", "MAX_M", "MAX_N", "fits", "launch_config", "svd_tall"]
 
 #: Largest ``n`` (columns, ``n <= m``) and ``m`` served (registers: ~3 ``MP x NP`` tiles a matrix).
 MAX_N = 32
 MAX_M = 32
+#: :func:`mpslinalg.kernels.svd_cuda.whole_kernel` dispatches here (False: the composed path, QR +
+#: Jacobi kernel + torch ops, for comparisons).
+ENABLED = True
 #: :func:`svd_tall` returns ``V`` completed (no ``mpslinalg.svd._complete`` after it).
 COMPLETES_V = True
 #: ``(matrices per program, warps)`` by padded order ``NP`` (None entries: :func:`launch_config`'s

@@ -1,8 +1,9 @@
 """The SVD family's Triton kernels (``mpslinalg.kernels.svd_triton``), through the public ops.
 
-Three kernels serve the torch backend on CUDA: the whole SVD of ``n <= m <= 4`` float32 matrices
-(complex64 ``m <= 2``) one matrix per lane, the Jacobi iteration one matrix per lane (float32
-``n <= 8``, complex64 ``n <= 4``) and one matrix per program (``n <= 64``). Each is checked against the bounds of
+Four kernels serve the torch backend on CUDA: the whole SVD of ``n <= m <= 4`` float32 matrices
+(complex64 ``m <= 2``) one matrix per lane, the whole SVD of float32 ``n <= m <= 32`` one matrix
+per program (``svd_triton_fused``), the Jacobi iteration one matrix per lane (float32 ``n <= 8``,
+complex64 ``n <= 4``) and one matrix per program (``n <= 64``) for the rest. Each is checked against the bounds of
 ``test_svd_accuracy.py`` (same derivations, restated):
 
 * LAPACK ``xDRVBD`` ratios (reconstruction ``‖A − UΣVᴴ‖/(max(m,n)‖A‖u)``, ``U``/``V``
@@ -45,8 +46,9 @@ RATIO = 50.0
 CASES = [
     (3, 3, torch.float32, "whole"), (4, 4, torch.float32, "whole"), (2, 4, torch.float32, "whole"),
     (3, 1, torch.float32, "whole"), (2, 2, torch.complex64, "whole"),
-    (7, 3, torch.float32, "lane"), (6, 2, torch.float32, "lane"), (8, 9, torch.float32, "lane"),
-    (5, 4, torch.complex64, "lane"), (12, 10, torch.float32, "tile"), (9, 9, torch.complex64, "tile"),
+    (7, 3, torch.float32, "fused"), (8, 9, torch.float32, "fused"), (12, 10, torch.float32, "fused"),
+    (34, 6, torch.float32, "lane"), (2, 40, torch.float32, "lane"), (5, 4, torch.complex64, "lane"),
+    (36, 10, torch.float32, "tile"), (9, 9, torch.complex64, "tile"),
 ]
 
 
@@ -61,25 +63,30 @@ def _gpu_schedule(device, dtype, n=32):
 
 @contextlib.contextmanager
 def _recording():
-    """Record which Triton kernel served each call: "whole", "lane" or "tile"."""
+    """Record which Triton kernel served each call: "whole", "fused", "lane" or "tile"."""
     from mpslinalg.kernels import svd_triton as st
+    from mpslinalg.kernels import svd_triton_fused as sf
 
     seen: list[str] = []
-    real_whole, real_jacobi = st.svd_tall, st.jacobi
+    real_whole, real_jacobi, real_fused = st.svd_tall, st.jacobi, sf.svd_tall
 
     def whole(A, *args):
         seen.append("whole")
         return real_whole(A, *args)
 
+    def fused(A, *args):
+        seen.append("fused")
+        return real_fused(A, *args)
+
     def jacobi(X, *args):
         seen.append("lane" if X.shape[-1] <= st.LANE_MAX[X.dtype] else "tile")
         return real_jacobi(X, *args)
 
-    st.svd_tall, st.jacobi = whole, jacobi
+    st.svd_tall, st.jacobi, sf.svd_tall = whole, jacobi, fused
     try:
         yield seen
     finally:
-        st.svd_tall, st.jacobi = real_whole, real_jacobi
+        st.svd_tall, st.jacobi, sf.svd_tall = real_whole, real_jacobi, real_fused
 
 
 def _check_ratios(A, U, S, Vh, what):
@@ -116,7 +123,7 @@ def _accuracy(device: str) -> None:
 
 def _graded_relative(device: str) -> None:
     """Every singular value of two-sided graded float32 matrices to 30·n·κ(B)·u relative (whole-SVD
-    kernel at 3x3 and 4x4, tile kernel at 8x8)."""
+    kernel at 3x3 and 4x4, fused kernel at 8x8)."""
     from svd.test_svd_accuracy import _graded
 
     for n in (3, 4, 8):
@@ -154,7 +161,7 @@ def _special(device: str) -> None:
     saved = svdmod.TUNING.triton_sweeps
     svdmod.TUNING.triton_sweeps = 1
     try:
-        for shape in ((2, 3, 3), (2, 8, 8), (2, 12, 12)):  # whole, lane, tile kernels
+        for shape in ((2, 3, 3), (2, 8, 8), (2, 36, 12)):  # whole, fused, tile kernels
             A = torch.randn(shape, generator=torch.Generator().manual_seed(3)).to(device)
             U, S, Vh, info = LA.svd_ex(A)
             assert info.tolist() == [2, 2] and bool(torch.isfinite(S).all()), shape

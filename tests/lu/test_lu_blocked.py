@@ -333,3 +333,38 @@ def test_panel_rows_beyond_the_register_block_is_a_clear_error(blocked):
     A = matrices.random(100, 16, dtype=torch.float32, seed=1)[None]
     with pytest.raises(ValueError, match="TUNING.panel_rows"):
         _panel(kern, A, 0, 16)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", DTYPES, ids=DID)
+@pytest.mark.parametrize("threads,look,single", [(256, 8, 0), (32, 8, 0), (256, 1, 0), (256, 8, 256)],
+                         ids=["look8", "look2to8", "step", "onegroup"])
+def test_blocked_getrf_on_the_cuda_target(monkeypatch, dtype, threads, look, single):
+    """The blocked LU's kernels on an NVIDIA GPU (the emulator's cuda target: real parallel
+    threadgroups; the H200 run puts this test under compute-sanitizer racecheck): tall panels
+    shared by several groups (``lu_panel_look`` with k = 8, or, with 32 threads, k = 2, 4 and 8 as
+    the active rows shrink; ``lu_panel_step``), one-group panels, ``lu_laswp_block``. Factors pass
+    xGET01 (< 30, the derivation in the module docstring) and ``info`` is 0; pivots are not compared
+    with LAPACK's (cuBLAS's GEMM rounding may decide a near-tie differently), but must be valid
+    LAPACK pivots (row ``i`` swapped with a row ``>= i``). ``lu_laswp_block`` alone: exactly the
+    sequential swaps."""
+    for name, v in (("panel_nb", 32), ("panel_rows", 32), ("panel_single_rows", single),
+                    ("panel_threads", threads), ("panel_look", look)):
+        monkeypatch.setattr(lu_mod.TUNING, name, v)
+    A = matrices.random(300, 300, batch=(2,), dtype=dtype, seed=300)
+    with LA.use_backend("emulator"):
+        LU, piv, info = LA.lu_factor_ex(A.cuda())
+    LU, piv, info = LU.cpu(), piv.cpu(), info.cpu()
+    assert torch.equal(info, torch.zeros(2, dtype=torch.int32))
+    rows = torch.arange(1, 301, dtype=torch.int32)
+    assert bool(((piv >= rows) & (piv <= 300)).all())
+    assert float(metrics.lu_factor_ratio(A, LU, piv).max()) < PASS
+    kern = lu_mod._MetalKernels(torch.device("cuda"), dtype)
+    X = matrices.random(140, 75, batch=(2,), dtype=dtype, seed=9)
+    g = torch.Generator().manual_seed(1)
+    pv = torch.stack([torch.randint(i, 140, (2,), generator=g) for i in range(75)], -1).to(torch.int32) + 1
+    for k1, k2, w in [(3, 20, 5), (0, 64, 64), (60, 75, 15)]:
+        Y = X.cuda()
+        kern.swap_around(Y, pv.cuda(), k1, k2, w)
+        cols = [c for c in range(75) if not k1 <= c < k1 + w]
+        assert torch.equal(Y.cpu(), _swapped(X, pv, k1, k2, cols)), (k1, k2, w)

@@ -98,13 +98,19 @@ def _profile(A: torch.Tensor) -> None:
         torch.cuda.synchronize()
     rows = {}
     for ev in prof.events():
-        if ev.device_type == torch.autograd.DeviceType.CUDA:
+        if ev.device_type == torch.autograd.DeviceType.CUDA:  # a kernel (or memcpy/memset) on the GPU
             t, k = rows.get(ev.name, (0.0, 0))
-            rows[ev.name] = (t + ev.device_time / 1e3, k + 1)  # device_time in us
+            rows[ev.name] = (t + ev.time_range.elapsed_us() / 1e3, k + 1)
     total = sum(t for t, _ in rows.values())
     print(f"\n### kernels of one svd_impl call (sum {total:.3f} ms)\n\n| kernel | launches | GPU ms |\n|---|---:|---:|")
     for name, (t, k) in sorted(rows.items(), key=lambda kv: -kv[1][0])[:25]:
         print(f"| {name[:90]} | {k} | {t:.3f} |", flush=True)
+    for key in ("self_device_time_total", "self_cuda_time_total"):
+        try:
+            print(prof.key_averages().table(sort_by=key, row_limit=30), flush=True)
+            break
+        except Exception:  # noqa: BLE001 - the key's name differs between torch versions
+            continue
 
 
 def _pieces(A: torch.Tensor) -> None:
@@ -163,12 +169,15 @@ def _sweeps(A: torch.Tensor) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="complex64 64x64 SVD on CUDA: where the time goes")
     p.add_argument("--batch", type=int, default=4096)
+    p.add_argument("--n", type=int, default=64, help="order (64: issue 12's shape)")
+    p.add_argument("--device", default="cuda", help="cpu: a smoke test under TRITON_INTERPRET=1 (no timings)")
     args = p.parse_args(argv)
-    if not torch.cuda.is_available():
+    if args.device == "cuda" and not torch.cuda.is_available():
         print("needs CUDA", file=sys.stderr)
         return 1
-    A = _mats((args.batch, 64, 64), torch.device("cuda"), 5)
-    print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}", flush=True)
+    A = _mats((args.batch, args.n, args.n), torch.device(args.device), 5)
+    if args.device == "cuda":
+        print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}", flush=True)
     _whole(A)
     _profile(A)
     _pieces(A)

@@ -433,6 +433,10 @@ kernel void lu_panel_step(device T* A [[buffer(0)]],
 // as getf2, so the factors equal lu_panel's; same NaN, zero-pivot, info and sfmin rules.
 // Dispatch for columns [s, s + kc) (relative to o, kc <= KL); grid: threads = B * G * ntg,
 // group_size = ntg (a power of two, 32..256); group g owns positions [o + g*R, o + (g+1)*R).
+// The panel's first dispatch (phase 1) reads A itself instead of a copy in Sin, so it writes every
+// row to Sout, the final ones included (A's rows are still being read); the second dispatch (phase
+// 2) then moves the rows made final by the first, positions [o, o + s), from its Sin to A. A panel
+// done in one dispatch is copied to Sin first (phase 0: it writes A while reading).
 constant constexpr int LU_LOOK_SLOTS = 32;
 constant constexpr int LU_LOOK_MAX_ROWS = 64;  // R: rows (positions) per group
 constant constexpr int LU_LOOK_MAX_W = 64;     // panel width
@@ -455,6 +459,7 @@ kernel void lu_panel_look(device T* A [[buffer(0)]],
                           constant long& G [[buffer(13)]],
                           constant long& R [[buffer(14)]],
                           constant long& last [[buffer(15)]],
+                          constant long& phase [[buffer(16)]],
                           uint tid [[thread_index_in_threadgroup]],
                           uint ntg [[threads_per_threadgroup]],
                           uint tg [[threadgroup_position_in_grid]]) {
@@ -482,12 +487,21 @@ kernel void lu_panel_look(device T* A [[buffer(0)]],
   const int nt = (int)ntg;
   const int rlo = c0 + g * (int)R;
   const int rhi = min(m, rlo + (int)R);
+  device T* a = A + (long)b * M * N;
+  const bool from_a = phase == 1;
+  device const T* sin = from_a ? A + (long)b * M * N + c0 : Sin + (long)b * M * ls;
+  const int ldi = from_a ? n : (int)ls;  // row stride of sin
+  device T* sout = Sout + (long)b * M * ls;
+  if (phase == 2) {  // the first dispatch's final rows [c0, cs), from Sin to A (nobody reads them)
+    for (int e = t; e < max(0, min(rhi, cs) - rlo) * (int)w; e += nt) {
+      const int q = rlo + e / (int)w;
+      const int c = e % (int)w;
+      a[q * n + c0 + c] = sin[q * ldi + c];
+    }
+  }
   if (rhi <= cs) {
     return;  // every position of this group is final already (uniform over the group)
   }
-  device T* a = A + (long)b * M * N;
-  device const T* sin = Sin + (long)b * M * ls;
-  device T* sout = Sout + (long)b * M * ls;
   // 1. the small LU of every active row (positions >= cs) on columns [s, s + kc), in registers
   T x[RPT * KL];
   int pos[RPT];  // current position of the row held (-1: none); its row in Sin is cs + t + i * nt
@@ -497,7 +511,7 @@ kernel void lu_panel_look(device T* A [[buffer(0)]],
     pos[i] = r < m ? r : -1;
 #pragma unroll
     for (int j = 0; j < KL; ++j) {
-      x[i * KL + j] = (r < m && j < nk) ? sin[r * ld + s0 + j] : s_zero<T>();
+      x[i * KL + j] = (r < m && j < nk) ? sin[r * ldi + s0 + j] : s_zero<T>();
     }
   }
   const bool writer = rlo <= cs;  // the group owning position cs writes piv and info
@@ -590,7 +604,7 @@ kernel void lu_panel_look(device T* A [[buffer(0)]],
   const int cb = s0 + nk;  // first column beyond
   for (int c = cb + t; c < nw; c += nt) {
     for (int j = 0; j < nk; ++j) {
-      T u = sin[porig[j] * ld + c];
+      T u = sin[porig[j] * ldi + c];
       for (int i = 0; i < j; ++i) {
         u -= s_mul(pl[j * KL + i], ub[i * LU_LOOK_MAX_W + c]);
       }
@@ -607,18 +621,18 @@ kernel void lu_panel_look(device T* A [[buffer(0)]],
     const int src = own_src[k];
     T v;
     if (c < s0) {
-      v = sin[src * ld + c];  // L entries of earlier columns move with the row
+      v = sin[src * ldi + c];  // L entries of earlier columns move with the row
     } else if (c < cb) {
       v = own_x[k * KL + (c - s0)];
     } else if (q < cs + nk) {
       v = ub[(q - cs) * LU_LOOK_MAX_W + c];
     } else {
-      v = sin[src * ld + c];
+      v = sin[src * ldi + c];
       for (int j = 0; j < nk; ++j) {
         v -= s_mul(own_x[k * KL + j], ub[j * LU_LOOK_MAX_W + c]);
       }
     }
-    if (q < cs + nk || last != 0) {
+    if ((q < cs + nk && !from_a) || last != 0) {
       a[q * n + c0 + c] = v;
     } else {
       sout[q * ld + c] = v;
@@ -733,107 +747,199 @@ __attribute__((always_inline)) inline void lu_row_out(thread const T (&x)[C], bo
   }
 }
 
-// getf2 of the segment's matrix, rows in registers: a = this lane's row (m x n matrix, rows past m
-// are not candidates), x = its right-hand sides (KC registers, zero padded; updated with the row,
-// as the columns of [A | B]). Returns the first zero pivot (1-based; 0: none), sets `pos` to the
-// row's final position, `my_piv` to the 1-based pivot of step r (lane r < min(m, n) of the
-// segment), and wl_of[j] to the lane holding position j after step j. bc: the segment's two
-// broadcast rows (2 * LU_BC_LEN(W, KC) elements of threadgroup memory): the pivot row's lane
-// publishes its row there and the other lanes read it (two plain accesses per element where a
-// simd_shuffle costs several instructions on the cuda proxy); two buffers, alternating by column,
-// need one simdgroup barrier per column (a lane overwrites buffer j % 2 at column j only after the
-// barrier of column j - 1, which every lane passes after its reads of column j - 2).
-// The pivot's reciprocal and its sfmin test (a complex reciprocal is three divisions, the modulus
-// a square root: the longest link of a column's dependency chain) are computed by every lane for
-// its own entry while the pivot search runs (independent of it, so they overlap its shuffles), and
-// the pivot lane publishes them with its row: the lanes below then wait for the search and one
-// threadgroup load, not for the division after it. Same values as computing them after the search.
+// getf2 of the segment's matrix, rows in registers. The segment is L = W / R lanes (R = 1 or 2);
+// lane s of it holds row s of its m x n matrix in a0 and, for R = 2, row s + L in a1 (W columns,
+// zero padded; rows past m are not candidates), their right-hand sides in x0 / x1 (KC registers,
+// zero padded; updated with the row, as the columns of [A | B]). Returns the first zero pivot
+// (1-based; 0: none), sets pos[k] to row k's final position, my_piv[k] to the 1-based pivot of step
+// s + k * L (rows < min(m, n)), and wl_of[j] to the lane holding position j after step j (R = 1).
+// bc: the segment's two broadcast rows (2 * LU_BC_LEN(W, KC) elements of threadgroup memory): the
+// pivot row's lane publishes its row there with 1 / pivot and the sfmin test (computed once, by
+// that lane), and the other lanes read it (two plain accesses per element where a simd_shuffle
+// costs several instructions on the cuda proxy); two buffers, alternating by column, need one
+// simdgroup barrier per column (a lane overwrites buffer j % 2 at column j only after the barrier
+// of column j - 1, which every lane passes after its reads of column j - 2).
+// R = 2 halves the work per matrix that does not depend on its size (pivot search, publication,
+// barrier, reciprocal: per column and simdgroup) by giving a simdgroup two 32 x 32 matrices instead
+// of one; each row's arithmetic is the same, operation for operation. The two rows are separate
+// arrays: clang keeps an array of more than 32 elements in memory (SROA's slice limit).
 // Elements of one broadcast row: W columns, KC right-hand sides, the reciprocal, the sfmin flag.
 #define LU_BC_LEN(W, KC) ((W) + (KC) + 2)
+
+// Row k's bid for the pivot of column j: the pair (key, ~(position * 32 + s)), or (0, 0) when the
+// row is not a candidate; kept if it beats (key, nidx) in lexicographic order.
+template <typename T, int W>
+__attribute__((always_inline)) inline void lu_row_bid(thread const T (&a)[W], int pos, int s, int j, int m,
+                                                      thread uint& key, thread uint& nidx) {
+  const bool cand = pos >= j && pos < m;
+  const uint kk = cand ? lu_pivot_key(s_abs1(a[j])) : 0u;
+  const uint ni = cand ? ~(uint)(pos * 32 + s) : 0u;
+  if (kk > key || (kk == key && ni > nidx)) {
+    key = kk;
+    nidx = ni;
+  }
+}
+
+// The pivot row's lane: its row from column j, its right-hand sides, 1 / pivot and the sfmin flag.
 template <typename T, int W, int KC>
-__attribute__((always_inline)) inline int lu_regs_getf2(thread T (&a)[W], thread T (&x)[KC], int m, int n, int r,
-                                                        ushort lane, thread int& pos, thread int& my_piv,
+__attribute__((always_inline)) inline void lu_row_publish(thread const T (&a)[W], thread const T (&x)[KC], int j,
+                                                          threadgroup T* prow) {
+#pragma unroll
+  for (int c = j; c < W; ++c) {
+    prow[c] = a[c];
+  }
+#pragma unroll
+  for (int c = 0; c < KC; ++c) {
+    prow[W + c] = x[c];
+  }
+  prow[W + KC] = lu_recip(a[j]);
+  prow[W + KC + 1] = s_abs(a[j]) >= S_SFMIN ? s_one<T>() : s_zero<T>();
+}
+
+// Step j for one row (original index r) once the pivot row (position p) is published: its pivot
+// record, the interchange of positions j and p, the scaling below the pivot (LAPACK's sfmin rule)
+// and the rank-1 update. The padding columns (n..W-1, k..KC-1: zeros at the start) are updated
+// too, unguarded: they are never a pivot column and never stored, and a guard per column costs
+// more than the product it skips when n = W.
+template <typename T, int W, int KC>
+__attribute__((always_inline)) inline void lu_row_step(thread T (&a)[W], thread T (&x)[KC], thread int& pos,
+                                                       thread int& my_piv, int r, int j, int p, int m, T pivot,
+                                                       threadgroup const T* prow) {
+  if (r == j) {
+    my_piv = p + 1;
+  }
+  if (pos == j) {
+    pos = p;
+  } else if (pos == p) {
+    pos = j;
+  }
+  const bool below = pos > j && pos < m;
+  if (below && !s_is_zero(pivot)) {
+    a[j] = lu_scale(a[j], pivot, prow[W + KC], !s_is_zero(prow[W + KC + 1]));
+  }
+  if (below) {
+#pragma unroll
+    for (int c = j + 1; c < W; ++c) {
+      a[c] -= s_mul(a[j], prow[c]);
+    }
+#pragma unroll
+    for (int c = 0; c < KC; ++c) {
+      x[c] -= s_mul(a[j], prow[W + c]);
+    }
+  }
+}
+
+template <typename T, int W, int KC, int R>
+__attribute__((always_inline)) inline int lu_regs_getf2(thread T (&a0)[W], thread T (&x0)[KC], thread T (&a1)[W],
+                                                        thread T (&x1)[KC], int m, int n, int s, ushort lane,
+                                                        thread int (&pos)[R], thread int (&my_piv)[R],
                                                         thread ushort (&wl_of)[W], threadgroup T* bc) {
-  const ushort base = lane & (ushort)~(W - 1);
+  constexpr int L = W / R;  // lanes per matrix
+  const ushort base = lane & (ushort)~(L - 1);
   const int kmin = min(m, n);
   int info = 0;
-  pos = r;
+#pragma unroll
+  for (int k = 0; k < R; ++k) {
+    pos[k] = s + k * L;
+    my_piv[k] = 0;
+  }
 #pragma unroll
   for (int j = 0; j < W; ++j) {
     if (j >= kmin) {
       continue;  // uniform: m, n are the dispatch's (no break: the loop must unroll fully)
     }
     // 1. pivot: the largest key among positions j..m-1, then the smallest position holding it
-    //    (pairs (key, ~(pos * 32 + lane)); rows that are not candidates bid (0, 0) and lose)
-    const bool cand = pos >= j && pos < m;
-    const uint key = cand ? lu_pivot_key(s_abs1(a[j])) : 0u;
-    const T my_rp = lu_recip(a[j]);  // speculative: used if this lane's entry becomes the pivot
-    const bool my_use_rp = s_abs(a[j]) >= S_SFMIN;
-    const uint idx = (uint)(pos * 32 + (int)(lane - base));
+    //    (the lane's own best row first when R = 2, then the segment's)
+    uint key = 0u, nidx = 0u;
+    lu_row_bid(a0, pos[0], s, j, m, key, nidx);
+    if (R == 2) {
+      lu_row_bid(a1, pos[R - 1], s, j, m, key, nidx);
+    }
     uint win;
-    if (W == 32) {  // the whole simdgroup: two of its own reductions (hardware ones on Apple GPUs)
+    if (L == 32) {  // the whole simdgroup: two of its own reductions (hardware ones on Apple GPUs)
       const uint best = simd_max(key);
-      win = simd_min((cand && key == best) ? idx : ~0u);
+      win = simd_min((nidx != 0u && key == best) ? ~nidx : ~0u);
     } else {
-      win = ~lu_seg_argmax<W>(uint2(key, cand ? ~idx : 0u)).y;
+      win = ~lu_seg_argmax<L>(uint2(key, nidx)).y;
     }
     const int p = (int)(win >> 5);
     const ushort wl = base + (ushort)(win & 31u);
     wl_of[j] = wl;
     threadgroup T* prow = bc + (j & 1) * LU_BC_LEN(W, KC);
-    if (lane == wl) {  // publish the pivot row (from column j), its right-hand sides, 1 / pivot
-#pragma unroll
-      for (int c = j; c < W; ++c) {
-        prow[c] = a[c];
+    if (lane == wl) {  // 2. publish the pivot row
+      if (R == 1 || pos[0] == p) {
+        lu_row_publish(a0, x0, j, prow);
+      } else {
+        lu_row_publish(a1, x1, j, prow);
       }
-#pragma unroll
-      for (int c = 0; c < KC; ++c) {
-        prow[W + c] = x[c];
-      }
-      prow[W + KC] = my_rp;
-      prow[W + KC + 1] = my_use_rp ? s_one<T>() : s_zero<T>();
     }
     simdgroup_barrier(mem_flags::mem_threadgroup);
     const T pivot = prow[j];
-    if (r == j) {
-      my_piv = p + 1;
-    }
     if (s_is_zero(pivot) && info == 0) {
       info = j + 1;  // a zero pivot means a zero column: p == j, nothing is swapped or scaled
     }
-    // 2. interchange positions j and p
-    if (pos == j) {
-      pos = p;
-    } else if (pos == p) {
-      pos = j;
-    }
-    // 3. scale below the pivot (LAPACK's sfmin rule)
-    const bool below = pos > j && pos < m;
-    if (below && !s_is_zero(pivot)) {
-      a[j] = lu_scale(a[j], pivot, prow[W + KC], !s_is_zero(prow[W + KC + 1]));
-    }
-    // 4. rank-1 update with the published pivot row. The padding columns (n..W-1, k..KC-1: zeros
-    //    at the start) are updated too, unguarded: they are never a pivot column and never stored,
-    //    and a guard per column costs more than the product it skips when n = W.
-    if (below) {
-#pragma unroll
-      for (int c = j + 1; c < W; ++c) {
-        a[c] -= s_mul(a[j], prow[c]);
-      }
-#pragma unroll
-      for (int c = 0; c < KC; ++c) {
-        x[c] -= s_mul(a[j], prow[W + c]);
-      }
+    // 3. interchange, scale, update
+    lu_row_step(a0, x0, pos[0], my_piv[0], s, j, p, m, pivot, prow);
+    if (R == 2) {
+      lu_row_step(a1, x1, pos[R - 1], my_piv[R - 1], s + L, j, p, m, pivot, prow);
     }
   }
   return info;
 }
 
+// Rows between device memory and registers for a simdgroup of lu_small: its matrices b0 .. b0 +
+// cnt - 1 (contiguous, m x w each); lane (q, s) holds row s (x0) and, R = 2, row s + L (x1) of
+// matrix b0 + q. STAGE: through the simdgroup's 32-row tile, 32 / W matrices at a time (R rounds),
+// consecutive lanes on consecutive addresses; else each lane's rows directly. dir: 0 in, 1 out
+// (out: row k is stored at position pos[k]).
+template <typename T, int W, int R, int STAGE>
+__attribute__((always_inline)) inline void lu_rows_move(thread T (&x0)[W], thread T (&x1)[W], int dir,
+                                                        threadgroup T* tl, device T* first, int cnt, int m, int w,
+                                                        int q, int s, thread const int (&pos)[R], ushort lane) {
+  constexpr int L = W / R;
+  constexpr int PER = 32 / W;  // matrices per tile round
+#pragma unroll
+  for (int t = 0; t < R; ++t) {
+    const int lo = t * PER;  // this round's first matrix
+    const int n_r = min(cnt - lo, PER);
+    if (n_r <= 0) {
+      continue;  // uniform over the simdgroup
+    }
+    if (STAGE && dir == 0) {
+      lu_stage_in(tl, first + (long)lo * m * w, n_r * m, w, (int)lane);
+      simdgroup_barrier(mem_flags::mem_threadgroup);
+    }
+    const bool mine = q >= lo && q < lo + n_r;
+#pragma unroll
+    for (int k = 0; k < R; ++k) {
+      const int r = dir == 0 ? s + k * L : pos[k];
+      const bool have = mine && (s + k * L) < m;
+      device T* row = first + ((long)q * m + r) * w;
+      const int tr = (q - lo) * m + r;
+      if (dir == 0) {
+        if (mine || t == 0) {  // round 0 also zeroes the rows no round loads
+          lu_row_in(k == 0 ? x0 : x1, have, tl, tr, row, w, STAGE != 0);
+        }
+      } else {
+        lu_row_out(k == 0 ? x0 : x1, have, tl, tr, row, w, STAGE != 0);
+      }
+    }
+    if (STAGE) {
+      simdgroup_barrier(mem_flags::mem_threadgroup);  // the tile's reads before its next writes
+      if (dir == 1) {
+        lu_stage_out(first + (long)lo * m * w, tl, n_r * m, w, (int)lane);
+        simdgroup_barrier(mem_flags::mem_threadgroup);
+      }
+    }
+  }
+}
+
 // ---- lu_small ------------------------------------------------------------------------------------
 //
 // Whole-matrix LU of M x N matrices with M, N <= W (LAPACK getf2: whole rows are interchanged, so
-// no lu_laswp is needed afterwards). info[b] is written: 0 or the first zero pivot (1-based).
-template <typename T, int W, int STAGE>
+// no lu_laswp is needed afterwards), R rows per lane (32 * R / W matrices per simdgroup). info[b]
+// is written: 0 or the first zero pivot (1-based).
+template <typename T, int W, int STAGE, int R>
 [[max_total_threads_per_threadgroup(64)]]  // = 32 * LU_SMALL_SIMDGROUPS
 kernel void lu_small(device T* A [[buffer(0)]],
                      device int* piv [[buffer(1)]],
@@ -844,42 +950,40 @@ kernel void lu_small(device T* A [[buffer(0)]],
                      uint gid [[thread_position_in_grid]],
                      ushort lane [[thread_index_in_simdgroup]],
                      ushort sg [[simdgroup_index_in_threadgroup]]) {
+  constexpr int L = W / R;  // lanes per matrix
   threadgroup T tile[STAGE ? LU_SMALL_SIMDGROUPS * 32 * LU_SMALL_LD : 1];
-  threadgroup T bcast[LU_SMALL_SIMDGROUPS * (32 / W) * 2 * LU_BC_LEN(W, 1)];
+  threadgroup T bcast[LU_SMALL_SIMDGROUPS * (32 / L) * 2 * LU_BC_LEN(W, 1)];
   const int m = (int)M;
   const int n = (int)N;
   const int k = min(m, n);
-  const long b0 = (long)(gid / 32) * (32 / W);  // the simdgroup's first matrix
-  const int cnt = lu_small_count(batch - b0, 32 / W);
-  const long b = (long)(gid / W);
-  const int q = lane / W;  // the segment's matrix within the simdgroup
-  const int r = lane % W;  // its row
-  const bool have = q < cnt && r < m;
+  const long b0 = (long)(gid / 32) * (32 / L);  // the simdgroup's first matrix
+  const int cnt = lu_small_count(batch - b0, 32 / L);
+  const long b = (long)(gid / L);
+  const int q = lane / L;  // the segment's matrix within the simdgroup
+  const int s = lane % L;  // its lane within the segment
   threadgroup T* tl = tile + (STAGE ? (int)sg * 32 * LU_SMALL_LD : 0);
-  if (STAGE) {
-    lu_stage_in(tl, A + b0 * M * N, cnt * m, n, (int)lane);
-    simdgroup_barrier(mem_flags::mem_threadgroup);
-  }
-  T a[W];
-  T none[1] = {s_zero<T>()};  // lu_small has no right-hand sides (one unused, zero column)
+  T a0[W];
+  T a1[W];  // R = 2 only (unused, optimised away, when R = 1)
+  T none0[1] = {s_zero<T>()};  // lu_small has no right-hand sides (one unused, zero column)
+  T none1[1] = {s_zero<T>()};
+  int pos[R];
+  int my_piv[R];
   ushort wl_of[W];
-  lu_row_in(a, have, tl, q * m + r, A + b * M * N + r * n, n, STAGE != 0);
-  if (STAGE) {
-    simdgroup_barrier(mem_flags::mem_threadgroup);  // every row is read before any is written back
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    pos[i] = s + i * L;
   }
-  int pos = r;
-  int my_piv = 0;
-  threadgroup T* bc = bcast + ((int)sg * (32 / W) + q) * 2 * LU_BC_LEN(W, 1);
-  const int inf = lu_regs_getf2<T, W, 1>(a, none, m, n, r, lane, pos, my_piv, wl_of, bc);
-  lu_row_out(a, have, tl, q * m + pos, A + b * M * N + pos * n, n, STAGE != 0);
-  if (STAGE) {
-    simdgroup_barrier(mem_flags::mem_threadgroup);
-    lu_stage_out(A + b0 * M * N, tl, cnt * m, n, (int)lane);
+  lu_rows_move<T, W, R, STAGE>(a0, a1, 0, tl, A + b0 * M * N, cnt, m, n, q, s, pos, lane);
+  threadgroup T* bc = bcast + ((int)sg * (32 / L) + q) * 2 * LU_BC_LEN(W, 1);
+  const int inf = lu_regs_getf2<T, W, 1, R>(a0, none0, a1, none1, m, n, s, lane, pos, my_piv, wl_of, bc);
+  lu_rows_move<T, W, R, STAGE>(a0, a1, 1, tl, A + b0 * M * N, cnt, m, n, q, s, pos, lane);
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    if (q < cnt && s + i * L < k) {
+      piv[b * k + s + i * L] = my_piv[i];
+    }
   }
-  if (q < cnt && r < k) {
-    piv[b * k + r] = my_piv;
-  }
-  if (q < cnt && r == 0) {
+  if (q < cnt && s == 0) {
     info[b] = inf;
   }
 }
@@ -891,7 +995,7 @@ kernel void lu_small(device T* A [[buffer(0)]],
 // of [A | B] are eliminated exactly as lu_small eliminates A (same pivots, info and sfmin rule; B
 // is permuted and updated with its rows), then U X = B' is solved by back substitution, each x_j
 // broadcast from the lane holding position j. A zero pivot sets info and the back substitution
-// divides by it (inf/NaN, as LAPACK's trsm would). info[b] is written. Grid as lu_small.
+// divides by it (inf/NaN, as LAPACK's trsm would). info[b] is written. Grid as lu_small (R = 1).
 template <typename T, int W, int KC, int STAGE>
 [[max_total_threads_per_threadgroup(64)]]  // = 32 * LU_SMALL_SIMDGROUPS
 kernel void lu_small_solve(device const T* A [[buffer(0)]],
@@ -917,6 +1021,8 @@ kernel void lu_small_solve(device const T* A [[buffer(0)]],
   threadgroup T* tl = tile + (STAGE ? (int)sg * 32 * LU_SMALL_LD : 0);
   T a[W];
   T x[KC];
+  T a_unused[W];  // lu_regs_getf2's second row (R = 2 only): never touched
+  T x_unused[KC];
   ushort wl_of[W];
   if (STAGE) {
     lu_stage_in(tl, A + b0 * N * N, cnt * n, n, (int)lane);
@@ -932,10 +1038,10 @@ kernel void lu_small_solve(device const T* A [[buffer(0)]],
   if (STAGE) {
     simdgroup_barrier(mem_flags::mem_threadgroup);
   }
-  int pos = r;
-  int my_piv = 0;
+  int pos[1];
+  int my_piv[1];
   threadgroup T* bc = bcast + ((int)sg * (32 / W) + q) * 2 * LU_BC_LEN(W, KC);
-  const int inf = lu_regs_getf2<T, W, KC>(a, x, n, n, r, lane, pos, my_piv, wl_of, bc);
+  const int inf = lu_regs_getf2<T, W, KC, 1>(a, x, a_unused, x_unused, n, n, r, lane, pos, my_piv, wl_of, bc);
   // back substitution U X = B': x_j = b'_j / u_jj from the lane at position j, then rows above
 #pragma unroll
   for (int j = W - 1; j >= 0; --j) {
@@ -946,16 +1052,16 @@ kernel void lu_small_solve(device const T* A [[buffer(0)]],
       for (int c = 0; c < KC; ++c) {
         if (c < k) {
           const T xj = s_div(simd_shuffle(x[c], wl), d);
-          if (pos == j) {
+          if (pos[0] == j) {
             x[c] = xj;
-          } else if (pos < j) {
+          } else if (pos[0] < j) {
             x[c] -= s_mul(a[j], xj);
           }
         }
       }
     }
   }
-  lu_row_out(x, have, tl, q * n + pos, Xout + b * N * K + pos * k, k, STAGE != 0);
+  lu_row_out(x, have, tl, q * n + pos[0], Xout + b * N * K + pos[0] * k, k, STAGE != 0);
   if (STAGE) {
     simdgroup_barrier(mem_flags::mem_threadgroup);
     lu_stage_out(Xout + b0 * N * K, tl, cnt * n, k, (int)lane);
@@ -968,9 +1074,13 @@ kernel void lu_small_solve(device const T* A [[buffer(0)]],
 // Host names lu_small_<dtype>_<W>_<STAGE> and lu_small_solve_<dtype>_<W>_<KC>_<STAGE>
 // (mpslinalg/lu/kernels.py picks W and KC from the shapes, STAGE from TUNING.small_stage; the
 // other STAGE is instantiated for the shapes benchmarks/bench_lu_small.py compares).
-#define LU_SMALL_INSTANTIATE(W, S)                                      \
-  MPSL_INSTANTIATE("lu_small_f32_" #W "_" #S, lu_small, float, W, S)    \
-  MPSL_INSTANTIATE("lu_small_c64_" #W "_" #S, lu_small, float2, W, S)
+#define LU_SMALL_INSTANTIATE(W, S)                                         \
+  MPSL_INSTANTIATE("lu_small_f32_" #W "_" #S, lu_small, float, W, S, 1)    \
+  MPSL_INSTANTIATE("lu_small_c64_" #W "_" #S, lu_small, float2, W, S, 1)
+// Two rows per lane: float32 only (a complex64 lane would hold 128 floats of matrix: past the
+// register file, and clang keeps the rows in memory when it cannot unroll the columns).
+#define LU_SMALL_INSTANTIATE_ROWS(W, S, R) \
+  MPSL_INSTANTIATE("lu_small_f32_" #W "_" #S "_" #R, lu_small, float, W, S, R)
 #define LU_SMALL_SOLVE_INSTANTIATE(W, KC, S)                                             \
   MPSL_INSTANTIATE("lu_small_solve_f32_" #W "_" #KC "_" #S, lu_small_solve, float, W, KC, S) \
   MPSL_INSTANTIATE("lu_small_solve_c64_" #W "_" #KC "_" #S, lu_small_solve, float2, W, KC, S)
@@ -1135,6 +1245,8 @@ LU_SMALL_INSTANTIATE(16, 0)
 LU_SMALL_INSTANTIATE(16, 1)
 LU_SMALL_INSTANTIATE(32, 0)
 LU_SMALL_INSTANTIATE(32, 1)
+LU_SMALL_INSTANTIATE_ROWS(32, 0, 2)
+LU_SMALL_INSTANTIATE_ROWS(32, 1, 2)
 LU_SMALL_SOLVE_INSTANTIATE(8, 1, 0)
 LU_SMALL_SOLVE_INSTANTIATE(8, 1, 1)
 LU_SMALL_SOLVE_INSTANTIATE(8, 8, 1)

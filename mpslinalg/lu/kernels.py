@@ -35,6 +35,10 @@ class Tuning:
         ``lu_small`` / ``lu_small_solve``: 1 moves the matrices between device memory and the
         lanes' registers through a threadgroup tile (coalesced loads and stores), 0 lets each lane
         read and write its own row directly (no threadgroup memory; strided across lanes).
+    small_rows : int
+        ``lu_small`` on float32 matrices wider than 16: rows per lane, 1 (one matrix per
+        simdgroup) or 2 (two matrices per simdgroup, 16 lanes each: the per-column pivot search,
+        publication and barrier are shared by two matrices; 128 registers per lane instead of 72).
     panel_threads : int
         Threads per threadgroup of ``lu_panel`` and ``lu_panel_step`` (a power of two, 32 to 256).
     panel_rows : int
@@ -66,6 +70,7 @@ class Tuning:
     panel_nb: int = 32
     small_max: int = 32
     small_stage: int = 1
+    small_rows: int = 1
     panel_threads: int = 256
     panel_rows: int = 32
     panel_look: int = 8
@@ -228,6 +233,9 @@ def _check_tuning() -> None:
     if TUNING.small_stage not in (0, 1):
         raise ValueError(f"mpslinalg.lu.TUNING.small_stage must be 0 or 1 (lu_small's two load "
                          f"variants), got {TUNING.small_stage!r}")
+    if TUNING.small_rows not in (1, 2):
+        raise ValueError(f"mpslinalg.lu.TUNING.small_rows must be 1 or 2 (lu_small's rows per lane), "
+                         f"got {TUNING.small_rows!r}")
     if TUNING.panel_nb not in _BLOCK_NB or not isinstance(TUNING.panel_nb, int):
         raise ValueError(f"mpslinalg.lu.TUNING.panel_nb must be one of {_BLOCK_NB} (the blocked LU's "
                          f"block width), got {TUNING.panel_nb!r}")
@@ -267,7 +275,9 @@ class _MetalKernels:
         if B == 0 or M == 0 or N == 0:
             return
         W = _small_lanes(max(M, N))
-        self._kernel("lu_small", W, TUNING.small_stage)(LU, piv, info, M, N, B, **_small_grid(B, W))
+        rows = TUNING.small_rows if W == 32 and self.dtype == torch.float32 else 1  # instantiated
+        params = (W, TUNING.small_stage) + ((rows,) if rows > 1 else ())
+        self._kernel("lu_small", *params)(LU, piv, info, M, N, B, **_small_grid(B, W // rows))
 
     def small_solve(self, A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, info: torch.Tensor) -> None:
         nb, n, k = B.shape
@@ -333,8 +343,9 @@ class _MetalKernels:
                    bufs: tuple[torch.Tensor, torch.Tensor]) -> bool:
         """The ``panel`` contract for a tall panel, ``k`` columns per dispatch (``lu_panel_look``,
         ``k = look_k(...)``), through the two panel buffers ``bufs`` (``[B, M, >= w]``, contiguous):
-        one copy of the panel into ``bufs[0]``, then ``ceil(min(M - o, w) / k)`` dispatches.
-        Returns False (nothing done) when the panel does not fit the kernel."""
+        ``ceil(min(M - o, w) / k)`` dispatches, the first reading the panel from ``LU`` (a panel of
+        one dispatch is copied into ``bufs[0]`` first). Returns False (nothing done) when the panel
+        does not fit the kernel."""
         B, M, N = LU.shape
         k = self.look_k(M, o, w)
         if k == 0:
@@ -347,19 +358,22 @@ class _MetalKernels:
         if S[0].shape[:2] != (B, M) or ls < w:
             raise ValueError(f"lu_panel_look: panel buffers of shape {tuple(S[0].shape)}, need ({B}, {M}, >= {w})")
         _check_int32(M, ls)  # the buffers are indexed with 32-bit ints too
-        S[0][:, o:, :w].copy_(LU[:, o:, o:o + w])
-        DISPATCHES["copy"] += 1
         R = TUNING.panel_rows
         G = -(-(M - o) // R)
         g = TUNING.panel_threads
         K = piv.shape[-1]
         kl = min(M - o, w)
         starts = list(range(0, kl, k))
+        if len(starts) == 1:  # the only dispatch writes A: it cannot read the panel there too
+            S[0][:, o:, :w].copy_(LU[:, o:, o:o + w])
+            DISPATCHES["copy"] += 1
         for d, s0 in enumerate(starts):
             kc = min(k, kl - s0)
             last = int(d == len(starts) - 1)
+            # phase 1: read the panel from LU, write only Sout; 2: move the rows it made final to LU
+            phase = 0 if len(starts) == 1 else (1 if d == 0 else 2 if d == 1 else 0)
             self._kernel("lu_panel_look", k)(LU, S[d % 2], S[(d + 1) % 2], piv, info, M, N, K, o, w, ls,
-                                             s0, kc, G, R, last, threads=B * G * g, group_size=g)
+                                             s0, kc, G, R, last, phase, threads=B * G * g, group_size=g)
         return True
 
     def swap_around(self, X: torch.Tensor, piv: torch.Tensor, k1: int, k2: int, w: int) -> None:

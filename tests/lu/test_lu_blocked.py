@@ -79,12 +79,15 @@ def _panel_look(kern, A, o, w):
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DID)
 @pytest.mark.parametrize("look", [2, 4, 8])
-def test_panel_look_several_groups_matches_lapack(blocked, order, seed, dtype, look):
+@pytest.mark.parametrize("rows", [16, 4])
+def test_panel_look_several_groups_matches_lapack(blocked, order, seed, dtype, look, rows):
     """k columns per dispatch, every group repeating the small LU of all active rows: pivots
     exactly LAPACK's, the ratio < 30, nothing outside the panel touched; 70 rows over 5 groups of
-    16 (the last one 6 rows), panels at offsets, one narrower than k and one with fewer rows than
-    columns. The panel buffers start as NaN: a read of an entry not written first shows."""
-    kern = blocked(dtype, order, seed, look=look)
+    16 (the last one 6 rows) or 18 groups of 4 (fewer than k: whole groups' rows are final after
+    the first dispatch, which writes them to the buffer only, and the second moves them to A),
+    panels at offsets, one narrower than k and one with fewer rows than columns. The panel buffers
+    start as NaN: a read of an entry not written first shows."""
+    kern = blocked(dtype, order, seed, rows=rows, look=look)
     M, N = 70, 80
     A = matrices.random(M, N, batch=(2,), dtype=dtype, seed=71)
     for o, w in [(0, 16), (7, 12), (40, 20), (60, 16), (3, 3)]:
@@ -212,7 +215,7 @@ def test_blocked_nan_pivots_and_propagation_match_torch_cpu(blocked, order, seed
 def _panel_steps_per_call(M, N, nb, rows_single, look=1, threads=32, slots=32):
     """The dispatches the blocked LU issues (its design, docs/ops/lu.md): per block at o a panel
     (one lu_panel if it has <= rows_single rows; else, where the M - o active rows fit k <= look
-    columns per dispatch, one copy and ceil(min(M - o, w) / k) lu_panel_look; else
+    columns per dispatch, ceil(min(M - o, w) / k) lu_panel_look, after one copy if that is 1; else
     min(M - o, w) + 1 lu_panel_step), one
     lu_laswp_block when there are columns left or right of it (one dispatch for both sides), and
     one TRSM + GEMM for every block with columns to its right (no GEMM without rows below)."""
@@ -226,7 +229,7 @@ def _panel_steps_per_call(M, N, nb, rows_single, look=1, threads=32, slots=32):
         if M - o <= rows_single:
             count["lu_panel"] += 1
         elif k:
-            count["copy"] += 1
+            count["copy"] += kl <= k  # a panel of one dispatch is copied to the buffer first
             count["lu_panel_look"] += -(-kl // k)
         else:
             count["lu_panel_step"] += kl + 1

@@ -1,7 +1,9 @@
 """The register-resident small LU kernels of ``metal/lu.metal`` (``lu_small``, ``lu_small_solve``)
 in the emulator, through the library's own call sites, in every thread order, for both load
 variants (``TUNING.small_stage`` 0: each lane reads its row; 1: through a threadgroup tile) and
-every instantiated width (8, 16, 32 lanes per matrix: 4, 2, 1 matrices per simdgroup).
+every instantiated width (8, 16, 32 lanes per matrix: 4, 2, 1 matrices per simdgroup), and for
+float32 matrices wider than 16 both row counts per lane (``TUNING.small_rows`` 1 and 2: two
+32 x 32 matrices per simdgroup, 16 lanes each).
 
 Bounds and why:
 
@@ -56,9 +58,10 @@ def kernels(lib, monkeypatch):
     """``kernels(dtype, order, seed, stage)``: the library's ``_MetalKernels`` launching in that
     emulator thread order, with guard pages behind every buffer, with that load variant."""
 
-    def make(dtype, order, seed, stage):
+    def make(dtype, order, seed, stage, rows=1):
         monkeypatch.setattr(lu_mod, "load_library", lambda family, device: InOrder(lib, order, seed, guard=True))
         monkeypatch.setattr(lu_mod.TUNING, "small_stage", stage)
+        monkeypatch.setattr(lu_mod.TUNING, "small_rows", rows)
         return lu_mod._MetalKernels(torch.device("cpu"), dtype)
 
     return make
@@ -95,12 +98,20 @@ def _equal_or_both_nan(x: torch.Tensor, y: torch.Tensor) -> bool:
     return bool(((x == y) | (x.isnan() & y.isnan())).all())
 
 
+# (dtype, rows per lane): two rows per lane exist for float32 only (complex64 ignores the setting)
+DTYPE_ROWS = [(torch.float32, 1), (torch.float32, 2), (torch.complex64, 1)]
+DRID = ["float32", "float32-2rows", "complex64"]
+# two rows per lane: 32-wide shapes, batches that leave a simdgroup's second matrix or the last
+# threadgroup's second simdgroup empty
+SHAPES_ROWS2 = [(32, 32, 1), (32, 32, 5), (17, 17, 3), (32, 20, 4), (20, 32, 3), (25, 25, 2)]
+
+
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
 @pytest.mark.parametrize("stage", STAGES, ids=SID)
-@pytest.mark.parametrize("dtype", DTYPES, ids=DID)
-def test_lu_small_every_width(kernels, order, seed, stage, dtype):
-    kern = kernels(dtype, order, seed, stage)
-    for m, n, b in SHAPES:
+@pytest.mark.parametrize("dtype,rows", DTYPE_ROWS, ids=DRID)
+def test_lu_small_every_width(kernels, order, seed, stage, dtype, rows):
+    kern = kernels(dtype, order, seed, stage, rows)
+    for m, n, b in SHAPES + (SHAPES_ROWS2 if rows == 2 else []):
         A = matrices.random(m, n, batch=(b,), dtype=dtype, seed=m * 100 + n)
         LU = A.clone()
         piv = torch.full((b, min(m, n)), -3, dtype=torch.int32)
@@ -117,11 +128,13 @@ def test_lu_small_every_width(kernels, order, seed, stage, dtype):
 
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
 @pytest.mark.parametrize("stage", STAGES, ids=SID)
-def test_lu_small_specials_match_sequential_getf2(kernels, order, seed, stage):
+@pytest.mark.parametrize("rows", [1, 2], ids=["1row", "2rows"])
+def test_lu_small_specials_match_sequential_getf2(kernels, order, seed, stage, rows):
     """Exact ties (integer matrices), zero columns, NaN and inf entries and a subnormal pivot, in
-    float32: bit for bit the sequential getf2 (pivots, NaN pattern, info)."""
-    kern = kernels(torch.float32, order, seed, stage)
-    for n in (6, 13, 32):
+    float32: bit for bit the sequential getf2 (pivots, NaN pattern, info); two rows per lane at
+    n = 32 (ties between a lane's two rows and between lanes)."""
+    kern = kernels(torch.float32, order, seed, stage, rows)
+    for n in (6, 13, 32) if rows == 1 else (20, 32):
         g = torch.Generator().manual_seed(n)
         A = torch.randint(-2, 3, (8, n, n), generator=g).float()  # many exact ties
         A[1, :, 2] = 0  # info 3 (unless an earlier pivot is zero: the reference decides)
@@ -175,6 +188,10 @@ def test_small_solve_rejects_what_it_cannot_hold(lib, monkeypatch):
     monkeypatch.setattr(lu_mod.TUNING, "small_stage", 2)
     with pytest.raises(ValueError, match="small_stage must be 0 or 1"):
         lu_mod._MetalKernels(torch.device("cpu"), torch.float32)
+    monkeypatch.setattr(lu_mod.TUNING, "small_stage", 1)
+    monkeypatch.setattr(lu_mod.TUNING, "small_rows", 4)
+    with pytest.raises(ValueError, match="small_rows must be 1 or 2"):
+        lu_mod._MetalKernels(torch.device("cpu"), torch.float32)
 
 
 @pytest.mark.parametrize("stage", STAGES, ids=SID)
@@ -199,14 +216,15 @@ def test_public_solve_ransac_shape(lib, monkeypatch, stage, dtype):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("stage", STAGES, ids=SID)
-@pytest.mark.parametrize("dtype", DTYPES, ids=DID)
-def test_on_the_cuda_target(monkeypatch, stage, dtype):
+@pytest.mark.parametrize("dtype,rows", DTYPE_ROWS, ids=DRID)
+def test_on_the_cuda_target(monkeypatch, stage, dtype, rows):
     """The same kernels on an NVIDIA GPU (the emulator's cuda target, real parallel lanes; the
     H200 run puts this file under compute-sanitizer racecheck/synccheck): pivots are LAPACK's,
     factors and solves pass the xGET01 / xGET02 ratios, every width, partial last simdgroups."""
     monkeypatch.setattr(lu_mod.TUNING, "small_stage", stage)
+    monkeypatch.setattr(lu_mod.TUNING, "small_rows", rows)
     kern = lu_mod._MetalKernels(torch.device("cuda"), dtype)
-    for m, n, b in SHAPES + [(9, 9, 2049), (32, 32, 1025)]:
+    for m, n, b in SHAPES + [(9, 9, 2049), (32, 32, 1025)] + (SHAPES_ROWS2 if rows == 2 else []):
         A = matrices.random(m, n, batch=(b,), dtype=dtype, seed=m * 100 + n)
         LU = A.cuda()
         piv = torch.zeros(b, min(m, n), dtype=torch.int32, device="cuda")

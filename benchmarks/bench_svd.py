@@ -212,15 +212,16 @@ def _fused_report(device: torch.device) -> None:
         t = _gpu_ms(fn)
         print(f"| {name} | {t if isinstance(t, str) else f'{t:.3f}'} |", flush=True)
 
-    def kern(A, cfg, uv=True):
+    def kern(A, cfg, uv=True, jacobi="partner"):
         def run():
-            saved = dict(sf.CONFIG)
-            sf.CONFIG[sf._pow2(A.shape[-1])] = cfg
+            saved, saved_j = dict(sf.CONFIG), sf.JACOBI
+            sf.CONFIG[sf._pow2(A.shape[-1])], sf.JACOBI = cfg, jacobi
             try:
                 sf.svd_tall(A, False, uv, 30)
             finally:
                 sf.CONFIG.clear()
                 sf.CONFIG.update(saved)
+                sf.JACOBI = saved_j
         return run
 
     def composed(fn):
@@ -233,13 +234,15 @@ def _fused_report(device: torch.device) -> None:
         return run
 
     A32 = _mats((4096, 32, 32), torch.float32, device, 4)
-    for cfg in ((1, 1), (1, 2), (1, 4), (1, 8), (2, 4)):
-        add(f"fused kernel 4096x32x32 f32, U and V, {cfg[0]} matrix/program, {cfg[1]} warps", kern(A32, cfg))
-    add(f"fused kernel 4096x32x32 f32, values only, default {sf.launch_config(32, 32)}",
-        kern(A32, sf.launch_config(32, 32), uv=False))
     A98 = _mats((100000, 8, 9), torch.float32, device, 2).mT.contiguous()
-    for cfg in ((1, 1), (2, 1), (4, 1), (4, 2), (8, 2), (8, 4), (16, 4)):
-        add(f"fused kernel 100000x9x8 f32, U and V, {cfg[0]} matrices/program, {cfg[1]} warps", kern(A98, cfg))
+    for jac in ("partner", "slots"):  # the two Jacobi round variants (svd_triton_fused._sweeps)
+        for cfg in ((1, 1), (1, 2), (1, 4), (1, 8), (2, 4)):
+            add(f"fused kernel 4096x32x32 f32, U and V, {cfg[0]} matrix/program, {cfg[1]} warps, {jac}",
+                kern(A32, cfg, jacobi=jac))
+        add(f"fused kernel 4096x32x32 f32, values only, (1, 2), {jac}", kern(A32, (1, 2), uv=False, jacobi=jac))
+        for cfg in ((1, 1), (2, 1), (4, 1), (4, 2), (8, 2), (8, 4), (16, 4)):
+            add(f"fused kernel 100000x9x8 f32, U and V, {cfg[0]} matrices/program, {cfg[1]} warps, {jac}",
+                kern(A98, cfg, jacobi=jac))
     A99 = _mats((4096, 9, 9), torch.float32, device, 3)
     for cfg in ((1, 1), (2, 2), (4, 4)):
         add(f"fused kernel 4096x9x9 f32, U and V, {cfg[0]} matrices/program, {cfg[1]} warps", kern(A99, cfg))

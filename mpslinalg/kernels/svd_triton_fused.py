@@ -37,7 +37,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .svd_triton import _pow2i, _rotation
+from .svd_triton import _pow2i, _rotate_real, _rotation
 
 __all__ = ["COMPLETES_V", "ENABLED", "MAX_M", "MAX_N", "fits", "launch_config", "svd_tall"]
 
@@ -52,6 +52,8 @@ COMPLETES_V = True
 #: ``(matrices per program, warps)`` by padded order ``NP`` (None entries: :func:`launch_config`'s
 #: default). Benchmarks override it.
 CONFIG: dict[int, tuple[int, int]] = {}
+#: The Jacobi rounds (:func:`_sweeps`): "partner" (columns in place) or "slots" (columns moved).
+JACOBI = "partner"
 _SQRT_TINY = float(torch.finfo(torch.float32).tiny) ** 0.5
 _FLT_MAX = float(torch.finfo(torch.float32).max)
 
@@ -160,9 +162,85 @@ def _apply_q(y, h, tau, rows, cols_h, nq):
 
 
 @triton.jit
+def _sweeps(x, vj, busy, cols, npad, sweeps, tol, ctol, MB: tl.constexpr, NP: tl.constexpr,
+            WANT_UV: tl.constexpr, SLOTS: tl.constexpr):
+    """The Jacobi sweeps on ``x`` (and ``vj``) ``[MB, NP, NP]``, matrices with ``busy`` set: the
+    circle method on ``npad`` columns, at most ``sweeps`` sweeps, each matrix stopping after a sweep
+    without a rotation above ``ctol``. Returns ``(x, vj, last)``, ``last [MB]``: rotated in its last
+    sweep. ``SLOTS``: columns moved between rounds as in ``svd_triton._jacobi_reg_kernel`` (pairs
+    split off by a reshape, a ``tl.gather`` by the slot permutation); else columns in place, each
+    gathering its partner (module docstring). The same pairs and rotations either way."""
+    HP: tl.constexpr = NP // 2
+    half = cols // 2
+    odd = (cols % 2) == 1
+    inner = cols < npad
+    if SLOTS:
+        lay = tl.where(inner, tl.where(odd, npad - 1 - half, half), cols)  # slot -> column, round 0
+        home = tl.where(inner, tl.where(cols < npad // 2, 2 * cols, 2 * (npad - 1 - cols) + 1), cols)
+        perm = tl.where(odd, tl.where(half == 0, 2, 2 * half - 1),
+                        tl.where(half == 0, 0, tl.where(cols == npad - 2, npad - 1, cols + 2)))
+        perm = tl.broadcast_to(tl.where(inner & (npad > 2), perm, cols)[None, None, :], (MB, NP, NP))
+        x = tl.gather(x, tl.broadcast_to(lay[None, None, :], (MB, NP, NP)), axis=2)
+        if WANT_UV:
+            vj = tl.gather(vj, tl.broadcast_to(lay[None, None, :], (MB, NP, NP)), axis=2)
+        livep = tl.arange(0, HP) < npad // 2
+    last = tl.zeros([MB], dtype=tl.int1)
+    anybusy = tl.max(busy.to(tl.int32), axis=0)
+    sweep = 0
+    while (sweep < sweeps) & (anybusy > 0):
+        if SLOTS:
+            mine = tl.zeros([MB, HP], dtype=tl.int1)
+        else:
+            mine = tl.zeros([MB, NP], dtype=tl.int1)
+        for rnd in range(0, npad - 1):
+            if SLOTS:
+                xp, xq = tl.split(tl.reshape(x, [MB, NP, HP, 2]))
+                a = tl.sum(xp * xp, axis=1)
+                b = tl.sum(xq * xq, axis=1)
+                g = tl.sum(xp * xq, axis=1)
+                sig, c, s, _ = _rotation(a, b, g, g, tol, ctol, busy[:, None] & livep[None, :], False)
+                xp, xq = _rotate_real(xp, xq, c[:, None, :], s[:, None, :])
+                x = tl.gather(tl.reshape(tl.join(xp, xq), [MB, NP, NP]), perm, axis=2)
+                if WANT_UV:
+                    vp, vq = tl.split(tl.reshape(vj, [MB, NP, HP, 2]))
+                    vp, vq = _rotate_real(vp, vq, c[:, None, :], s[:, None, :])
+                    vj = tl.gather(tl.reshape(tl.join(vp, vq), [MB, NP, NP]), perm, axis=2)
+            else:
+                slot = tl.where(cols == 0, 0, 1 + (cols - 1 - rnd + (npad - 1)) % (npad - 1))
+                oslot = npad - 1 - slot
+                partner = tl.where(inner, tl.where(oslot == 0, 0, 1 + (oslot - 1 + rnd) % (npad - 1)), cols)
+                isp = slot < npad // 2
+                pidx = tl.broadcast_to(partner[None, None, :], (MB, NP, NP))
+                xq = tl.gather(x, pidx, axis=2)
+                sq = tl.sum(x * x, axis=1)  # [MB, NP]
+                g = tl.sum(x * xq, axis=1)
+                sqq = tl.gather(sq, tl.broadcast_to(partner[None, :], (MB, NP)), axis=1)
+                ap = tl.where(isp[None, :], sq, sqq)
+                aq = tl.where(isp[None, :], sqq, sq)
+                sig, c, s, _ = _rotation(ap, aq, g, g, tol, ctol, busy[:, None] & inner[None, :], False)
+                # x_p' = c x_p − s x_q, x_q' = s x_p + c x_q: each column its own side
+                sj = tl.where(isp[None, :], -s, s)
+                x = c[:, None, :] * x + sj[:, None, :] * xq
+                if WANT_UV:
+                    vq = tl.gather(vj, pidx, axis=2)
+                    vj = c[:, None, :] * vj + sj[:, None, :] * vq
+            mine = mine | sig
+        done = tl.max(mine.to(tl.int32), axis=1) > 0
+        last = tl.where(busy, done, last)
+        busy = busy & done
+        anybusy = tl.max(busy.to(tl.int32), axis=0)
+        sweep += 1
+    if SLOTS:  # after whole sweeps the columns are in round 0's slots again
+        x = tl.gather(x, tl.broadcast_to(home[None, None, :], (MB, NP, NP)), axis=2)
+        if WANT_UV:
+            vj = tl.gather(vj, tl.broadcast_to(home[None, None, :], (MB, NP, NP)), axis=2)
+    return x, vj, last
+
+
+@triton.jit
 def _svd_fused_kernel(A, U, S, V, INFO, B, m, n, npad, ucols, sweeps, tol, ctol,
                       MB: tl.constexpr, MP: tl.constexpr, NP: tl.constexpr, UP: tl.constexpr,
-                      WANT_UV: tl.constexpr):
+                      WANT_UV: tl.constexpr, SLOTS: tl.constexpr):
     mats = tl.program_id(0).to(tl.int64) * MB + tl.arange(0, MB)
     live_b = mats < B
     rows = tl.arange(0, MP)
@@ -202,41 +280,8 @@ def _svd_fused_kernel(A, U, S, V, INFO, B, m, n, npad, ucols, sweeps, tol, ctol,
     x = tl.permute(r, (0, 2, 1))
     vj = tl.where(cols[None, :, None] == c3, 1.0, 0.0) + tl.zeros([MB, NP, NP], dtype=tl.float32)
 
-    # 4. one-sided Jacobi: the circle method's pairs, columns in place (module docstring)
-    pcol = cols < npad
-    half = npad // 2
-    busy = live_b & fin
-    last = tl.zeros([MB], dtype=tl.int1)
-    anybusy = tl.max(busy.to(tl.int32), axis=0)
-    sweep = 0
-    while (sweep < sweeps) & (anybusy > 0):
-        mine = tl.zeros([MB], dtype=tl.int1)
-        for rnd in range(0, npad - 1):
-            slot = tl.where(cols == 0, 0, 1 + (cols - 1 - rnd + (npad - 1)) % (npad - 1))
-            oslot = npad - 1 - slot
-            partner = tl.where(oslot == 0, 0, 1 + (oslot - 1 + rnd) % (npad - 1))
-            partner = tl.where(pcol, partner, cols)
-            isp = slot < half
-            pidx = tl.broadcast_to(partner[None, None, :], (MB, NP, NP))
-            xq = tl.gather(x, pidx, axis=2)
-            sq = tl.sum(x * x, axis=1)  # [MB, NP]
-            g = tl.sum(x * xq, axis=1)
-            sqq = tl.gather(sq, tl.broadcast_to(partner[None, :], (MB, NP)), axis=1)
-            ap = tl.where(isp[None, :], sq, sqq)
-            aq = tl.where(isp[None, :], sqq, sq)
-            act = busy[:, None] & pcol[None, :]
-            sig, c, s, _ = _rotation(ap, aq, g, g, tol, ctol, act, False)
-            # x_p' = c x_p − s x_q, x_q' = s x_p + c x_q: each column its own side
-            sj = tl.where(isp[None, :], -s, s)
-            x = c[:, None, :] * x + sj[:, None, :] * xq
-            if WANT_UV:
-                vq = tl.gather(vj, pidx, axis=2)
-                vj = c[:, None, :] * vj + sj[:, None, :] * vq
-            mine = mine | (tl.max(sig.to(tl.int32), axis=1) > 0)
-        last = tl.where(busy, mine, last)
-        busy = busy & mine
-        anybusy = tl.max(busy.to(tl.int32), axis=0)
-        sweep += 1
+    # 4. one-sided Jacobi (module docstring)
+    x, vj, last = _sweeps(x, vj, live_b & fin, cols, npad, sweeps, tol, ctol, MB, NP, WANT_UV, SLOTS)
 
     # 5. σ (scaled norms), sorted (stable, descending; padding columns last)
     sig_raw = _norm_rows(x, 1)
@@ -328,5 +373,5 @@ def svd_tall(A: torch.Tensor, full: bool, compute_uv: bool, max_sweeps: int
     _svd_fused_kernel[(-(-Bn // mb),)](
         A, U if compute_uv else A, S, V if compute_uv else A, info, Bn, m, n, npad, ucols, int(max_sweeps),
         npad ** 0.5 * u, 2 * npad * u, MB=mb, MP=_pow2(m), NP=_pow2(n), UP=_pow2(ucols), WANT_UV=compute_uv,
-        num_warps=warps)
+        SLOTS=JACOBI == "slots", num_warps=warps)
     return U, S, V, info

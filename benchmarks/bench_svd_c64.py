@@ -123,6 +123,7 @@ def _pieces(A: torch.Tensor) -> None:
     print("\n### pieces alone\n\n| piece | GPU ms | host wall ms |\n|---|---:|---:|", flush=True)
     _row("qr_impl reduced (Q and R)", lambda: qr_impl(A, "reduced"))
     _row("qr_impl r (R only)", lambda: qr_impl(A, "r"))
+    _qr_warps(A)
     X = qr_impl(A, "r")[1].mH.contiguous()
     eye = torch.eye(n, dtype=A.dtype, device=A.device).expand(Bn, n, n).contiguous()
 
@@ -151,6 +152,23 @@ def _pieces(A: torch.Tensor) -> None:
     _row("_complete, every matrix with a zero sigma", lambda: svdmod._complete(Ux, Sz, False))
     _row("batched matmul Q @ Vj", lambda: torch.matmul(Ux, Ux))
     _row("copy of A (bandwidth reference)", lambda: A.clone())
+
+
+def _qr_warps(A: torch.Tensor) -> None:
+    """The QR family's Triton QR kernel on ``A`` at several warp counts (its own choice: 8 at 64x64)."""
+    from mpslinalg.kernels import qr_triton as qt
+
+    Bn, m, n = A.shape
+    for warps in (4, 8, 16):
+        for want_q in (True, False):
+            def run(warps=warps, want_q=want_q):
+                QR = A.clone()
+                tau = A.new_empty(Bn, n)
+                Q = torch.empty_like(A) if want_q else QR
+                qt._qr_small_kernel[(Bn,)](torch.view_as_real(QR), torch.view_as_real(tau), torch.view_as_real(Q),
+                                           m, n, n, COMPLEX=True, WANT_Q=want_q, MP=qt._pow2(m), NP=qt._pow2(n),
+                                           num_warps=warps)
+            _row(f"QR kernel {'Q and R' if want_q else 'R only'}, {warps} warps (incl. a copy of A)", run)
 
 
 def _sweeps(A: torch.Tensor) -> None:

@@ -7,9 +7,11 @@ import torch
 
 from ..oplayer import defop
 from ..oplayer import derivatives as D
+from ..oplayer import functorch_active as _functorch
 from ..svd import svd  # the project's SVD for det's singular gradient (no CPU fallback on mps)
 from .algorithm import (
     _det_parts,
+    _direct_torch,
     _eye,
     _getrf,
     _inv_impl,
@@ -18,6 +20,7 @@ from .algorithm import (
     _slogdet_from_lu,
     _solve_impl,
     _solve_tri,
+    _trsm,
 )
 from .kernels import _perm_from_pivots
 
@@ -212,6 +215,11 @@ def _det_op_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Ten
     # the same pattern of inf/NaN for non-finite input at every size (the small family does too).
     # LU is saved transposed: LAPACK's column-major LU is then contiguous (no copy here) and its
     # transpose in the backward is the layout getrs takes without a copy (det fwd+bwd, issue 13)
+    if _direct_torch(A) and not _functorch() and (A.is_complex() or not A.mT.is_contiguous()):
+        # torch's own forward, one call (its LU of a real contiguous argument would be of the
+        # transpose: Aᵀ is passed only where it is not contiguous, so this LU is always Aᵀ's)
+        d, LU, piv = torch.ops.aten._linalg_det(A.mT)
+        return d, LU.mT.contiguous(), piv.contiguous()
     LU, piv, _ = _getrf(A.mT)
     d, sign = _det_parts(LU, piv)
     return d.prod(-1) * sign, LU.mT.contiguous(), piv.contiguous()
@@ -242,41 +250,57 @@ def _exclusive_prod(S: torch.Tensor) -> torch.Tensor:
     return pre * suf
 
 
-def _any(mask: torch.Tensor) -> bool:
-    """``mask.any()`` on the host; ``True`` while tracing (compile takes both branches, masked)."""
+def _pivot_column(LU: torch.Tensor, piv: torch.Tensor, onehot: torch.Tensor) -> torch.Tensor:
+    """``v = P L e_k`` (``[..., n, 1]``) from packed factors, ``k`` where ``onehot`` is set."""
+    n = LU.shape[-1]
+    k = onehot.to(torch.int64).argmax(-1, keepdim=True)
+    col = LU.gather(-1, k[..., None, :].expand(*LU.shape[:-1], 1))
+    below = torch.arange(n, device=LU.device)[:, None] > k[..., None, :]
+    Lk = torch.where(below, col, torch.zeros_like(col)) + onehot.to(LU.dtype)[..., None]
+    return _apply_P(piv, Lk)
+
+
+def _host_max(count: torch.Tensor) -> int:
+    """``count.max()`` read on the host (CPU memory: no device synchronisation); 2 while tracing
+    or under ``torch.func`` (both branches are then taken, masked)."""
     if torch.compiler.is_compiling():
-        return True
+        return 2
     try:
-        return bool(mask.any())
+        return int(count.max()) if count.numel() else 0
     except Exception:  # data-dependent value under fake/functional tracing
-        return True
+        return 2
 
 
 def _det_backward(ctx, g, gLU=None, gpiv=None):
-    # linalg_det_backward: gA = g * adj(A)ᴴ. Invertible: adj(A)ᴴ = conj(det) A^{-H}.
-    # Singular to working precision: adj(A) from the SVD A = U S Vᴴ (an identity for every A),
+    # linalg_det_backward: gA = g * adj(A)ᴴ from the forward's LU of M = Aᵀ, with the smallest pivot
+    # replaced by a rank-1 update (oplayer.derivatives, "det: the adjugate from the forward's LU":
+    # torch's one getrs plus a triangular solve; exact at singular matrices). Elements with two or
+    # more negligible pivots (LU has not revealed the rank) get the SVD adjugate A = U S Vᴴ,
     #   adj(A)ᴴ = conj(det U det Vᴴ) U diag(prod_{j != i} s_j) Vᴴ  (Higham, "What is the adjugate").
-    # "Singular" is judged scale-invariantly on U's diagonal, min |u_ii| <= n·eps·max |u_ii|, not by
-    # det == 0: a rank-deficient matrix often factors to a rounding-level det (7e-14 for an integer
-    # 5x5 of rank 4), whose d·A⁻ᴴ has no correct digits and whose second derivative is garbage.
+    # GPUs: the rank-1 formula for every element and nothing read on the host (no synchronisation;
+    # degenerate elements keep its value). CPU: the count of negligible pivots is read (host memory):
+    # none -> torch's formula alone (the replacement costs ~15% of the call at 64x32x32), two or
+    # more -> the SVD for those elements.
     A, d, LU_t, piv = ctx.saved_tensors
     LU = LU_t.mT  # the forward saved it transposed
-    n = A.shape[-1]
-    udiag = LU.diagonal(dim1=-2, dim2=-1).abs()
-    sing = udiag.amin(-1) <= n * torch.finfo(udiag.dtype).eps * udiag.amax(-1)
-    eye = _eye(n, A)
-    if torch.is_grad_enabled():  # create_graph: through our differentiable inverse (double backward)
-        A_safe = torch.where(sing[..., None, None], eye, A)
-        gA = (g * d.conj())[..., None, None] * _inv_ex_op(A_safe)[0].mH
-    else:  # first order only: reuse the forward's LU (singular elements are replaced below)
-        gA = _adjoint_solve_diag(LU, piv, g * d.conj())
-    if _any(sing):
-        A_sing = torch.where(sing[..., None, None], A, eye)
+    count = D.det_negligible_pivots(LU) if A.device.type == "cpu" else None
+    worst = 1 if count is None else _host_max(count)
+    if torch.is_grad_enabled():  # create_graph: through our differentiable det and inverse
+        v = _pivot_column(LU, piv, D.det_pivot_replacement(LU)[0])
+        gA = D.det_backward_lu_differentiable(g, A, LU, v, det=lambda X: _det_op(X)[0],
+                                              inv=lambda X: _inv_ex_op(X)[0])
+    else:  # first order: the forward's LU
+        rank1 = {"solve_upper": lambda U, B: _trsm(U, B, upper=True, left=True, unitriangular=False),
+                 "sign": _det_parts(LU, piv)[1].to(d.dtype)} if worst else {}
+        gA = D.det_backward_lu(g, d, LU, piv, lu_solve_adjoint=lambda F, p, B: _lu_solve_left(F, p, B, "C"),
+                               **rank1)
+    if worst >= 2:
+        sing = count >= 2
+        A_sing = torch.where(sing[..., None, None], A, _eye(A.shape[-1], A))
         U, S, Vh = svd(A_sing)
         alpha = (_det_op(U)[0] * _det_op(Vh)[0]).conj() * g
-        D = alpha[..., None] * _exclusive_prod(S).to(A.dtype)
-        gS = (U * D[..., None, :]) @ Vh
-        gA = torch.where(sing[..., None, None], gS, gA)
+        Dg = alpha[..., None] * _exclusive_prod(S).to(A.dtype)
+        gA = torch.where(sing[..., None, None], (U * Dg[..., None, :]) @ Vh, gA)
     return gA
 
 

@@ -14,6 +14,10 @@ from collections.abc import Callable
 import torch
 
 __all__ = [
+    "det_backward_lu",
+    "det_backward_lu_differentiable",
+    "det_negligible_pivots",
+    "det_pivot_replacement",
     "inv_backward",
     "inv_jvp",
     "or_zeros",
@@ -127,6 +131,102 @@ def inv_rules() -> dict:
         return inv_jvp(outputs[0], tangents[0]), None
 
     return {"setup": setup, "backward": backward, "jvp": jvp}
+
+
+# det: the adjugate from the forward's LU, without a host read of a "singular" mask
+#
+# The gradient of det is G = g · adj(A)ᴴ (linalg_det_backward). torch uses g · conj(det) A⁻ᴴ, which
+# is zero at an exactly singular A, where adj(A) (rank 1 at rank n − 1) is not. From the forward's
+# factorisation M = P L U of M = Aᵀ (adj(Aᵀ) = adj(A)ᵀ, so G = g · conj(adj(M))), let k index U's
+# smallest pivot |d_k| and let M' = P L U', U' = U + t e_k e_kᵀ with t = 2 max|d_i| (1 for a zero U):
+# |d_k + t| >= max|d_i|, so U' is as well scaled as U's other pivots. Then M' = M + t v e_kᵀ with
+# v = P L e_k, and Sherman-Morrison on M = M' − t v e_kᵀ gives, for every M (singular or not)
+#     adj(M) = det(M) M'⁻¹ + t det(M') (M'⁻¹ v)(e_kᵀ M'⁻¹),   M'⁻¹ v = U'⁻¹ e_k =: x,
+# det(M') = sign(P) (d_k + t) ∏_{i≠k} d_i: no division by d_k, so it holds at d_k = 0. The cost is
+# torch's one adjoint getrs plus one triangular solve with one right-hand side. It is accurate
+# when U' is well conditioned, i.e. when LU shows at most one negligible pivot: every nonsingular
+# matrix and the usual rank n − 1 singularities (two equal rows or columns, a zero row or column).
+# With two or more negligible pivots (|d_i| <= n eps max|d|, "degenerate") LU has not revealed
+# the rank: such a matrix may still have rank n − 1 (a nilpotent Jordan block) and needs the SVD
+# adjugate, which the caller adds where selecting those elements costs no device synchronisation.
+# Every other exactly-zero pivot gets + t too, so that U' is invertible: their terms then vanish
+# exactly (det(M) = det(M') = 0), leaving 0, the adjugate of every matrix of rank <= n − 2.
+
+
+def det_negligible_pivots(LU: torch.Tensor) -> torch.Tensor:
+    """How many pivots of ``LU`` (``[..., n, n]``) are negligible, ``|d_i| <= n eps max |d|``
+    (int ``[...]``): 0 nonsingular to working precision, 1 the rank-1 formula's case, 2+ degenerate."""
+    a = LU.diagonal(dim1=-2, dim2=-1).abs()
+    return (a <= LU.shape[-1] * torch.finfo(a.dtype).eps * a.amax(-1, keepdim=True)).sum(-1)
+
+
+def det_pivot_replacement(LU: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(e_k, t)`` of the rank-1 pivot replacement above: ``e_k`` bool ``[..., n]`` marks the
+    smallest pivot (the first on ties), ``t = 2 max |d_i|`` (1 if ``U = 0``), real ``[..., 1]``."""
+    a = LU.diagonal(dim1=-2, dim2=-1).abs()
+    amax = a.amax(-1, keepdim=True)
+    onehot = torch.arange(LU.shape[-1], device=LU.device) == a.argmin(-1, keepdim=True)
+    return onehot, 2 * amax + (amax == 0)
+
+
+def det_backward_lu(g: torch.Tensor, det: torch.Tensor, LU: torch.Tensor, piv: torch.Tensor, *,
+                    lu_solve_adjoint: Callable, solve_upper: Callable | None = None,
+                    sign: torch.Tensor | None = None) -> torch.Tensor:
+    """First-order ``g · adj(A)ᴴ`` from the forward's ``LU``/``piv`` of ``M = Aᵀ`` (see above).
+
+    With ``conj(g) adj(M) = (c₁ I + c₂ x e_kᵀ) M'⁻¹`` (``c₁ = conj(g) det``,
+    ``c₂ = conj(g) t det(M')``): ``Gᵀ = M'⁻ᴴ (conj(c₁) I + conj(c₂) e_k xᴴ)``, one adjoint solve
+    whose right-hand side is torch's diagonal plus one row.
+
+    Parameters
+    ----------
+    g, det : Tensor ``[...]``
+        The cotangent and the forward's determinant.
+    LU, piv : Tensor
+        The forward's factors of ``M = Aᵀ``.
+    lu_solve_adjoint : callable
+        ``(LU, piv, B) -> X`` with ``M'ᴴ X = B`` for the factorisation ``LU``/``piv`` of ``M'``.
+    solve_upper : callable, optional
+        ``(U, B) -> X`` with ``U X = B``, reading only the upper triangle. Without it (and
+        ``sign``) the pivot replacement is skipped: torch's ``g · conj(det) A⁻ᴴ``, for callers that
+        know no pivot is negligible.
+    sign : Tensor ``[...]``, optional
+        ``sign(P)``, ±1 in ``LU``'s dtype.
+    """
+    n = LU.shape[-1]
+    h1 = g * det.conj()
+    R = torch.diag_embed(h1[..., None].expand(*h1.shape, n))
+    if solve_upper is None:
+        return lu_solve_adjoint(LU, piv, R).mT
+    onehot, t = det_pivot_replacement(LU)
+    d = LU.diagonal(dim1=-2, dim2=-1)
+    LUp = LU.clone()
+    LUp.diagonal(dim1=-2, dim2=-1).add_(t * (onehot | (d == 0)))
+    ek = onehot.to(LU.dtype)
+    x = solve_upper(LUp, ek[..., None])  # U'⁻¹ e_k
+    h2 = g * (sign * t[..., 0] * (d + t * onehot).prod(-1)).conj()  # g conj(t det(M'))
+    R.add_(ek[..., :, None] * (h2[..., None, None] * x.mH))
+    return lu_solve_adjoint(LUp, piv, R).mT
+
+
+def det_backward_lu_differentiable(g: torch.Tensor, A: torch.Tensor, LU: torch.Tensor, v: torch.Tensor, *,
+                                   det: Callable, inv: Callable) -> torch.Tensor:
+    """``g · adj(A)ᴴ`` through differentiable ops (double backward), from the same identity.
+
+    ``LU`` factors ``M = Aᵀ`` and ``v = P L e_k`` (``[..., n, 1]``, ``k`` of
+    :func:`det_pivot_replacement`). ``k``, ``t`` and ``v`` are held constant: the identity
+    ``adj(M) = det(M') [(1 − t e_kᵀ M'⁻¹ v) M'⁻¹ + t M'⁻¹ v e_kᵀ M'⁻¹]`` holds for every ``M``
+    near this one (wherever ``M'`` is invertible), so its derivative is the adjugate's. ``det``
+    and ``inv`` are the differentiable ops; ``A' = M'ᵀ = A + t e_k vᵀ``.
+    """
+    onehot, t = det_pivot_replacement(LU)
+    ek = onehot.to(A.dtype)[..., :, None]
+    t = t[..., None]
+    Ap = A + (t * ek) * v.mT
+    Z = inv(Ap).mT  # M'⁻¹
+    y = Z @ v
+    adjM = det(Ap)[..., None, None] * ((1 - t * (ek.mT @ y)) * Z + t * (y @ (ek.mT @ Z)))
+    return g[..., None, None] * adjM.conj()
 
 
 # SVD (PyTorch's svd_backward / linalg_svd_jvp; used by svd, svdvals and through them pinv/lstsq)

@@ -11,6 +11,7 @@ import torch
 from ..oplayer import checks as E
 from ..oplayer import functorch_active as _functorch
 from ..triangular import solve_triangular, trsm
+from ..triangular.kernels import _trsm_small_metal
 from .kernels import _TORCH_KERNELS, DISPATCHES, TUNING, _kernels, _MetalKernels, _on_kernels, _swaps_to_perm
 from .kernels import SMALL_SOLVE_MAX_RHS as _SOLVE_RHS
 
@@ -85,8 +86,8 @@ def _getrf_blocked(LU, piv, info, nb: int, kern: _MetalKernels, gemm: str) -> No
     threadgroups per matrix: ``lu_panel_look``, ``k`` columns per dispatch, where its active rows
     fit, else ``lu_panel_step``, one dispatch per column), its interchanges on the columns left and
     right of the panel (one ``lu_laswp_block``: LAPACK's two ``laswp`` calls as one gather of the
-    rows they move), ``U12 <- L11^{-1} A12`` (the triangular family's TRSM), ``A22 <- A22 - L21
-    U12`` (one GEMM).
+    rows they move), ``U12 <- L11^{-1} A12`` (the triangular family's ``trsm_small``, in place),
+    ``A22 <- A22 - L21 U12`` (one GEMM).
     """
     B, M, N = LU.shape
     K = min(M, N)
@@ -105,7 +106,9 @@ def _getrf_blocked(LU, piv, info, nb: int, kern: _MetalKernels, gemm: str) -> No
         if o + w >= N:
             continue
         A12 = LU[:, o:o + kl, o + w:]
-        A12.copy_(_trsm(LU[:, o:o + kl, o:o + kl], A12, upper=False, left=True, unitriangular=True))
+        # in place: trsm_small reads a thread's whole column of B before it writes that column of X
+        # (and columns are never shared), so X may be B (kl <= nb <= 64: one dispatch, no copy)
+        _trsm_small_metal(LU[:, o:o + kl, o:o + kl], A12, A12, False, True)
         DISPATCHES["trsm"] += 1
         if M > o + kl:
             _gemm_sub(LU[:, o + kl:, o + w:], LU[:, o + kl:, o:o + kl], A12, gemm)

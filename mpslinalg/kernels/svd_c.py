@@ -8,12 +8,20 @@ algorithm of :mod:`mpslinalg.svd`'s module docstring (DESIGN §6, LAPACK ``xGEJS
    underflow); a non-finite entry gives ``info = 1`` and NaN outputs;
 2. rows sorted by decreasing max-norm, columns by decreasing 2-norm (stable), unblocked Householder
    QR with LAPACK's ``xlarfg`` conventions (beta real, ``Q = H_0 ... H_{n-1}``);
-3. one-sided Jacobi on the columns of ``X = Rᴴ`` (column-major, ``n x n``): cyclic by rows with de
-   Rijk's pivoting (the largest remaining column first). Every pair test works with the cosine
-   ``|x_pᴴ x_q| / (‖x_p‖ ‖x_q‖)`` (``xGESVJ``'s ``AAPQ``): the dot product is accumulated in double
+3. one-sided Jacobi on the columns of ``X = Rᴴ`` (column-major, ``n x n``). A batch runs its
+   matrices 8 (float32/complex64) or 4 (float64/complex128) at a time, one per SIMD lane
+   (``jacobi_lanes``: every operation is one vector operation over the group, so the pair's chain
+   of dot product, divisions and square roots is paid once per group; measured in
+   docs/ops/svd.md), cyclic by rows in a fixed order; a lane stops rotating after its own first
+   sweep without a significant rotation, so a matrix's result does not depend on its neighbours in
+   the batch. A single matrix (batch of one) runs ``jacobi``: cyclic by rows with de Rijk's
+   pivoting (the largest remaining column first; about one sweep fewer). Every pair test works
+   with the cosine ``|x_pᴴ x_q| / (‖x_p‖ ‖x_q‖)`` (``xGESVJ``'s ``AAPQ``): the dot product is
+   accumulated in double
    (float32/complex64 products are exact there, nothing overflows or underflows), and for
-   float64/complex128 columns below 2^-450 it is taken of the columns scaled by powers of two, so
-   the test cannot overflow or underflow. Rotate when the cosine exceeds ``tol``, count the sweep
+   float64/complex128 columns below 2^-450 it is taken of both columns scaled by the larger one's
+   power of two (one scale: the rotation's angle is that of the unscaled pair), so the test
+   cannot overflow or underflow. Rotate when the cosine exceeds ``tol``, count the sweep
    as not converged when it exceeds ``ctol`` (the same ``tol = √n·u``, ``ctol = 2n·u`` as the torch
    kernel); Rutishauser's rotation with the complex phase split off. Column norms are recomputed
    exactly at the start of every sweep and updated after each rotation (``xGESVJ``), recomputed
@@ -27,19 +35,21 @@ algorithm of :mod:`mpslinalg.svd`'s module docstring (DESIGN §6, LAPACK ``xGEJS
    ``[Vj 0; 0 I]`` (``full_matrices``).
 
 Loops over a column are written for auto-vectorisation (contiguous columns, ``restrict``,
-``#pragma omp simd`` reductions with ``-fopenmp-simd``: no OpenMP runtime). Built once per dtype
-through the shared machinery (:class:`mpslinalg.kernels.codegen.CLibraries`: the emulator's
+``#pragma omp simd`` reductions with ``-fopenmp-simd``: no OpenMP runtime); the lane kernel uses
+the vector extensions of clang/gcc (``vector_size``), which the compiler cannot decline. Built
+once per dtype through the shared machinery (:class:`mpslinalg.kernels.codegen.CLibraries`: the emulator's
 compiler discovery, the on-disk cache), called through ``ctypes`` over the batch split across
 torch's intra-op threads. Without a compiler :func:`usable` is False and the torch-op path runs.
 
 Kernel contract
 ---------------
-``svd_jacobi(A, U, S, V, info, m, n, ucols, want_uv, max_sweeps, tol, ctol, b0, b1)`` for
+``svd_jacobi(A, U, S, V, info, m, n, ucols, want_uv, max_sweeps, tol, ctol, lanes, b0, b1)`` for
 matrices ``b0 <= b < b1`` of the contiguous ``[B, m, n]`` ``A`` (``m >= n >= 1``, complex
 interleaved): writes ``S [B, n]`` (real, descending, scaled back), ``info [B]`` int32 (0, 1
 non-finite, 2 no convergence) and, with ``want_uv``, ``U [B, m, ucols]`` (``ucols`` = ``n`` or
-``m``) and ``V [B, n, n]`` (``V``, not ``Vᴴ``). ``A`` is only read. Returns 0, or -1 when the
-work space cannot be allocated.
+``m``) and ``V [B, n, n]`` (``V``, not ``Vᴴ``). ``lanes`` non-zero: the Jacobi of step 3 runs
+in SIMD lanes (``svd_tall`` passes it for batches of more than one matrix). ``A`` is only read.
+Returns 0, or -1 when the work space cannot be allocated.
 """
 
 from __future__ import annotations
@@ -61,6 +71,7 @@ _FLAVOURS = {
 }
 
 SVD_C_SOURCE = r"""
+
 /* The SVD family's one-sided Jacobi (mpslinalg/kernels/svd_c.py): do not edit the cached copy. */
 #include <float.h>
 #include <math.h>
@@ -284,14 +295,14 @@ static int jacobi(real *X, real *V, int64_t n, int64_t max_sweeps, acc tol, acc 
         acc a = np, b = nq, up = 1, uq = 1, gr, gi;
         if (np >= TINY_NRM && nq >= TINY_NRM) { /* a·b >= 2^-900, or float32's exact range */
           pdot(xp, xq, n, 1, 1, &gr, &gi);
-        } else { /* powers of two: the products in the dot product cannot underflow */
+        } else { /* both columns scaled by the power of two of the larger one (a rotation of
+                    columns scaled apart would be the wrong angle): the products cannot underflow */
           int ep, eq;
           frexp(np, &ep);
           frexp(nq, &eq);
-          up = ldexp(1.0, ep);
-          uq = ldexp(1.0, eq);
-          a = ldexp(np, -ep);
-          b = ldexp(nq, -eq);
+          up = uq = ldexp(1.0, ep > eq ? ep : eq);
+          a = np / up;
+          b = nq / uq;
           pdot(xp, xq, n, 1 / up, 1 / uq, &gr, &gi);
         }
         acc ag = CPLX ? hypot(gr, gi) : fabs(gr), ab = a * b; /* |cos| of the angle = ag / ab */
@@ -321,6 +332,186 @@ static int jacobi(real *X, real *V, int64_t n, int64_t max_sweeps, acc tol, acc 
     if (!sig) break;
   }
   return sig;
+}
+
+/* The same one-sided Jacobi on LANES matrices at once, one per SIMD lane (a batch's matrices are
+   independent, so every operation is one vector operation over the group: no horizontal sums and
+   no chain of dependent divisions and square roots per pair, the cost of the one-matrix kernel
+   above). Cyclic by rows in a fixed order (de Rijk's pivoting would give every lane its own
+   order); a lane leaves (no more rotations) after its first sweep without a significant rotation,
+   so each matrix's operations do not depend on the others of its group. Storage: column j of
+   lane l at XL[((j W + part) n + i) LANES + l] (complex planar), VL the same. sig[l] as jacobi's
+   return; live[l] = 0 marks an unused lane. */
+#define LANES (sizeof(real) == 4 ? 8 : 4)
+#define LMAX 8
+#define ALIGNED __attribute__((aligned(64))) /* lane arrays stored as vectors */
+
+/* ||column x of lane l|| (stride LANES), safe from underflow as nrm2 */
+static acc lane_nrm2(const real *x, int64_t n, int l) {
+  acc s = 0, mx = 0;
+  for (int64_t k = 0; k < n * W; ++k) s += (acc)x[k * LANES + l] * (acc)x[k * LANES + l];
+  if (s >= 0x1p-900) return sqrt(s);
+  for (int64_t k = 0; k < n * W; ++k) mx = fmax(mx, fabs((acc)x[k * LANES + l]));
+  if (mx == 0) return 0;
+  int e;
+  frexp(mx, &e);
+  s = 0;
+  for (int64_t k = 0; k < n * W; ++k) {
+    acc v = ldexp((acc)x[k * LANES + l], -e);
+    s += v * v;
+  }
+  return ldexp(sqrt(s), e);
+}
+
+/* One entry of every lane, and its accumulator (vector extensions of clang and gcc: one SIMD
+   operation a line whatever the compiler's loop vectoriser decides; unaligned loads allowed) */
+typedef real vreal __attribute__((vector_size(sizeof(real) * LANES), aligned(sizeof(real))));
+typedef acc vacc __attribute__((vector_size(sizeof(acc) * LANES), aligned(sizeof(acc))));
+#define VLOAD(p) (*(const vreal *)(p))
+#define WIDE(v) __builtin_convertvector((v), vacc)
+
+/* (gr, gi)[l] = x_pᴴ x_q of lane l, accumulated in acc; two partial sums (even and odd rows) */
+static inline void lane_dot(const real *xp, const real *xq, int64_t n, acc *gr, acc *gi) {
+  vacc r0 = {0}, r1 = {0}, i0 = {0}, i1 = {0};
+  const int64_t im = CPLX ? n * LANES : 0; /* the imaginary parts (planar) */
+  int64_t i = 0;
+  for (; i + 1 < n; i += 2) {
+    const real *x = xp + i * LANES, *y = xq + i * LANES;
+    vacc x0 = WIDE(VLOAD(x)), y0 = WIDE(VLOAD(y)), x1 = WIDE(VLOAD(x + LANES)), y1 = WIDE(VLOAD(y + LANES));
+    r0 += x0 * y0;
+    r1 += x1 * y1;
+    if (CPLX) {
+      vacc a0 = WIDE(VLOAD(x + im)), b0 = WIDE(VLOAD(y + im)), a1 = WIDE(VLOAD(x + im + LANES)),
+           b1 = WIDE(VLOAD(y + im + LANES));
+      r0 += a0 * b0;
+      r1 += a1 * b1;
+      i0 += x0 * b0 - a0 * y0;
+      i1 += x1 * b1 - a1 * y1;
+    }
+  }
+  if (i < n) {
+    const real *x = xp + i * LANES, *y = xq + i * LANES;
+    vacc x0 = WIDE(VLOAD(x)), y0 = WIDE(VLOAD(y));
+    r0 += x0 * y0;
+    if (CPLX) {
+      vacc a0 = WIDE(VLOAD(x + im)), b0 = WIDE(VLOAD(y + im));
+      r0 += a0 * b0;
+      i0 += x0 * b0 - a0 * y0;
+    }
+  }
+  *(vacc *)gr = r0 + r1;
+  *(vacc *)gi = i0 + i1;
+}
+
+/* x' = c x - conj(se) y, y' = se x + c y on lane-interleaved planar columns (prot per lane) */
+static inline void lane_rot(real *x, real *y, int64_t n, const real *c_, const real *sr_, const real *si_) {
+  const vreal c = VLOAD(c_), sr = VLOAD(sr_), si = VLOAD(si_);
+  const int64_t im = CPLX ? n * LANES : 0;
+  for (int64_t i = 0; i < n * LANES; i += LANES) {
+    vreal xr = VLOAD(x + i), yr = VLOAD(y + i);
+#if CPLX
+    vreal xi = VLOAD(x + im + i), yi = VLOAD(y + im + i);
+    *(vreal *)(x + i) = c * xr - (sr * yr + si * yi);
+    *(vreal *)(x + im + i) = c * xi - (sr * yi - si * yr);
+    *(vreal *)(y + i) = (sr * xr - si * xi) + c * yr;
+    *(vreal *)(y + im + i) = (sr * xi + si * xr) + c * yi;
+#else
+    (void)si;
+    *(vreal *)(x + i) = c * xr - sr * yr;
+    *(vreal *)(y + i) = sr * xr + c * yr;
+#endif
+  }
+}
+
+static void jacobi_lanes(real *XL, real *VL, int64_t n, int64_t max_sweeps, acc tol, acc ctol,
+                         int *live, int *sig, acc *nrm) {
+  const int64_t cs = n * W * LANES; /* a column of all lanes */
+  for (int l = 0; l < LANES; ++l) sig[l] = 0;
+  for (int64_t sweep = 0; sweep < max_sweeps; ++sweep) {
+    int any = 0;
+    for (int l = 0; l < LANES; ++l) any |= live[l];
+    if (!any) break;
+    for (int l = 0; l < LANES; ++l) sig[l] = 0;
+    for (int64_t j = 0; j < n; ++j) { /* exact norms at the start of every sweep */
+      const real *x = XL + j * cs;
+      vacc v2 = {0};
+      for (int64_t k = 0; k < n * W; ++k) {
+        vacc v = WIDE(VLOAD(x + k * LANES));
+        v2 += v * v;
+      }
+      acc s2[LMAX] ALIGNED;
+      *(vacc *)s2 = v2;
+      for (int l = 0; l < LANES; ++l) nrm[j * LANES + l] = s2[l] >= 0x1p-900 ? sqrt(s2[l]) : lane_nrm2(x, n, l);
+    }
+    for (int64_t p = 0; p < n - 1; ++p) {
+      real *xp = XL + p * cs;
+      for (int64_t q = p + 1; q < n; ++q) {
+        real *xq = XL + q * cs;
+        acc gr[LMAX] ALIGNED, gi[LMAX] ALIGNED;
+        lane_dot(xp, xq, n, gr, gi);
+        acc a[LMAX], b[LMAX], up[LMAX], uq[LMAX];
+#pragma omp simd
+        for (int l = 0; l < LANES; ++l) a[l] = nrm[p * LANES + l], b[l] = nrm[q * LANES + l], up[l] = 1, uq[l] = 1;
+        if (TINY_NRM > 0) /* float64 columns below 2^-450: the dot product of scaled columns */
+          for (int l = 0; l < LANES; ++l) {
+            if (!(a[l] < TINY_NRM || b[l] < TINY_NRM) || a[l] == 0 || b[l] == 0) continue;
+            int ep, eq; /* one scale for both columns, as jacobi */
+            frexp(a[l], &ep);
+            frexp(b[l], &eq);
+            up[l] = uq[l] = ldexp(1.0, ep > eq ? ep : eq);
+            a[l] /= up[l], b[l] /= uq[l];
+            acc sr = 0, si = 0;
+            for (int64_t i = 0; i < n; ++i) {
+              acc xr = xp[i * LANES + l] / up[l], yr = xq[i * LANES + l] / uq[l], xi = 0, yi = 0;
+              if (CPLX) xi = xp[(n + i) * LANES + l] / up[l], yi = xq[(n + i) * LANES + l] / uq[l];
+              sr += xr * yr + xi * yi;
+              si += xr * yi - xi * yr;
+            }
+            gr[l] = sr, gi[l] = CPLX ? si : 0;
+          }
+        /* the rotations (see jacobi for the formulas), branch-free over the lanes */
+        real c[LMAX] ALIGNED, sr[LMAX] ALIGNED, si[LMAX] ALIGNED;
+        acc np[LMAX], nq[LMAX];
+        int rot[LMAX], nrot = 0;
+#pragma omp simd reduction(+:nrot)
+        for (int l = 0; l < LANES; ++l) {
+          acc ag = CPLX ? sqrt(gr[l] * gr[l] + gi[l] * gi[l]) : fabs(gr[l]), ab = a[l] * b[l];
+          int on = live[l] && ab > 0;
+          sig[l] |= on && ag > ctol * ab;
+          rot[l] = on && ag > tol * ab;
+          nrot += rot[l];
+          acc D = (b[l] - a[l]) * (b[l] + a[l]), E = 2 * ag, aD = fabs(D);
+          acc f = (aD > 0x1p-450 || E > 0x1p-450) ? 1.0 : 0x1p600; /* (D, E) 2^600: squares */
+          acc r = sqrt((aD * f) * (aD * f) + (E * f) * (E * f)) / f;
+          r = rot[l] ? r : 1;
+          acc t = (D >= 0 ? E : -E) / (aD + r);
+          acc cl = sqrt(0.5 + 0.5 * (aD / r)), sn = cl * t, agi = rot[l] ? ag : 1;
+#if CPLX
+          acc srl = sn * (gr[l] / agi), sil = sn * (gi[l] / agi);
+#else
+          acc srl = gr[l] >= 0 ? sn : -sn, sil = 0;
+          (void)agi;
+#endif
+          c[l] = rot[l] ? (real)cl : 1;
+          sr[l] = rot[l] ? (real)srl : 0;
+          si[l] = rot[l] ? (real)sil : 0;
+          acc p2 = a[l] * a[l] - t * ag, q2 = b[l] * b[l] + t * ag;
+          acc sp = sqrt(fmax(p2, 0.0)) * up[l], sq = sqrt(fmax(q2, 0.0)) * uq[l];
+          np[l] = p2 > 0.25 * a[l] * a[l] ? sp : -1; /* -1: the update cancels, recompute */
+          nq[l] = q2 > 0.25 * b[l] * b[l] ? sq : -1;
+        }
+        if (!nrot) continue;
+        lane_rot(xp, xq, n, c, sr, si);
+        if (VL) lane_rot(VL + p * cs, VL + q * cs, n, c, sr, si);
+        for (int l = 0; l < LANES; ++l) {
+          if (!rot[l]) continue;
+          nrm[p * LANES + l] = np[l] >= 0 ? np[l] : lane_nrm2(xp, n, l);
+          nrm[q * LANES + l] = nq[l] >= 0 ? nq[l] : lane_nrm2(xq, n, l);
+        }
+      }
+    }
+    for (int l = 0; l < LANES; ++l) live[l] &= sig[l];
+  }
 }
 
 /* v 2^e as one product where 2^e is a normal double (f = pow2_factor(e)), else by ldexp */
@@ -441,110 +632,171 @@ int lstsq_gelsy(const real *A, const real *B, real *X, int64_t *rank, int64_t m,
   return 0;
 }
 
-int svd_jacobi(const real *A, real *U, real *S, real *V, int32_t *info, int64_t m, int64_t n,
-               int64_t ucols, int64_t want_uv, int64_t max_sweeps, double tol, double ctol,
-               int64_t b0, int64_t b1) {
-  size_t bytes = sizeof(real) * W * (size_t)(m * n + 2 * n * n + m * ucols) +
-                 sizeof(acc) * (size_t)(3 * n + 2 * m) + sizeof(int64_t) * (size_t)(2 * n + m);
-  char *work = malloc(bytes);
-  if (!work) return -1;
-  real *Wk = (real *)work, *X = Wk + m * n * W, *Vj = X + n * n * W, *M = Vj + n * n * W;
-  acc *tau = (acc *)(M + m * ucols * W), *nrm = tau + 2 * n, *key = nrm + n; /* key: max(m, n) */
-  int64_t *rperm = (int64_t *)(key + 2 * m), *cperm = rperm + m, *col = cperm + n;
-  for (int64_t b = b0; b < b1; ++b) {
-    const real *a = A + b * m * n * W;
-    real *s_out = S + b * n;
-    real *u_out = want_uv ? U + b * m * ucols * W : NULL, *v_out = want_uv ? V + b * n * n * W : NULL;
-    /* 1. scale: max |a_ij| into [1/2, 1) by a power of two; non-finite input -> NaN, info 1 */
-    acc amax = 0;
-    int finite = 1;
-    for (int64_t k = 0; k < m * n; ++k) {
-      acc v = CPLX ? hypot((acc)a[W * k], (acc)a[W * k + W - 1]) : fabs((acc)a[W * k]);
-      if (!(v <= REAL_MAX)) finite = 0;
-      amax = fmax(amax, v);
-    }
-    if (!finite) {
-      info[b] = 1;
-      for (int64_t j = 0; j < n; ++j) s_out[j] = NAN;
-      if (want_uv) {
-        fill_nan(u_out, m * ucols);
-        fill_nan(v_out, n * n);
-      }
-      continue;
-    }
-    int e = 0;
-    if (amax > 0) frexp(amax, &e);
-    const acc fe = pow2_factor(-e);
-#define SCALED(v) times_pow2((v), -e, fe)
-    /* 2. rows by decreasing max-norm, columns by decreasing 2-norm (stable) */
-    for (int64_t i = 0; i < m; ++i) {
-      acc r = 0;
-      for (int64_t j = 0; j < n; ++j)
-        r = fmax(r, CPLX ? hypot((acc)a[(i * n + j) * W], (acc)a[(i * n + j) * W + W - 1])
-                         : fabs((acc)a[i * n + j]));
-      key[i] = r;
-    }
-    order_desc(key, rperm, m);
-    for (int64_t j = 0; j < n; ++j) {
-      acc s2 = 0;
-      for (int64_t i = 0; i < m; ++i)
-        for (int c = 0; c < W; ++c) {
-          acc v = SCALED(a[(i * n + j) * W + c]);
-          s2 += v * v;
-        }
-      key[j] = s2;
-    }
-    order_desc(key, cperm, n);
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t i = 0; i < m; ++i)
-        for (int c = 0; c < W; ++c)
-          Wk[(j * m + i) * W + c] = (real)SCALED(a[(rperm[i] * n + cperm[j]) * W + c]);
-    geqr2(Wk, m, n, tau);
-    /* 3. X = Rᴴ (lower triangular, column-major): column j of X is row j of R, conjugated */
-    memset(X, 0, sizeof(real) * W * (size_t)(n * n));
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t i = j; i < n; ++i) {
-        X[j * n * W + i] = Wk[(i * m + j) * W]; /* planar columns (pdot) */
-        if (CPLX) X[j * n * W + n + i] = -Wk[(i * m + j) * W + 1];
-      }
+/* The work space of one matrix */
+typedef struct {
+  real *Wk, *X, *Vj, *M;
+  acc *tau, *nrm, *key;
+  int64_t *rperm, *cperm, *col;
+  int e; /* the input's scaling 2^-e */
+} slot;
+
+/* Steps 1-3 for matrix b: scaled, sorted, QR, X = Rᴴ and V = I in slot w. Returns 0 (and writes
+   the NaN outputs, info 1) for a non-finite matrix, else 1. */
+static int prepare(const real *a, slot *w, int64_t m, int64_t n, int64_t ucols, int64_t want_uv,
+                   real *s_out, real *u_out, real *v_out, int32_t *info_b) {
+  /* 1. scale: max |a_ij| into [1/2, 1) by a power of two; non-finite input -> NaN, info 1 */
+  acc amax = 0;
+  int finite = 1;
+  for (int64_t k = 0; k < m * n; ++k) {
+    acc v = CPLX ? hypot((acc)a[W * k], (acc)a[W * k + W - 1]) : fabs((acc)a[W * k]);
+    if (!(v <= REAL_MAX)) finite = 0;
+    amax = fmax(amax, v);
+  }
+  if (!finite) {
+    *info_b = 1;
+    for (int64_t j = 0; j < n; ++j) s_out[j] = NAN;
     if (want_uv) {
-      memset(Vj, 0, sizeof(real) * W * (size_t)(n * n));
-      for (int64_t j = 0; j < n; ++j) Vj[j * n * W + j] = 1;
+      fill_nan(u_out, m * ucols);
+      fill_nan(v_out, n * n);
     }
-    int notconv = jacobi(X, want_uv ? Vj : NULL, n, max_sweeps, tol, ctol, nrm, col);
-    info[b] = notconv ? 2 : 0;
-    /* 5. sigma, sorted; U = Prᵀ Q [Vj 0; 0 I], V = Pc W Σ⁻¹ */
-    for (int64_t j = 0; j < n; ++j) key[j] = nrm2(X + j * n * W, n);
-    int64_t *srt = col; /* the Jacobi's column order is no longer needed */
-    order_desc(key, srt, n);
-    for (int64_t j = 0; j < n; ++j) s_out[j] = (real)ldexp(key[srt[j]], e);
-    if (!want_uv) continue;
-    memset(M, 0, sizeof(real) * W * (size_t)(m * ucols));
-    for (int64_t j = 0; j < n; ++j) {
-      const real *src = Vj + srt[j] * n * W;
-      for (int64_t i = 0; i < n; ++i)
-        for (int c = 0; c < W; ++c) M[(j * m + i) * W + c] = src[c * n + i];
-    }
-    for (int64_t j = n; j < ucols; ++j) M[(j * m + j) * W] = 1;
-    apply_q(Wk, tau, m, n, M, ucols);
+    return 0;
+  }
+  int e = 0;
+  if (amax > 0) frexp(amax, &e);
+  w->e = e;
+  const acc fe = pow2_factor(-e);
+  acc *key = w->key;
+#define SCALED(v) times_pow2((v), -e, fe)
+  /* 2. rows by decreasing max-norm, columns by decreasing 2-norm (stable) */
+  for (int64_t i = 0; i < m; ++i) {
+    acc r = 0;
+    for (int64_t j = 0; j < n; ++j)
+      r = fmax(r, CPLX ? hypot((acc)a[(i * n + j) * W], (acc)a[(i * n + j) * W + W - 1])
+                       : fabs((acc)a[i * n + j]));
+    key[i] = r;
+  }
+  order_desc(key, w->rperm, m);
+  for (int64_t j = 0; j < n; ++j) {
+    acc s2 = 0;
     for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < ucols; ++j)
-        for (int c = 0; c < W; ++c) u_out[(rperm[i] * ucols + j) * W + c] = M[(j * m + i) * W + c];
-    for (int64_t j = 0; j < n; ++j) {
-      acc sg = key[srt[j]];
-      const real *w = X + srt[j] * n * W;
-      for (int64_t i = 0; i < n; ++i)
-        for (int c = 0; c < W; ++c)
-          v_out[(cperm[i] * n + j) * W + c] = sg > 0 ? (real)((acc)w[c * n + i] / sg) : 0;
+      for (int c = 0; c < W; ++c) {
+        acc v = SCALED(a[(i * n + j) * W + c]);
+        s2 += v * v;
+      }
+    key[j] = s2;
+  }
+  order_desc(key, w->cperm, n);
+  real *Wk = w->Wk, *X = w->X;
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < m; ++i)
+      for (int c = 0; c < W; ++c)
+        Wk[(j * m + i) * W + c] = (real)SCALED(a[(w->rperm[i] * n + w->cperm[j]) * W + c]);
+#undef SCALED
+  geqr2(Wk, m, n, w->tau);
+  /* 3. X = Rᴴ (lower triangular, column-major): column j of X is row j of R, conjugated */
+  memset(X, 0, sizeof(real) * W * (size_t)(n * n));
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = j; i < n; ++i) {
+      X[j * n * W + i] = Wk[(i * m + j) * W]; /* planar columns (pdot) */
+      if (CPLX) X[j * n * W + n + i] = -Wk[(i * m + j) * W + 1];
+    }
+  if (want_uv) {
+    memset(w->Vj, 0, sizeof(real) * W * (size_t)(n * n));
+    for (int64_t j = 0; j < n; ++j) w->Vj[j * n * W + j] = 1;
+  }
+  return 1;
+}
+
+/* Step 5 for the matrix in slot w: sigma, sorted; U = Prᵀ Q [Vj 0; 0 I], V = Pc W Σ⁻¹ */
+static void finish(slot *w, int64_t m, int64_t n, int64_t ucols, int64_t want_uv, real *s_out,
+                   real *u_out, real *v_out) {
+  acc *key = w->key;
+  real *X = w->X, *M = w->M;
+  for (int64_t j = 0; j < n; ++j) key[j] = nrm2(X + j * n * W, n);
+  int64_t *srt = w->col; /* the Jacobi's column order is no longer needed */
+  order_desc(key, srt, n);
+  for (int64_t j = 0; j < n; ++j) s_out[j] = (real)ldexp(key[srt[j]], w->e);
+  if (!want_uv) return;
+  memset(M, 0, sizeof(real) * W * (size_t)(m * ucols));
+  for (int64_t j = 0; j < n; ++j) {
+    const real *src = w->Vj + srt[j] * n * W;
+    for (int64_t i = 0; i < n; ++i)
+      for (int c = 0; c < W; ++c) M[(j * m + i) * W + c] = src[c * n + i];
+  }
+  for (int64_t j = n; j < ucols; ++j) M[(j * m + j) * W] = 1;
+  apply_q(w->Wk, w->tau, m, n, M, ucols);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < ucols; ++j)
+      for (int c = 0; c < W; ++c) u_out[(w->rperm[i] * ucols + j) * W + c] = M[(j * m + i) * W + c];
+  for (int64_t j = 0; j < n; ++j) {
+    acc sg = key[srt[j]];
+    const real *x = X + srt[j] * n * W;
+    for (int64_t i = 0; i < n; ++i)
+      for (int c = 0; c < W; ++c)
+        v_out[(w->cperm[i] * n + j) * W + c] = sg > 0 ? (real)((acc)x[c * n + i] / sg) : 0;
+  }
+}
+
+int svd_jacobi(const real *A, real *U, real *S, real *V, int32_t *info, int64_t m, int64_t n,
+               int64_t ucols, int64_t want_uv, int64_t max_sweeps, double tol, double ctol, int64_t lanes,
+               int64_t b0, int64_t b1) {
+  const int G = lanes ? LANES : 1; /* matrices a group: the lanes of jacobi_lanes, or one */
+  size_t reals = (size_t)W * (size_t)(m * n + 2 * n * n + m * ucols), accs = (size_t)(3 * n + 2 * m),
+         ints = (size_t)(2 * n + m), lreals = lanes ? (size_t)(2 * W * n * n * LANES) : 0;
+  reals += reals & 1; /* the accumulators after the reals stay 8-byte aligned */
+  char *work = malloc(G * (sizeof(real) * reals + sizeof(acc) * accs + sizeof(int64_t) * ints) +
+                      sizeof(real) * lreals + sizeof(acc) * (size_t)(n * LANES));
+  if (!work) return -1;
+  slot w[LMAX];
+  acc *accs0 = (acc *)((real *)work + G * reals);
+  int64_t *ints0 = (int64_t *)(accs0 + G * accs);
+  real *XL = (real *)(ints0 + G * ints), *VL = XL + lreals / 2;
+  acc *nrmL = (acc *)(XL + lreals);
+  for (int g = 0; g < G; ++g) {
+    real *r = (real *)work + g * reals;
+    acc *d = accs0 + g * accs;
+    int64_t *k = ints0 + g * ints;
+    w[g] = (slot){r, r + m * n * W, r + m * n * W + n * n * W, r + m * n * W + 2 * n * n * W,
+                  d, d + 2 * n, d + 3 * n /* key: max(m, n) */, k, k + m, k + m + n, 0};
+  }
+#define OUTS(b) S + (b) * n, want_uv ? U + (b) * m * ucols * W : NULL, want_uv ? V + (b) * n * n * W : NULL
+  for (int64_t b = b0; b < b1; b += G) {
+    int live[LMAX] = {0}, sig[LMAX] = {0};
+    for (int g = 0; g < G && b + g < b1; ++g)
+      live[g] = prepare(A + (b + g) * m * n * W, w + g, m, n, ucols, want_uv, OUTS(b + g), info + b + g);
+    int finite[LMAX];
+    memcpy(finite, live, sizeof finite);
+    if (!lanes) {
+      if (live[0]) sig[0] = jacobi(w[0].X, want_uv ? w[0].Vj : NULL, n, max_sweeps, tol, ctol, w[0].nrm, w[0].col);
+    } else {
+      for (int g = 0; g < G; ++g) /* into the lanes: X, and V = I */
+        for (int64_t k = 0; k < n * n * W; ++k) {
+          XL[k * LANES + g] = live[g] ? w[g].X[k] : 0;
+          if (want_uv) VL[k * LANES + g] = (k % (n * W) == k / (n * W)) ? 1 : 0;
+        }
+      jacobi_lanes(XL, want_uv ? VL : NULL, n, max_sweeps, tol, ctol, live, sig, nrmL);
+      for (int g = 0; g < G; ++g)
+        for (int64_t k = 0; k < n * n * W; ++k) {
+          w[g].X[k] = XL[k * LANES + g];
+          if (want_uv) w[g].Vj[k] = VL[k * LANES + g];
+        }
+    }
+    for (int g = 0; g < G && b + g < b1; ++g) {
+      if (!finite[g]) continue;
+      info[b + g] = sig[g] ? 2 : 0;
+      finish(w + g, m, n, ucols, want_uv, OUTS(b + g));
     }
   }
+#undef OUTS
   free(work);
   return 0;
 }
 """
 
-FLAGS = ["-x", "c", "-O3", "-fPIC", "-shared", "-fopenmp-simd", "-fno-fast-math", "-ffp-contract=off",
-         "-Wno-psabi"]
+# -fno-math-errno: sqrt as one instruction (vectorisable); it only drops errno, IEEE results and NaNs
+# are unchanged (no -ffast-math: non-finite inputs must propagate)
+FLAGS = ["-x", "c", "-O3", "-fPIC", "-shared", "-fopenmp-simd", "-fno-fast-math", "-fno-math-errno",
+         "-ffp-contract=off", "-Wno-psabi"]
 
 
 class SVDKernels(CLibraries):
@@ -563,7 +815,7 @@ class SVDKernels(CLibraries):
 
     def bind(self, lib: ctypes.CDLL, dtype: torch.dtype) -> None:
         i64, vp, f64 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_double
-        lib.svd_jacobi.argtypes = [vp, vp, vp, vp, vp, i64, i64, i64, i64, i64, f64, f64, i64, i64]
+        lib.svd_jacobi.argtypes = [vp, vp, vp, vp, vp, i64, i64, i64, i64, i64, f64, f64, i64, i64, i64]
         lib.svd_jacobi.restype = ctypes.c_int
         lib.lstsq_gelsy.argtypes = [vp, vp, vp, vp, i64, i64, i64, f64, i64, i64]
         lib.lstsq_gelsy.restype = ctypes.c_int
@@ -637,7 +889,7 @@ def svd_tall(A: torch.Tensor, full: bool, compute_uv: bool, max_sweeps: int
 
     SVD_C._parallel(run, Bn, A.data_ptr(), U.data_ptr() if compute_uv else None, S.data_ptr(),
                     V.data_ptr() if compute_uv else None, info.data_ptr(), m, n, ucols, int(compute_uv),
-                    max_sweeps, (n ** 0.5) * u, 2 * n * u, grain=max(1, 2 ** 16 // (m * n)))
+                    max_sweeps, (n ** 0.5) * u, 2 * n * u, int(Bn > 1), grain=max(1, 2 ** 16 // (m * n)))
     if any(status):
         raise MemoryError(f"linalg.svd: no memory for the work space of a {m}x{n} matrix")
     return U, S, V, info

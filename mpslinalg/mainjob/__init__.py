@@ -88,6 +88,14 @@ def _unwritable(path: str) -> str | None:
     return None
 
 
+def _load_average() -> list[float] | None:
+    """The 1/5/15-minute load averages (on a shared machine they say how loaded a run was), or None."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):  # not on every platform
+        return None
+
+
 def _shapes(inputs: dict) -> str:
     return ", ".join(f"{k} {'x'.join(map(str, v.shape)) or 'scalar'}"
                      for k, v in inputs.items() if isinstance(v, torch.Tensor) and k != "pivots")
@@ -331,7 +339,8 @@ def _run(args: argparse.Namespace, device: torch.device) -> int:
               f"the workloads are:\n  {names}", file=sys.stderr)
         return 2
     report: dict = {"environment": env, "device": str(device), "quick": bool(args.quick),
-                    "settings": SETTINGS[bool(args.quick)], "implemented_ops": ops, "rows": []}
+                    "settings": SETTINGS[bool(args.quick)], "implemented_ops": ops, "rows": [],
+                    "load": {"start": _load_average()}}
     if not rows_def:
         if not args.only:
             print("no workloads registered for the implemented ops; nothing to measure")
@@ -362,6 +371,7 @@ def _run(args: argparse.Namespace, device: torch.device) -> int:
                 print(f"\n{r['name']} raised:\n{r['traceback']}", file=sys.stderr)
     if with_overhead and ops:
         report["host_overhead"] = _host_overhead(bool(args.quick))
+    report["load"]["end"] = _load_average()
     report["ok"] = all(r["ok"] for r in report["rows"])
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:

@@ -1,0 +1,91 @@
+"""scripts/compare_verdicts.py: row-by-row comparison of two main-job JSON reports (issue 15)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "compare_verdicts.py"
+sys.path.insert(0, str(ROOT / "scripts"))
+import compare_verdicts as cv  # noqa: E402
+
+
+def _peer(ratio, low, high, verdict):
+    return {"median_ms": 1.0, "speedup": ratio, "speedup_low": low, "speedup_high": high, "verdict": verdict}
+
+
+def _report(rows, load=(1.0, 1.0, 1.0)):
+    return {"environment": {"date": "2026-12-01T18:00:00+00:00"}, "device": "cpu", "quick": True,
+            "load": {"start": list(load), "end": list(load)}, "rows": rows}
+
+
+def _row(name, torch_peer, scipy_peer=None, shape="64x32x32"):
+    peers = {"torch.linalg": torch_peer}
+    if scipy_peer is not None:
+        peers["scipy"] = scipy_peer
+    return {"name": name, "shape": shape, "peers": peers}
+
+
+def test_agreement_flips_and_missing_rows(tmp_path):
+    first = _report([
+        _row("inv 4x4", _peer(7.8, 7.1, 8.4, "faster"), _peer(3.0, 2.5, 3.3, "faster")),
+        _row("det fwd+bwd", _peer(0.88, 0.80, 0.95, "inconclusive")),
+        _row("svd", _peer(0.75, 0.70, 0.80, "slower"), _peer(0.91, 0.85, 1.02, "inconclusive")),
+        _row("lu", _peer(1.3, 1.12, None, "faster")),
+        {"name": "broken", "shape": "", "error": "RuntimeError: x"},
+    ])
+    second = _report([
+        _row("inv 4x4", _peer(6.8, 6.0, 7.5, "faster"), _peer(2.9, 2.4, 3.2, "faster")),
+        _row("det fwd+bwd", _peer(0.84, 0.80, 0.89, "slower")),
+        _row("svd", _peer(0.89, 0.80, 0.97, "inconclusive"), _peer(0.75, 0.70, 0.80, "slower")),
+        _row("lu", _peer(1.2, 1.05, 1.3, "inconclusive")),
+        _row("qr", _peer(1.0, 0.9, 1.1, "inconclusive")),
+        {"name": "broken", "shape": "", "error": "RuntimeError: x"},
+    ])
+    recs = {(r["row"], r["peer"]): r for r in cv.compare(first, second)}
+    assert recs[("inv 4x4", "torch.linalg")]["agree"] and recs[("inv 4x4", "scipy")]["agree"]
+    assert recs[("broken", "-")]["agree"]  # an error in both runs is the same outcome
+    flips = {k for k, r in recs.items() if not r["agree"]}
+    assert flips == {("det fwd+bwd", "torch.linalg"), ("svd", "torch.linalg"), ("svd", "scipy"),
+                     ("lu", "torch.linalg"), ("qr", "torch.linalg")}
+    assert recs[("qr", "torch.linalg")]["first"] is None  # missing from run 1
+    assert recs[("det fwd+bwd", "torch.linalg")]["near"] == "high edges 0.950 / 0.890 vs 1/1.1 = 0.909"
+    assert recs[("lu", "torch.linalg")]["near"] == "low edges 1.120 / 1.050 vs 1.1"
+
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(first))
+    b.write_text(json.dumps(second))
+    out = subprocess.run([sys.executable, str(SCRIPT), str(a), str(b), "--flips"], capture_output=True, text=True)
+    assert out.returncode == 1, out.stderr
+    assert "3 of 8 verdicts agree" in out.stdout
+    assert "inv 4x4" not in out.stdout and "| det fwd+bwd | 64x32x32 | torch.linalg |" in out.stdout
+    assert "1-min load average 1.0 at start" in out.stdout
+    same = subprocess.run([sys.executable, str(SCRIPT), str(a), str(a)], capture_output=True, text=True)
+    assert same.returncode == 0 and "7 of 7 verdicts agree" in same.stdout
+
+
+@pytest.mark.parametrize("content", ["not json", json.dumps({"rows": "x"}), json.dumps([1, 2])])
+def test_unreadable_input_is_exit_2(tmp_path, content):
+    bad, good = tmp_path / "bad.json", tmp_path / "good.json"
+    bad.write_text(content)
+    good.write_text(json.dumps(_report([])))
+    out = subprocess.run([sys.executable, str(SCRIPT), str(bad), str(good)], capture_output=True, text=True)
+    assert out.returncode == 2 and "compare_verdicts:" in out.stderr
+
+
+def test_reads_the_main_jobs_own_json(tmp_path):
+    # the real report format: one --only row, no timing-free rows; compared with itself it agrees
+    path = tmp_path / "r.json"
+    run = subprocess.run([sys.executable, "-m", "mpslinalg", "--quick", "--only", "inv 4x4", "--json", str(path)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert run.returncode == 0, run.stderr
+    report = json.loads(path.read_text())
+    assert report["load"]["start"] is None or len(report["load"]["start"]) == 3
+    recs = cv.compare(report, report)
+    assert [(r["row"], r["peer"]) for r in recs] == [("inv 4x4 batched", "torch.linalg"), ("inv 4x4 batched", "scipy")]
+    assert all(r["agree"] for r in recs)

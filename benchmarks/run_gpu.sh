@@ -5,7 +5,7 @@
 #   here (clang):   python -m mpslinalg.emulator build --target cuda --out .cubins
 #   on the GPU:     bash benchmarks/run_gpu.sh STEP...      (carry .cubins)
 #
-# STEPs: matmul triangular triangular-kernel triangular-tune lu lu-tune lu-small small pinv-lstsq qr roofline main main-quick pytest gpucheck
+# STEPs: det-grad matmul triangular triangular-kernel triangular-tune lu lu-tune lu-small small pinv-lstsq qr roofline main main-quick pytest gpucheck
 # Time limit per step: $STEP_LIMIT seconds (default 240), or LIMIT_<step> (dashes as _).
 # Results: $OUT/gpu_results.tgz (markdown + JSON + logs) and $OUT/summary.md (the tables).
 set -u -o pipefail
@@ -30,6 +30,7 @@ step() {  # name, command...
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >"$RES/gpu.txt" 2>&1
 for s in "$@"; do
   case "$s" in
+    det-grad) step det-grad bash -c "$PY benchmarks/bench_det_grad.py --device cuda --out $RES --quick && $PY -m pytest -q -p no:cacheprovider tests/lu/test_det_adjugate.py" ;;
     matmul) step matmul $PY benchmarks/bench_matmul.py --device cuda --out "$RES" ;;
     triangular) step triangular $PY benchmarks/bench_triangular.py --device cuda --out "$RES" ;;
     triangular-kernel) step triangular-kernel $PY benchmarks/bench_triangular.py --device cuda --out "$RES" --kernel ;;

@@ -139,11 +139,10 @@ def _pieces(A: torch.Tensor) -> None:
     one, _ = _gpu_ms(jac(True, 1))
     two, _ = _gpu_ms(jac(True, 2))
     print(f"| Jacobi with V: one sweep (2 sweeps - 1 sweep) | {two - one:.3f} | |", flush=True)
-    for name, variant in (("joint reductions", {"REG_JOINT_REDUCE": True}),
-                          ("separate reductions", {"REG_JOINT_REDUCE": False})):
-        with _attrs(st, **variant) as exists:
-            if exists:
-                _row(f"Jacobi with V, {name}", jac(True))
+    for kernel in st.REG_KERNELS:
+        for joint in (False, True):
+            with _attrs(st, TILE_KERNEL=kernel, REG_JOINT_REDUCE=joint):
+                _row(f"Jacobi with V, {kernel} kernel, {'joint' if joint else 'separate'} reductions", jac(True))
     U, S, Vh = (t for t in svdmod.svd_impl(A, False, True)[:3])
     Ux = Vh.mH.contiguous()
     _row("_complete (V's zero-sigma columns; none here)", lambda: svdmod._complete(Ux, S, False))

@@ -53,10 +53,13 @@ LANE_MAX = {torch.float32: 8, torch.complex64: 4}
 MAX_N = 64
 #: Warps of the one-matrix-per-program kernel (None: by tile size, ~16 floats of each tile a thread).
 TILE_WARPS: int | None = None
-#: Which one-matrix-per-program kernel: "registers" (:func:`_jacobi_reg_kernel`) or "memory" (columns
+#: Which one-matrix-per-program kernel: "registers" (:func:`_jacobi_reg_kernel`), "pairs" (the same with
+#: the pairs' columns as two tiles, :mod:`mpslinalg.kernels.svd_triton_pairs`) or "memory" (columns
 #: gathered from the matrix's buffer every round, :func:`_jacobi_tile_kernel`). H200, Jacobi alone:
 #: float32 4096x32x32 2.27 ms vs 30.8, complex64 4096x64x64 19.0 ms vs 470.
 TILE_KERNEL = "registers"
+#: The register-resident choices of TILE_KERNEL (the memory one aside).
+REG_KERNELS = ("registers", "pairs")
 #: Complex register kernel: the four column sums of a round as one ``tl.reduce`` (one exchange
 #: between warps) instead of four ``tl.sum`` (benchmarks/bench_svd_c64.py times both).
 REG_JOINT_REDUCE = False
@@ -754,16 +757,18 @@ def jacobi(X: torch.Tensor, V: torch.Tensor | None, sweeps: int, tol: float, cto
     if n <= LANE_MAX[X.dtype]:
         kern = _lane_kernel(n, cplx, V is not None)
         kern[(-(-Bn // BLOCK),)](x, v, rot, Bn, sweeps, float(tol), float(ctol), BLOCK=BLOCK, num_warps=4)
-    elif TILE_KERNEL == "registers" and not _REG_FAILED:
+    elif TILE_KERNEL in REG_KERNELS and not _REG_FAILED:
         np_ = _pow2(n)
         # ~32 of the floats held a thread, at most 4 warps (H200: f32 32x32 2.27 ms at 2 warps, 2.53 at 4,
         # 7.69 at 1; c64 64x64 19.0 ms at 4, 28.6 at 8, 25.9 at 2)
         state = np_ * np_ * (2 if cplx else 1) * (2 if V is not None else 1)
         warps = TILE_WARPS or min(4, max(1, state // 1024))
         try:  # tl.gather needs a recent Triton: the memory variant serves where it does not build
-            _jacobi_reg_kernel[(Bn,)](x, v, rot, n, sweeps, float(tol), float(ctol), COMPLEX=cplx,
-                                      WANT_V=V is not None, NP=np_, JOINT=REG_JOINT_REDUCE and cplx,
-                                      num_warps=warps)
+            kern = _jacobi_reg_kernel
+            if TILE_KERNEL == "pairs":
+                from .svd_triton_pairs import jacobi_pairs_kernel as kern
+            kern[(Bn,)](x, v, rot, n, sweeps, float(tol), float(ctol), COMPLEX=cplx, WANT_V=V is not None, NP=np_,
+                        JOINT=REG_JOINT_REDUCE and cplx, num_warps=warps)
         except Exception as exc:  # noqa: BLE001 - a build failure (before the launch: X untouched)
             _REG_FAILED.append(repr(exc))
             warn_once("triton:svd-registers", f"mpslinalg: the register-resident SVD Jacobi kernel failed to build "

@@ -11,6 +11,9 @@
   ``tl.reduce`` gives the separate sums' results to rounding: ``X`` within ``30·n·u·‖X₀‖·n`` and the
   same convergence flags (the sums differ only in their order of addition, ``γ_n``).
 
+* ``svd_triton.TILE_KERNEL = "pairs"`` (``svd_triton_pairs``): the same iteration as the register
+  kernel with the pairs' columns in two tiles (checked after one sweep and converged).
+
 On the CPU the kernels run in Triton's interpreter (a subprocess, as ``test_svd_triton.py``); on
 CUDA compiled (marked ``cuda``).
 """
@@ -96,6 +99,40 @@ def _joint_reduce(device: str) -> None:
         assert float((out[True][1] - out[False][1]).abs().max()) <= 30 * n * u * n
 
 
+def _pairs_kernel(device: str) -> None:
+    """``TILE_KERNEL = "pairs"`` moves the columns as the register kernel does: after one sweep (the
+    same pairs, rotations and sums; only the moves differ) ``X`` and ``V`` agree to ``30·n·u`` of
+    their scale (bit-identical in the interpreter); converged, ``X0 V = X`` to ``30·n·u·‖X0‖``, ``V``
+    orthonormal to ``30·n·u`` and the column norms those of the register kernel."""
+    from mpslinalg.kernels import svd_triton as st
+
+    u = _u()
+    for n, dtype in ((2, torch.float32), (4, torch.complex64), (10, torch.float32), (12, torch.complex64),
+                     (14, torch.float32)):
+        X0 = torch.randn(3, n, n, dtype=dtype, generator=torch.Generator().manual_seed(n)).to(device)
+        eye = torch.eye(n, dtype=dtype, device=device).expand(3, n, n).contiguous()
+        scale = float(X0.abs().max()) * n
+        for sweeps in (1, 30):
+            out = {}
+            for kernel in ("registers", "pairs"):
+                saved = st.TILE_KERNEL, dict(st.LANE_MAX)
+                st.TILE_KERNEL, st.LANE_MAX = kernel, {torch.float32: 0, torch.complex64: 0}
+                try:
+                    out[kernel] = st.jacobi(X0.clone(), eye.clone(), sweeps, math.sqrt(n) * u, 2 * n * u)
+                finally:
+                    st.TILE_KERNEL, st.LANE_MAX = saved
+            X, V, rot = out["pairs"]
+            if sweeps == 1:
+                assert float((X - out["registers"][0]).abs().max()) <= 30 * n * u * scale
+                assert float((V - out["registers"][1]).abs().max()) <= 30 * n * u
+                continue
+            assert not bool(rot.any())
+            assert float((X0 @ V - X).abs().max()) <= 30 * n * u * scale
+            assert float((V.mH @ V - torch.eye(n, device=device)).abs().max()) <= 30 * n * u
+            norms = [torch.linalg.vector_norm(out[k][0], dim=-2).sort(-1)[0] for k in out]
+            assert float((norms[0] - norms[1]).abs().max()) <= 30 * n * u * scale
+
+
 def _interpreted(code: str) -> None:
     if importlib.util.find_spec("triton") is None:
         pytest.skip("Triton is not installed (it ships with CUDA builds of torch)")
@@ -109,7 +146,8 @@ def _interpreted(code: str) -> None:
 
 
 def test_complex_speedups_interpreted():
-    _interpreted("t._completion('cpu'); t._completion_through_svd('cpu'); t._joint_reduce('cpu')")
+    _interpreted("t._completion('cpu'); t._completion_through_svd('cpu'); t._joint_reduce('cpu')\n"
+                 "t._pairs_kernel('cpu')")
 
 
 @pytest.mark.cuda
@@ -117,3 +155,4 @@ def test_complex_speedups_cuda():
     _completion("cuda")
     _completion_through_svd("cuda")
     _joint_reduce("cuda")
+    _pairs_kernel("cuda")

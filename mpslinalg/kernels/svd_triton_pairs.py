@@ -1,0 +1,124 @@
+"""The one-matrix-per-program Jacobi kernel with the round's pairs held as two register tiles
+(``svd_triton.TILE_KERNEL = "pairs"``): the contract of :func:`mpslinalg.kernels.svd_triton.jacobi`.
+
+:func:`mpslinalg.kernels.svd_triton._jacobi_reg_kernel` keeps ``X`` as one ``[n, n]`` tile in slot
+order, splits it into the pairs' ``p`` and ``q`` columns every round and moves the columns between
+rounds by a gather over all ``n`` slots. Triton lays that tile out with a pair's two slots in one
+thread's two registers, so each gathered element costs two warp shuffles and a select (the source
+register is not known statically). Here the ``p`` columns (``P [n, n/2]``) and the ``q`` columns
+(``Q``) stay two tiles of the same layout for the whole iteration, and the circle method's move
+between rounds
+
+    new P[0] = P[0],  new P[k] = P[k+1] (1 <= k <= h-2),  new P[h-1] = Q[h-1],
+    new Q[0] = P[1],  new Q[k] = Q[k-1] (1 <= k <= h-1)                      (h = n/2)
+
+is two gathers with one source register each (``G = P[k+1]`` gives both ``new P[k]`` and
+``new Q[0] = G[0]``; ``new P[h-1] = Q[h-1]`` is the same thread's register): one shuffle per element.
+The pairs, rotations, stopping rule and column layout (round 0 pairs columns ``k`` and ``n-1-k``;
+after ``n-1`` rounds every column is back in place) are those of ``_jacobi_reg_kernel``.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from .svd_triton import _rotate_complex, _rotate_real, _rotation, _sum4
+
+__all__ = ["jacobi_pairs_kernel"]
+
+
+@triton.jit
+def _move(P, Q, k, h, idx_g, idx_q):
+    """The circle method's move between rounds on the tiles ``P``, ``Q`` (``[NP, HP]``)."""
+    G = tl.gather(P, idx_g, axis=1)  # G[k] = P[k+1]
+    newP = tl.where((k >= 1) & (k < h - 1), G, tl.where((k == h - 1) & (h > 1), Q, P))
+    newQ = tl.where((k == 0) & (h > 1), G, tl.where((k >= 1) & (k < h), tl.gather(Q, idx_q, axis=1), Q))
+    return newP, newQ
+
+
+@triton.jit
+def jacobi_pairs_kernel(X, V, ROT, n, sweeps, tol, ctol,
+                        COMPLEX: tl.constexpr, WANT_V: tl.constexpr, NP: tl.constexpr, JOINT: tl.constexpr):
+    """One matrix per program; see the module docstring. ``X``, ``V``: ``[B, n, n]`` (interleaved
+    pairs for complex), rotated in place; ``ROT [B]``: a significant rotation in the last sweep."""
+    b = tl.program_id(0).to(tl.int64)
+    CW: tl.constexpr = 2 if COMPLEX else 1
+    HP: tl.constexpr = NP // 2
+    h = n // 2
+    rows = tl.arange(0, NP)
+    k1 = tl.arange(0, HP)
+    live = k1 < h
+    k = tl.broadcast_to(k1[None, :], (NP, HP))
+    inside = (rows[:, None] < n) & live[None, :]
+    idx_g = tl.where((k + 1 < h) & (k < h), k + 1, k)
+    idx_q = tl.where((k >= 1) & (k < h), k - 1, k)
+    off_p = (rows[:, None] * n + k1[None, :]) * CW
+    off_q = (rows[:, None] * n + (n - 1 - k1)[None, :]) * CW
+    xb = X + b * n * n * CW
+    vb = V + b * n * n * CW
+    xpr = tl.load(xb + off_p, mask=inside, other=0.0)
+    xqr = tl.load(xb + off_q, mask=inside, other=0.0)
+    xpi = xpr
+    xqi = xqr
+    vpr = xpr
+    vqr = xqr
+    vpi = xpr
+    vqi = xqr
+    if COMPLEX:
+        xpi = tl.load(xb + off_p + 1, mask=inside, other=0.0)
+        xqi = tl.load(xb + off_q + 1, mask=inside, other=0.0)
+    if WANT_V:
+        vpr = tl.load(vb + off_p, mask=inside, other=0.0)
+        vqr = tl.load(vb + off_q, mask=inside, other=0.0)
+        if COMPLEX:
+            vpi = tl.load(vb + off_p + 1, mask=inside, other=0.0)
+            vqi = tl.load(vb + off_q + 1, mask=inside, other=0.0)
+    last = tl.zeros([HP], dtype=tl.int32)
+    busy = tl.max(live.to(tl.int32), axis=0)
+    sweep = 0
+    while (sweep < sweeps) & (busy > 0):
+        mine = tl.zeros([HP], dtype=tl.int32)
+        for _r in range(0, n - 1):
+            if COMPLEX:
+                if JOINT:  # the four column sums in one reduction (one exchange between warps)
+                    a, bb, gr, gi = tl.reduce((xpr * xpr + xpi * xpi, xqr * xqr + xqi * xqi, xpr * xqr + xpi * xqi,
+                                               xpr * xqi - xpi * xqr), 0, _sum4)
+                else:
+                    a = tl.sum(xpr * xpr + xpi * xpi, axis=0)
+                    bb = tl.sum(xqr * xqr + xqi * xqi, axis=0)
+                    gr = tl.sum(xpr * xqr + xpi * xqi, axis=0)
+                    gi = tl.sum(xpr * xqi - xpi * xqr, axis=0)
+                sig, c, sr, si = _rotation(a, bb, gr, gi, tol, ctol, live, COMPLEX)
+                xpr, xpi, xqr, xqi = _rotate_complex(xpr, xpi, xqr, xqi, c[None, :], sr[None, :], si[None, :])
+                xpi, xqi = _move(xpi, xqi, k, h, idx_g, idx_q)
+                if WANT_V:
+                    vpr, vpi, vqr, vqi = _rotate_complex(vpr, vpi, vqr, vqi, c[None, :], sr[None, :], si[None, :])
+                    vpi, vqi = _move(vpi, vqi, k, h, idx_g, idx_q)
+            else:
+                a = tl.sum(xpr * xpr, axis=0)
+                bb = tl.sum(xqr * xqr, axis=0)
+                gr = tl.sum(xpr * xqr, axis=0)
+                sig, c, sr, si = _rotation(a, bb, gr, gr, tol, ctol, live, COMPLEX)
+                xpr, xqr = _rotate_real(xpr, xqr, c[None, :], sr[None, :])
+                if WANT_V:
+                    vpr, vqr = _rotate_real(vpr, vqr, c[None, :], sr[None, :])
+            xpr, xqr = _move(xpr, xqr, k, h, idx_g, idx_q)
+            if WANT_V:
+                vpr, vqr = _move(vpr, vqr, k, h, idx_g, idx_q)
+            mine = mine | sig.to(tl.int32)
+        last = mine
+        busy = tl.max(mine, axis=0)
+        sweep += 1
+    tl.store(xb + off_p, xpr, mask=inside)
+    tl.store(xb + off_q, xqr, mask=inside)
+    if COMPLEX:
+        tl.store(xb + off_p + 1, xpi, mask=inside)
+        tl.store(xb + off_q + 1, xqi, mask=inside)
+    if WANT_V:
+        tl.store(vb + off_p, vpr, mask=inside)
+        tl.store(vb + off_q, vqr, mask=inside)
+        if COMPLEX:
+            tl.store(vb + off_p + 1, vpi, mask=inside)
+            tl.store(vb + off_q + 1, vqi, mask=inside)
+    tl.store(ROT + b, tl.max(last, axis=0))

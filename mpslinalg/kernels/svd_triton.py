@@ -54,12 +54,13 @@ MAX_N = 64
 #: Warps of the one-matrix-per-program kernel (None: by tile size, ~16 floats of each tile a thread).
 TILE_WARPS: int | None = None
 #: Which one-matrix-per-program kernel: "registers" (:func:`_jacobi_reg_kernel`), "pairs" (the same with
-#: the pairs' columns as two tiles, :mod:`mpslinalg.kernels.svd_triton_pairs`) or "memory" (columns
+#: the pairs' columns as two tiles, :mod:`mpslinalg.kernels.svd_triton_pairs`), "halving" (there: the
+#: recursive-halving ordering for n a power of two, "pairs" otherwise) or "memory" (columns
 #: gathered from the matrix's buffer every round, :func:`_jacobi_tile_kernel`). H200, Jacobi alone:
 #: float32 4096x32x32 2.27 ms vs 30.8, complex64 4096x64x64 19.0 ms vs 470.
 TILE_KERNEL = "registers"
 #: The register-resident choices of TILE_KERNEL (the memory one aside).
-REG_KERNELS = ("registers", "pairs")
+REG_KERNELS = ("registers", "pairs", "halving")
 #: Complex register kernel: the four column sums of a round as one ``tl.reduce`` (one exchange
 #: between warps) instead of four ``tl.sum`` (benchmarks/bench_svd_c64.py times both).
 REG_JOINT_REDUCE = False
@@ -765,8 +766,10 @@ def jacobi(X: torch.Tensor, V: torch.Tensor | None, sweeps: int, tol: float, cto
         warps = TILE_WARPS or min(4, max(1, state // 1024))
         try:  # tl.gather needs a recent Triton: the memory variant serves where it does not build
             kern = _jacobi_reg_kernel
-            if TILE_KERNEL == "pairs":
-                from .svd_triton_pairs import jacobi_pairs_kernel as kern
+            if TILE_KERNEL != "registers":
+                from . import svd_triton_pairs as stp
+
+                kern = stp.jacobi_halving_kernel if TILE_KERNEL == "halving" and n == np_ else stp.jacobi_pairs_kernel
             kern[(Bn,)](x, v, rot, n, sweeps, float(tol), float(ctol), COMPLEX=cplx, WANT_V=V is not None, NP=np_,
                         JOINT=REG_JOINT_REDUCE and cplx, num_warps=warps)
         except Exception as exc:  # noqa: BLE001 - a build failure (before the launch: X untouched)

@@ -16,6 +16,16 @@ is two gathers with one source register each (``G = P[k+1]`` gives both ``new P[
 ``new Q[0] = G[0]``; ``new P[h-1] = Q[h-1]`` is the same thread's register): one shuffle per element.
 The pairs, rotations, stopping rule and column layout (round 0 pairs columns ``k`` and ``n-1-k``;
 after ``n-1`` rounds every column is back in place) are those of ``_jacobi_reg_kernel``.
+
+``jacobi_halving_kernel`` (``TILE_KERNEL = "halving"``, ``n`` a power of two) orders the pairs so
+that ``P`` never moves within a sweep's levels and ``Q`` moves by a roll (one shuffle per element,
+no select): level 0 pairs ``P[i]`` with ``Q[(i + r) mod h]`` for ``r < h`` (every p-q pair); then
+each half of ``P`` and of ``Q`` still needs its own pairs, so the halves are regrouped (``P`` block
+``j`` and ``Q`` block ``j`` become ``P`` blocks ``2j, 2j+1`` = their low halves and ``Q`` blocks =
+their high halves) and level 1 rolls ``Q`` within blocks of ``h/2``; and so on down to blocks of one:
+``h + h/2 + ... + 1 = n - 1`` rounds, every pair once (a cyclic ordering, as the circle method, with
+the same rotations and stopping rule, so the same convergence theory). A sweep leaves the columns
+permuted; the kernel tracks which column each position holds and stores them in place.
 """
 
 from __future__ import annotations
@@ -25,7 +35,7 @@ import triton.language as tl
 
 from .svd_triton import _rotate_complex, _rotate_real, _rotation, _sum4
 
-__all__ = ["jacobi_pairs_kernel"]
+__all__ = ["jacobi_halving_kernel", "jacobi_pairs_kernel"]
 
 
 @triton.jit
@@ -121,4 +131,143 @@ def jacobi_pairs_kernel(X, V, ROT, n, sweeps, tol, ctol,
         if COMPLEX:
             tl.store(vb + off_p + 1, vpi, mask=inside)
             tl.store(vb + off_q + 1, vqi, mask=inside)
+    tl.store(ROT + b, tl.max(last, axis=0))
+
+
+# --------------------------------------------------------------------------------------------------
+# n a power of two: the recursive-halving ordering (no column of P ever moves within a level)
+# --------------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _roll(Q, idx_roll):
+    """``Q[k] <- Q[next k]`` within the level's blocks (one shuffle per element, no select)."""
+    return tl.gather(Q, idx_roll, axis=1)
+
+
+@triton.jit
+def _halve(P, Q, src, odd, t):
+    """The move between levels: ``P`` block ``j`` and ``Q`` block ``j`` (size ``2t``) become ``P`` blocks
+    ``2j, 2j+1`` = (low half of ``P_j``, low half of ``Q_j``) and ``Q`` blocks = the high halves."""
+    newP = tl.where(odd, tl.gather(Q, src, axis=1), tl.gather(P, src, axis=1))
+    newQ = tl.where(odd, tl.gather(Q, src + t, axis=1), tl.gather(P, src + t, axis=1))
+    return newP, newQ
+
+
+@triton.jit
+def _rotate_pair(xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, tol, ctol, live,
+                 COMPLEX: tl.constexpr, WANT_V: tl.constexpr, JOINT: tl.constexpr):
+    """One round's rotations of the pairs ``(P[:, k], Q[:, k])`` of ``X`` (and ``V``)."""
+    if COMPLEX:
+        if JOINT:
+            a, bb, gr, gi = tl.reduce((xpr * xpr + xpi * xpi, xqr * xqr + xqi * xqi, xpr * xqr + xpi * xqi,
+                                       xpr * xqi - xpi * xqr), 0, _sum4)
+        else:
+            a = tl.sum(xpr * xpr + xpi * xpi, axis=0)
+            bb = tl.sum(xqr * xqr + xqi * xqi, axis=0)
+            gr = tl.sum(xpr * xqr + xpi * xqi, axis=0)
+            gi = tl.sum(xpr * xqi - xpi * xqr, axis=0)
+        sig, c, sr, si = _rotation(a, bb, gr, gi, tol, ctol, live, COMPLEX)
+        xpr, xpi, xqr, xqi = _rotate_complex(xpr, xpi, xqr, xqi, c[None, :], sr[None, :], si[None, :])
+        if WANT_V:
+            vpr, vpi, vqr, vqi = _rotate_complex(vpr, vpi, vqr, vqi, c[None, :], sr[None, :], si[None, :])
+    else:
+        a = tl.sum(xpr * xpr, axis=0)
+        bb = tl.sum(xqr * xqr, axis=0)
+        gr = tl.sum(xpr * xqr, axis=0)
+        sig, c, sr, si = _rotation(a, bb, gr, gr, tol, ctol, live, COMPLEX)
+        xpr, xqr = _rotate_real(xpr, xqr, c[None, :], sr[None, :])
+        if WANT_V:
+            vpr, vqr = _rotate_real(vpr, vqr, c[None, :], sr[None, :])
+    return sig, xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi
+
+
+@triton.jit
+def jacobi_halving_kernel(X, V, ROT, n, sweeps, tol, ctol,
+                          COMPLEX: tl.constexpr, WANT_V: tl.constexpr, NP: tl.constexpr, JOINT: tl.constexpr):
+    """One matrix per program, ``n = NP`` a power of two, the recursive-halving ordering (module
+    docstring); the contract of :func:`jacobi_pairs_kernel`."""
+    b = tl.program_id(0).to(tl.int64)
+    CW: tl.constexpr = 2 if COMPLEX else 1
+    HP: tl.constexpr = NP // 2
+    rows = tl.arange(0, NP)
+    k1 = tl.arange(0, HP)
+    live = k1 < HP
+    k = tl.broadcast_to(k1[None, :], (NP, HP))
+    idP = k1  # the column each position of P holds (Q: HP + k at the start)
+    idQ = k1 + HP
+    off_p = (rows[:, None] * NP + k1[None, :]) * CW
+    off_q = (rows[:, None] * NP + (k1 + HP)[None, :]) * CW
+    xb = X + b * NP * NP * CW
+    vb = V + b * NP * NP * CW
+    xpr = tl.load(xb + off_p)
+    xqr = tl.load(xb + off_q)
+    xpi = xpr
+    xqi = xqr
+    vpr = xpr
+    vqr = xqr
+    vpi = xpr
+    vqi = xqr
+    if COMPLEX:
+        xpi = tl.load(xb + off_p + 1)
+        xqi = tl.load(xb + off_q + 1)
+    if WANT_V:
+        vpr = tl.load(vb + off_p)
+        vqr = tl.load(vb + off_q)
+        if COMPLEX:
+            vpi = tl.load(vb + off_p + 1)
+            vqi = tl.load(vb + off_q + 1)
+    last = tl.zeros([HP], dtype=tl.int32)
+    busy = tl.max(live.to(tl.int32), axis=0)
+    sweep = 0
+    while (sweep < sweeps) & (busy > 0):
+        mine = tl.zeros([HP], dtype=tl.int32)
+        s = HP  # level: pairs P block j x Q block j (blocks of s positions), Q rolled s times
+        while s >= 1:
+            idx_roll = (k // s) * s + (k % s + 1) % s
+            for _r in range(0, s):
+                sig, xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi = _rotate_pair(
+                    xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, tol, ctol, live, COMPLEX, WANT_V, JOINT)
+                mine = mine | sig.to(tl.int32)
+                if s > 1:
+                    xqr = _roll(xqr, idx_roll)
+                    if COMPLEX:
+                        xqi = _roll(xqi, idx_roll)
+                    if WANT_V:
+                        vqr = _roll(vqr, idx_roll)
+                        if COMPLEX:
+                            vqi = _roll(vqi, idx_roll)
+            t = s // 2
+            if t >= 1:
+                odd = ((k // t) % 2) == 1
+                src = (k // (2 * t)) * (2 * t) + k % t
+                xpr, xqr = _halve(xpr, xqr, src, odd, t)
+                if COMPLEX:
+                    xpi, xqi = _halve(xpi, xqi, src, odd, t)
+                if WANT_V:
+                    vpr, vqr = _halve(vpr, vqr, src, odd, t)
+                    if COMPLEX:
+                        vpi, vqi = _halve(vpi, vqi, src, odd, t)
+                odd1 = ((k1 // t) % 2) == 1
+                src1 = (k1 // (2 * t)) * (2 * t) + k1 % t
+                nidP = tl.where(odd1, tl.gather(idQ, src1, axis=0), tl.gather(idP, src1, axis=0))
+                idQ = tl.where(odd1, tl.gather(idQ, src1 + t, axis=0), tl.gather(idP, src1 + t, axis=0))
+                idP = nidP
+            s = t
+        last = mine
+        busy = tl.max(mine, axis=0)
+        sweep += 1
+    off_p = (rows[:, None] * NP + idP[None, :]) * CW
+    off_q = (rows[:, None] * NP + idQ[None, :]) * CW
+    tl.store(xb + off_p, xpr)
+    tl.store(xb + off_q, xqr)
+    if COMPLEX:
+        tl.store(xb + off_p + 1, xpi)
+        tl.store(xb + off_q + 1, xqi)
+    if WANT_V:
+        tl.store(vb + off_p, vpr)
+        tl.store(vb + off_q, vqr)
+        if COMPLEX:
+            tl.store(vb + off_p + 1, vpi)
+            tl.store(vb + off_q + 1, vqi)
     tl.store(ROT + b, tl.max(last, axis=0))

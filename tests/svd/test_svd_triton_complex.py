@@ -12,7 +12,10 @@
   same convergence flags (the sums differ only in their order of addition, ``γ_n``).
 
 * ``svd_triton.TILE_KERNEL = "pairs"`` (``svd_triton_pairs``): the same iteration as the register
-  kernel with the pairs' columns in two tiles (checked after one sweep and converged).
+  kernel with the pairs' columns in two tiles (checked after one sweep and converged); ``"halving"``
+  (its recursive-halving ordering for ``n`` a power of two, "pairs" otherwise): converged, ``X0 V = X``
+  to ``30·n·u·‖X0‖``, ``V`` orthonormal to ``30·n·u``, the register kernel's column norms to
+  ``30·n·u·‖X0‖`` (Weyl: both are backward stable).
 
 On the CPU the kernels run in Triton's interpreter (a subprocess, as ``test_svd_triton.py``); on
 CUDA compiled (marked ``cuda``).
@@ -102,35 +105,38 @@ def _joint_reduce(device: str) -> None:
 def _pairs_kernel(device: str) -> None:
     """``TILE_KERNEL = "pairs"`` moves the columns as the register kernel does: after one sweep (the
     same pairs, rotations and sums; only the moves differ) ``X`` and ``V`` agree to ``30·n·u`` of
-    their scale (bit-identical in the interpreter); converged, ``X0 V = X`` to ``30·n·u·‖X0‖``, ``V``
-    orthonormal to ``30·n·u`` and the column norms those of the register kernel."""
+    their scale (bit-identical in the interpreter). Converged, "pairs" and "halving" give ``X0 V = X``
+    to ``30·n·u·‖X0‖``, ``V`` orthonormal to ``30·n·u`` and the register kernel's column norms."""
     from mpslinalg.kernels import svd_triton as st
 
     u = _u()
     for n, dtype in ((2, torch.float32), (4, torch.complex64), (10, torch.float32), (12, torch.complex64),
-                     (14, torch.float32)):
+                     (16, torch.complex64), (16, torch.float32)):
         X0 = torch.randn(3, n, n, dtype=dtype, generator=torch.Generator().manual_seed(n)).to(device)
         eye = torch.eye(n, dtype=dtype, device=device).expand(3, n, n).contiguous()
         scale = float(X0.abs().max()) * n
         for sweeps in (1, 30):
             out = {}
-            for kernel in ("registers", "pairs"):
+            for kernel in ("registers", "pairs", "halving"):
                 saved = st.TILE_KERNEL, dict(st.LANE_MAX)
                 st.TILE_KERNEL, st.LANE_MAX = kernel, {torch.float32: 0, torch.complex64: 0}
                 try:
                     out[kernel] = st.jacobi(X0.clone(), eye.clone(), sweeps, math.sqrt(n) * u, 2 * n * u)
                 finally:
                     st.TILE_KERNEL, st.LANE_MAX = saved
-            X, V, rot = out["pairs"]
             if sweeps == 1:
+                X, V, _ = out["pairs"]
                 assert float((X - out["registers"][0]).abs().max()) <= 30 * n * u * scale
                 assert float((V - out["registers"][1]).abs().max()) <= 30 * n * u
                 continue
-            assert not bool(rot.any())
-            assert float((X0 @ V - X).abs().max()) <= 30 * n * u * scale
-            assert float((V.mH @ V - torch.eye(n, device=device)).abs().max()) <= 30 * n * u
-            norms = [torch.linalg.vector_norm(out[k][0], dim=-2).sort(-1)[0] for k in out]
-            assert float((norms[0] - norms[1]).abs().max()) <= 30 * n * u * scale
+            ref = torch.linalg.vector_norm(out["registers"][0], dim=-2).sort(-1)[0]
+            for kernel in ("pairs", "halving"):  # halving: its own ordering for n = 2, 4, 16
+                X, V, rot = out[kernel]
+                assert not bool(rot.any())
+                assert float((X0 @ V - X).abs().max()) <= 30 * n * u * scale
+                assert float((V.mH @ V - torch.eye(n, device=device)).abs().max()) <= 30 * n * u
+                norms = torch.linalg.vector_norm(X, dim=-2).sort(-1)[0]
+                assert float((norms - ref).abs().max()) <= 30 * n * u * scale
 
 
 def _interpreted(code: str) -> None:

@@ -182,9 +182,27 @@ def test_lstsq_cpu_drivers_are_lapacks(driver):
         assert torch.equal(ours.rank, theirs.rank)
 
 
-def test_pinv_cpu_is_lapacks():
-    A = _randn((3, 9, 4), torch.float32, 10)
-    torch.testing.assert_close(LA.pinv(A), torch.linalg.pinv(A), rtol=0, atol=0)
+@pytest.mark.parametrize("dtype", HOST, ids=str)
+@pytest.mark.parametrize("shape", [(3, 9, 4), (3, 4, 9), (2, 6, 6)], ids=str)
+def test_pinv_cpu_full_rank_by_qr_else_lapacks(dtype, shape):
+    # well conditioned (κ < 1e3): LAPACK's QR route, A⁺ = R⁻¹Qᴴ; it and torch's V Σ⁻¹ Uᴴ are both
+    # within c·κ·u of A⁺ (perturbation of a full-rank pseudo-inverse, Wedin), so they agree to
+    # 2·30·κ·u relative; the Moore–Penrose conditions are test_pinv.py's
+    A = _randn(shape, dtype, 10)
+    kappa = float(torch.linalg.cond(A).max())
+    X, P = LA.pinv(A), torch.linalg.pinv(A)
+    assert kappa < 1e3 and not torch.equal(X, P)  # the QR route ran (different rounding)
+    assert float((X - P).abs().max() / P.abs().max()) < 2 * THRESHOLD * kappa * unit_roundoff(dtype)
+    # rank-deficient (a repeated column of a tall A, row of a wide one) in one matrix of the batch:
+    # the QR route declines for it alone, torch.linalg.pinv's bits there, the others unchanged
+    if shape[-2] >= shape[-1]:
+        A[1, :, -1] = A[1, :, 0]
+    else:
+        A[1, -1, :] = A[1, 0, :]
+    X2 = LA.pinv(A)
+    torch.testing.assert_close(X2[1], torch.linalg.pinv(A)[1], rtol=0, atol=0)
+    torch.testing.assert_close(X2[[0, 2]] if shape[0] == 3 else X2[0], X[[0, 2]] if shape[0] == 3 else X[0],
+                               rtol=0, atol=0)
 
 
 def test_rank_norm_cond_cpu_use_lapacks_singular_values():

@@ -428,8 +428,10 @@ kernel void lu_panel_step(device T* A [[buffer(0)]],
 // steps to its own rows. Groups may read any row, so the panel is double-buffered: the dispatch
 // reads Sin and writes Sout ([B, M, ls] buffers holding the panel's w columns), rows whose final
 // position is known (the KL pivot rows; every row in the last dispatch) go straight to A. Each
-// thread holds LU_LOOK_SLOTS / KL active rows x KL columns in registers, twice as many for float32
-// (the host picks KL so that the active rows fit: M - o - s <= ntg * slots / KL). Same arithmetic, in the same order,
+// thread holds SLOTS / KL active rows x KL columns in registers, twice as many for float32 (the
+// host picks KL so that the active rows fit: M - o - s <= ntg * slots / KL; SLOTS = 32 or 64, the
+// register budget, a tuning choice: 64 complex values a thread fit the H200's 255 registers, and
+// a tall panel's few groups leave most of a GPU's cores idle anyway). Same arithmetic, in the same order,
 // as getf2, so the factors equal lu_panel's; same NaN, zero-pivot, info and sfmin rules.
 // Dispatch for columns [s, s + kc) (relative to o, kc <= KL); grid: threads = B * G * ntg,
 // group_size = ntg (a power of two, 32..256); group g owns positions [o + g*R, o + (g+1)*R).
@@ -437,11 +439,10 @@ kernel void lu_panel_step(device T* A [[buffer(0)]],
 // row to Sout, the final ones included (A's rows are still being read); the second dispatch (phase
 // 2) then moves the rows made final by the first, positions [o, o + s), from its Sin to A. A panel
 // done in one dispatch is copied to Sin first (phase 0: it writes A while reading).
-constant constexpr int LU_LOOK_SLOTS = 32;
 constant constexpr int LU_LOOK_MAX_ROWS = 64;  // R: rows (positions) per group
 constant constexpr int LU_LOOK_MAX_W = 64;     // panel width
 
-template <typename T, int KL>
+template <typename T, int KL, int SLOTS>
 [[max_total_threads_per_threadgroup(256)]]  // = LU_PANEL_MAX_THREADS
 kernel void lu_panel_look(device T* A [[buffer(0)]],
                           device const T* Sin [[buffer(1)]],
@@ -463,7 +464,7 @@ kernel void lu_panel_look(device T* A [[buffer(0)]],
                           uint tid [[thread_index_in_threadgroup]],
                           uint ntg [[threads_per_threadgroup]],
                           uint tg [[threadgroup_position_in_grid]]) {
-  constexpr int RPT = LU_LOOK_SLOTS * (sizeof(T) == 4 ? 2 : 1) / KL;  // active rows per thread
+  constexpr int RPT = SLOTS * (sizeof(T) == 4 ? 2 : 1) / KL;  // active rows per thread
   threadgroup float red_v[LU_PANEL_MAX_THREADS];
   threadgroup int red_i[LU_PANEL_MAX_THREADS];
   threadgroup T pslice[KL];                    // the current pivot row's KL entries
@@ -1233,12 +1234,17 @@ kernel void lu_laswp_block(device T* A [[buffer(0)]],
 
 MPSL_INSTANTIATE_DTYPES(lu_panel)
 MPSL_INSTANTIATE_DTYPES(lu_panel_step)
-#define LU_INSTANTIATE_LOOK(KL)                                                 \
-  MPSL_INSTANTIATE("lu_panel_look_f32_" #KL, lu_panel_look, float, KL)   \
-  MPSL_INSTANTIATE("lu_panel_look_c64_" #KL, lu_panel_look, float2, KL)
-LU_INSTANTIATE_LOOK(2)
-LU_INSTANTIATE_LOOK(4)
-LU_INSTANTIATE_LOOK(8)
+#define LU_INSTANTIATE_LOOK(KL, SLOTS)                                                      \
+  MPSL_INSTANTIATE("lu_panel_look_f32_" #KL "_" #SLOTS, lu_panel_look, float, KL, SLOTS)   \
+  MPSL_INSTANTIATE("lu_panel_look_c64_" #KL "_" #SLOTS, lu_panel_look, float2, KL, SLOTS)
+LU_INSTANTIATE_LOOK(2, 32)
+LU_INSTANTIATE_LOOK(4, 32)
+LU_INSTANTIATE_LOOK(8, 32)
+LU_INSTANTIATE_LOOK(16, 32)
+LU_INSTANTIATE_LOOK(2, 64)
+LU_INSTANTIATE_LOOK(4, 64)
+LU_INSTANTIATE_LOOK(8, 64)
+LU_INSTANTIATE_LOOK(16, 64)
 LU_SMALL_INSTANTIATE(8, 0)
 LU_SMALL_INSTANTIATE(8, 1)
 LU_SMALL_INSTANTIATE(16, 0)

@@ -44,12 +44,17 @@ class Tuning:
     panel_rows : int
         Rows per threadgroup of ``lu_panel_step`` (the tall panel shared by several threadgroups).
     panel_look : int
-        Most columns of a tall panel per dispatch (``lu_panel_look``: 2, 4 or 8; every group repeats
-        the small LU of all active rows on those columns, so the panel needs ``w / k`` dispatches
-        instead of ``w + 1``); the host takes the largest ``k <= panel_look`` whose active rows fit
-        the kernel's registers (``rows <= panel_threads * 32 / k``, 64 for float32), else
-        ``lu_panel_step``.
+        Most columns of a tall panel per dispatch (``lu_panel_look``: 2, 4, 8 or 16; every group
+        repeats the small LU of all active rows on those columns, so the panel needs ``w / k``
+        dispatches instead of ``w + 1``); the host takes the largest ``k <= panel_look`` whose
+        active rows fit the kernel's registers (``rows <= panel_threads * slots / k``, twice that
+        for float32; ``slots = look_slots``), else ``lu_panel_step``.
         1: always ``lu_panel_step``.
+    look_slots : dict
+        ``lu_panel_look``'s register budget per device type: 32 or 64 complex values (64 or 128
+        floats) a thread. 64 fits the H200's 255 registers a thread (a tall panel has at most one
+        group per core, so the registers cost no occupancy); 32 on a Mac, where 256 threads a group
+        leave about 128 registers a thread (64 values would spill).
     panel_single_rows : int
         Panels with at most this many rows (0: none) are factored by one threadgroup in one
         dispatch (``lu_panel``); taller ones by ``ceil(rows / panel_rows)`` threadgroups in ``w + 1``
@@ -74,6 +79,7 @@ class Tuning:
     panel_threads: int = 256
     panel_rows: int = 32
     panel_look: int = 8
+    look_slots: dict = field(default_factory=lambda: {"cpu": 32, "cuda": 32, "mps": 32})
     panel_single_rows: int = 256
     # CUDA: cuSOLVER's getrf is the best leaf at every size on the H200 (2026-11-30, complex64
     # n = 4096: one call 15.8 ms, our recursion over 256-wide cuSOLVER leaves 170 ms — host-bound
@@ -205,8 +211,8 @@ _STEP_MAX_E = 16
 _STEP_MAX_ROWS = 256
 #: lu_panel_look: columns per dispatch (instantiated), register slots per thread (complex64; float32
 #: twice as many), rows per group, width.
-_LOOK_K = (8, 4, 2)
-_LOOK_SLOTS = 32
+_LOOK_K = (16, 8, 4, 2)
+_LOOK_SLOTS = (32, 64)
 _LOOK_MAX_ROWS = 64
 _LOOK_MAX_W = 64
 
@@ -240,7 +246,10 @@ def _check_tuning() -> None:
         raise ValueError(f"mpslinalg.lu.TUNING.panel_nb must be one of {_BLOCK_NB} (the blocked LU's "
                          f"block width), got {TUNING.panel_nb!r}")
     if TUNING.panel_look not in _LOOK_K + (1,) or not isinstance(TUNING.panel_look, int):
-        raise ValueError(f"mpslinalg.lu.TUNING.panel_look must be 1, 2, 4 or 8, got {TUNING.panel_look!r}")
+        raise ValueError(f"mpslinalg.lu.TUNING.panel_look must be 1, 2, 4, 8 or 16, got {TUNING.panel_look!r}")
+    if not all(v in _LOOK_SLOTS and isinstance(v, int) for v in TUNING.look_slots.values()):
+        raise ValueError(f"mpslinalg.lu.TUNING.look_slots values must be one of {_LOOK_SLOTS} (lu_panel_look's "
+                         f"instantiated register budgets), got {TUNING.look_slots!r}")
     for name, lo in (("panel_rows", 1), ("panel_single_rows", 0)):
         v = getattr(TUNING, name)
         if not (isinstance(v, int) and lo <= v <= _INT32_MAX):
@@ -263,6 +272,7 @@ class _MetalKernels:
         _check_tuning()
         self.lib = load_library("lu", device)
         self.dtype = dtype
+        self.look_slots = TUNING.look_slots.get(torch.device(device).type, 32)
 
     def _kernel(self, name: str, *params: int):
         DISPATCHES[name] += 1  # every call site launches the kernel it looks up, once
@@ -336,7 +346,7 @@ class _MetalKernels:
         g = TUNING.panel_threads
         if w > _LOOK_MAX_W or TUNING.panel_rows > _LOOK_MAX_ROWS:
             return 0
-        slots = _LOOK_SLOTS * (2 if self.dtype == torch.float32 else 1)  # float32: half the registers
+        slots = self.look_slots * (2 if self.dtype == torch.float32 else 1)  # float32: half the registers
         return next((k for k in _LOOK_K if k <= TUNING.panel_look and M - o <= g * slots // k), 0)
 
     def panel_look(self, LU: torch.Tensor, piv: torch.Tensor, info: torch.Tensor, o: int, w: int,
@@ -372,8 +382,9 @@ class _MetalKernels:
             last = int(d == len(starts) - 1)
             # phase 1: read the panel from LU, write only Sout; 2: move the rows it made final to LU
             phase = 0 if len(starts) == 1 else (1 if d == 0 else 2 if d == 1 else 0)
-            self._kernel("lu_panel_look", k)(LU, S[d % 2], S[(d + 1) % 2], piv, info, M, N, K, o, w, ls,
-                                             s0, kc, G, R, last, phase, threads=B * G * g, group_size=g)
+            look = self._kernel("lu_panel_look", k, self.look_slots)
+            look(LU, S[d % 2], S[(d + 1) % 2], piv, info, M, N, K, o, w, ls, s0, kc, G, R, last, phase,
+                 threads=B * G * g, group_size=g)
         return True
 
     def swap_around(self, X: torch.Tensor, piv: torch.Tensor, k1: int, k2: int, w: int) -> None:

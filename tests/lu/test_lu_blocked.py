@@ -40,16 +40,18 @@ def lib():
 
 @pytest.fixture
 def blocked(lib, monkeypatch):
-    """``blocked(dtype, order, seed, nb, rows, single, threads, look)``: the library's
+    """``blocked(dtype, order, seed, nb, rows, single, threads, look, slots)``: the library's
     ``_MetalKernels`` in that emulator thread order, with the blocked LU's tuning set (``single =
     0``: every panel is shared by ``ceil(rows_left / rows)`` threadgroups; ``look = 1``: one column
-    per dispatch, ``lu_panel_step``). The public op then runs the same way."""
+    per dispatch, ``lu_panel_step``; ``slots``: lu_panel_look's register budget). The public op
+    then runs the same way."""
 
-    def make(dtype, order, seed, nb=16, rows=16, single=0, threads=32, look=1):
+    def make(dtype, order, seed, nb=16, rows=16, single=0, threads=32, look=1, slots=32):
         monkeypatch.setattr(lu_mod, "load_library", lambda family, device: InOrder(lib, order, seed))
         for name, v in (("panel_nb", nb), ("panel_rows", rows), ("panel_single_rows", single),
                         ("panel_threads", threads), ("panel_look", look)):
             monkeypatch.setattr(lu_mod.TUNING, name, v)
+        monkeypatch.setitem(lu_mod.TUNING.look_slots, "cpu", slots)
         return lu_mod._MetalKernels(torch.device("cpu"), dtype)
 
     return make
@@ -78,16 +80,18 @@ def _panel_look(kern, A, o, w):
 
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DID)
-@pytest.mark.parametrize("look", [2, 4, 8])
+@pytest.mark.parametrize("look,slots,threads", [(2, 32, 32), (4, 32, 32), (8, 32, 32), (16, 32, 64), (8, 64, 32),
+                                                (16, 64, 32)])
 @pytest.mark.parametrize("rows", [16, 4])
-def test_panel_look_several_groups_matches_lapack(blocked, order, seed, dtype, look, rows):
+def test_panel_look_several_groups_matches_lapack(blocked, order, seed, dtype, look, slots, threads, rows):
     """k columns per dispatch, every group repeating the small LU of all active rows: pivots
     exactly LAPACK's, the ratio < 30, nothing outside the panel touched; 70 rows over 5 groups of
     16 (the last one 6 rows) or 18 groups of 4 (fewer than k: whole groups' rows are final after
     the first dispatch, which writes them to the buffer only, and the second moves them to A),
-    panels at offsets, one narrower than k and one with fewer rows than columns. The panel buffers
-    start as NaN: a read of an entry not written first shows."""
-    kern = blocked(dtype, order, seed, rows=rows, look=look)
+    panels at offsets, one narrower than k and one with fewer rows than columns; both register
+    budgets (32 and 64 slots). The panel buffers start as NaN: a read of an entry not written
+    first shows."""
+    kern = blocked(dtype, order, seed, rows=rows, look=look, slots=slots, threads=threads)
     M, N = 70, 80
     A = matrices.random(M, N, batch=(2,), dtype=dtype, seed=71)
     for o, w in [(0, 16), (7, 12), (40, 20), (60, 16), (3, 3)]:
@@ -123,11 +127,16 @@ def test_panel_look_zero_columns_set_info_and_stay_finite(blocked, order, seed):
 
 
 def test_panel_look_fits_only_where_the_active_rows_fit(blocked):
-    """k is the largest of 8, 4, 2 (at most panel_look) with rows <= threads * slots / k; else 0
-    (the caller uses lu_panel_step): 32 threads hold 128 complex64 rows at k = 8, 256 at k = 4,
-    512 at k = 2, and twice as many float32 rows (64 register slots per thread instead of 32)."""
+    """k is the largest of 16, 8, 4, 2 (at most panel_look) with rows <= threads * slots / k; else
+    0 (the caller uses lu_panel_step): 32 threads with 32 slots hold 128 complex64 rows at k = 8,
+    256 at k = 4, 512 at k = 2, and twice as many float32 rows (64 float slots per thread instead
+    of 32 complex ones); 64 slots hold twice as many rows again."""
     kern = blocked(torch.complex64, "inorder", 0, look=8)
     assert [kern.look_k(M, 0, 16) for M in (128, 129, 256, 257, 512, 513)] == [8, 4, 4, 2, 2, 0]
+    kern = blocked(torch.complex64, "inorder", 0, look=16)
+    assert [kern.look_k(M, 0, 16) for M in (64, 65, 128, 129)] == [16, 8, 8, 4]
+    kern = blocked(torch.complex64, "inorder", 0, look=16, slots=64)
+    assert [kern.look_k(M, 0, 16) for M in (128, 129, 256, 257, 1024, 1025)] == [16, 8, 8, 4, 2, 0]
     assert kern.look_k(100, 0, 128) == 0  # wider than the kernel's 64 columns
     kern = blocked(torch.float32, "inorder", 0, look=8)
     assert [kern.look_k(M, 0, 16) for M in (256, 257, 512, 513, 1024, 1025)] == [8, 4, 4, 2, 2, 0]
@@ -225,7 +234,7 @@ def _panel_steps_per_call(M, N, nb, rows_single, look=1, threads=32, slots=32):
     for o in range(0, K, nb):
         w = min(nb, N - o)
         kl = min(M - o, w)
-        k = next((k for k in (8, 4, 2) if k <= look and M - o <= threads * slots // k), 0)
+        k = next((k for k in (16, 8, 4, 2) if k <= look and M - o <= threads * slots // k), 0)
         if M - o <= rows_single:
             count["lu_panel"] += 1
         elif k:
@@ -266,7 +275,7 @@ def test_blocked_getrf_vs_lapack(blocked, order, seed, dtype, m, n, look):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DID)
-@pytest.mark.parametrize("look", [1, 8])
+@pytest.mark.parametrize("look", [1, 8, 16])
 def test_blocked_getrf_nb_64_and_no_host_sync(blocked, dtype, look):
     """The production width (nb = 64, 64 rows per group, 256 threads) at n = 200, without any host
     read of a tensor's values (``_ex`` ops never synchronise)."""
@@ -322,10 +331,17 @@ def test_laswp_block_exact(blocked, order, seed, dtype):
 
 @pytest.mark.parametrize("field,value", [("panel_nb", 48), ("panel_nb", 128), ("panel_nb", 64.0),
                                          ("panel_rows", 0), ("panel_single_rows", -1), ("panel_look", 3),
-                                         ("panel_look", 16)])
+                                         ("panel_look", 32)])
 def test_blocked_tuning_outside_limits_is_a_clear_error(monkeypatch, field, value):
     monkeypatch.setattr(lu_mod.TUNING, field, value)
     with pytest.raises(ValueError, match=f"TUNING.{field}"):
+        lu_mod._MetalKernels(torch.device("cpu"), torch.float32)
+
+
+@pytest.mark.parametrize("value", [48, 64.0, "64"])
+def test_look_slots_outside_the_instantiated_budgets_is_a_clear_error(monkeypatch, value):
+    monkeypatch.setitem(lu_mod.TUNING.look_slots, "cpu", value)
+    with pytest.raises(ValueError, match="TUNING.look_slots"):
         lu_mod._MetalKernels(torch.device("cpu"), torch.float32)
 
 

@@ -324,7 +324,7 @@ def _kernel_lu_case(name, A, device, **tune) -> Case | None:
         return None
     peer = {"torch.linalg (cuSOLVER)": lambda: torch.linalg.lu_factor_ex(A)}
     peer_graph = _graphed(lambda: torch.linalg.lu_factor_ex(A), device)
-    if PROFILE:
+    if PROFILE and not tune:  # the default tuning only
         _kernel_profile(name, ours, device)
         if peer_graph is not None:
             _kernel_profile(f"{name}: cuSOLVER", peer_graph, device)
@@ -349,8 +349,10 @@ def _kernel_lu_cases(device, quick) -> list[Case]:
             rows.append(case)
     if TUNE:
         A = _randn((1024, 1024), torch.complex64, device, 41)
-        for kw in ({"panel_look": 4}, {"panel_rows": 16}, {"panel_single_rows": 0}, {"panel_nb": 64},
-                   {"panel_nb": 64, "panel_rows": 16}, {"panel_threads": 128, "panel_rows": 16}):
+        big = ("cuda", 64)  # lu_panel_look's larger register budget (TUNING.look_slots)
+        for kw in ({"panel_look": 16}, {"look_slots": big}, {"panel_look": 16, "look_slots": big},
+                   {"panel_look": 4}, {"panel_rows": 16}, {"panel_single_rows": 0}, {"panel_nb": 64},
+                   {"panel_nb": 64, "panel_look": 16, "look_slots": big}):
             label = ", ".join(f"{k}={v}" for k, v in kw.items())
             case = _kernel_lu_case(f"lu_factor complex64 n=1024 [{label}]", A, device, **kw)
             if case is not None:
@@ -358,9 +360,16 @@ def _kernel_lu_cases(device, quick) -> list[Case]:
         # (panel_single_rows = 4096, every panel on one threadgroup, 4 dispatches per block: 98.5 ms
         # against 37.3 on the H200 on 2026-12-01, dropped)
         A = _randn((4096, 4096), torch.complex64, device, 42)
-        for kw in ({"panel_single_rows": 0}, {"panel_nb": 64}, {"panel_rows": 16}):
+        for kw in ({"look_slots": big}, {"panel_look": 16, "look_slots": big}, {"panel_single_rows": 0},
+                   {"panel_nb": 64}, {"panel_nb": 64, "panel_look": 16, "look_slots": big}):
             label = ", ".join(f"{k}={v}" for k, v in kw.items())
             case = _kernel_lu_case(f"lu_factor complex64 n=4096 [{label}]", A, device, **kw)
+            if case is not None:
+                rows.append(case)
+        A = _randn((4096, 4096), torch.float32, device, 43)
+        for kw in ({"look_slots": big}, {"panel_look": 16, "look_slots": big}):
+            label = ", ".join(f"{k}={v}" for k, v in kw.items())
+            case = _kernel_lu_case(f"lu_factor float32 n=4096 [{label}]", A, device, **kw)
             if case is not None:
                 rows.append(case)
     return rows

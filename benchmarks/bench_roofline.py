@@ -13,16 +13,20 @@ GPU (DESIGN §10), the absolute times are NVIDIA's. Issue 7's target: the n <= 4
 >= 80% of copy bandwidth at batch 1e7.
 
 Peers (``torch.linalg`` on the same inputs, same run) are listed where one computes the same thing.
-``ROOFLINE_FAMILIES=small`` (comma-separated: small, triangular, lu) keeps only those families' rows.
+``ROOFLINE_FAMILIES=small`` (comma-separated: small, triangular, lu, qr, svd) keeps only those families' rows.
 Every kernel row comes twice (``ROOFLINE_ROWS=both``, the default; ``eager`` or ``graph`` for one):
 eager, as a caller sees it (host launch overhead included), and ``[graph x10]``, the replay of a
 CUDA graph of 10 launches, which is the kernel's own GPU time. ``roofline_kernels_cuda.md`` puts
-each graph row's fraction beside ``ptxas``' registers, stack frame, spills and shared memory.
+each graph row's fraction beside ``ptxas``' registers, stack frame, spills and shared memory (the
+row's first word is the kernel's host name); ``--resources`` prints that resource table for every
+kernel of every family without a GPU (ptxas runs where clang is: the numbers are the cubins').
 """
 
 from __future__ import annotations
 
 import copy
+import importlib
+import math
 import os
 import pathlib
 import sys
@@ -32,7 +36,9 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # the repo
 import torch  # noqa: E402
 
 from benchmarks.harness import Case, cli  # noqa: E402
-from mpslinalg.kernels import load_library  # noqa: E402
+from mpslinalg.kernels import kernel_name, load_library  # noqa: E402
+
+FAMILIES = ("small", "triangular", "lu", "qr", "svd")  # the .metal files, metal/<family>.metal
 
 REPS = 10  # kernel launches per CUDA-graph replay
 
@@ -154,7 +160,7 @@ def _triangular_cases(device, quick):
                 _kernel_case(
                     A,
                     device,
-                    name=f"trtri_diag_{'complex64' if dtype.is_complex else 'float'} {bsz}x{n}x{n} nb={nb}",
+                    name=f"{kernel_name('trtri_diag', dtype)} {bsz}x{n}x{n} nb={nb}",
                     workload="DeltaNet chunk triangles",
                     ours=lambda A=A, nb=nb: triangular._trtri_diag_metal(A, nb, False, True),
                     peer={
@@ -198,32 +204,47 @@ def _triangular_cases(device, quick):
 
 
 def _lu_cases(device, quick):
+    from mpslinalg.lu import kernels as lu_kernels
     from mpslinalg.lu.kernels import _MetalKernels
 
     out = []
     shapes = [
-        (torch.complex64, 4096 if quick else 65536, 32, "VMC slogdet 4096 walkers x 16 dets"),
-        (torch.float32, 2048, 9, "RANSAC DLT 2048 x 9x9"),
-        (torch.float32, 4096 if quick else 65536, 32, "batched 32x32 LU"),
+        (torch.complex64, 4096 if quick else 65536, 32, 1, "VMC slogdet 4096 walkers x 16 dets"),
+        (torch.float32, 2048, 9, 1, "RANSAC DLT 2048 x 9x9"),
+        (torch.float32, 4096 if quick else 65536, 32, 1, "batched 32x32 LU"),
+        (torch.float32, 4096 if quick else 65536, 32, 2, "batched 32x32 LU, two rows per lane"),
     ]
-    for dtype, batch, n, workload in shapes:
+    tuned_rows = lu_kernels.TUNING.small_rows
+    for dtype, batch, n, rows, workload in shapes:
         A = _randn((batch, n, n), dtype, device, n)
         piv = torch.empty(batch, n, dtype=torch.int32, device=device)
         info = torch.empty(batch, dtype=torch.int32, device=device)
+        lu_kernels.TUNING.small_rows = rows  # read at each launch: restored below, set per row
         kern = _MetalKernels(torch.device(device), dtype)
         cplx = dtype.is_complex
+        W = lu_kernels._small_lanes(n)
+        host = kernel_name("lu_small", dtype, W, lu_kernels.TUNING.small_stage, *((rows,) if rows > 1 else ()))
+
+        def small(k=kern, A=A, piv=piv, info=info, rows=rows):
+            lu_kernels.TUNING.small_rows = rows
+            try:
+                k.small(A, piv, info)  # in place (a factored matrix is factored again: same work)
+            finally:
+                lu_kernels.TUNING.small_rows = tuned_rows
+
         out.append(
             _kernel_case(
                 A,
                 device,
-                name=f"lu_small_{'c64' if cplx else 'f32'} {batch}x{n}x{n}",
+                name=f"{host} {batch}x{n}x{n}",
                 workload=workload,
-                ours=lambda k=kern, A=A, piv=piv, info=info: k.small(A, piv, info),  # in place (same work)
+                ours=small,
                 peer={"torch.linalg.lu_factor_ex": (lambda A=A: torch.linalg.lu_factor_ex(A))},
                 bytes_moved=2 * A.nbytes + piv.nbytes + info.nbytes,
                 flops=batch * (2 / 3) * n**3 * (4 if cplx else 1),
             )
         )
+    lu_kernels.TUNING.small_rows = tuned_rows
     # the fused factor + solve of RANSAC (lu_small_solve): 2048 x 9x9, one right-hand side
     A, B = _randn((2048, 9, 9), torch.float32, device, 9), _randn((2048, 9, 1), torch.float32, device, 10)
     X, info = torch.empty_like(B), torch.empty(2048, dtype=torch.int32, device=device)
@@ -232,7 +253,7 @@ def _lu_cases(device, quick):
         _kernel_case(
             A,
             device,
-            name="lu_small_solve_f32 2048x9x9 k=1",
+            name=f"{kernel_name('lu_small_solve', torch.float32, 16, 1, lu_kernels.TUNING.small_stage)} 2048x9x9 k=1",
             workload="RANSAC DLT 2048 x 9x9",
             ours=lambda k=kern, A=A, B=B, X=X, info=info: k.small_solve(A, B, X, info),
             peer={"torch.linalg.solve_ex": (lambda A=A, B=B: torch.linalg.solve_ex(A, B))},
@@ -276,12 +297,126 @@ def _lu_cases(device, quick):
     return out
 
 
+def _qr_cases(device, quick):
+    """qr_small (whole 32x32 matrices, one simdgroup each) and qr_panel (64 x 1024 x 1024, width 32)
+    through mpslinalg.qr.kernels._MetalKernels, as the QR family calls them."""
+    from mpslinalg.qr.kernels import _MetalKernels
+
+    out = []
+    for dtype in (torch.float32, torch.complex64):
+        cplx = dtype.is_complex
+        batch, n = (512 if quick else 4096), 32
+        A = _randn((batch, n, n), dtype, device, 41)
+        tau = torch.empty(batch, n, dtype=dtype, device=device)
+        kern = _MetalKernels(torch.device(device), dtype)
+        out.append(
+            _kernel_case(
+                A,
+                device,
+                name=f"{kernel_name('qr_small', dtype)} {batch}x{n}x{n}",
+                workload="batched small QR (camera calibration, least squares)",
+                ours=lambda k=kern, A=A, tau=tau: k.small(A, tau),  # in place (same work every call)
+                peer={"torch.geqrf": (lambda A=A: torch.geqrf(A))},
+                bytes_moved=2 * A.nbytes + tau.nbytes,
+                flops=batch * (4 / 3) * n**3 * (4 if cplx else 1),
+            )
+        )
+        B, M, w = (8 if quick else 64), 1024, 32
+        A = _randn((B, M, M), dtype, device, 42)
+        tau = torch.empty(B, M, dtype=dtype, device=device)
+        es = A.element_size()
+        out.append(
+            _kernel_case(
+                A,
+                device,
+                name=f"{kernel_name('qr_panel', dtype)} {B}x{M}x{M} width {w}",
+                workload="blocked QR panel",
+                ours=lambda k=kern, A=A, tau=tau, w=w: k.panel(A, tau, 0, w),
+                # read and write the panel, write V (the panel's reflectors) and T
+                bytes_moved=3 * B * M * w * es + B * w * w * es,
+                flops=B * 2 * w * w * (M - w / 3) * (4 if cplx else 1),
+            )
+        )
+    return out
+
+
+def _svd_cases(device, quick):
+    """svd_jacobi_small (whole 32x32 matrices in threadgroup memory, sweeps until converged) and
+    svd_jacobi_round (one sweep of 63 round dispatches on 64x64 matrices), as the SVD family calls
+    them. Jacobi rotates its input in place: each call first restores it from a copy (included in
+    the time and in the bytes), so every call does the same work."""
+    svd_mod = importlib.import_module("mpslinalg.svd")
+    lib = load_library("svd", device)
+    out = []
+    for dtype in (torch.float32, torch.complex64):
+        cplx = dtype.is_complex
+        u = 2.0**-24
+        # svd_jacobi_small: the sweeps a batch needs (the kernel stops per matrix), found untimed
+        batch, n = (512 if quick else 4096), 32
+        X0 = _randn((batch, n, n), dtype, device, 51)
+        X, V = torch.empty_like(X0), torch.empty_like(X0)
+        rot = torch.zeros(batch, dtype=torch.int32, device=device)
+        kern = getattr(lib, kernel_name("svd_jacobi_small", dtype))
+        tol, ctol = math.sqrt(n) * u, 2 * n * u
+
+        def small(k=kern, X=X, X0=X0, V=V, rot=rot, n=n, sweeps=30, tol=tol, ctol=ctol):
+            X.copy_(X0)
+            k(X, V, rot, n, sweeps, tol, ctol, 1, threads=X.shape[0] * 32, group_size=32)
+
+        sweeps = 30
+        for s in range(1, 31):  # the fewest sweeps after which no matrix still rotates
+            small(sweeps=s)
+            if int(rot.sum()) == 0:
+                sweeps = s
+                break
+        # per sweep: n(n-1)/2 pairs, 3 length-n dot products + 2 rotations of length n (X and V)
+        pair_flops = (3 * 2 * n + 2 * 6 * n) * (4 if cplx else 1)
+        out.append(
+            _kernel_case(
+                X0,
+                device,
+                name=f"{kernel_name('svd_jacobi_small', dtype)} {batch}x{n}x{n} ({sweeps} sweeps, with V)",
+                workload="batched small SVD (pose estimation, PCA of patches)",
+                ours=small,
+                peer={"torch.linalg.svd": (lambda X0=X0: torch.linalg.svd(X0))},
+                bytes_moved=4 * X0.nbytes + V.nbytes,  # the restore (read + write), X read + written, V
+                flops=batch * sweeps * (n * (n - 1) / 2) * pair_flops,
+            )
+        )
+        # svd_jacobi_round: one sweep = n - 1 dispatches, memory-bound (each reads and writes X, V)
+        batch, n = (128 if quick else 1024), 64
+        X0 = _randn((batch, n, n), dtype, device, 52)
+        X, V = torch.empty_like(X0), torch.empty_like(X0)
+        flags = torch.zeros(batch, n // 2, dtype=torch.int32, device=device)
+        kern = getattr(lib, kernel_name("svd_jacobi_round", dtype))
+        g = svd_mod.TUNING.round_threads
+
+        tol, ctol = math.sqrt(n) * u, 2 * n * u
+
+        def sweep(k=kern, X=X, X0=X0, V=V, flags=flags, n=n, g=g, tol=tol, ctol=ctol):
+            X.copy_(X0)
+            for r in range(n - 1):
+                k(X, V, flags, n, n, r, tol, ctol, 1, threads=X.shape[0] * (n // 2) * g, group_size=g)
+
+        out.append(
+            _kernel_case(
+                X0,
+                device,
+                name=f"{kernel_name('svd_jacobi_round', dtype)} {batch}x{n}x{n} one sweep ({n - 1} dispatches, with V)",
+                workload="batched SVD beyond 32x32 (Jacobi rounds)",
+                ours=sweep,
+                bytes_moved=2 * X0.nbytes + (n - 1) * 2 * (X.nbytes + V.nbytes),
+            )
+        )
+    return out
+
+
 def cases(device: torch.device, quick: bool) -> list[Case]:
     if torch.device(device).type != "cuda":
         raise SystemExit("bench_roofline measures the Metal kernels on an NVIDIA GPU: pass --device cuda")
     out = []
     only = os.environ.get("ROOFLINE_FAMILIES")  # e.g. "small": only those families' rows
-    for make in (_small_cases, _triangular_cases, _lu_cases):
+    for make in (_small_cases, _triangular_cases, _lu_cases, _qr_cases, _svd_cases):
         if only and make.__name__.strip("_").removesuffix("_cases") not in only.split(","):
             continue
         try:
@@ -302,22 +437,38 @@ def cases(device: torch.device, quick: bool) -> list[Case]:
     return out
 
 
-def resources_table(json_path: pathlib.Path) -> str:
-    """Markdown: each kernel's roofline fraction (graph rows) beside what ptxas says limits it."""
+def kernel_resources() -> dict[str, dict]:
+    """ptxas' report (sm_90) for every kernel of every family: {host name: {registers, stack_bytes,
+    spill_store_bytes, spill_load_bytes, shared_bytes}}, from the cuda target's build manifests
+    (built here with clang, or read from MPSLINALG_CUBIN_DIR on a GPU machine)."""
     import json
 
     from mpslinalg import emulator
     from mpslinalg.kernels.loader import metal_source
 
     res = {}
-    for fam in ("small", "triangular", "lu"):
+    for fam in FAMILIES:
         try:
             lib = emulator.compile_shader(metal_source(fam), target="cuda")
-        except Exception:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - report the family, keep the others
+            print(f"[bench_roofline] resources of {fam}: {type(exc).__name__}: {exc}", file=sys.stderr)
             continue
         man = json.loads(pathlib.Path(lib._runner.path).read_text())
         for k in man["kernels"]:
-            res[k["meta"]["name"]] = k.get("resources", {}).get("sm_90", {})
+            res[k["meta"]["name"]] = dict(k.get("resources", {}).get("sm_90", {}), family=fam)
+    return res
+
+
+def _resource_cells(r: dict) -> str:
+    return (f"{r.get('registers', '?')} | {r.get('stack_bytes', '?')} | "
+            f"{r.get('spill_store_bytes', '?')}/{r.get('spill_load_bytes', '?')} | {r.get('shared_bytes', 0)}")
+
+
+def resources_table(json_path: pathlib.Path) -> str:
+    """Markdown: each kernel's roofline fraction (graph rows) beside what ptxas says limits it."""
+    import json
+
+    res = kernel_resources()
     rows = [
         "| kernel row | roofline | registers | stack bytes/thread | spills (st/ld) | static shared |",
         "|---|---:|---:|---:|---:|---:|",
@@ -325,23 +476,33 @@ def resources_table(json_path: pathlib.Path) -> str:
     for c in json.loads(json_path.read_text())["cases"]:
         if "[graph" not in c["name"]:
             continue
-        kname = c["name"].split()[0]
-        r = res.get(kname, {})
+        r = res.get(c["name"].split()[0], {})  # a row's first word is its kernel's host name
         fr = (c.get("roofline") or {}).get("fraction")
         rows.append(
-            f"| {c['name']} | {fr * 100:.0f}% {(c.get('roofline') or {}).get('bound', '')} | "
-            f"{r.get('registers', '?')} | {r.get('stack_bytes', '?')} | "
-            f"{r.get('spill_store_bytes', '?')}/{r.get('spill_load_bytes', '?')} | "
-            f"{r.get('shared_bytes', 0)} |"
+            f"| {c['name']} | {fr * 100:.0f}% {(c.get('roofline') or {}).get('bound', '')} | {_resource_cells(r)} |"
             if fr is not None
-            else f"| {c['name']} | - | | | | |"
+            else f"| {c['name']} | - | {_resource_cells(r)} |"
         )
     return "\n".join(rows) + "\n"
 
 
+def all_resources_table() -> str:
+    """Markdown: registers, stack, spills and static shared memory of every kernel (no GPU needed)."""
+    rows = [
+        "| family | kernel | registers | stack bytes/thread | spills (st/ld) | static shared |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for name, r in sorted(kernel_resources().items(), key=lambda kv: (FAMILIES.index(kv[1]["family"]), kv[0])):
+        rows.append(f"| {r['family']} | {name} | {_resource_cells(r)} |")
+    return "\n".join(rows) + "\n"
+
+
 def main() -> int:
-    rc = cli(cases, family="roofline")
     args = sys.argv[1:]
+    if "--resources" in args:  # ptxas' resources of every kernel, no GPU: where clang is
+        print(all_resources_table())
+        return 0
+    rc = cli(cases, family="roofline")
     out = pathlib.Path(args[args.index("--out") + 1] if "--out" in args else "results")
     quick = "--quick" in args
     js = out / f"roofline_cuda{'_quick' if quick else ''}.json"

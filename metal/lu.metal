@@ -50,6 +50,11 @@ constant constexpr int LU_PANEL_UNROLL = 8;
 inline float lu_recip(float a) { return 1.0f / a; }
 inline float2 lu_recip(float2 a) { return s_isfinite(a) ? crecip(a) : s_nan<float2>(); }
 
+// The sfmin rule's test |pivot| >= S_SFMIN. Complex: the modulus (a division and a square root)
+// only when max(|Re|, |Im|) < S_SFMIN; above, cmodulus(a) >= that max, so the answer is the same.
+inline bool lu_use_recip(float a) { return fabs(a) >= S_SFMIN; }
+inline bool lu_use_recip(float2 a) { return max(fabs(a.x), fabs(a.y)) >= S_SFMIN || cmodulus(a) >= S_SFMIN; }
+
 // x / pivot by LAPACK's sfmin rule: times the reciprocal rp when |pivot| >= the smallest normal,
 // else a true division (1 / pivot would overflow for a subnormal pivot).
 template <typename T>
@@ -794,7 +799,21 @@ __attribute__((always_inline)) inline void lu_row_publish(thread const T (&a)[W]
     prow[W + c] = x[c];
   }
   prow[W + KC] = lu_recip(a[j]);
-  prow[W + KC + 1] = s_abs(a[j]) >= S_SFMIN ? s_one<T>() : s_zero<T>();
+  prow[W + KC + 1] = lu_use_recip(a[j]) ? s_one<T>() : s_zero<T>();
+}
+
+// a - l * p, rounded as written (FMA = 0: scalar.h pins contraction off, LAPACK's operation order)
+// or with explicit fused multiply-adds (FMA = 1: complex64 only, a measured variant that is not
+// the default: 4 fused operations instead of 4 products and 4 sums, one rounding per component
+// fewer; docs/ops/lu.md).
+template <int FMA>
+inline float lu_msub(float a, float l, float p) { return a - l * p; }
+template <int FMA>
+inline float2 lu_msub(float2 a, float2 l, float2 p) {
+  if (FMA) {
+    return float2(fma(l.y, p.y, fma(-l.x, p.x, a.x)), fma(-l.y, p.x, fma(-l.x, p.y, a.y)));
+  }
+  return a - cmul(l, p);
 }
 
 // Step j for one row (original index r) once the pivot row (position p) is published: its pivot
@@ -802,7 +821,7 @@ __attribute__((always_inline)) inline void lu_row_publish(thread const T (&a)[W]
 // and the rank-1 update. The padding columns (n..W-1, k..KC-1: zeros at the start) are updated
 // too, unguarded: they are never a pivot column and never stored, and a guard per column costs
 // more than the product it skips when n = W.
-template <typename T, int W, int KC>
+template <typename T, int W, int KC, int FMA>
 __attribute__((always_inline)) inline void lu_row_step(thread T (&a)[W], thread T (&x)[KC], thread int& pos,
                                                        thread int& my_piv, int r, int j, int p, int m, T pivot,
                                                        threadgroup const T* prow) {
@@ -821,16 +840,16 @@ __attribute__((always_inline)) inline void lu_row_step(thread T (&a)[W], thread 
   if (below) {
 #pragma unroll
     for (int c = j + 1; c < W; ++c) {
-      a[c] -= s_mul(a[j], prow[c]);
+      a[c] = lu_msub<FMA>(a[c], a[j], prow[c]);
     }
 #pragma unroll
     for (int c = 0; c < KC; ++c) {
-      x[c] -= s_mul(a[j], prow[W + c]);
+      x[c] = lu_msub<FMA>(x[c], a[j], prow[W + c]);
     }
   }
 }
 
-template <typename T, int W, int KC, int R>
+template <typename T, int W, int KC, int R, int FMA = 0>
 __attribute__((always_inline)) inline int lu_regs_getf2(thread T (&a0)[W], thread T (&x0)[KC], thread T (&a1)[W],
                                                         thread T (&x1)[KC], int m, int n, int s, ushort lane,
                                                         thread int (&pos)[R], thread int (&my_piv)[R],
@@ -880,9 +899,9 @@ __attribute__((always_inline)) inline int lu_regs_getf2(thread T (&a0)[W], threa
       info = j + 1;  // a zero pivot means a zero column: p == j, nothing is swapped or scaled
     }
     // 3. interchange, scale, update
-    lu_row_step(a0, x0, pos[0], my_piv[0], s, j, p, m, pivot, prow);
+    lu_row_step<T, W, KC, FMA>(a0, x0, pos[0], my_piv[0], s, j, p, m, pivot, prow);
     if (R == 2) {
-      lu_row_step(a1, x1, pos[R - 1], my_piv[R - 1], s + L, j, p, m, pivot, prow);
+      lu_row_step<T, W, KC, FMA>(a1, x1, pos[R - 1], my_piv[R - 1], s + L, j, p, m, pivot, prow);
     }
   }
   return info;
@@ -940,7 +959,7 @@ __attribute__((always_inline)) inline void lu_rows_move(thread T (&x0)[W], threa
 // Whole-matrix LU of M x N matrices with M, N <= W (LAPACK getf2: whole rows are interchanged, so
 // no lu_laswp is needed afterwards), R rows per lane (32 * R / W matrices per simdgroup). info[b]
 // is written: 0 or the first zero pivot (1-based).
-template <typename T, int W, int STAGE, int R>
+template <typename T, int W, int STAGE, int R, int FMA = 0>
 [[max_total_threads_per_threadgroup(64)]]  // = 32 * LU_SMALL_SIMDGROUPS
 kernel void lu_small(device T* A [[buffer(0)]],
                      device int* piv [[buffer(1)]],
@@ -976,7 +995,7 @@ kernel void lu_small(device T* A [[buffer(0)]],
   }
   lu_rows_move<T, W, R, STAGE>(a0, a1, 0, tl, A + b0 * M * N, cnt, m, n, q, s, pos, lane);
   threadgroup T* bc = bcast + ((int)sg * (32 / L) + q) * 2 * LU_BC_LEN(W, 1);
-  const int inf = lu_regs_getf2<T, W, 1, R>(a0, none0, a1, none1, m, n, s, lane, pos, my_piv, wl_of, bc);
+  const int inf = lu_regs_getf2<T, W, 1, R, FMA>(a0, none0, a1, none1, m, n, s, lane, pos, my_piv, wl_of, bc);
   lu_rows_move<T, W, R, STAGE>(a0, a1, 1, tl, A + b0 * M * N, cnt, m, n, q, s, pos, lane);
 #pragma unroll
   for (int i = 0; i < R; ++i) {
@@ -1082,6 +1101,9 @@ kernel void lu_small_solve(device const T* A [[buffer(0)]],
 // register file, and clang keeps the rows in memory when it cannot unroll the columns).
 #define LU_SMALL_INSTANTIATE_ROWS(W, S, R) \
   MPSL_INSTANTIATE("lu_small_f32_" #W "_" #S "_" #R, lu_small, float, W, S, R)
+// Explicit fused multiply-adds in the complex update (lu_msub): measured, not used by the host.
+#define LU_SMALL_INSTANTIATE_FMA(W, S) \
+  MPSL_INSTANTIATE("lu_small_c64_" #W "_" #S "_fma", lu_small, float2, W, S, 1, 1)
 #define LU_SMALL_SOLVE_INSTANTIATE(W, KC, S)                                             \
   MPSL_INSTANTIATE("lu_small_solve_f32_" #W "_" #KC "_" #S, lu_small_solve, float, W, KC, S) \
   MPSL_INSTANTIATE("lu_small_solve_c64_" #W "_" #KC "_" #S, lu_small_solve, float2, W, KC, S)
@@ -1253,6 +1275,7 @@ LU_SMALL_INSTANTIATE(32, 0)
 LU_SMALL_INSTANTIATE(32, 1)
 LU_SMALL_INSTANTIATE_ROWS(32, 0, 2)
 LU_SMALL_INSTANTIATE_ROWS(32, 1, 2)
+LU_SMALL_INSTANTIATE_FMA(32, 1)
 LU_SMALL_SOLVE_INSTANTIATE(8, 1, 0)
 LU_SMALL_SOLVE_INSTANTIATE(8, 1, 1)
 LU_SMALL_SOLVE_INSTANTIATE(8, 8, 1)

@@ -127,6 +127,23 @@ def test_lu_small_every_width(kernels, order, seed, stage, dtype, rows):
 
 
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
+def test_lu_small_complex_fma_variant(kernels, order, seed):
+    """``lu_small_c64_32_1_fma`` (explicit fused multiply-adds in the update; measured, not the
+    host's choice): LAPACK's pivots on random data and the xGET01 ratio, partial simdgroups."""
+    kern = kernels(torch.complex64, order, seed, 1)
+    fma = getattr(kern.lib, "lu_small_c64_32_1_fma")
+    for m, n, b in [(32, 32, 3), (17, 17, 2), (32, 20, 2), (20, 32, 3)]:
+        A = matrices.random(m, n, batch=(b,), dtype=torch.complex64, seed=m * 100 + n)
+        LU = A.clone()
+        piv = torch.full((b, min(m, n)), -3, dtype=torch.int32)
+        info = torch.full((b,), -7, dtype=torch.int32)
+        fma(LU, piv, info, m, n, b, **lu_mod._small_grid(b, 32))
+        assert torch.equal(piv, lapack.getrf_pivots(A)), (m, n)
+        assert torch.equal(info, torch.zeros(b, dtype=torch.int32)), (m, n)
+        assert float(metrics.lu_factor_ratio(A, LU, piv).max()) < metrics.PASS_RATIO, (m, n)
+
+
+@pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
 @pytest.mark.parametrize("stage", STAGES, ids=SID)
 @pytest.mark.parametrize("rows", [1, 2], ids=["1row", "2rows"])
 def test_lu_small_specials_match_sequential_getf2(kernels, order, seed, stage, rows):

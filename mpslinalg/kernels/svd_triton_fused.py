@@ -54,8 +54,7 @@ COMPLETES_V = True
 CONFIG: dict[int, tuple[int, int]] = {}
 #: The Jacobi rounds (:func:`_sweeps`): "partner" (columns in place) or "slots" (columns moved).
 JACOBI = "partner"
-_SQRT_TINY = float(torch.finfo(torch.float32).tiny) ** 0.5
-_FLT_MAX = float(torch.finfo(torch.float32).max)
+_SQRT_TINY = tl.constexpr(float(torch.finfo(torch.float32).tiny) ** 0.5)  # read inside the kernel
 
 
 def _pow2(x: int) -> int:
@@ -162,6 +161,11 @@ def _apply_q(y, h, tau, rows, cols_h, nq):
 
 
 @triton.jit
+def _add3(a0, b0, c0, a1, b1, c1):
+    return a0 + a1, b0 + b1, c0 + c1
+
+
+@triton.jit
 def _sweeps(x, vj, busy, cols, npad, sweeps, tol, ctol, MB: tl.constexpr, NP: tl.constexpr,
             WANT_UV: tl.constexpr, SLOTS: tl.constexpr):
     """The Jacobi sweeps on ``x`` (and ``vj``) ``[MB, NP, NP]``, matrices with ``busy`` set: the
@@ -195,9 +199,7 @@ def _sweeps(x, vj, busy, cols, npad, sweeps, tol, ctol, MB: tl.constexpr, NP: tl
         for rnd in range(0, npad - 1):
             if SLOTS:
                 xp, xq = tl.split(tl.reshape(x, [MB, NP, HP, 2]))
-                a = tl.sum(xp * xp, axis=1)
-                b = tl.sum(xq * xq, axis=1)
-                g = tl.sum(xp * xq, axis=1)
+                a, b, g = tl.reduce((xp * xp, xq * xq, xp * xq), 1, _add3)  # one cross-warp exchange
                 sig, c, s, _ = _rotation(a, b, g, g, tol, ctol, busy[:, None] & livep[None, :], False)
                 xp, xq = _rotate_real(xp, xq, c[:, None, :], s[:, None, :])
                 x = tl.gather(tl.reshape(tl.join(xp, xq), [MB, NP, NP]), perm, axis=2)
@@ -212,9 +214,7 @@ def _sweeps(x, vj, busy, cols, npad, sweeps, tol, ctol, MB: tl.constexpr, NP: tl
                 isp = slot < npad // 2
                 pidx = tl.broadcast_to(partner[None, None, :], (MB, NP, NP))
                 xq = tl.gather(x, pidx, axis=2)
-                sq = tl.sum(x * x, axis=1)  # [MB, NP]
-                g = tl.sum(x * xq, axis=1)
-                sqq = tl.gather(sq, tl.broadcast_to(partner[None, :], (MB, NP)), axis=1)
+                sq, sqq, g = tl.reduce((x * x, xq * xq, x * xq), 1, _add3)  # [MB, NP]; one exchange
                 ap = tl.where(isp[None, :], sq, sqq)
                 aq = tl.where(isp[None, :], sqq, sq)
                 sig, c, s, _ = _rotation(ap, aq, g, g, tol, ctol, busy[:, None] & inner[None, :], False)
@@ -305,7 +305,7 @@ def _svd_fused_kernel(A, U, S, V, INFO, B, m, n, npad, ucols, sweeps, tol, ctol,
         s0 = tl.max(sv, axis=1)
         zc = (sv <= _SQRT_TINY * s0[:, None]) & (cols[None, :] < n)
         if tl.max(tl.max(zc.to(tl.int32), axis=1), axis=0) > 0:
-            _, hc, tc = _geqr2(ux, cols, cols, n, MB, NP, NP)
+            rc, hc, tc = _geqr2(ux, cols, cols, n, MB, NP, NP)  # rc (R) unused
             qc = tl.where(cols[None, :, None] == c3, 1.0, 0.0) + tl.zeros([MB, NP, NP], dtype=tl.float32)
             qc = _apply_q(qc, hc, tc, cols, cols, n)
             ux = tl.where(zc[:, None, :], qc, ux)

@@ -284,6 +284,47 @@ def _lu_cases(device, quick):
         pv = (w + torch.arange(w, device=device) * ((M - w) // w)).int() + 1  # 1-based
         piv2 = torch.zeros(B, M, dtype=torch.int32, device=device)
         piv2[:, :w] = pv
+        # the blocked LU's tall-panel kernels (several groups per panel): lu_panel_look (k columns
+        # per dispatch) and lu_panel_step (one column per dispatch), the same panel
+        k = kern.look_k(M, 0, w)
+        if k:
+            bufs = (torch.empty(B, M, w, dtype=dtype, device=device), torch.empty(B, M, w, dtype=dtype, device=device))
+            out.append(
+                _kernel_case(
+                    A,
+                    device,
+                    name=f"{kernel_name('lu_panel_look', dtype, k, kern.look_slots)} {B}x{M}x{M} width {w}"
+                         f" ({-(-w // k)} dispatches)",
+                    workload="blocked LU tall panel",
+                    ours=lambda kern=kern, A=A, piv=piv, info=info, w=w, bufs=bufs: kern.panel_look(
+                        A, piv, info, 0, w, bufs),
+                    bytes_moved=2 * B * M * w * es,
+                    flops=B * (M * w * w - w**3 / 3) * (4 if dtype.is_complex else 1),
+                )
+            )
+        scratch = kern.panel_scratch(A, w)
+        out.append(
+            _kernel_case(
+                A,
+                device,
+                name=f"{kernel_name('lu_panel_step', dtype)} {B}x{M}x{M} width {w} ({w + 1} dispatches)",
+                workload="blocked LU tall panel",
+                ours=lambda kern=kern, A=A, piv=piv, info=info, w=w, sc=scratch: kern.panel_steps(
+                    A, piv, info, 0, w, sc),
+                bytes_moved=2 * B * M * w * es,
+                flops=B * (M * w * w - w**3 / 3) * (4 if dtype.is_complex else 1),
+            )
+        )
+        out.append(
+            _kernel_case(
+                A,
+                device,
+                name=f"{kernel_name('lu_laswp_block', dtype)} {B}x{M}x{M} {w} swaps, both sides of the panel",
+                workload="blocked LU row interchanges",
+                ours=lambda kern=kern, A=A, piv=piv2, w=w: kern.swap_around(A, piv, 0, w, w),
+                bytes_moved=2 * B * (2 * w) * (M - w) * es,
+            )
+        )
         out.append(
             _kernel_case(
                 A,

@@ -247,6 +247,49 @@ static void reflect(const real *v, acc tr, acc ti, int64_t len, real *a) {
   }
 }
 
+/* reflect on the ncols columns a + k lda (lda counts reals), four at a time: their dot products
+   are independent and share the loads of v (reflect alone is a chain: dot product, then update) */
+static void reflect_cols(const real *v, acc tr, acc ti, int64_t len, real *a, int64_t lda, int64_t ncols) {
+  int64_t k = 0;
+  for (; k + 4 <= ncols; k += 4) {
+    real *restrict a0 = a + k * lda, *restrict a1 = a0 + lda, *restrict a2 = a1 + lda, *restrict a3 = a2 + lda;
+    acc r0 = 0, r1 = 0, r2 = 0, r3 = 0, i0 = 0, i1 = 0, i2 = 0, i3 = 0;
+#pragma omp simd reduction(+:r0, r1, r2, r3, i0, i1, i2, i3)
+    for (int64_t i = 1; i < len; ++i) {
+#if CPLX
+      acc vr = v[2 * i], vi = v[2 * i + 1]; /* conj(v_i) a_i */
+      r0 += vr * a0[2 * i] + vi * a0[2 * i + 1], i0 += vr * a0[2 * i + 1] - vi * a0[2 * i];
+      r1 += vr * a1[2 * i] + vi * a1[2 * i + 1], i1 += vr * a1[2 * i + 1] - vi * a1[2 * i];
+      r2 += vr * a2[2 * i] + vi * a2[2 * i + 1], i2 += vr * a2[2 * i + 1] - vi * a2[2 * i];
+      r3 += vr * a3[2 * i] + vi * a3[2 * i + 1], i3 += vr * a3[2 * i + 1] - vi * a3[2 * i];
+#else
+      acc vr = v[i];
+      r0 += vr * a0[i], r1 += vr * a1[i], r2 += vr * a2[i], r3 += vr * a3[i];
+#endif
+    }
+    acc wr[4] = {r0 + a0[0], r1 + a1[0], r2 + a2[0], r3 + a3[0]};
+    acc wi[4] = {i0 + (CPLX ? a0[W - 1] : 0), i1 + (CPLX ? a1[W - 1] : 0), i2 + (CPLX ? a2[W - 1] : 0),
+                 i3 + (CPLX ? a3[W - 1] : 0)};
+    real fr[4], fi[4]; /* t (vᴴ a) */
+    for (int c = 0; c < 4; ++c) fr[c] = (real)(tr * wr[c] - ti * wi[c]), fi[c] = (real)(tr * wi[c] + ti * wr[c]);
+    a0[0] -= fr[0], a1[0] -= fr[1], a2[0] -= fr[2], a3[0] -= fr[3];
+    if (CPLX) a0[W - 1] -= fi[0], a1[W - 1] -= fi[1], a2[W - 1] -= fi[2], a3[W - 1] -= fi[3];
+    for (int64_t i = 1; i < len; ++i) { /* in the storage type: full-width vectors */
+#if CPLX
+      real vr = v[2 * i], vi = v[2 * i + 1];
+      a0[2 * i] -= fr[0] * vr - fi[0] * vi, a0[2 * i + 1] -= fr[0] * vi + fi[0] * vr;
+      a1[2 * i] -= fr[1] * vr - fi[1] * vi, a1[2 * i + 1] -= fr[1] * vi + fi[1] * vr;
+      a2[2 * i] -= fr[2] * vr - fi[2] * vi, a2[2 * i + 1] -= fr[2] * vi + fi[2] * vr;
+      a3[2 * i] -= fr[3] * vr - fi[3] * vi, a3[2 * i + 1] -= fr[3] * vi + fi[3] * vr;
+#else
+      real vr = v[i];
+      a0[i] -= fr[0] * vr, a1[i] -= fr[1] * vr, a2[i] -= fr[2] * vr, a3[i] -= fr[3] * vr;
+#endif
+    }
+  }
+  for (; k < ncols; ++k) reflect(v, tr, ti, len, a + k * lda);
+}
+
 /* Householder QR of the column-major m x n Wk in place (xgeqr2, xlarfg conventions): R on and
    above the diagonal (real diagonal), v below it (v_0 = 1 implicit), tau[j] complex. */
 static void geqr2(real *Wk, int64_t m, int64_t n, acc *tau) {
@@ -254,8 +297,8 @@ static void geqr2(real *Wk, int64_t m, int64_t n, acc *tau) {
     real *x = Wk + (j * m + j) * W;
     house(x, m - j, tau + 2 * j);
     if (tau[2 * j] == 0 && tau[2 * j + 1] == 0) continue;
-    for (int64_t k = j + 1; k < n; ++k) /* A(j:, j+1:) <- Hᴴ A */
-      reflect(x, tau[2 * j], -tau[2 * j + 1], m - j, Wk + (k * m + j) * W);
+    /* A(j:, j+1:) <- Hᴴ A */
+    reflect_cols(x, tau[2 * j], -tau[2 * j + 1], m - j, Wk + ((j + 1) * m + j) * W, m * W, n - j - 1);
   }
 }
 
@@ -263,8 +306,7 @@ static void geqr2(real *Wk, int64_t m, int64_t n, acc *tau) {
 static void apply_q(const real *Wk, const acc *tau, int64_t m, int64_t n, real *M, int64_t cols) {
   for (int64_t j = n - 1; j >= 0; --j) {
     if (tau[2 * j] == 0 && tau[2 * j + 1] == 0) continue;
-    for (int64_t k = 0; k < cols; ++k)
-      reflect(Wk + (j * m + j) * W, tau[2 * j], tau[2 * j + 1], m - j, M + (k * m + j) * W);
+    reflect_cols(Wk + (j * m + j) * W, tau[2 * j], tau[2 * j + 1], m - j, M + j * W, m * W, cols);
   }
 }
 
@@ -590,8 +632,8 @@ int lstsq_gelsy(const real *A, const real *B, real *X, int64_t *rank, int64_t m,
       real *v = Wk + (j * m + j) * W;
       house(v, m - j, tau + 2 * j);
       if (tau[2 * j] == 0 && tau[2 * j + 1] == 0) continue;
-      for (int64_t c = j + 1; c < n; ++c) reflect(v, tau[2 * j], -tau[2 * j + 1], m - j, Wk + (c * m + j) * W);
-      for (int64_t c = 0; c < k; ++c) reflect(v, tau[2 * j], -tau[2 * j + 1], m - j, Cw + (c * m + j) * W);
+      reflect_cols(v, tau[2 * j], -tau[2 * j + 1], m - j, Wk + ((j + 1) * m + j) * W, m * W, n - j - 1);
+      reflect_cols(v, tau[2 * j], -tau[2 * j + 1], m - j, Cw + j * W, m * W, k);
     }
 #define RABS(j) (CPLX ? hypot((acc)Wk[(j * m + j) * W], (acc)Wk[(j * m + j) * W + W - 1]) : fabs((acc)Wk[j * m + j]))
     acc d0 = RABS(0);

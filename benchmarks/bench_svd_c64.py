@@ -139,10 +139,17 @@ def _pieces(A: torch.Tensor) -> None:
     one, _ = _gpu_ms(jac(True, 1))
     two, _ = _gpu_ms(jac(True, 2))
     print(f"| Jacobi with V: one sweep (2 sweeps - 1 sweep) | {two - one:.3f} | |", flush=True)
-    for kernel in st.REG_KERNELS:
-        for joint in (False, True):
-            with _attrs(st, TILE_KERNEL=kernel, REG_JOINT_REDUCE=joint):
-                _row(f"Jacobi with V, {kernel} kernel, {'joint' if joint else 'separate'} reductions", jac(True))
+    variants = [("registers", False, False, None), ("registers", True, False, None), ("pairs", True, False, None),
+                ("halving", False, False, None), ("halving", True, False, None), ("halving", True, True, None),
+                ("halving", True, True, 8)]
+    for kernel, joint, fast, warps in variants:
+        if kernel not in st.REG_KERNELS:
+            continue
+        with _attrs(st, TILE_KERNEL=kernel, REG_JOINT_REDUCE=joint, REG_FAST_ROTATION=fast):
+            _row(f"Jacobi with V, {kernel} kernel, {'joint' if joint else 'separate'} sums"
+                 f"{', fast rotation' if fast else ''}{f', {warps} warps' if warps else ''}", jac(True, warps=warps))
+            if kernel == "halving" and joint and fast and warps is None:
+                _row("svd_impl U S V with this Jacobi", lambda: svdmod.svd_impl(A, False, True))
     U, S, Vh = (t for t in svdmod.svd_impl(A, False, True)[:3])
     Ux = Vh.mH.contiguous()
     _row("_complete (V's zero-sigma columns; none here)", lambda: svdmod._complete(Ux, S, False))
@@ -177,10 +184,15 @@ def _sweeps(A: torch.Tensor) -> None:
     n = A.shape[-1]
     u = 2.0**-24
     X = qr_impl(A, "r")[1].mH.contiguous()
-    print("\n### sweeps (fraction of matrices still rotating after k sweeps)\n\n| k | still rotating |\n|---:|---:|")
+    print("\n### sweeps (fraction of matrices still rotating after k sweeps)\n\n| k | registers | halving |\n"
+          "|---:|---:|---:|")
     for k in range(4, 12):
-        _, _, rot = st.jacobi(X.clone(), None, k, math.sqrt(n) * u, 2 * n * u)
-        print(f"| {k} | {float(rot.float().mean()):.4f} |", flush=True)
+        frac = []
+        for kernel in ("registers", "halving"):
+            with _attrs(st, TILE_KERNEL=kernel):
+                _, _, rot = st.jacobi(X.clone(), None, k, math.sqrt(n) * u, 2 * n * u)
+            frac.append(f"{float(rot.float().mean()):.4f}")
+        print(f"| {k} | {' | '.join(frac)} |", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

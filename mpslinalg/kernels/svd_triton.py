@@ -64,6 +64,8 @@ REG_KERNELS = ("registers", "pairs", "halving")
 #: Complex register kernel: the four column sums of a round as one ``tl.reduce`` (one exchange
 #: between warps) instead of four ``tl.sum`` (benchmarks/bench_svd_c64.py times both).
 REG_JOINT_REDUCE = False
+#: svd_triton_pairs kernels: the rotation angle from approximate division/square roots (:func:`_rotation_p`).
+REG_FAST_ROTATION = False
 _REG_FAILED: list[str] = []  # why the register variant did not build, once it did not
 #: Largest ``m`` (and ``n <= m``) of the one-matrix-per-lane kernel of the whole SVD (generated code
 #: grows as m²n² and so does the compile time: complex64 4x4 took ~4 min of Triton + ptxas on a loaded
@@ -84,6 +86,15 @@ def _rotation(a, b, gr, gi, tol, ctol, active, COMPLEX: tl.constexpr):
     ``se = sr + i·si`` with ``x_p' = c x_p − conj(se) x_q``, ``x_q' = se x_p + c x_q`` (``c = 1``,
     ``se = 0`` where nothing is rotated: an exact no-op).
     """
+    return _rotation_p(a, b, gr, gi, tol, ctol, active, COMPLEX, False)
+
+
+@triton.jit
+def _rotation_p(a, b, gr, gi, tol, ctol, active, COMPLEX: tl.constexpr, FAST: tl.constexpr):
+    """:func:`_rotation`; with ``FAST`` the angle (``t``, ``c``, ``se``) from the hardware's approximate
+    division, square root and reciprocal square root (a few ulps: the rotation stays unitary to
+    ``O(u)``), while the rotate/convergence decisions and ``ζ`` keep the correctly rounded ones
+    (``sqrt.approx`` flushes subnormal norms to zero: the thresholds must not see that)."""
     if COMPLEX:
         gm = tl.maximum(tl.abs(gr), tl.abs(gi))  # |g| without underflow of the squares
         gs = tl.where(gm > 0.0, gm, 1.0)
@@ -100,15 +111,25 @@ def _rotation(a, b, gr, gi, tol, ctol, active, COMPLEX: tl.constexpr):
     az = tl.abs(zeta)
     # 1 + zeta^2 overflows above ~1.8e19; there t = 1 / (2|zeta|) to float precision
     huge = az >= 1.0e18
-    t = tl.where(huge, tl.math.div_rn(0.5, tl.where(huge, az, 1.0)),
-                 tl.math.div_rn(1.0, az + tl.sqrt_rn(1.0 + az * az)))
-    t = tl.where(zeta >= 0.0, t, -t)
-    c = tl.math.div_rn(1.0, tl.sqrt_rn(1.0 + t * t))
-    ct = c * t
-    sr = tl.where(rot, ct * tl.math.div_rn(gr, safe), 0.0)
-    si = sr
-    if COMPLEX:
-        si = tl.where(rot, ct * tl.math.div_rn(gi, safe), 0.0)
+    if FAST:
+        t = tl.where(huge, 0.5 / tl.where(huge, az, 1.0), 1.0 / (az + tl.sqrt(1.0 + az * az)))
+        t = tl.where(zeta >= 0.0, t, -t)
+        c = tl.math.rsqrt(1.0 + t * t)
+        ct = c * t
+        sr = tl.where(rot, ct * (gr / safe), 0.0)
+        si = sr
+        if COMPLEX:
+            si = tl.where(rot, ct * (gi / safe), 0.0)
+    else:
+        t = tl.where(huge, tl.math.div_rn(0.5, tl.where(huge, az, 1.0)),
+                     tl.math.div_rn(1.0, az + tl.sqrt_rn(1.0 + az * az)))
+        t = tl.where(zeta >= 0.0, t, -t)
+        c = tl.math.div_rn(1.0, tl.sqrt_rn(1.0 + t * t))
+        ct = c * t
+        sr = tl.where(rot, ct * tl.math.div_rn(gr, safe), 0.0)
+        si = sr
+        if COMPLEX:
+            si = tl.where(rot, ct * tl.math.div_rn(gi, safe), 0.0)
     c = tl.where(rot, c, 1.0)
     return sig, c, sr, si
 
@@ -770,8 +791,9 @@ def jacobi(X: torch.Tensor, V: torch.Tensor | None, sweeps: int, tol: float, cto
                 from . import svd_triton_pairs as stp
 
                 kern = stp.jacobi_halving_kernel if TILE_KERNEL == "halving" and n == np_ else stp.jacobi_pairs_kernel
+            extra = {} if kern is _jacobi_reg_kernel else {"FAST": REG_FAST_ROTATION}
             kern[(Bn,)](x, v, rot, n, sweeps, float(tol), float(ctol), COMPLEX=cplx, WANT_V=V is not None, NP=np_,
-                        JOINT=REG_JOINT_REDUCE and cplx, num_warps=warps)
+                        JOINT=REG_JOINT_REDUCE and cplx, num_warps=warps, **extra)
         except Exception as exc:  # noqa: BLE001 - a build failure (before the launch: X untouched)
             _REG_FAILED.append(repr(exc))
             warn_once("triton:svd-registers", f"mpslinalg: the register-resident SVD Jacobi kernel failed to build "

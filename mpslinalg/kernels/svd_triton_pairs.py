@@ -33,7 +33,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .svd_triton import _rotate_complex, _rotate_real, _rotation, _sum4
+from .svd_triton import _rotate_complex, _rotate_real, _rotation_p, _sum4
 
 __all__ = ["jacobi_halving_kernel", "jacobi_pairs_kernel"]
 
@@ -49,7 +49,8 @@ def _move(P, Q, k, h, idx_g, idx_q):
 
 @triton.jit
 def jacobi_pairs_kernel(X, V, ROT, n, sweeps, tol, ctol,
-                        COMPLEX: tl.constexpr, WANT_V: tl.constexpr, NP: tl.constexpr, JOINT: tl.constexpr):
+                        COMPLEX: tl.constexpr, WANT_V: tl.constexpr, NP: tl.constexpr, JOINT: tl.constexpr,
+                        FAST: tl.constexpr):
     """One matrix per program; see the module docstring. ``X``, ``V``: ``[B, n, n]`` (interleaved
     pairs for complex), rotated in place; ``ROT [B]``: a significant rotation in the last sweep."""
     b = tl.program_id(0).to(tl.int64)
@@ -99,7 +100,7 @@ def jacobi_pairs_kernel(X, V, ROT, n, sweeps, tol, ctol,
                     bb = tl.sum(xqr * xqr + xqi * xqi, axis=0)
                     gr = tl.sum(xpr * xqr + xpi * xqi, axis=0)
                     gi = tl.sum(xpr * xqi - xpi * xqr, axis=0)
-                sig, c, sr, si = _rotation(a, bb, gr, gi, tol, ctol, live, COMPLEX)
+                sig, c, sr, si = _rotation_p(a, bb, gr, gi, tol, ctol, live, COMPLEX, FAST)
                 xpr, xpi, xqr, xqi = _rotate_complex(xpr, xpi, xqr, xqi, c[None, :], sr[None, :], si[None, :])
                 xpi, xqi = _move(xpi, xqi, k, h, idx_g, idx_q)
                 if WANT_V:
@@ -109,7 +110,7 @@ def jacobi_pairs_kernel(X, V, ROT, n, sweeps, tol, ctol,
                 a = tl.sum(xpr * xpr, axis=0)
                 bb = tl.sum(xqr * xqr, axis=0)
                 gr = tl.sum(xpr * xqr, axis=0)
-                sig, c, sr, si = _rotation(a, bb, gr, gr, tol, ctol, live, COMPLEX)
+                sig, c, sr, si = _rotation_p(a, bb, gr, gr, tol, ctol, live, COMPLEX, FAST)
                 xpr, xqr = _rotate_real(xpr, xqr, c[None, :], sr[None, :])
                 if WANT_V:
                     vpr, vqr = _rotate_real(vpr, vqr, c[None, :], sr[None, :])
@@ -156,7 +157,7 @@ def _halve(P, Q, src, odd, t):
 
 @triton.jit
 def _rotate_pair(xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, tol, ctol, live,
-                 COMPLEX: tl.constexpr, WANT_V: tl.constexpr, JOINT: tl.constexpr):
+                 COMPLEX: tl.constexpr, WANT_V: tl.constexpr, JOINT: tl.constexpr, FAST: tl.constexpr):
     """One round's rotations of the pairs ``(P[:, k], Q[:, k])`` of ``X`` (and ``V``)."""
     if COMPLEX:
         if JOINT:
@@ -167,7 +168,7 @@ def _rotate_pair(xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, tol, ctol, live,
             bb = tl.sum(xqr * xqr + xqi * xqi, axis=0)
             gr = tl.sum(xpr * xqr + xpi * xqi, axis=0)
             gi = tl.sum(xpr * xqi - xpi * xqr, axis=0)
-        sig, c, sr, si = _rotation(a, bb, gr, gi, tol, ctol, live, COMPLEX)
+        sig, c, sr, si = _rotation_p(a, bb, gr, gi, tol, ctol, live, COMPLEX, FAST)
         xpr, xpi, xqr, xqi = _rotate_complex(xpr, xpi, xqr, xqi, c[None, :], sr[None, :], si[None, :])
         if WANT_V:
             vpr, vpi, vqr, vqi = _rotate_complex(vpr, vpi, vqr, vqi, c[None, :], sr[None, :], si[None, :])
@@ -175,7 +176,7 @@ def _rotate_pair(xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, tol, ctol, live,
         a = tl.sum(xpr * xpr, axis=0)
         bb = tl.sum(xqr * xqr, axis=0)
         gr = tl.sum(xpr * xqr, axis=0)
-        sig, c, sr, si = _rotation(a, bb, gr, gr, tol, ctol, live, COMPLEX)
+        sig, c, sr, si = _rotation_p(a, bb, gr, gr, tol, ctol, live, COMPLEX, FAST)
         xpr, xqr = _rotate_real(xpr, xqr, c[None, :], sr[None, :])
         if WANT_V:
             vpr, vqr = _rotate_real(vpr, vqr, c[None, :], sr[None, :])
@@ -184,7 +185,8 @@ def _rotate_pair(xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, tol, ctol, live,
 
 @triton.jit
 def jacobi_halving_kernel(X, V, ROT, n, sweeps, tol, ctol,
-                          COMPLEX: tl.constexpr, WANT_V: tl.constexpr, NP: tl.constexpr, JOINT: tl.constexpr):
+                          COMPLEX: tl.constexpr, WANT_V: tl.constexpr, NP: tl.constexpr, JOINT: tl.constexpr,
+                        FAST: tl.constexpr):
     """One matrix per program, ``n = NP`` a power of two, the recursive-halving ordering (module
     docstring); the contract of :func:`jacobi_pairs_kernel`."""
     b = tl.program_id(0).to(tl.int64)
@@ -227,7 +229,7 @@ def jacobi_halving_kernel(X, V, ROT, n, sweeps, tol, ctol,
             idx_roll = (k // s) * s + (k % s + 1) % s
             for _r in range(0, s):
                 sig, xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi = _rotate_pair(
-                    xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, tol, ctol, live, COMPLEX, WANT_V, JOINT)
+                    xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, tol, ctol, live, COMPLEX, WANT_V, JOINT, FAST)
                 mine = mine | sig.to(tl.int32)
                 if s > 1:
                     xqr = _roll(xqr, idx_roll)

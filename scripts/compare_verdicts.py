@@ -91,9 +91,8 @@ def _load_line(name: str, report: dict) -> str:
     env = report.get("environment", {})
     where = f"{report.get('device', '?')}, {'quick' if report.get('quick') else 'full'}"
     text = f"{name}: {env.get('date', '?')}, {where}"
-    one_minute = [v[0] if isinstance(v, list) and v else "?" for v in (load.get("start"), load.get("end"))]
     if load:
-        text += f", 1-min load average {one_minute[0]} at start, {one_minute[1]} at end"
+        text += f", 1-min load average {load.get('start', '?')} at start, {load.get('end', '?')} at end"
     return text
 
 

@@ -260,15 +260,25 @@ def _pivot_column(LU: torch.Tensor, piv: torch.Tensor, onehot: torch.Tensor) -> 
     return _apply_P(piv, Lk)
 
 
-def _host_max(count: torch.Tensor) -> int:
-    """``count.max()`` read on the host (CPU memory: no device synchronisation); 2 while tracing
-    or under ``torch.func`` (both branches are then taken, masked)."""
-    if torch.compiler.is_compiling():
+def _cpu_worst_count(LU: torch.Tensor) -> int:
+    """The most negligible pivots of any element of a CPU ``LU`` (``D.det_negligible_pivots``),
+    read on the host (CPU memory: no device synchronisation); 2 while tracing or under
+    ``torch.func`` (both branches are then taken, masked). A plain tensor is read through NumPy:
+    the same test in a few µs instead of six torch calls (~10% of det fwd+bwd at 64x32x32)."""
+    if torch.compiler.is_compiling() or _functorch():
         return 2
     try:
-        return int(count.max()) if count.numel() else 0
-    except Exception:  # data-dependent value under fake/functional tracing
-        return 2
+        a = abs(LU.detach().diagonal(dim1=-2, dim2=-1).resolve_conj().numpy())
+    except Exception:  # noqa: BLE001 - a tensor subclass / fake tensor: torch's ops, then the value
+        try:
+            count = D.det_negligible_pivots(LU)
+            return int(count.max()) if count.numel() else 0
+        except Exception:  # noqa: BLE001 - data-dependent value under fake/functional tracing
+            return 2
+    if a.size == 0:
+        return 0
+    tol = LU.shape[-1] * torch.finfo(LU.real.dtype if LU.is_complex() else LU.dtype).eps
+    return int((a <= tol * a.max(-1, keepdims=True)).sum(-1).max())
 
 
 def _det_backward(ctx, g, gLU=None, gpiv=None):
@@ -283,8 +293,7 @@ def _det_backward(ctx, g, gLU=None, gpiv=None):
     # more -> the SVD for those elements.
     A, d, LU_t, piv = ctx.saved_tensors
     LU = LU_t.mT  # the forward saved it transposed
-    count = D.det_negligible_pivots(LU) if A.device.type == "cpu" else None
-    worst = 1 if count is None else _host_max(count)
+    worst = _cpu_worst_count(LU) if A.device.type == "cpu" else 1
     if torch.is_grad_enabled():  # create_graph: through our differentiable det and inverse
         v = _pivot_column(LU, piv, D.det_pivot_replacement(LU)[0])
         gA = D.det_backward_lu_differentiable(g, A, LU, v, det=lambda X: _det_op(X)[0],
@@ -295,7 +304,7 @@ def _det_backward(ctx, g, gLU=None, gpiv=None):
         gA = D.det_backward_lu(g, d, LU, piv, lu_solve_adjoint=lambda F, p, B: _lu_solve_left(F, p, B, "C"),
                                **rank1)
     if worst >= 2:
-        sing = count >= 2
+        sing = D.det_negligible_pivots(LU) >= 2
         A_sing = torch.where(sing[..., None, None], A, _eye(A.shape[-1], A))
         U, S, Vh = svd(A_sing)
         alpha = (_det_op(U)[0] * _det_op(Vh)[0]).conj() * g

@@ -30,7 +30,17 @@ import torch
 from .. import routing
 from . import overhead
 from . import workloads as registry
-from .report import Progress, best_device, environment, fmt_ms, format_environment, format_table, short_error
+from .report import (
+    Progress,
+    _load_average,
+    best_device,
+    blas_threads,
+    environment,
+    fmt_ms,
+    format_environment,
+    format_table,
+    short_error,
+)
 from .timing import VERDICT_MARGIN, Timing, compare, resolve_device, synchronize, time_interleaved
 from .workloads import ReferenceUnavailable, Workload
 
@@ -86,14 +96,6 @@ def _unwritable(path: str) -> str | None:
     if not existed:
         os.remove(path)
     return None
-
-
-def _load_average() -> list[float] | None:
-    """The 1/5/15-minute load averages (on a shared machine they say how loaded a run was), or None."""
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except (AttributeError, OSError):  # not on every platform
-        return None
 
 
 def _shapes(inputs: dict) -> str:
@@ -206,14 +208,14 @@ def run_workload(w: Workload, device: torch.device, quick: bool, timing: bool) -
                 fns = {"mpslinalg": ours_fn} if pname is None else {"mpslinalg": ours_fn, pname: pfn}
                 settings = SETTINGS[quick] if i == 0 else {**SETTINGS[quick],
                                                            "max_time": SETTINGS[quick]["max_time"] / 2}
-                times = time_interleaved(fns, device=device, **settings)
+                times = time_interleaved(fns, device=device, cpu_clock=cpu_clock(device), **settings)
                 if pname is not None:
                     c = compare(times["mpslinalg"], times[pname])
                     if c.verdict == "inconclusive" and not 1 / VERDICT_MARGIN <= c.ratio <= VERDICT_MARGIN:
                         # the median is beyond the margin but the interval too wide to say so (a
                         # noisy time box; such rows flipped between runs): a second time box, its
                         # paired rounds pooled with the first's
-                        more = time_interleaved(fns, device=device, **settings)
+                        more = time_interleaved(fns, device=device, cpu_clock=cpu_clock(device), **settings)
                         times = {k: Timing.from_samples(t.samples + more[k].samples, t.number)
                                  for k, t in times.items()}
                         c = compare(times["mpslinalg"], times[pname])
@@ -296,9 +298,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if threads is not None:
         torch.set_num_threads(threads)
     try:
-        return _run(args, device)
+        import scipy.linalg  # noqa: F401 - loads SciPy's OpenBLAS, so that blas_threads finds it
+    except ImportError:
+        pass
+    try:
+        blas = threads if device.type == "cpu" else None
+        with blas_threads(blas) as libraries:  # SciPy's LAPACK with as many threads as torch
+            args.blas = {"threads": blas, "openblas_libraries_set": libraries}
+            return _run(args, device)
     finally:  # main() is also called in-process (tests, notebooks): leave torch as it was
         torch.set_num_threads(previous)
+
+
+def cpu_clock(device: torch.device) -> str:
+    """The clock of a CPU row's samples (:data:`.timing.CPU_CLOCKS`): the process's CPU time when
+    torch runs one thread (the call's own cost: its wall time on the shared machine is mostly other
+    users' time), wall time otherwise (several threads' CPU time is not their duration)."""
+    return "process" if device.type == "cpu" and torch.get_num_threads() == 1 else "wall"
 
 
 def _host_overhead(quick: bool) -> list[dict]:
@@ -340,7 +356,8 @@ def _run(args: argparse.Namespace, device: torch.device) -> int:
         return 2
     report: dict = {"environment": env, "device": str(device), "quick": bool(args.quick),
                     "settings": SETTINGS[bool(args.quick)], "implemented_ops": ops, "rows": [],
-                    "load": {"start": _load_average()}}
+                    "load": {"start": _load_average()}, "cpu_clock": cpu_clock(device),
+                    "scipy_blas": getattr(args, "blas", None)}
     if not rows_def:
         if not args.only:
             print("no workloads registered for the implemented ops; nothing to measure")
@@ -356,8 +373,11 @@ def _run(args: argparse.Namespace, device: torch.device) -> int:
                 torch.cuda.empty_cache()
         bar.close()
         print(_table(report["rows"], device))
+        clock = {"process": "the process's CPU time (one thread: the call's own cost, not the other users' "
+                            "time on a shared machine)", "wall": "wall time"}[cpu_clock(device)]
         print("\ntimes: median per call ± half the inter-quartile range; ours is interleaved round by round "
               "with each peer in turn (torch.linalg first; its pair gives ours' time).\n"
+              f"{'cpu samples: ' + clock + '.' + chr(10) if device.type == 'cpu' else ''}"
               "ratio columns: peer time / our time (> 1: mpslinalg is "
               "faster), the median of the per-round ratios [its 95% interval, widened by the "
               "run-to-run drift timing.RUN_DRIFT]; verdict faster/slower "

@@ -7,6 +7,7 @@ module level: every probe is guarded and reports what it could not find instead 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 import platform
@@ -17,7 +18,8 @@ from typing import TextIO
 
 import torch
 
-__all__ = ["Progress", "available_devices", "best_device", "environment", "format_table", "short_error"]
+__all__ = ["Progress", "available_devices", "best_device", "blas_threads", "environment", "format_table",
+           "short_error"]
 
 
 def _version(module: str) -> str | None:
@@ -130,6 +132,52 @@ def _load_average() -> float | None:
         return round(os.getloadavg()[0], 2)
     except (AttributeError, OSError):
         return None
+
+
+def _openblas_thread_controls() -> list[tuple]:
+    """``(get, set)`` thread-count functions of every OpenBLAS loaded in this process (NumPy's and
+    SciPy's wheels each bundle one); empty where none is found (Linux ``/proc`` only)."""
+    import ctypes
+
+    try:
+        with open(f"/proc/{os.getpid()}/maps", encoding="utf-8") as f:
+            paths = sorted({line.split()[-1] for line in f if "openblas" in line.lower() and ".so" in line})
+    except OSError:
+        return []
+    controls = []
+    for path in paths:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for prefix in ("scipy_openblas_", "openblas_"):
+            for suffix in ("64_", ""):
+                get = getattr(lib, f"{prefix}get_num_threads{suffix}", None)
+                set_ = getattr(lib, f"{prefix}set_num_threads{suffix}", None)
+                if get is not None and set_ is not None:
+                    controls.append((get, set_))
+    return controls
+
+
+@contextlib.contextmanager
+def blas_threads(n: int | None):
+    """Run the body with every loaded OpenBLAS (SciPy's LAPACK peer) on ``n`` threads, then restore.
+
+    The main job measures torch with one thread; SciPy's OpenBLAS would use every core. On the shared
+    2-core box its two threads wait for each other whenever one is descheduled: ``svdvals`` of a
+    256x256 float32 took 77 ms of CPU with two threads, 3.5 ms with one (same process, load 6), so
+    the SciPy column measured the scheduler. ``None``: leave the libraries as they are. Yields the
+    number of libraries set.
+    """
+    controls = _openblas_thread_controls() if n is not None else []
+    before = [int(get()) for get, _ in controls]
+    for _, set_ in controls:
+        set_(int(n))
+    try:
+        yield len(controls)
+    finally:
+        for (_, set_), k in zip(controls, before):
+            set_(k)
 
 
 def environment() -> dict:

@@ -9,8 +9,15 @@ One timing core serves the main job (``python -m mpslinalg``) and every benchmar
   and the end of this one (what a user sees in a loop; the host launch cost shows if it dominates).
 * **mps**: ``torch.mps.Event(enable_timing=True)`` the same way when this torch has it, otherwise
   ``time.perf_counter`` with ``torch.mps.synchronize()`` before and after each call.
-* **cpu**: ``time.perf_counter``. Calls shorter than ~0.1 ms are repeated ``number`` times per
+* **cpu**: ``time.perf_counter`` (wall clock), or with ``cpu_clock="process"`` the process's CPU
+  time (``time.process_time``): on a shared machine a one-threaded call's wall time is its CPU time
+  plus the time the scheduler gave the core to other processes (3x the CPU time at load 6 on the
+  2-core box, different in every sample); its CPU time is the call's own cost. The main job uses it
+  when it measures with one thread. Calls shorter than ~0.1 ms are repeated ``number`` times per
   sample (calibrated once) so the clock's resolution and call jitter do not dominate.
+
+The garbage collector is off while samples are taken, as in ``timeit``: a collection is triggered
+by whatever allocated last, and one landing in a sample adds its whole pause to that sample only.
 
 Statistics are over samples: median (the number to report), min, max, inter-quartile range.
 :func:`time_interleaved` times several callables *in the same run*, one sample of each per round,
@@ -24,6 +31,7 @@ slower, inconclusive), so a ratio that the machine's noise could flip is not rep
 
 from __future__ import annotations
 
+import gc
 import math
 import statistics
 import time
@@ -32,7 +40,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-__all__ = ["Comparison", "Timing", "compare", "resolve_device", "synchronize", "time_callable",
+__all__ = ["CPU_CLOCKS", "Comparison", "Timing", "compare", "resolve_device", "synchronize", "time_callable",
            "time_interleaved"]
 
 #: On the CPU a sample should last at least this long (seconds); shorter calls are repeated.
@@ -44,6 +52,8 @@ _GPU_BURST = 4
 MIN_SAMPLES = 3
 #: Upper bound on rounds, whatever ``min_time`` asks (a sample count beyond this adds nothing).
 _MAX_ROUNDS = 1000
+#: The clocks a CPU sample can be read from (``cpu_clock`` of :func:`time_interleaved`).
+CPU_CLOCKS = {"wall": time.perf_counter, "process": time.process_time}
 #: :func:`compare` calls a ratio faster (slower) only when its whole confidence interval lies above
 #: this factor (below its inverse): a 10% difference is within what a shared machine's state drifts
 #: between two runs, so claiming it would make consecutive runs disagree.
@@ -286,38 +296,40 @@ def _event_samples(
     return [start.elapsed_time(end) * 1e-3 / number for start, end in pairs]
 
 
-def _clock_samples(fn: Callable[[], object], count: int, number: int, dev: torch.device) -> list[float]:
-    """Per-call seconds for ``count`` samples timed with ``perf_counter`` (synchronised)."""
+def _clock_samples(fn: Callable[[], object], count: int, number: int, dev: torch.device,
+                   clock: Callable[[], float] = time.perf_counter) -> list[float]:
+    """Per-call seconds for ``count`` samples timed with ``clock`` (synchronised on GPUs)."""
     out = []
     sync = dev.type != "cpu"
     for _ in range(count):
         if sync:
             synchronize(dev)
-        t0 = time.perf_counter()
+        t0 = clock()
         for _ in range(number):
             fn()
         if sync:
             synchronize(dev)
-        out.append((time.perf_counter() - t0) / number)
+        out.append((clock() - t0) / number)
     return out
 
 
-def _samples(fn: Callable[[], object], count: int, number: int, dev: torch.device) -> list[float]:
+def _samples(fn: Callable[[], object], count: int, number: int, dev: torch.device,
+             clock: Callable[[], float] = time.perf_counter) -> list[float]:
     if dev.type == "cuda":
         with torch.cuda.device(dev):  # events are recorded on the current stream of *this* GPU
             return _event_samples(fn, count, number, dev)
     ev = _event_samples(fn, count, number, dev)
-    return ev if ev is not None else _clock_samples(fn, count, number, dev)
+    return ev if ev is not None else _clock_samples(fn, count, number, dev, clock)
 
 
-def _calibrate(fn: Callable[[], object], dev: torch.device) -> int:
+def _calibrate(fn: Callable[[], object], dev: torch.device, clock: Callable[[], float] = time.perf_counter) -> int:
     """Calls per sample: 1 on GPUs (events resolve ~1 µs), enough for >= 0.1 ms on the CPU."""
     if dev.type != "cpu":
         return 1
-    t = _clock_samples(fn, 1, 1, dev)[0]
+    t = _clock_samples(fn, 1, 1, dev, clock)[0]
     if t >= _CPU_MIN_SAMPLE:  # a slow call: no more calibration calls
         return 1
-    t = min(t, *_clock_samples(fn, 2, 1, dev))
+    t = min(t, *_clock_samples(fn, 2, 1, dev, clock))
     if t >= _CPU_MIN_SAMPLE:
         return 1
     return int(min(_MAX_NUMBER, math.ceil(_CPU_MIN_SAMPLE / max(t, 1e-9))))
@@ -356,6 +368,7 @@ def time_callable(
     repeat: int = 10,
     min_time: float = 0.05,
     max_time: float = 30.0,
+    cpu_clock: str = "wall",
 ) -> Timing:
     """Time a zero-argument callable on ``device``.
 
@@ -376,7 +389,10 @@ def time_callable(
     max_time : float
         ... and stop once this many seconds were spent in all (warm-up included), even below
         ``repeat`` samples, as soon as :data:`MIN_SAMPLES` samples (or ``repeat``, if fewer) exist.
-        Bounds the cost of slow calls.
+        Bounds the cost of slow calls (wall clock).
+    cpu_clock : {"wall", "process"}
+        What a CPU sample reads (:data:`CPU_CLOCKS`): wall time, or the process's CPU time (the
+        call's own cost on a shared machine; meant for one-threaded calls). GPUs: events.
 
     Returns
     -------
@@ -392,7 +408,7 @@ def time_callable(
     True
     """
     return time_interleaved({"fn": fn}, device=device, warmup=warmup, repeat=repeat,
-                            min_time=min_time, max_time=max_time)["fn"]
+                            min_time=min_time, max_time=max_time, cpu_clock=cpu_clock)["fn"]
 
 
 def time_interleaved(
@@ -404,6 +420,7 @@ def time_interleaved(
     min_time: float = 0.05,
     max_time: float = 30.0,
     min_samples: int = MIN_SAMPLES,
+    cpu_clock: str = "wall",
 ) -> dict[str, Timing]:
     """Time several callables in the same run, one sample of each per round.
 
@@ -419,7 +436,7 @@ def time_interleaved(
     ----------
     fns : mapping of str to callable
         Names and zero-argument callables (e.g. ``{"ours": ..., "torch.linalg": ...}``).
-    device, warmup, repeat, min_time, max_time
+    device, warmup, repeat, min_time, max_time, cpu_clock
         As in :func:`time_callable`; ``max_time`` bounds the whole interleaved run.
     min_samples : int
         Samples every callable gets even when ``max_time`` is exhausted (capped by ``repeat``);
@@ -435,6 +452,9 @@ def time_interleaved(
         raise ValueError(f"min_samples: expected an int >= 1, got {min_samples!r}")
     if not fns:
         raise ValueError("fns: expected at least one callable")
+    if cpu_clock not in CPU_CLOCKS:
+        raise ValueError(f"cpu_clock: expected one of {sorted(CPU_CLOCKS)}, got {cpu_clock!r}")
+    clock = CPU_CLOCKS[cpu_clock]
     dev = resolve_device(device)
     names = list(fns)
     t_start = time.perf_counter()
@@ -442,22 +462,28 @@ def time_interleaved(
         for name in names:
             fns[name]()
     synchronize(dev)
-    numbers = {name: _calibrate(fns[name], dev) for name in names}
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    burst = 1 if dev.type == "cpu" else _GPU_BURST
-    rounds = max(1, math.ceil(int(repeat) / burst))
-    floor = min(int(repeat), int(min_samples))
-    rnd = 0
-    while True:
-        for name in _round_order(names, rnd):
-            samples[name].extend(_samples(fns[name], burst, numbers[name], dev))
-        rnd += 1
-        fewest = min(len(s) for s in samples.values())
-        if time.perf_counter() - t_start >= max_time and fewest >= floor:
-            break
-        if rnd < rounds:
-            continue
-        covered = min(sum(s) * numbers[n] for n, s in samples.items())
-        if covered >= min_time or rnd >= _MAX_ROUNDS:
-            break
+    gc_was_on = gc.isenabled()
+    gc.disable()  # as timeit: no collection lands in one sample (the next one runs after the box)
+    try:
+        numbers = {name: _calibrate(fns[name], dev, clock) for name in names}
+        samples: dict[str, list[float]] = {name: [] for name in names}
+        burst = 1 if dev.type == "cpu" else _GPU_BURST
+        rounds = max(1, math.ceil(int(repeat) / burst))
+        floor = min(int(repeat), int(min_samples))
+        rnd = 0
+        while True:
+            for name in _round_order(names, rnd):
+                samples[name].extend(_samples(fns[name], burst, numbers[name], dev, clock))
+            rnd += 1
+            fewest = min(len(s) for s in samples.values())
+            if time.perf_counter() - t_start >= max_time and fewest >= floor:
+                break
+            if rnd < rounds:
+                continue
+            covered = min(sum(s) * numbers[n] for n, s in samples.items())
+            if covered >= min_time or rnd >= _MAX_ROUNDS:
+                break
+    finally:
+        if gc_was_on:
+            gc.enable()
     return {name: Timing.from_samples(samples[name], numbers[name]) for name in names}

@@ -321,3 +321,54 @@ def test_round_order_is_balanced(n):
     assert len({tuple(c) for c in counts.values()}) == 1, pred
     assert all(len({c for k, c in pred[b] if k != "self"}) == 1 for b in names), pred
     assert len(set(collections.Counter(r[0] for r in rounds).values())) == 1
+
+
+def _spin(seconds: float) -> None:
+    """Burn ``seconds`` of this process's CPU time (not wall time: a descheduled spin waits)."""
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+def test_process_clock_counts_cpu_not_waiting():
+    # cpu_clock="process" reads the process's CPU time: a 20 ms sleep costs microseconds of CPU (the
+    # syscall and the wake-up), a 20 ms spin costs 20 ms however often the box deschedules it. The
+    # wall clock sees the sleep (>= 20 ms, POSIX). Bounds: the sleep's CPU under 2 ms (100x the
+    # syscall's cost); the spin's CPU in [20, 26] ms (the loop overshoots by one process_time call;
+    # 6 ms covers a page fault or an interrupt charged to the process).
+    sleep = time_callable(lambda: time.sleep(0.02), device="cpu", warmup=1, repeat=5, min_time=0.0,
+                          cpu_clock="process")
+    spin = time_callable(lambda: _spin(0.02), device="cpu", warmup=1, repeat=5, min_time=0.0, cpu_clock="process")
+    wall = time_callable(lambda: time.sleep(0.02), device="cpu", warmup=1, repeat=3, min_time=0.0)
+    assert sleep.median < 0.002
+    assert 0.02 <= spin.median <= 0.026
+    assert wall.median >= 0.02
+    with pytest.raises(ValueError, match="cpu_clock"):
+        time_callable(lambda: None, device="cpu", cpu_clock="cycles")
+
+
+def test_no_garbage_collection_inside_samples():
+    # As timeit: the collector is off while samples are taken and back on afterwards.
+    import gc
+
+    seen = []
+    time_interleaved({"a": lambda: seen.append(gc.isenabled())}, device="cpu", warmup=1, repeat=3, min_time=0.0)
+    assert gc.isenabled()
+    assert seen[0] is True and not any(seen[1:])  # the warm-up call runs before the collector is off
+
+
+def test_blas_threads_sets_and_restores_openblas():
+    # SciPy's/NumPy's OpenBLAS runs with as many threads as torch while the main job measures.
+    import numpy  # noqa: F401 - loads NumPy's OpenBLAS
+
+    from mpslinalg.mainjob.report import _openblas_thread_controls, blas_threads
+
+    controls = _openblas_thread_controls()
+    if not controls:
+        pytest.skip("no OpenBLAS loaded in this process (NumPy/SciPy built against another BLAS)")
+    before = [get() for get, _ in controls]
+    with blas_threads(1) as n:
+        assert n == len(controls) and [get() for get, _ in controls] == [1] * n
+    assert [get() for get, _ in controls] == before
+    with blas_threads(None) as n:
+        assert n == 0

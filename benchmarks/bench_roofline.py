@@ -175,14 +175,21 @@ def _triangular_cases(device, quick):
     # trsm_small (issue 16) as the library launches it; its argument buffer is a device tensor made
     # once (a Python list is staged through a pinned host buffer per launch: not for graph capture)
     lib = load_library("triangular", device)
-    for dtype, nmat, k, unit, what in ((torch.float32, 4096, 64, False, "batched 64x64 solves"),
-                                       (torch.float32, 512, 128, True, "DeltaNet [1,32,16,64,64] unit"),
-                                       (torch.complex64, 4096, 64, False, "batched 64x64 solves")):
+    tuned_mma = triangular.TUNING.small_mma
+    for dtype, nmat, k, unit, mma, what in (
+            (torch.float32, 4096, 64, False, False, "batched 64x64 solves"),
+            (torch.float32, 512, 128, True, False, "DeltaNet [1,32,16,64,64] unit"),
+            (torch.complex64, 4096, 64, False, False, "batched 64x64 solves"),
+            (torch.float32, 4096, 64, False, True, "batched 64x64 solves, simdgroup_matrix variant")):
         nmat = min(nmat, 512) if quick else nmat
         A = _randn((nmat, n, n), dtype, device, k).tril(-1) / n + 2 * torch.eye(n, dtype=dtype, device=device)
         B = _randn((nmat, n, k), dtype, device, k + 1)
         X = torch.empty_like(B)
-        kname, tensors, prm, threads, group = triangular._trsm_small_launch(A, B, X, False, unit)
+        triangular.TUNING.small_mma = mma  # the launch shape is fixed here, once
+        try:
+            kname, tensors, prm, threads, group = triangular._trsm_small_launch(A, B, X, False, unit)
+        finally:
+            triangular.TUNING.small_mma = tuned_mma
         arg = torch.tensor(prm, dtype=torch.int64, device=device)
         kern = getattr(lib, kname)
         out.append(

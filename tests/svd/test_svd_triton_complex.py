@@ -23,6 +23,7 @@ CUDA compiled (marked ``cuda``).
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import math
 import os
@@ -129,8 +130,15 @@ def _pairs_kernel(device: str) -> None:
                 assert float((X - out["registers"][0]).abs().max()) <= 30 * n * u * scale
                 assert float((V - out["registers"][1]).abs().max()) <= 30 * n * u
                 continue
+            saved = st.TILE_KERNEL, dict(st.LANE_MAX), st.REG_FAST_ROTATION
+            st.TILE_KERNEL, st.LANE_MAX = "halving", {torch.float32: 0, torch.complex64: 0}
+            st.REG_FAST_ROTATION = True  # approximate angles (on CUDA; the interpreter's are exact)
+            try:
+                out["fast"] = st.jacobi(X0.clone(), eye.clone(), sweeps, math.sqrt(n) * u, 2 * n * u)
+            finally:
+                st.TILE_KERNEL, st.LANE_MAX, st.REG_FAST_ROTATION = saved
             ref = torch.linalg.vector_norm(out["registers"][0], dim=-2).sort(-1)[0]
-            for kernel in ("pairs", "halving"):  # halving: its own ordering for n = 2, 4, 16
+            for kernel in ("pairs", "halving", "fast"):  # halving: its own ordering for n = 2, 4, 16
                 X, V, rot = out[kernel]
                 assert not bool(rot.any())
                 assert float((X0 @ V - X).abs().max()) <= 30 * n * u * scale
@@ -162,3 +170,35 @@ def test_complex_speedups_cuda():
     _completion_through_svd("cuda")
     _joint_reduce("cuda")
     _pairs_kernel("cuda")
+
+
+@pytest.mark.cuda
+def test_no_host_sync_cuda():
+    """Issue 12: ``svd_ex``, ``svdvals``' no-vector path (``svd_impl(A, False, False)``), ``pinv`` and
+    ``lstsq`` (every driver) never synchronise with the host, under
+    ``torch.cuda.set_sync_debug_mode("error")`` (each call run once before: a first launch may build).
+    Shapes: the complex64 64x64 batch of issue 12 (register Jacobi, QR preconditioner, completion), a
+    rank-deficient complex batch (the completion's QR runs), float32 32x32 and 8x9."""
+    svdmod = importlib.import_module("mpslinalg.svd")
+    g = torch.Generator().manual_seed(0)
+    C = torch.randn(64, 64, 64, dtype=torch.complex64, generator=g)
+    Cr = C.clone()
+    Cr[::2] = Cr[::2, :, :8] @ Cr[::2, :8, :]  # rank 8
+    mats = [C, Cr, torch.randn(256, 32, 32, generator=g), torch.randn(512, 8, 9, generator=g)]
+    calls = []
+    for A in (m.cuda() for m in mats):
+        B = torch.randn(*A.shape[:-1], 2, dtype=A.dtype, generator=g).cuda()
+        calls += [lambda A=A: LA.svd_ex(A), lambda A=A: LA.svd_ex(A, full_matrices=False),
+                  lambda A=A: svdmod.svd_impl(A, False, False), lambda A=A: LA.pinv(A)]
+        calls += [lambda A=A, B=B, d=d: LA.lstsq(A, B, driver=d) for d in ("gels", "gelsy", "gelsd", "gelss")]
+    for fn in calls:
+        fn()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for fn in calls:
+            fn()
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    torch.cuda.synchronize()
+

@@ -361,11 +361,24 @@ def _whole_kernel(A: torch.Tensor):
 
 
 def _lapack_tall(A: torch.Tensor, full: bool, compute_uv: bool):
-    """The CPU torch backend above ``TUNING.jacobi_max``: LAPACK's SVD of ``A`` itself, scaled by a
-    power of two, with the family's non-finite rule (``info = 1``, NaN outputs). Its accuracy is
+    """The CPU torch backend above ``TUNING.jacobi_max``: LAPACK's SVD of ``A`` itself (a matrix
+    outside LAPACK's safe range scaled by a power of two first, exact where xGESDD's own scaling
+    would round), with the family's non-finite rule (``info = 1``, NaN outputs). Its accuracy is
     absolute, as that of the preconditioned factor's SVD (the route on other devices), which costs
     an extra QR and permutations (svdvals 256x256 at 0.64x torch.linalg, docs/ops/svd.md)."""
+    amax = A.abs().amax((-2, -1))
+    fi = torch.finfo(amax.dtype)
+    lo = math.sqrt(fi.tiny) / fi.eps  # LAPACK's SMLNUM: inside [lo, 1/lo] xGESDD scales nothing
+    in_range = (amax >= lo) & (amax <= 1 / lo)
+    if bool(in_range.all()):  # finite, in range (a CPU read): A as it is
+        info = torch.zeros(A.shape[0], dtype=torch.int32)
+        if not compute_uv:
+            return None, torch.linalg.svdvals(A), None, info
+        U, S, Vh = torch.linalg.svd(A, full_matrices=full)
+        return U, S, Vh[:, : A.shape[-1]].mH, info
     As, e, finite = _pow2_scale(A)
+    # only the matrices out of range are scaled: a matrix's bits do not depend on its batch
+    As, e = torch.where(in_range[:, None, None], A, As), torch.where(in_range, 0, e)
     As = torch.where(finite[:, None, None], As, torch.zeros_like(As))
     info = torch.where(finite, 0, INFO_NONFINITE).to(torch.int32)
     if compute_uv:

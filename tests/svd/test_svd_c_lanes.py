@@ -140,3 +140,21 @@ def test_tiny_columns_one_matrix_any_order(dtype, shift):
     rel = ((S - d) / d).abs().max()
     assert float(rel) < THRESHOLD * n * unit_roundoff(dtype), float(rel)
     _assert_svd(A, U, S, Vh)
+
+
+def test_above_the_jacobi_order_lapack_with_the_family_rules():
+    # above TUNING.jacobi_max the CPU takes LAPACK's SVD of A: in LAPACK's safe range A itself
+    # (torch.linalg's bits), outside it A scaled by a power of two (the same digits at 2^±100, where
+    # xGESDD's own scaling would round), a non-finite matrix info 1 and NaN (torch raises)
+    n = svd_mod.TUNING.jacobi_max["cpu"] + 3
+    A = _randn((2, n + 2, n), torch.float32, 16)
+    torch.testing.assert_close(LA.svdvals(A), torch.linalg.svdvals(A), rtol=0, atol=0)
+    S = LA.svdvals(A)
+    for s in (2.0**100, 2.0**-100):
+        torch.testing.assert_close(LA.svdvals(A * s), S * s, rtol=0, atol=0)
+    S0 = LA.svd_ex(A[:1], full_matrices=False).S  # with vectors: xGESDD's other bits
+    A[1, 0, 0] = float("inf")
+    U, S2, Vh, info = LA.svd_ex(A, full_matrices=False)
+    assert info.tolist() == [0, 1] and torch.isnan(S2[1]).all() and torch.isnan(U[1]).all()
+    torch.testing.assert_close(S2[:1], S0, rtol=0, atol=0)  # the finite matrix: not scaled
+    _assert_svd(A[:1], U[:1], S2[:1], Vh[:1])

@@ -6,7 +6,9 @@
 //   lu_panel_{f32,c64}   factor the m x w panel A[o:M, o:o+w] of every matrix in the batch in place
 //                        (one threadgroup per matrix, in device memory, any M);
 //   lu_small_{f32,c64}_W_S  factor whole matrices with M, N <= W (8, 16, 32) in registers, 32 / W
-//                        matrices per simdgroup (RANSAC 9x9, VMC 32x32);
+//                        matrices per simdgroup (RANSAC 9x9, VMC 32x32); lu_small_f32_32_S_2: two
+//                        rows per lane, two 32x32 matrices per simdgroup; lu_small_c64_32_1_fma:
+//                        explicit fused multiply-adds in the update (measured, not used by the host);
 //   lu_laswp_{f32,c64}   apply the row interchanges piv[k1:k2] to the columns [c0, c0 + nc) of
 //                        every matrix, forward or reverse (one thread per column, no barriers);
 //   lu_laswp_block_{f32,c64}  the same for at most 64 interchanges as one permutation gather, on

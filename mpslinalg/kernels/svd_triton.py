@@ -53,9 +53,9 @@ LANE_MAX = {torch.float32: 8, torch.complex64: 4}
 MAX_N = 64
 #: Warps of the one-matrix-per-program kernel (None: by tile size, ~16 floats of each tile a thread).
 TILE_WARPS: int | None = None
-#: Which one-matrix-per-program kernel: "registers" (:func:`_jacobi_reg_kernel`), "pairs" (the same with
-#: the pairs' columns as two tiles, :mod:`mpslinalg.kernels.svd_triton_pairs`), "halving" (there: the
-#: recursive-halving ordering for n a power of two, "pairs" otherwise) or "memory" (columns
+#: Which one-matrix-per-program kernel (the register-resident ones: :mod:`mpslinalg.kernels.svd_triton_regs`):
+#: "registers" (one ``[n, n]`` tile in slot order), "pairs" (the pairs' columns as two tiles), "halving"
+#: (the recursive-halving ordering for n a power of two, "pairs" otherwise) or "memory" (columns
 #: gathered from the matrix's buffer every round, :func:`_jacobi_tile_kernel`). H200, Jacobi alone:
 #: float32 4096x32x32 2.27 ms vs 30.8, complex64 4096x64x64 19.0 ms vs 470.
 TILE_KERNEL = "registers"
@@ -64,7 +64,7 @@ REG_KERNELS = ("registers", "pairs", "halving")
 #: Complex register kernel: the four column sums of a round as one ``tl.reduce`` (one exchange
 #: between warps) instead of four ``tl.sum`` (benchmarks/bench_svd_c64.py times both).
 REG_JOINT_REDUCE = False
-#: svd_triton_pairs kernels: the rotation angle from approximate division/square roots (:func:`_rotation_p`).
+#: The pairs/halving kernels: the rotation angle from approximate division and square roots (:func:`_rotation_p`).
 REG_FAST_ROTATION = False
 _REG_FAILED: list[str] = []  # why the register variant did not build, once it did not
 #: Largest ``m`` (and ``n <= m``) of the one-matrix-per-lane kernel of the whole SVD (generated code
@@ -226,103 +226,6 @@ def _jacobi_tile_kernel(X, V, ROT, n, sweeps, tol, ctol,
         last = mine
         busy = tl.max(mine, axis=0)
         sweep += 1
-    tl.store(ROT + b, tl.max(last, axis=0))
-
-
-@triton.jit
-def _sum4(a0, b0, c0, d0, a1, b1, c1, d1):
-    return a0 + a1, b0 + b1, c0 + c1, d0 + d1
-
-
-@triton.jit
-def _jacobi_reg_kernel(X, V, ROT, n, sweeps, tol, ctol,
-                       COMPLEX: tl.constexpr, WANT_V: tl.constexpr, NP: tl.constexpr, JOINT: tl.constexpr):
-    """The tile kernel's contract with the matrix in registers: columns kept in *slot* order (pair
-    ``k`` = slots ``2k, 2k+1``, split off by a reshape), moved between rounds by the circle method's
-    fixed slot permutation (``tl.gather``), loaded and stored in round 0's slot order. No
-    global-memory round trip or barrier of ours per round.
-
-    Round 0 pairs ``(k, n − 1 − k)``; between rounds new slot ``j`` takes old slot ``perm[j]``:
-    ``0 -> 0``, ``1 -> 2``, odd ``2k+1 -> 2k−1``, even ``2k -> 2k+2`` except ``n−2 -> n−1`` (the
-    identity for ``n = 2`` and on the padding), as :func:`_players` (a wrong map would leave the columns
-    out of place after a sweep: the tests compare with the memory variant at several orders).
-    """
-    b = tl.program_id(0).to(tl.int64)
-    CW: tl.constexpr = 2 if COMPLEX else 1
-    HP: tl.constexpr = NP // 2
-    h = n // 2
-    rows = tl.arange(0, NP)
-    slots = tl.arange(0, NP)
-    pairs = tl.arange(0, HP)
-    live = pairs < h
-    inside = (rows[:, None] < n) & (slots[None, :] < n)
-    half = slots // 2
-    odd = (slots % 2) == 1
-    lay = tl.where(odd, n - 1 - half, half)
-    perm = tl.where(odd, tl.where(half == 0, 2, 2 * half - 1),
-                    tl.where(half == 0, 0, tl.where(slots == n - 2, n - 1, slots + 2)))
-    perm = tl.where((slots < n) & (n > 2), perm, slots)
-    perm = tl.broadcast_to(perm[None, :], (NP, NP))
-    off = (rows[:, None] * n + lay[None, :]) * CW
-    xb = X + b * n * n * CW
-    vb = V + b * n * n * CW
-    xr = tl.load(xb + off, mask=inside, other=0.0)
-    xi = xr
-    vr = xr
-    vi = xr
-    if COMPLEX:
-        xi = tl.load(xb + off + 1, mask=inside, other=0.0)
-    if WANT_V:
-        vr = tl.load(vb + off, mask=inside, other=0.0)
-        if COMPLEX:
-            vi = tl.load(vb + off + 1, mask=inside, other=0.0)
-    last = tl.zeros([HP], dtype=tl.int32)
-    busy = tl.max(live.to(tl.int32), axis=0)
-    sweep = 0
-    while (sweep < sweeps) & (busy > 0):
-        mine = tl.zeros([HP], dtype=tl.int32)
-        for _r in range(0, n - 1):
-            xpr, xqr = tl.split(tl.reshape(xr, [NP, HP, 2]))
-            if COMPLEX:
-                xpi, xqi = tl.split(tl.reshape(xi, [NP, HP, 2]))
-                if JOINT:  # the four column sums in one reduction (one exchange between warps)
-                    a, bb, gr, gi = tl.reduce((xpr * xpr + xpi * xpi, xqr * xqr + xqi * xqi, xpr * xqr + xpi * xqi,
-                                               xpr * xqi - xpi * xqr), 0, _sum4)
-                else:
-                    a = tl.sum(xpr * xpr + xpi * xpi, axis=0)
-                    bb = tl.sum(xqr * xqr + xqi * xqi, axis=0)
-                    gr = tl.sum(xpr * xqr + xpi * xqi, axis=0)
-                    gi = tl.sum(xpr * xqi - xpi * xqr, axis=0)
-                sig, c, sr, si = _rotation(a, bb, gr, gi, tol, ctol, live, COMPLEX)
-                xpr, xpi, xqr, xqi = _rotate_complex(xpr, xpi, xqr, xqi, c[None, :], sr[None, :], si[None, :])
-                xi = tl.gather(tl.reshape(tl.join(xpi, xqi), [NP, NP]), perm, axis=1)
-            else:
-                a = tl.sum(xpr * xpr, axis=0)
-                bb = tl.sum(xqr * xqr, axis=0)
-                gr = tl.sum(xpr * xqr, axis=0)
-                sig, c, sr, si = _rotation(a, bb, gr, gr, tol, ctol, live, COMPLEX)
-                xpr, xqr = _rotate_real(xpr, xqr, c[None, :], sr[None, :])
-            xr = tl.gather(tl.reshape(tl.join(xpr, xqr), [NP, NP]), perm, axis=1)
-            if WANT_V:
-                vpr, vqr = tl.split(tl.reshape(vr, [NP, HP, 2]))
-                if COMPLEX:
-                    vpi, vqi = tl.split(tl.reshape(vi, [NP, HP, 2]))
-                    vpr, vpi, vqr, vqi = _rotate_complex(vpr, vpi, vqr, vqi, c[None, :], sr[None, :], si[None, :])
-                    vi = tl.gather(tl.reshape(tl.join(vpi, vqi), [NP, NP]), perm, axis=1)
-                else:
-                    vpr, vqr = _rotate_real(vpr, vqr, c[None, :], sr[None, :])
-                vr = tl.gather(tl.reshape(tl.join(vpr, vqr), [NP, NP]), perm, axis=1)
-            mine = mine | sig.to(tl.int32)
-        last = mine
-        busy = tl.max(mine, axis=0)
-        sweep += 1
-    tl.store(xb + off, xr, mask=inside)
-    if COMPLEX:
-        tl.store(xb + off + 1, xi, mask=inside)
-    if WANT_V:
-        tl.store(vb + off, vr, mask=inside)
-        if COMPLEX:
-            tl.store(vb + off + 1, vi, mask=inside)
     tl.store(ROT + b, tl.max(last, axis=0))
 
 
@@ -786,12 +689,12 @@ def jacobi(X: torch.Tensor, V: torch.Tensor | None, sweeps: int, tol: float, cto
         state = np_ * np_ * (2 if cplx else 1) * (2 if V is not None else 1)
         warps = TILE_WARPS or min(4, max(1, state // 1024))
         try:  # tl.gather needs a recent Triton: the memory variant serves where it does not build
-            kern = _jacobi_reg_kernel
-            if TILE_KERNEL != "registers":
-                from . import svd_triton_pairs as stp
+            from . import svd_triton_regs as regs
 
-                kern = stp.jacobi_halving_kernel if TILE_KERNEL == "halving" and n == np_ else stp.jacobi_pairs_kernel
-            extra = {} if kern is _jacobi_reg_kernel else {"FAST": REG_FAST_ROTATION}
+            kern = regs.jacobi_reg_kernel
+            if TILE_KERNEL != "registers":
+                kern = regs.jacobi_halving_kernel if TILE_KERNEL == "halving" and n == np_ else regs.jacobi_pairs_kernel
+            extra = {} if kern is regs.jacobi_reg_kernel else {"FAST": REG_FAST_ROTATION}
             kern[(Bn,)](x, v, rot, n, sweeps, float(tol), float(ctol), COMPLEX=cplx, WANT_V=V is not None, NP=np_,
                         JOINT=REG_JOINT_REDUCE and cplx, num_warps=warps, **extra)
         except Exception as exc:  # noqa: BLE001 - a build failure (before the launch: X untouched)

@@ -1,11 +1,14 @@
-"""The one-matrix-per-program Jacobi kernel with the round's pairs held as two register tiles
-(``svd_triton.TILE_KERNEL = "pairs"``): the contract of :func:`mpslinalg.kernels.svd_triton.jacobi`.
+"""The register-resident one-matrix-per-program Jacobi kernels of
+:func:`mpslinalg.kernels.svd_triton.jacobi` (``svd_triton.TILE_KERNEL``): ``X`` (and ``V``) stay in the
+program's registers for the whole iteration; no global-memory round trip or barrier of ours per round.
 
-:func:`mpslinalg.kernels.svd_triton._jacobi_reg_kernel` keeps ``X`` as one ``[n, n]`` tile in slot
-order, splits it into the pairs' ``p`` and ``q`` columns every round and moves the columns between
-rounds by a gather over all ``n`` slots. Triton lays that tile out with a pair's two slots in one
-thread's two registers, so each gathered element costs two warp shuffles and a select (the source
-register is not known statically). Here the ``p`` columns (``P [n, n/2]``) and the ``q`` columns
+``jacobi_reg_kernel`` (``"registers"``) keeps ``X`` as one ``[n, n]`` tile in slot order, splits it
+into the pairs' ``p`` and ``q`` columns every round and moves the columns between rounds by a
+gather over all ``n`` slots. Triton lays that tile out with a pair's two slots in one thread's two
+registers, so each gathered element costs two warp shuffles and a select (the source register is
+not known statically).
+
+``jacobi_pairs_kernel`` (``"pairs"``): the ``p`` columns (``P [n, n/2]``) and the ``q`` columns
 (``Q``) stay two tiles of the same layout for the whole iteration, and the circle method's move
 between rounds
 
@@ -15,7 +18,7 @@ between rounds
 is two gathers with one source register each (``G = P[k+1]`` gives both ``new P[k]`` and
 ``new Q[0] = G[0]``; ``new P[h-1] = Q[h-1]`` is the same thread's register): one shuffle per element.
 The pairs, rotations, stopping rule and column layout (round 0 pairs columns ``k`` and ``n-1-k``;
-after ``n-1`` rounds every column is back in place) are those of ``_jacobi_reg_kernel``.
+after ``n-1`` rounds every column is back in place) are those of ``jacobi_reg_kernel``.
 
 ``jacobi_halving_kernel`` (``TILE_KERNEL = "halving"``, ``n`` a power of two) orders the pairs so
 that ``P`` never moves within a sweep's levels and ``Q`` moves by a roll (one shuffle per element,
@@ -33,9 +36,106 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .svd_triton import _rotate_complex, _rotate_real, _rotation_p, _sum4
+from .svd_triton import _rotate_complex, _rotate_real, _rotation, _rotation_p
 
-__all__ = ["jacobi_halving_kernel", "jacobi_pairs_kernel"]
+__all__ = ["jacobi_halving_kernel", "jacobi_pairs_kernel", "jacobi_reg_kernel"]
+
+
+@triton.jit
+def _sum4(a0, b0, c0, d0, a1, b1, c1, d1):
+    return a0 + a1, b0 + b1, c0 + c1, d0 + d1
+
+
+@triton.jit
+def jacobi_reg_kernel(X, V, ROT, n, sweeps, tol, ctol,
+                       COMPLEX: tl.constexpr, WANT_V: tl.constexpr, NP: tl.constexpr, JOINT: tl.constexpr):
+    """The tile kernel's contract with the matrix in registers: columns kept in *slot* order (pair
+    ``k`` = slots ``2k, 2k+1``, split off by a reshape), moved between rounds by the circle method's
+    fixed slot permutation (``tl.gather``), loaded and stored in round 0's slot order. No
+    global-memory round trip or barrier of ours per round.
+
+    Round 0 pairs ``(k, n − 1 − k)``; between rounds new slot ``j`` takes old slot ``perm[j]``:
+    ``0 -> 0``, ``1 -> 2``, odd ``2k+1 -> 2k−1``, even ``2k -> 2k+2`` except ``n−2 -> n−1`` (the
+    identity for ``n = 2`` and on the padding), as :func:`_players` (a wrong map would leave the columns
+    out of place after a sweep: the tests compare with the memory variant at several orders).
+    """
+    b = tl.program_id(0).to(tl.int64)
+    CW: tl.constexpr = 2 if COMPLEX else 1
+    HP: tl.constexpr = NP // 2
+    h = n // 2
+    rows = tl.arange(0, NP)
+    slots = tl.arange(0, NP)
+    pairs = tl.arange(0, HP)
+    live = pairs < h
+    inside = (rows[:, None] < n) & (slots[None, :] < n)
+    half = slots // 2
+    odd = (slots % 2) == 1
+    lay = tl.where(odd, n - 1 - half, half)
+    perm = tl.where(odd, tl.where(half == 0, 2, 2 * half - 1),
+                    tl.where(half == 0, 0, tl.where(slots == n - 2, n - 1, slots + 2)))
+    perm = tl.where((slots < n) & (n > 2), perm, slots)
+    perm = tl.broadcast_to(perm[None, :], (NP, NP))
+    off = (rows[:, None] * n + lay[None, :]) * CW
+    xb = X + b * n * n * CW
+    vb = V + b * n * n * CW
+    xr = tl.load(xb + off, mask=inside, other=0.0)
+    xi = xr
+    vr = xr
+    vi = xr
+    if COMPLEX:
+        xi = tl.load(xb + off + 1, mask=inside, other=0.0)
+    if WANT_V:
+        vr = tl.load(vb + off, mask=inside, other=0.0)
+        if COMPLEX:
+            vi = tl.load(vb + off + 1, mask=inside, other=0.0)
+    last = tl.zeros([HP], dtype=tl.int32)
+    busy = tl.max(live.to(tl.int32), axis=0)
+    sweep = 0
+    while (sweep < sweeps) & (busy > 0):
+        mine = tl.zeros([HP], dtype=tl.int32)
+        for _r in range(0, n - 1):
+            xpr, xqr = tl.split(tl.reshape(xr, [NP, HP, 2]))
+            if COMPLEX:
+                xpi, xqi = tl.split(tl.reshape(xi, [NP, HP, 2]))
+                if JOINT:  # the four column sums in one reduction (one exchange between warps)
+                    a, bb, gr, gi = tl.reduce((xpr * xpr + xpi * xpi, xqr * xqr + xqi * xqi, xpr * xqr + xpi * xqi,
+                                               xpr * xqi - xpi * xqr), 0, _sum4)
+                else:
+                    a = tl.sum(xpr * xpr + xpi * xpi, axis=0)
+                    bb = tl.sum(xqr * xqr + xqi * xqi, axis=0)
+                    gr = tl.sum(xpr * xqr + xpi * xqi, axis=0)
+                    gi = tl.sum(xpr * xqi - xpi * xqr, axis=0)
+                sig, c, sr, si = _rotation(a, bb, gr, gi, tol, ctol, live, COMPLEX)
+                xpr, xpi, xqr, xqi = _rotate_complex(xpr, xpi, xqr, xqi, c[None, :], sr[None, :], si[None, :])
+                xi = tl.gather(tl.reshape(tl.join(xpi, xqi), [NP, NP]), perm, axis=1)
+            else:
+                a = tl.sum(xpr * xpr, axis=0)
+                bb = tl.sum(xqr * xqr, axis=0)
+                gr = tl.sum(xpr * xqr, axis=0)
+                sig, c, sr, si = _rotation(a, bb, gr, gr, tol, ctol, live, COMPLEX)
+                xpr, xqr = _rotate_real(xpr, xqr, c[None, :], sr[None, :])
+            xr = tl.gather(tl.reshape(tl.join(xpr, xqr), [NP, NP]), perm, axis=1)
+            if WANT_V:
+                vpr, vqr = tl.split(tl.reshape(vr, [NP, HP, 2]))
+                if COMPLEX:
+                    vpi, vqi = tl.split(tl.reshape(vi, [NP, HP, 2]))
+                    vpr, vpi, vqr, vqi = _rotate_complex(vpr, vpi, vqr, vqi, c[None, :], sr[None, :], si[None, :])
+                    vi = tl.gather(tl.reshape(tl.join(vpi, vqi), [NP, NP]), perm, axis=1)
+                else:
+                    vpr, vqr = _rotate_real(vpr, vqr, c[None, :], sr[None, :])
+                vr = tl.gather(tl.reshape(tl.join(vpr, vqr), [NP, NP]), perm, axis=1)
+            mine = mine | sig.to(tl.int32)
+        last = mine
+        busy = tl.max(mine, axis=0)
+        sweep += 1
+    tl.store(xb + off, xr, mask=inside)
+    if COMPLEX:
+        tl.store(xb + off + 1, xi, mask=inside)
+    if WANT_V:
+        tl.store(vb + off, vr, mask=inside)
+        if COMPLEX:
+            tl.store(vb + off + 1, vi, mask=inside)
+    tl.store(ROT + b, tl.max(last, axis=0))
 
 
 @triton.jit

@@ -11,7 +11,7 @@
   ``tl.reduce`` gives the separate sums' results to rounding: ``X`` within ``30·n·u·‖X₀‖·n`` and the
   same convergence flags (the sums differ only in their order of addition, ``γ_n``).
 
-* ``svd_triton.TILE_KERNEL = "pairs"`` (``svd_triton_pairs``): the same iteration as the register
+* ``svd_triton.TILE_KERNEL = "pairs"`` (``svd_triton_regs``): the same iteration as the register
   kernel with the pairs' columns in two tiles (checked after one sweep and converged); ``"halving"``
   (its recursive-halving ordering for ``n`` a power of two, "pairs" otherwise): converged, ``X0 V = X``
   to ``30·n·u·‖X0‖``, ``V`` orthonormal to ``30·n·u``, the register kernel's column norms to

@@ -175,6 +175,7 @@ def _sweeps(x, vj, busy, cols, npad, sweeps, tol, ctol, MB: tl.constexpr, NP: tl
     split off by a reshape, a ``tl.gather`` by the slot permutation); else columns in place, each
     gathering its partner (module docstring). The same pairs and rotations either way."""
     HP: tl.constexpr = NP // 2
+    c3 = cols[None, None, :]
     half = cols // 2
     odd = (cols % 2) == 1
     inner = cols < npad
@@ -192,6 +193,7 @@ def _sweeps(x, vj, busy, cols, npad, sweeps, tol, ctol, MB: tl.constexpr, NP: tl
     anybusy = tl.max(busy.to(tl.int32), axis=0)
     sweep = 0
     while (sweep < sweeps) & (anybusy > 0):
+        busy3 = busy[:, None, None]
         if SLOTS:
             mine = tl.zeros([MB, HP], dtype=tl.int1)
         else:
@@ -207,23 +209,24 @@ def _sweeps(x, vj, busy, cols, npad, sweeps, tol, ctol, MB: tl.constexpr, NP: tl
                     vp, vq = tl.split(tl.reshape(vj, [MB, NP, HP, 2]))
                     vp, vq = _rotate_real(vp, vq, c[:, None, :], s[:, None, :])
                     vj = tl.gather(tl.reshape(tl.join(vp, vq), [MB, NP, NP]), perm, axis=2)
-            else:
-                slot = tl.where(cols == 0, 0, 1 + (cols - 1 - rnd + (npad - 1)) % (npad - 1))
+            else:  # [1, 1, NP] / [MB, 1, NP] per-column values: the tile's own layout, no conversions
+                slot = tl.where(c3 == 0, 0, 1 + (c3 - 1 - rnd + (npad - 1)) % (npad - 1))
                 oslot = npad - 1 - slot
-                partner = tl.where(inner, tl.where(oslot == 0, 0, 1 + (oslot - 1 + rnd) % (npad - 1)), cols)
+                partner = tl.where(c3 < npad, tl.where(oslot == 0, 0, 1 + (oslot - 1 + rnd) % (npad - 1)), c3)
                 isp = slot < npad // 2
-                pidx = tl.broadcast_to(partner[None, None, :], (MB, NP, NP))
+                pidx = tl.broadcast_to(partner, (MB, NP, NP))
                 xq = tl.gather(x, pidx, axis=2)
-                sq, sqq, g = tl.reduce((x * x, xq * xq, x * xq), 1, _add3)  # [MB, NP]; one exchange
-                ap = tl.where(isp[None, :], sq, sqq)
-                aq = tl.where(isp[None, :], sqq, sq)
-                sig, c, s, _ = _rotation(ap, aq, g, g, tol, ctol, busy[:, None] & inner[None, :], False)
+                sq, sqq, g = tl.reduce((x * x, xq * xq, x * xq), 1, _add3, keep_dims=True)  # one exchange
+                ap = tl.where(isp, sq, sqq)
+                aq = tl.where(isp, sqq, sq)
+                sig, c, s, _ = _rotation(ap, aq, g, g, tol, ctol, busy3 & (c3 < npad), False)
                 # x_p' = c x_p − s x_q, x_q' = s x_p + c x_q: each column its own side
-                sj = tl.where(isp[None, :], -s, s)
-                x = c[:, None, :] * x + sj[:, None, :] * xq
+                sj = tl.where(isp, -s, s)
+                x = c * x + sj * xq
                 if WANT_UV:
                     vq = tl.gather(vj, pidx, axis=2)
-                    vj = c[:, None, :] * vj + sj[:, None, :] * vq
+                    vj = c * vj + sj * vq
+                sig = tl.reshape(sig, (MB, NP))
             mine = mine | sig
         done = tl.max(mine.to(tl.int32), axis=1) > 0
         last = tl.where(busy, done, last)

@@ -474,7 +474,7 @@ kernel void lu_panel_look(device T* A [[buffer(0)]],
   constexpr int RPT = SLOTS * (sizeof(T) == 4 ? 2 : 1) / KL;  // active rows per thread
   threadgroup float red_v[LU_PANEL_MAX_THREADS];
   threadgroup int red_i[LU_PANEL_MAX_THREADS];
-  threadgroup T pslice[KL];                    // the current pivot row's KL entries
+  threadgroup T red_row[LU_PANEL_MAX_THREADS / 32 * KL];  // each simdgroup's best row's KL entries
   threadgroup T pl[KL * KL];                   // the KL pivot rows' final KL entries
   threadgroup int porig[KL];                   // ... and their rows in Sin
   threadgroup T ub[KL * LU_LOOK_MAX_W];        // the KL rows of U beyond column s + kc
@@ -540,18 +540,45 @@ kernel void lu_panel_look(device T* A [[buffer(0)]],
           }
         }
       }
-      lu_pivot_reduce(red_v, red_i, best, bi, tid, ntg);
-      const int p = (bi >= m) ? cj : bi;
+      // the pivot and its row in two barriers: each simdgroup's best candidate (butterfly), whose
+      // lane publishes it with its row's KL entries; one threadgroup round picks the winner (the
+      // sequential scan's, lu_pivot_beats is a total order) and every thread reads its row there
+      for (ushort d = 16; d > 0; d >>= 1) {
+        const float v2 = simd_shuffle_xor(best, d);
+        const int i2 = simd_shuffle_xor(bi, d);
+        if (lu_pivot_beats(v2, i2, best, bi)) {
+          best = v2;
+          bi = i2;
+        }
+      }
+      threadgroup_barrier(mem_flags::mem_threadgroup);  // the previous column's reads are done
+      const int sg = t / 32;
+      if (t % 32 == 0) {
+        red_v[sg] = best;
+        red_i[sg] = bi;
+      }
 #pragma unroll
       for (int i = 0; i < RPT; ++i) {
-        if (pos[i] == p) {
+        if (pos[i] == bi) {  // this simdgroup's best row is this lane's
 #pragma unroll
           for (int q = 0; q < KL; ++q) {
-            pslice[q] = x[i * KL + q];
+            red_row[sg * KL + q] = x[i * KL + q];
           }
         }
       }
       threadgroup_barrier(mem_flags::mem_threadgroup);
+      best = red_v[0];
+      bi = red_i[0];
+      int ws = 0;
+      for (int q = 1; q < nt / 32; ++q) {
+        if (lu_pivot_beats(red_v[q], red_i[q], best, bi)) {
+          best = red_v[q];
+          bi = red_i[q];
+          ws = q;
+        }
+      }
+      const int p = (bi >= m) ? cj : bi;  // bi < m: position cj < m is always a candidate
+      threadgroup const T* pslice = red_row + ws * KL;  // the pivot row's KL entries
       const T pivot = pslice[j];
       const bool nonzero = !s_is_zero(pivot);
       if (writer && t == 0) {

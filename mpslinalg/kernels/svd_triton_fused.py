@@ -95,34 +95,47 @@ def _rank_desc(key, K: tl.constexpr):
 
 
 @triton.jit
-def _column(t, cols, j):
-    """Column ``j`` of a ``[MB, R, C]`` tile as ``[MB, R]`` (exact masked sum)."""
-    return tl.sum(tl.where(cols[None, None, :] == j, t, 0.0), axis=2)
+def _column(t, cols, j, GATHER: tl.constexpr = True):
+    """Column ``j`` of a ``[MB, R, C]`` tile as ``[MB, R]``: a ``tl.gather`` (one shuffle a register
+    where a warp holds the row) or an exact masked sum (a reduction across the columns)."""
+    if GATHER:
+        idx = tl.zeros([t.shape[0], t.shape[1], 1], dtype=tl.int32) + j
+        return tl.reshape(tl.gather(t, idx, axis=2), [t.shape[0], t.shape[1]])
+    else:
+        return tl.sum(tl.where(cols[None, None, :] == j, t, 0.0), axis=2)
 
 
 @triton.jit
 def _norm_rows(x, axis: tl.constexpr):
-    """2-norms along ``axis`` of ``x``, scaled by the largest magnitude (no underflow of the squares)."""
+    """2-norms along ``axis`` of ``x``, the entries scaled by a power of two near the largest
+    magnitude first (exact, and no underflow or overflow of the squares)."""
     mx = tl.max(tl.abs(x), axis=axis)
-    sc = tl.where(mx > 0.0, mx, 1.0)
-    y = tl.math.div_rn(x, tl.expand_dims(sc, axis))
-    return mx * tl.sqrt_rn(tl.sum(y * y, axis=axis))
+    eb = (mx.to(tl.int32, bitcast=True) >> 23) & 255  # biased exponent (0: zero or subnormal)
+    down = _pow2i(tl.minimum(127 - eb, 126))  # mx * down in [1, 2) (subnormal mx: at most 1)
+    up = _pow2i(tl.maximum(eb - 127, -126))
+    y = x * tl.expand_dims(down, axis)
+    return tl.sqrt_rn(tl.sum(y * y, axis=axis)) * up
 
 
 @triton.jit
 def _geqr2(a, rows, cols, nq, MB: tl.constexpr, R: tl.constexpr, C: tl.constexpr):
     """Householder QR of the first ``nq`` columns of ``a [MB, R, C]`` (LAPACK ``xgeqr2``/``xlarfg``:
-    ``beta = -sign(alpha)·‖x‖``, ``tau = (beta − alpha)/beta``, ``tau = 0`` for a zero column).
+    ``beta = -sign(alpha)·‖x‖``, ``tau = (beta − alpha)/beta``, ``v = x / (alpha − beta)`` by the
+    reciprocal as ``xscal``, ``tau = 0`` for a zero column).
 
     Returns ``(r, h, tau)``: ``r`` with ``R`` on and above the diagonal (zeros below), reflector ``j``
-    in column ``j`` of ``h`` (unit entry at row ``j``, zeros above), ``tau [MB, C]``.
+    in column ``j`` of ``h`` (unit entry at row ``j``, zeros above), ``tau [MB, C]``. Step ``j`` updates
+    only the columns after ``j`` (no select on the tile), so column ``j`` keeps ``x`` below the
+    diagonal and the reflectors are formed from it once at the end, as step ``j`` formed ``v``.
     """
-    h = tl.zeros([MB, R, C], dtype=tl.float32)
+    r3 = rows[None, :, None]
+    c3 = cols[None, None, :]
     tau = tl.zeros([MB, C], dtype=tl.float32)
+    diag = tl.zeros([MB, C], dtype=tl.float32)
+    rcp = tl.zeros([MB, C], dtype=tl.float32)
     for j in range(0, nq):
         x = _column(a, cols, j)  # [MB, R]
-        below = rows[None, :] > j
-        xb = tl.where(below, x, 0.0)
+        xb = tl.where(rows[None, :] > j, x, 0.0)
         xn = _norm_rows(xb, 1)
         alpha = tl.sum(tl.where(rows[None, :] == j, x, 0.0), axis=1)
         wm = tl.maximum(tl.abs(alpha), xn)
@@ -133,18 +146,19 @@ def _geqr2(a, rows, cols, nq, MB: tl.constexpr, R: tl.constexpr, C: tl.constexpr
         skip = xn == 0.0
         beta = tl.where(alpha >= 0.0, -mag, mag)
         tj = tl.where(skip, 0.0, tl.math.div_rn(beta - alpha, tl.where(skip, 1.0, beta)))
-        dd = tl.where(skip, 1.0, alpha - beta)
-        v = tl.where(rows[None, :] == j, 1.0, tl.math.div_rn(xb, dd[:, None]))  # zeros above j
-        # trailing columns: A[:, c] -= tau v (vᵀ A[:, c]) for c > j
+        rj = tl.math.div_rn(1.0, tl.where(skip, 1.0, alpha - beta))
+        v = tl.where(rows[None, :] == j, 1.0, xb * rj[:, None])  # zeros above j
+        # trailing columns: A[:, c] -= tau v (vᵀ A[:, c]) for c > j (f = 0 elsewhere: exact no-op)
         w = tl.sum(v[:, :, None] * a, axis=1)  # [MB, C]
-        f = tj[:, None] * w
-        upd = a - v[:, :, None] * f[:, None, :]
-        a = tl.where(cols[None, None, :] > j, upd, a)
-        newj = tl.where(rows[None, :] == j, tl.where(skip, alpha, beta)[:, None], tl.where(below, 0.0, x))
-        a = tl.where(cols[None, None, :] == j, newj[:, :, None], a)
-        h = tl.where(cols[None, None, :] == j, v[:, :, None], h)
-        tau = tl.where(cols[None, :] == j, tj[:, None], tau)
-    return a, h, tau
+        f = tl.where(cols[None, :] > j, tj[:, None] * w, 0.0)
+        a = a - v[:, :, None] * f[:, None, :]
+        here = cols[None, :] == j
+        diag = tl.where(here, tl.where(skip, alpha, beta)[:, None], diag)
+        rcp = tl.where(here, rj[:, None], rcp)
+        tau = tl.where(here, tj[:, None], tau)
+    r = tl.where(r3 < c3, a, tl.where(r3 == c3, diag[:, None, :], 0.0))
+    h = tl.where(r3 > c3, a * rcp[:, None, :], tl.where(r3 == c3, 1.0, 0.0))
+    return r, h, tau
 
 
 @triton.jit

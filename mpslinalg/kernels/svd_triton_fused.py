@@ -69,16 +69,15 @@ def fits(m: int, n: int, dtype: torch.dtype) -> bool:
 def launch_config(m: int, n: int) -> tuple[int, int]:
     """``(MB, warps)``: matrices per program and warps for ``m x n`` (:data:`CONFIG` first).
 
-    About 4 entries of each ``[MP, NP]`` tile per thread: one warp holds a 16x8 matrix per
-    program at ``MB = 1``; small orders put several matrices in one program so that a warp is busy.
+    One matrix and one warp a program by default: compiled for sm_90, a 32x32 Jacobi round is ~560
+    SASS instructions on one warp with no barrier (each lane owns a column: its sums stay in the
+    thread) against ~420 a warp and 8 barriers on two (the cross-warp sums); the H200 timing of the
+    other shapes is ``bench_svd.py --fused``'s table (docs/ops/svd.md).
     """
     np_ = _pow2(n)
     if np_ in CONFIG:
         return CONFIG[np_]
-    tile = _pow2(m) * np_
-    if tile >= 512:
-        return 1, min(4, tile // 512)
-    return max(1, 128 // tile), 1
+    return 1, 1
 
 
 @triton.jit

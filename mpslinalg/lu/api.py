@@ -9,7 +9,16 @@ from .. import routing, small
 from ..oplayer import checks as E
 from ..oplayer import functorch_active as _functorch
 from .kernels import TUNING, _on_kernels, _perm_from_pivots
-from .ops import _det_op, _inv_ex_op, _lu_factor_ex_op, _lu_solve_op, _slogdet_op, _solve_ex_op, _unpack
+from .ops import (
+    _cpu_worst_count,
+    _det_op,
+    _inv_ex_op,
+    _lu_factor_ex_op,
+    _lu_solve_op,
+    _slogdet_op,
+    _solve_ex_op,
+    _unpack,
+)
 
 _RT = torch.return_types
 #: What a torch.linalg call raises for bad input (the front doors' fast path then runs their checks).
@@ -508,9 +517,21 @@ def det(A: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
         d = small.det_op(A)
     elif route == "torch":
         d = torch.linalg.det(A)
-    else:
+    elif (d := _torch_det_with_exact_gradient(A)) is None:
         d = _det_op(A)[0]
     return E.store(op, out, d, A)
+
+
+def _torch_det_with_exact_gradient(A: torch.Tensor) -> torch.Tensor | None:
+    """``det`` with autograd recording, on the CPU outside :data:`mpslinalg.routing.WHEN`: torch's
+    own call (forward and derivative) when its factorisation shows no negligible pivot (there
+    torch's ``g · conj(det) A⁻ᴴ`` is our derivative to working precision), else None: our op, for
+    the adjugate. Reading the pivots reads CPU memory; on GPUs it would synchronise, so there our op
+    runs (its backward reads nothing). A singular batch costs one extra factorisation."""
+    if not A.is_cpu or not routing.torch_is_faster("det", A):
+        return None
+    d, LU, _ = torch.ops.aten._linalg_det(A)
+    return d if _cpu_worst_count(LU) == 0 else None
 
 
 def slogdet(A: torch.Tensor, *, out=None):

@@ -172,6 +172,31 @@ def test_cpu_formula_choice_by_pivot_count():
         D.det_backward_lu, lu_ops.svd = rank1, svd
 
 
+def test_cpu_outside_the_table_is_torch_unless_a_pivot_is_negligible(routing_table):
+    # With autograd recording, det on the CPU outside routing.WHEN is torch's own call (its graph,
+    # its gradient, bit for bit) when no pivot is negligible; a batch with a singular element runs
+    # our op (the adjugate; bound of _check_rank_n_minus_1 with κ₂(M') from the same factors).
+    from mpslinalg import routing
+
+    A = mx.random(N, N, batch=(3,), dtype=torch.complex64, seed=11)
+    X, Y = A.clone().requires_grad_(), A.clone().requires_grad_()
+    routing.reset_decisions()
+    d = LA.det(X)
+    assert "mpslinalg" not in type(d.grad_fn).__name__
+    assert routing.decisions() == {"det": {"ours": 0, "torch": 1}}
+    (G,) = torch.autograd.grad(d.real.sum(), X)
+    (G_torch,) = torch.autograd.grad(torch.linalg.det(Y).real.sum(), Y)
+    assert torch.equal(G, G_torch)
+
+    S = A.clone()
+    S[1, 2] = S[1, 5]  # two equal rows: torch's gradient of this element would be 0
+    Z = S.clone().requires_grad_()
+    d = LA.det(Z)
+    assert "mpslinalg" in type(d.grad_fn).__name__
+    (G,) = torch.autograd.grad(d.real.sum(), Z)
+    _check_rank_n_minus_1(S[1:2], G[1:2], _rank1_gradient(S[1:2], torch.ones(1, dtype=S.dtype))[1], S.dtype)
+
+
 @pytest.mark.cuda
 def test_det_backward_does_not_synchronise_on_cuda():
     A = _singular_batch(torch.complex64).cuda()

@@ -235,12 +235,15 @@ def _fused_report(device: torch.device) -> None:
 
     A32 = _mats((4096, 32, 32), torch.float32, device, 4)
     A98 = _mats((100000, 8, 9), torch.float32, device, 2).mT.contiguous()
-    for jac in ("partner", "slots"):  # the two Jacobi round variants (svd_triton_fused._sweeps)
-        for cfg in ((1, 1), (1, 2), (1, 4), (2, 2), (4, 4)):
+    # the two Jacobi round variants (svd_triton_fused._sweeps); "slots" at the likely launch shapes only
+    for jac, c32, c98 in (("partner", ((1, 1), (1, 2), (1, 4), (2, 2), (4, 4)),
+                           ((1, 1), (2, 1), (4, 1), (4, 2), (8, 2), (8, 4), (16, 4))),
+                          ("slots", ((1, 1), (1, 2)), ((1, 1), (4, 1)))):
+        for cfg in c32:
             add(f"fused kernel 4096x32x32 f32, U and V, {cfg[0]} matrix/program, {cfg[1]} warps, {jac}",
                 kern(A32, cfg, jacobi=jac))
         add(f"fused kernel 4096x32x32 f32, values only, (1, 1), {jac}", kern(A32, (1, 1), uv=False, jacobi=jac))
-        for cfg in ((1, 1), (2, 1), (4, 1), (4, 2), (8, 2), (8, 4), (16, 4)):
+        for cfg in c98:
             add(f"fused kernel 100000x9x8 f32, U and V, {cfg[0]} matrices/program, {cfg[1]} warps, {jac}",
                 kern(A98, cfg, jacobi=jac))
     A99 = _mats((4096, 9, 9), torch.float32, device, 3)

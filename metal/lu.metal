@@ -636,14 +636,23 @@ kernel void lu_panel_look(device T* A [[buffer(0)]],
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
   // 3. the pivot rows of U beyond the KL columns: U_j = Sin[porig_j] - sum_{i<j} l_ji U_i, in order
+  //    (a thread's column in registers: its KL loads at once, no threadgroup round trip per term)
   const int cb = s0 + nk;  // first column beyond
   for (int c = cb + t; c < nw; c += nt) {
-    for (int j = 0; j < nk; ++j) {
-      T u = sin[porig[j] * ldi + c];
-      for (int i = 0; i < j; ++i) {
-        u -= s_mul(pl[j * KL + i], ub[i * LU_LOOK_MAX_W + c]);
+    T u[KL];
+#pragma unroll
+    for (int j = 0; j < KL; ++j) {
+      u[j] = j < nk ? sin[porig[j] * ldi + c] : s_zero<T>();
+    }
+#pragma unroll
+    for (int j = 0; j < KL; ++j) {
+      if (j < nk) {
+#pragma unroll
+        for (int i = 0; i < j; ++i) {
+          u[j] -= s_mul(pl[j * KL + i], u[i]);
+        }
+        ub[j * LU_LOOK_MAX_W + c] = u[j];
       }
-      ub[j * LU_LOOK_MAX_W + c] = u;
     }
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
@@ -663,8 +672,11 @@ kernel void lu_panel_look(device T* A [[buffer(0)]],
       v = ub[(q - cs) * LU_LOOK_MAX_W + c];
     } else {
       v = sin[src * ldi + c];
-      for (int j = 0; j < nk; ++j) {
-        v -= s_mul(own_x[k * KL + j], ub[j * LU_LOOK_MAX_W + c]);
+#pragma unroll
+      for (int j = 0; j < KL; ++j) {
+        if (j < nk) {
+          v -= s_mul(own_x[k * KL + j], ub[j * LU_LOOK_MAX_W + c]);
+        }
       }
     }
     if ((q < cs + nk && !from_a) || last != 0) {

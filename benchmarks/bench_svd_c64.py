@@ -139,17 +139,20 @@ def _pieces(A: torch.Tensor) -> None:
     one, _ = _gpu_ms(jac(True, 1))
     two, _ = _gpu_ms(jac(True, 2))
     print(f"| Jacobi with V: one sweep (2 sweeps - 1 sweep) | {two - one:.3f} | |", flush=True)
-    variants = [("registers", False, False, None), ("registers", True, False, None), ("pairs", True, False, None),
-                ("halving", False, False, None), ("halving", True, False, None), ("halving", True, True, None),
-                ("halving", True, True, 8)]
-    for kernel, joint, fast, warps in variants:
+    variants = [("registers", False, False, None, None), ("registers", True, False, None, None),
+                ("pairs", True, False, None, None), ("halving", False, False, None, None),
+                ("halving", True, False, None, None), ("halving", True, True, None, None),
+                ("halving", True, True, 8, None), ("halving", True, True, 8, 128), ("halving", True, True, 16, 64)]
+    for kernel, joint, fast, warps, maxnreg in variants:
         if kernel not in st.REG_KERNELS:
             continue
-        with _attrs(st, TILE_KERNEL=kernel, REG_JOINT_REDUCE=joint, REG_FAST_ROTATION=fast):
+        with _attrs(st, TILE_KERNEL=kernel, REG_JOINT_REDUCE=joint, REG_FAST_ROTATION=fast, TILE_MAXNREG=maxnreg):
             _row(f"Jacobi with V, {kernel} kernel, {'joint' if joint else 'separate'} sums"
-                 f"{', fast rotation' if fast else ''}{f', {warps} warps' if warps else ''}", jac(True, warps=warps))
-            if kernel == "halving" and joint and fast and warps is None:
-                _row("svd_impl U S V with this Jacobi", lambda: svdmod.svd_impl(A, False, True))
+                 f"{', fast rotation' if fast else ''}{f', {warps} warps' if warps else ''}"
+                 f"{f', maxnreg {maxnreg}' if maxnreg else ''}", jac(True, warps=warps))
+            if kernel == "halving" and joint and fast and warps in (None, 8):
+                with _attrs(st, TILE_WARPS=warps):
+                    _row("svd_impl U S V with this Jacobi", lambda: svdmod.svd_impl(A, False, True))
     U, S, Vh = (t for t in svdmod.svd_impl(A, False, True)[:3])
     Ux = Vh.mH.contiguous()
     _row("_complete (V's zero-sigma columns; none here)", lambda: svdmod._complete(Ux, S, False))
@@ -165,16 +168,18 @@ def _qr_warps(A: torch.Tensor) -> None:
     from mpslinalg.kernels import qr_triton as qt
 
     Bn, m, n = A.shape
-    for warps in (4, 8, 16):
+    for warps, maxnreg in ((4, None), (8, None), (16, None), (8, 128), (16, 64)):
         for want_q in (True, False):
-            def run(warps=warps, want_q=want_q):
+            def run(warps=warps, want_q=want_q, maxnreg=maxnreg):
                 QR = A.clone()
                 tau = A.new_empty(Bn, n)
                 Q = torch.empty_like(A) if want_q else QR
+                extra = {"maxnreg": maxnreg} if maxnreg else {}
                 qt._qr_small_kernel[(Bn,)](torch.view_as_real(QR), torch.view_as_real(tau), torch.view_as_real(Q),
                                            m, n, n, COMPLEX=True, WANT_Q=want_q, MP=qt._pow2(m), NP=qt._pow2(n),
-                                           num_warps=warps)
-            _row(f"QR kernel {'Q and R' if want_q else 'R only'}, {warps} warps (incl. a copy of A)", run)
+                                           num_warps=warps, **extra)
+            _row(f"QR kernel {'Q and R' if want_q else 'R only'}, {warps} warps"
+                 f"{f', maxnreg {maxnreg}' if maxnreg else ''} (incl. a copy of A)", run)
 
 
 def _sweeps(A: torch.Tensor) -> None:

@@ -53,6 +53,8 @@ LANE_MAX = {torch.float32: 8, torch.complex64: 4}
 MAX_N = 64
 #: Warps of the one-matrix-per-program kernel (None: by tile size, ~16 floats of each tile a thread).
 TILE_WARPS: int | None = None
+#: Register cap per thread of the register-resident kernels (Triton's ``maxnreg``; None: ptxas' choice).
+TILE_MAXNREG: int | None = None
 #: Which one-matrix-per-program kernel (the register-resident ones: :mod:`mpslinalg.kernels.svd_triton_regs`):
 #: "registers" (one ``[n, n]`` tile in slot order), "pairs" (the pairs' columns as two tiles), "halving"
 #: (the recursive-halving ordering for n a power of two, "pairs" otherwise) or "memory" (columns
@@ -695,6 +697,8 @@ def jacobi(X: torch.Tensor, V: torch.Tensor | None, sweeps: int, tol: float, cto
             if TILE_KERNEL != "registers":
                 kern = regs.jacobi_halving_kernel if TILE_KERNEL == "halving" and n == np_ else regs.jacobi_pairs_kernel
             extra = {} if kern is regs.jacobi_reg_kernel else {"FAST": REG_FAST_ROTATION}
+            if TILE_MAXNREG:  # a register cap: two programs of 8 warps on an SM instead of one
+                extra["maxnreg"] = TILE_MAXNREG
             kern[(Bn,)](x, v, rot, n, sweeps, float(tol), float(ctol), COMPLEX=cplx, WANT_V=V is not None, NP=np_,
                         JOINT=REG_JOINT_REDUCE and cplx, num_warps=warps, **extra)
         except Exception as exc:  # noqa: BLE001 - a build failure (before the launch: X untouched)

@@ -1,0 +1,799 @@
+"""The C source of the SVD family's CPU kernel (:mod:`mpslinalg.kernels.svd_c` builds it, once per
+dtype, and documents the algorithm, the SIMD lanes and the kernel contract).
+
+Apart from the Python module so that each stays readable: the preconditioned one-sided Jacobi
+(``svd_jacobi``: the one-matrix kernel ``jacobi`` and the lane kernel ``jacobi_lanes``), the
+Householder steps it shares with ``lstsq_gelsy``, and ``lstsq_gelsy`` itself. ``REAL``, ``CPLX``
+and ``REAL_MAX`` are defined by the builder before this text.
+"""
+
+__all__ = ["SVD_C_SOURCE"]
+
+SVD_C_SOURCE = r"""
+
+/* The SVD family's one-sided Jacobi (mpslinalg/kernels/svd_c.py): do not edit the cached copy. */
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef REAL real;  /* storage: float or double; complex entries are interleaved (re, im) */
+typedef double acc; /* accumulation: exact products for float32 */
+#if CPLX
+#define W 2
+#else
+#define W 1
+#endif
+/* float64 columns with a norm below this are scaled before their dot product (no underflow) */
+#define TINY_NRM (sizeof(real) == 8 ? 0x1p-450 : 0.0)
+
+static inline acc ssq(const real *restrict x, int64_t len) {
+  acc s = 0;
+#pragma omp simd reduction(+:s)
+  for (int64_t k = 0; k < len * W; ++k) s += (acc)x[k] * (acc)x[k];
+  return s;
+}
+
+/* ||x||, safe from underflow: a tiny sum of squares is redone on x scaled by a power of two */
+static acc nrm2(const real *restrict x, int64_t len) {
+  acc s = ssq(x, len);
+  if (s >= 0x1p-900) return sqrt(s);
+  acc mx = 0;
+  for (int64_t k = 0; k < len * W; ++k) mx = fmax(mx, fabs((acc)x[k]));
+  if (mx == 0) return 0;
+  int e;
+  frexp(mx, &e);
+  s = 0;
+  for (int64_t k = 0; k < len * W; ++k) {
+    acc v = ldexp((acc)x[k], -e);
+    s += v * v;
+  }
+  return ldexp(sqrt(s), e);
+}
+
+/* g = xᴴ y, the entries of x multiplied by sx and those of y by sy (powers of two) */
+static inline void dotc(const real *restrict x, const real *restrict y, int64_t len, acc sx, acc sy,
+                        acc *gr, acc *gi) {
+#if CPLX
+  acc sr = 0, si = 0;
+#pragma omp simd reduction(+:sr, si)
+  for (int64_t k = 0; k < len; ++k) {
+    acc xr = x[2 * k] * sx, xi = x[2 * k + 1] * sx, yr = y[2 * k] * sy, yi = y[2 * k + 1] * sy;
+    sr += xr * yr + xi * yi;
+    si += xr * yi - xi * yr;
+  }
+  *gr = sr;
+  *gi = si;
+#else
+  acc s = 0;
+#pragma omp simd reduction(+:s)
+  for (int64_t k = 0; k < len; ++k) s += ((acc)x[k] * sx) * ((acc)y[k] * sy);
+  *gr = s;
+  *gi = 0;
+#endif
+}
+
+/* The Jacobi's columns are planar: n real parts, then n imaginary parts (contiguous real vectors:
+   the complex loops vectorise as the real ones). pdot: dotc on planar columns. */
+static inline void pdot(const real *restrict x, const real *restrict y, int64_t len, acc sx, acc sy,
+                        acc *gr, acc *gi) {
+#if CPLX
+  acc sr = 0, si = 0;
+#pragma omp simd reduction(+:sr, si)
+  for (int64_t k = 0; k < len; ++k) {
+    acc xr = x[k] * sx, xi = x[len + k] * sx, yr = y[k] * sy, yi = y[len + k] * sy;
+    sr += xr * yr + xi * yi;
+    si += xr * yi - xi * yr;
+  }
+  *gr = sr;
+  *gi = si;
+#else
+  dotc(x, y, len, sx, sy, gr, gi);
+#endif
+}
+
+/* x' = c x - conj(se) y, y' = se x + c y on planar columns */
+static inline void prot(real *restrict x, real *restrict y, int64_t len, real c, real sr, real si) {
+#if CPLX
+  real *restrict xi_ = x + len, *restrict yi_ = y + len;
+  for (int64_t k = 0; k < len; ++k) {
+    real xr = x[k], xi = xi_[k], yr = y[k], yi = yi_[k];
+    x[k] = c * xr - (sr * yr + si * yi);
+    xi_[k] = c * xi - (sr * yi - si * yr);
+    y[k] = (sr * xr - si * xi) + c * yr;
+    yi_[k] = (sr * xi + si * xr) + c * yi;
+  }
+#else
+  (void)si;
+  for (int64_t k = 0; k < len; ++k) {
+    real xk = x[k], yk = y[k];
+    x[k] = c * xk - sr * yk;
+    y[k] = sr * xk + c * yk;
+  }
+#endif
+}
+
+/* stable descending order of key[0..len) into idx (insertion sort on nearly sorted keys, merge
+   by qsort for long row lists) */
+static _Thread_local const acc *sort_key; /* per thread: batches run in parallel */
+static int by_key_desc(const void *a, const void *b) {
+  int64_t i = *(const int64_t *)a, j = *(const int64_t *)b;
+  if (sort_key[i] > sort_key[j]) return -1;
+  if (sort_key[i] < sort_key[j]) return 1;
+  return (i > j) - (i < j);
+}
+static void order_desc(const acc *key, int64_t *idx, int64_t len) {
+  for (int64_t i = 0; i < len; ++i) idx[i] = i;
+  if (len > 64) { /* qsort with the index as tie-break is stable */
+    sort_key = key;
+    qsort(idx, (size_t)len, sizeof(int64_t), by_key_desc);
+    return;
+  }
+  for (int64_t i = 1; i < len; ++i) {
+    int64_t v = idx[i], j = i;
+    while (j > 0 && key[idx[j - 1]] < key[v]) { idx[j] = idx[j - 1]; --j; }
+    idx[j] = v;
+  }
+}
+
+/* xlarfg on the column x[0..len): x = beta e_0 after H, v (v_0 = 1 implicit) below; tau complex
+   (0 when H = I) */
+static void house(real *x, int64_t len, acc *tau) {
+  acc ar = x[0], ai = CPLX ? x[1] : 0;
+  acc xn = nrm2(x + W, len - 1); /* scaled where squares would underflow (float64) */
+  tau[0] = tau[1] = 0;
+  if (xn == 0 && ai == 0) return; /* H = I */
+  acc beta = -copysign(hypot(hypot(ar, ai), xn), ar);
+  tau[0] = (beta - ar) / beta;
+  tau[1] = -ai / beta;
+  /* v = x / (alpha - beta), by division: |x_i| <= |alpha - beta|, nothing overflows */
+  acc dr = ar - beta, di = ai, dn = fmax(fabs(dr), fabs(di));
+  dr /= dn;
+  di /= dn;
+  acc d2 = dr * dr + di * di;
+  for (int64_t i = 1; i < len; ++i) {
+#if CPLX
+    acc xr = x[2 * i] / dn, xi = x[2 * i + 1] / dn;
+    x[2 * i] = (real)((xr * dr + xi * di) / d2);
+    x[2 * i + 1] = (real)((xi * dr - xr * di) / d2);
+#else
+    x[i] = (real)((x[i] / dn) / dr);
+#endif
+  }
+  x[0] = (real)beta;
+  if (CPLX) x[1] = 0;
+}
+
+/* a[0..len) <- (I - t v vᴴ) a with t = (tr, ti) and the reflector v of house (v_0 = 1): H a for
+   t = tau, Hᴴ a for t = conj(tau) */
+static void reflect(const real *v, acc tr, acc ti, int64_t len, real *a) {
+  acc wr, wi;
+  dotc(v + W, a + W, len - 1, 1, 1, &wr, &wi);
+  wr += a[0];
+  wi += CPLX ? a[1] : 0;
+  if (wr == 0 && wi == 0) return;
+  const real fr = (real)(tr * wr - ti * wi), fi = (real)(tr * wi + ti * wr); /* t (vᴴ a) */
+  a[0] -= fr;
+  if (CPLX) a[1] -= fi;
+  for (int64_t i = 1; i < len; ++i) { /* in the storage type: full-width vectors */
+#if CPLX
+    a[2 * i] -= fr * v[2 * i] - fi * v[2 * i + 1];
+    a[2 * i + 1] -= fr * v[2 * i + 1] + fi * v[2 * i];
+#else
+    a[i] -= fr * v[i];
+#endif
+  }
+}
+
+/* reflect on the ncols columns a + k lda (lda counts reals), four at a time: their dot products
+   are independent and share the loads of v (reflect alone is a chain: dot product, then update) */
+static void reflect_cols(const real *v, acc tr, acc ti, int64_t len, real *a, int64_t lda, int64_t ncols) {
+  int64_t k = 0;
+  for (; k + 4 <= ncols; k += 4) {
+    real *restrict a0 = a + k * lda, *restrict a1 = a0 + lda, *restrict a2 = a1 + lda, *restrict a3 = a2 + lda;
+    acc r0 = 0, r1 = 0, r2 = 0, r3 = 0, i0 = 0, i1 = 0, i2 = 0, i3 = 0;
+#pragma omp simd reduction(+:r0, r1, r2, r3, i0, i1, i2, i3)
+    for (int64_t i = 1; i < len; ++i) {
+#if CPLX
+      acc vr = v[2 * i], vi = v[2 * i + 1]; /* conj(v_i) a_i */
+      r0 += vr * a0[2 * i] + vi * a0[2 * i + 1], i0 += vr * a0[2 * i + 1] - vi * a0[2 * i];
+      r1 += vr * a1[2 * i] + vi * a1[2 * i + 1], i1 += vr * a1[2 * i + 1] - vi * a1[2 * i];
+      r2 += vr * a2[2 * i] + vi * a2[2 * i + 1], i2 += vr * a2[2 * i + 1] - vi * a2[2 * i];
+      r3 += vr * a3[2 * i] + vi * a3[2 * i + 1], i3 += vr * a3[2 * i + 1] - vi * a3[2 * i];
+#else
+      acc vr = v[i];
+      r0 += vr * a0[i], r1 += vr * a1[i], r2 += vr * a2[i], r3 += vr * a3[i];
+#endif
+    }
+    acc wr[4] = {r0 + a0[0], r1 + a1[0], r2 + a2[0], r3 + a3[0]};
+    acc wi[4] = {i0 + (CPLX ? a0[W - 1] : 0), i1 + (CPLX ? a1[W - 1] : 0), i2 + (CPLX ? a2[W - 1] : 0),
+                 i3 + (CPLX ? a3[W - 1] : 0)};
+    real fr[4], fi[4]; /* t (vᴴ a) */
+    for (int c = 0; c < 4; ++c) fr[c] = (real)(tr * wr[c] - ti * wi[c]), fi[c] = (real)(tr * wi[c] + ti * wr[c]);
+    a0[0] -= fr[0], a1[0] -= fr[1], a2[0] -= fr[2], a3[0] -= fr[3];
+    if (CPLX) a0[W - 1] -= fi[0], a1[W - 1] -= fi[1], a2[W - 1] -= fi[2], a3[W - 1] -= fi[3];
+    for (int64_t i = 1; i < len; ++i) { /* in the storage type: full-width vectors */
+#if CPLX
+      real vr = v[2 * i], vi = v[2 * i + 1];
+      a0[2 * i] -= fr[0] * vr - fi[0] * vi, a0[2 * i + 1] -= fr[0] * vi + fi[0] * vr;
+      a1[2 * i] -= fr[1] * vr - fi[1] * vi, a1[2 * i + 1] -= fr[1] * vi + fi[1] * vr;
+      a2[2 * i] -= fr[2] * vr - fi[2] * vi, a2[2 * i + 1] -= fr[2] * vi + fi[2] * vr;
+      a3[2 * i] -= fr[3] * vr - fi[3] * vi, a3[2 * i + 1] -= fr[3] * vi + fi[3] * vr;
+#else
+      real vr = v[i];
+      a0[i] -= fr[0] * vr, a1[i] -= fr[1] * vr, a2[i] -= fr[2] * vr, a3[i] -= fr[3] * vr;
+#endif
+    }
+  }
+  for (; k < ncols; ++k) reflect(v, tr, ti, len, a + k * lda);
+}
+
+/* Householder QR of the column-major m x n Wk in place (xgeqr2, xlarfg conventions): R on and
+   above the diagonal (real diagonal), v below it (v_0 = 1 implicit), tau[j] complex. */
+static void geqr2(real *Wk, int64_t m, int64_t n, acc *tau) {
+  for (int64_t j = 0; j < n; ++j) {
+    real *x = Wk + (j * m + j) * W;
+    house(x, m - j, tau + 2 * j);
+    if (tau[2 * j] == 0 && tau[2 * j + 1] == 0) continue;
+    /* A(j:, j+1:) <- Hᴴ A */
+    reflect_cols(x, tau[2 * j], -tau[2 * j + 1], m - j, Wk + ((j + 1) * m + j) * W, m * W, n - j - 1);
+  }
+}
+
+/* M <- H_0 ... H_{n-1} M for the column-major m x cols M (the reflectors of geqr2 in Wk) */
+static void apply_q(const real *Wk, const acc *tau, int64_t m, int64_t n, real *M, int64_t cols) {
+  for (int64_t j = n - 1; j >= 0; --j) {
+    if (tau[2 * j] == 0 && tau[2 * j + 1] == 0) continue;
+    reflect_cols(Wk + (j * m + j) * W, tau[2 * j], tau[2 * j + 1], m - j, M + j * W, m * W, cols);
+  }
+}
+
+/* One-sided Jacobi on the n columns (length n) of X, rotations also applied to V (or NULL).
+   Returns 1 if the last sweep run made a rotation above ctol (not converged). */
+static int jacobi(real *X, real *V, int64_t n, int64_t max_sweeps, acc tol, acc ctol, acc *nrm,
+                  int64_t *col) {
+  int sig = 0;
+  for (int64_t j = 0; j < n; ++j) col[j] = j;
+  for (int64_t sweep = 0; sweep < max_sweeps; ++sweep) {
+    sig = 0;
+    for (int64_t j = 0; j < n; ++j) nrm[j] = nrm2(X + j * n * W, n);
+    for (int64_t p = 0; p < n - 1; ++p) {
+      int64_t best = p; /* de Rijk: the largest remaining column next */
+      for (int64_t j = p + 1; j < n; ++j)
+        if (nrm[col[j]] > nrm[col[best]]) best = j;
+      int64_t tmp = col[p];
+      col[p] = col[best];
+      col[best] = tmp;
+      int64_t ip = col[p];
+      real *xp = X + ip * n * W;
+      for (int64_t q = p + 1; q < n; ++q) {
+        int64_t iq = col[q];
+        real *xq = X + iq * n * W;
+        acc np = nrm[ip], nq = nrm[iq];
+        if (np == 0 || nq == 0) continue;
+        /* a, b, (gr, gi): the pair's norms and x_pᴴ x_q, of the columns scaled by up⁻¹, uq⁻¹ */
+        acc a = np, b = nq, up = 1, uq = 1, gr, gi;
+        if (np >= TINY_NRM && nq >= TINY_NRM) { /* a·b >= 2^-900, or float32's exact range */
+          pdot(xp, xq, n, 1, 1, &gr, &gi);
+        } else { /* both columns scaled by the power of two of the larger one (a rotation of
+                    columns scaled apart would be the wrong angle): the products cannot underflow */
+          int ep, eq;
+          frexp(np, &ep);
+          frexp(nq, &eq);
+          up = uq = ldexp(1.0, ep > eq ? ep : eq);
+          a = np / up;
+          b = nq / uq;
+          pdot(xp, xq, n, 1 / up, 1 / uq, &gr, &gi);
+        }
+        acc ag = CPLX ? hypot(gr, gi) : fabs(gr), ab = a * b; /* |cos| of the angle = ag / ab */
+        if (ag > ctol * ab) sig = 1;
+        if (!(ag > tol * ab)) continue;
+        /* Rutishauser's t = sign(ζ)/(|ζ| + √(1 + ζ²)), ζ = D/E, D = ‖x_q‖² − ‖x_p‖², E = 2|x_pᴴ x_q|,
+           as t = sign(D) E/(|D| + r), r = √(D² + E²), and c = 1/√(1 + t²) as √((1 + |D|/r)/2)
+           (cos²θ = (1 + cos 2θ)/2): no quotient of quotients, and c and t computed side by side */
+        acc D = (b - a) * (b + a), E = 2 * ag, aD = fabs(D);
+        acc r = (aD > 0x1p-450 || E > 0x1p-450) ? sqrt(aD * aD + E * E) : hypot(aD, E);
+        acc t = (D >= 0 ? E : -E) / (aD + r);
+        acc c = sqrt(0.5 + 0.5 * (aD / r)), s = c * t;
+#if CPLX
+        acc sr = s * (gr / ag), si = s * (gi / ag); /* s times the phase of x_pᴴ x_q */
+#else
+        acc sr = gr >= 0 ? s : -s, si = 0;
+#endif
+        prot(xp, xq, n, (real)c, (real)sr, (real)si);
+        if (V) prot(V + ip * n * W, V + iq * n * W, n, (real)c, (real)sr, (real)si);
+        /* ‖x_p'‖² = ‖x_p‖² − t |g|, ‖x_q'‖² = ‖x_q‖² + t |g| (xGESVJ's update); recomputed when
+           the update cancels */
+        acc p2 = a * a - t * ag, q2 = b * b + t * ag;
+        nrm[ip] = p2 > 0.25 * a * a ? sqrt(p2) * up : nrm2(xp, n);
+        nrm[iq] = q2 > 0.25 * b * b ? sqrt(q2) * uq : nrm2(xq, n);
+      }
+    }
+    if (!sig) break;
+  }
+  return sig;
+}
+
+/* The same one-sided Jacobi on LANES matrices at once, one per SIMD lane (a batch's matrices are
+   independent, so every operation is one vector operation over the group: no horizontal sums and
+   no chain of dependent divisions and square roots per pair, the cost of the one-matrix kernel
+   above). Cyclic by rows, with de Rijk's pivoting from DE_RIJK_LANES by swapping columns inside
+   a lane; a lane leaves (no more rotations) after its first sweep without a significant rotation,
+   so each matrix's operations do not depend on the others of its group. Storage: column j of
+   lane l at XL[((j W + part) n + i) LANES + l] (complex planar), VL the same. sig[l] as jacobi's
+   return; live[l] = 0 marks an unused lane. */
+#define LANES (sizeof(real) == 4 ? 8 : 4)
+#define LMAX 8
+/* de Rijk's pivoting in the lanes from this order: a physical column swap in the lane (X and V),
+   about one sweep fewer at n = 32 and 1.5 at n = 64 (7-15% faster); at 8x9 the swaps cost more
+   than the sweep they save (3.8 against 3.5 us a matrix) */
+#define DE_RIJK_LANES 16
+#define ALIGNED __attribute__((aligned(64))) /* lane arrays stored as vectors */
+
+/* ||column x of lane l|| (stride LANES), safe from underflow as nrm2 */
+static acc lane_nrm2(const real *x, int64_t n, int l) {
+  acc s = 0, mx = 0;
+  for (int64_t k = 0; k < n * W; ++k) s += (acc)x[k * LANES + l] * (acc)x[k * LANES + l];
+  if (s >= 0x1p-900) return sqrt(s);
+  for (int64_t k = 0; k < n * W; ++k) mx = fmax(mx, fabs((acc)x[k * LANES + l]));
+  if (mx == 0) return 0;
+  int e;
+  frexp(mx, &e);
+  s = 0;
+  for (int64_t k = 0; k < n * W; ++k) {
+    acc v = ldexp((acc)x[k * LANES + l], -e);
+    s += v * v;
+  }
+  return ldexp(sqrt(s), e);
+}
+
+/* One entry of every lane, and its accumulator (vector extensions of clang and gcc: one SIMD
+   operation a line whatever the compiler's loop vectoriser decides; unaligned loads allowed) */
+typedef real vreal __attribute__((vector_size(sizeof(real) * LANES), aligned(sizeof(real))));
+typedef acc vacc __attribute__((vector_size(sizeof(acc) * LANES), aligned(sizeof(acc))));
+#define VLOAD(p) (*(const vreal *)(p))
+#define WIDE(v) __builtin_convertvector((v), vacc)
+
+/* (gr, gi)[l] = x_pᴴ x_q of lane l, accumulated in acc; two partial sums (even and odd rows) */
+static inline void lane_dot(const real *xp, const real *xq, int64_t n, acc *gr, acc *gi) {
+  vacc r0 = {0}, r1 = {0}, i0 = {0}, i1 = {0};
+  const int64_t im = CPLX ? n * LANES : 0; /* the imaginary parts (planar) */
+  int64_t i = 0;
+  for (; i + 1 < n; i += 2) {
+    const real *x = xp + i * LANES, *y = xq + i * LANES;
+    vacc x0 = WIDE(VLOAD(x)), y0 = WIDE(VLOAD(y)), x1 = WIDE(VLOAD(x + LANES)), y1 = WIDE(VLOAD(y + LANES));
+    r0 += x0 * y0;
+    r1 += x1 * y1;
+    if (CPLX) {
+      vacc a0 = WIDE(VLOAD(x + im)), b0 = WIDE(VLOAD(y + im)), a1 = WIDE(VLOAD(x + im + LANES)),
+           b1 = WIDE(VLOAD(y + im + LANES));
+      r0 += a0 * b0;
+      r1 += a1 * b1;
+      i0 += x0 * b0 - a0 * y0;
+      i1 += x1 * b1 - a1 * y1;
+    }
+  }
+  if (i < n) {
+    const real *x = xp + i * LANES, *y = xq + i * LANES;
+    vacc x0 = WIDE(VLOAD(x)), y0 = WIDE(VLOAD(y));
+    r0 += x0 * y0;
+    if (CPLX) {
+      vacc a0 = WIDE(VLOAD(x + im)), b0 = WIDE(VLOAD(y + im));
+      r0 += a0 * b0;
+      i0 += x0 * b0 - a0 * y0;
+    }
+  }
+  *(vacc *)gr = r0 + r1;
+  *(vacc *)gi = i0 + i1;
+}
+
+/* x' = c x - conj(se) y, y' = se x + c y on lane-interleaved planar columns (prot per lane) */
+static inline void lane_rot(real *x, real *y, int64_t n, const real *c_, const real *sr_, const real *si_) {
+  const vreal c = VLOAD(c_), sr = VLOAD(sr_), si = VLOAD(si_);
+  const int64_t im = CPLX ? n * LANES : 0;
+  for (int64_t i = 0; i < n * LANES; i += LANES) {
+    vreal xr = VLOAD(x + i), yr = VLOAD(y + i);
+#if CPLX
+    vreal xi = VLOAD(x + im + i), yi = VLOAD(y + im + i);
+    *(vreal *)(x + i) = c * xr - (sr * yr + si * yi);
+    *(vreal *)(x + im + i) = c * xi - (sr * yi - si * yr);
+    *(vreal *)(y + i) = (sr * xr - si * xi) + c * yr;
+    *(vreal *)(y + im + i) = (sr * xi + si * xr) + c * yi;
+#else
+    (void)si;
+    *(vreal *)(x + i) = c * xr - sr * yr;
+    *(vreal *)(y + i) = sr * xr + c * yr;
+#endif
+  }
+}
+
+static void jacobi_lanes(real *XL, real *VL, int64_t n, int64_t max_sweeps, acc tol, acc ctol,
+                         int *live, int *sig, acc *nrm) {
+  const int64_t cs = n * W * LANES; /* a column of all lanes */
+  for (int l = 0; l < LANES; ++l) sig[l] = 0;
+  for (int64_t sweep = 0; sweep < max_sweeps; ++sweep) {
+    int any = 0;
+    for (int l = 0; l < LANES; ++l) any |= live[l];
+    if (!any) break;
+    for (int l = 0; l < LANES; ++l) sig[l] = 0;
+    for (int64_t j = 0; j < n; ++j) { /* exact norms at the start of every sweep */
+      const real *x = XL + j * cs;
+      vacc v2 = {0};
+      for (int64_t k = 0; k < n * W; ++k) {
+        vacc v = WIDE(VLOAD(x + k * LANES));
+        v2 += v * v;
+      }
+      acc s2[LMAX] ALIGNED;
+      *(vacc *)s2 = v2;
+      for (int l = 0; l < LANES; ++l) nrm[j * LANES + l] = s2[l] >= 0x1p-900 ? sqrt(s2[l]) : lane_nrm2(x, n, l);
+    }
+    for (int64_t p = 0; p < n - 1; ++p) {
+      real *xp = XL + p * cs;
+      for (int l = 0; l < LANES && n >= DE_RIJK_LANES; ++l) { /* de Rijk: each lane's largest
+                                                              remaining column moves to p */
+        int64_t best = p;
+        for (int64_t j = p + 1; j < n; ++j)
+          if (nrm[j * LANES + l] > nrm[best * LANES + l]) best = j;
+        if (best == p) continue;
+        acc tn = nrm[p * LANES + l];
+        nrm[p * LANES + l] = nrm[best * LANES + l];
+        nrm[best * LANES + l] = tn;
+        for (int mtx = 0; mtx < (VL ? 2 : 1); ++mtx) { /* the columns of X and V, of lane l only */
+          real *x = (mtx ? VL : XL) + p * cs + l, *y = (mtx ? VL : XL) + best * cs + l;
+          for (int64_t k = 0; k < n * W; ++k) {
+            real tk = x[k * LANES];
+            x[k * LANES] = y[k * LANES];
+            y[k * LANES] = tk;
+          }
+        }
+      }
+      for (int64_t q = p + 1; q < n; ++q) {
+        real *xq = XL + q * cs;
+        acc gr[LMAX] ALIGNED, gi[LMAX] ALIGNED;
+        lane_dot(xp, xq, n, gr, gi);
+        acc a[LMAX], b[LMAX], up[LMAX], uq[LMAX];
+#pragma omp simd
+        for (int l = 0; l < LANES; ++l) a[l] = nrm[p * LANES + l], b[l] = nrm[q * LANES + l], up[l] = 1, uq[l] = 1;
+        if (TINY_NRM > 0) /* float64 columns below 2^-450: the dot product of scaled columns */
+          for (int l = 0; l < LANES; ++l) {
+            if (!(a[l] < TINY_NRM || b[l] < TINY_NRM) || a[l] == 0 || b[l] == 0) continue;
+            int ep, eq; /* one scale for both columns, as jacobi */
+            frexp(a[l], &ep);
+            frexp(b[l], &eq);
+            up[l] = uq[l] = ldexp(1.0, ep > eq ? ep : eq);
+            a[l] /= up[l], b[l] /= uq[l];
+            acc sr = 0, si = 0;
+            for (int64_t i = 0; i < n; ++i) {
+              acc xr = xp[i * LANES + l] / up[l], yr = xq[i * LANES + l] / uq[l], xi = 0, yi = 0;
+              if (CPLX) xi = xp[(n + i) * LANES + l] / up[l], yi = xq[(n + i) * LANES + l] / uq[l];
+              sr += xr * yr + xi * yi;
+              si += xr * yi - xi * yr;
+            }
+            gr[l] = sr, gi[l] = CPLX ? si : 0;
+          }
+        /* the rotations (see jacobi for the formulas), branch-free over the lanes */
+        real c[LMAX] ALIGNED, sr[LMAX] ALIGNED, si[LMAX] ALIGNED;
+        acc np[LMAX], nq[LMAX];
+        int rot[LMAX], nrot = 0;
+#pragma omp simd reduction(+:nrot)
+        for (int l = 0; l < LANES; ++l) {
+          acc ag = CPLX ? sqrt(gr[l] * gr[l] + gi[l] * gi[l]) : fabs(gr[l]), ab = a[l] * b[l];
+          int on = live[l] && ab > 0;
+          sig[l] |= on && ag > ctol * ab;
+          rot[l] = on && ag > tol * ab;
+          nrot += rot[l];
+          acc D = (b[l] - a[l]) * (b[l] + a[l]), E = 2 * ag, aD = fabs(D);
+          acc f = (aD > 0x1p-450 || E > 0x1p-450) ? 1.0 : 0x1p600; /* (D, E) 2^600: squares */
+          acc r = sqrt((aD * f) * (aD * f) + (E * f) * (E * f)) / f;
+          r = rot[l] ? r : 1;
+          acc t = (D >= 0 ? E : -E) / (aD + r);
+          acc cl = sqrt(0.5 + 0.5 * (aD / r)), sn = cl * t, agi = rot[l] ? ag : 1;
+#if CPLX
+          acc srl = sn * (gr[l] / agi), sil = sn * (gi[l] / agi);
+#else
+          acc srl = gr[l] >= 0 ? sn : -sn, sil = 0;
+          (void)agi;
+#endif
+          c[l] = rot[l] ? (real)cl : 1;
+          sr[l] = rot[l] ? (real)srl : 0;
+          si[l] = rot[l] ? (real)sil : 0;
+          acc p2 = a[l] * a[l] - t * ag, q2 = b[l] * b[l] + t * ag;
+          acc sp = sqrt(fmax(p2, 0.0)) * up[l], sq = sqrt(fmax(q2, 0.0)) * uq[l];
+          np[l] = p2 > 0.25 * a[l] * a[l] ? sp : -1; /* -1: the update cancels, recompute */
+          nq[l] = q2 > 0.25 * b[l] * b[l] ? sq : -1;
+        }
+        if (!nrot) continue;
+        lane_rot(xp, xq, n, c, sr, si);
+        if (VL) lane_rot(VL + p * cs, VL + q * cs, n, c, sr, si);
+        for (int l = 0; l < LANES; ++l) {
+          if (!rot[l]) continue;
+          nrm[p * LANES + l] = np[l] >= 0 ? np[l] : lane_nrm2(xp, n, l);
+          nrm[q * LANES + l] = nq[l] >= 0 ? nq[l] : lane_nrm2(xq, n, l);
+        }
+      }
+    }
+    for (int l = 0; l < LANES; ++l) live[l] &= sig[l];
+  }
+}
+
+/* v 2^e as one product where 2^e is a normal double (f = pow2_factor(e)), else by ldexp */
+static inline acc pow2_factor(int e) { return e > -1000 && e < 1000 ? ldexp(1.0, e) : 0; }
+static inline acc times_pow2(acc v, int e, acc f) { return f != 0 ? v * f : ldexp(v, e); }
+
+static void fill_nan(real *p, int64_t len) {
+  for (int64_t k = 0; k < len * W; ++k) p[k] = NAN;
+}
+
+/* lstsq 'gelsy' (mpslinalg/lstsq.py, the same algorithm as its torch-op version): Householder QR
+   with column pivoting (largest remaining column norm, recomputed every step, first on ties), the
+   rank r = leading pivots with |r_jj| > rcond |r_00|, the minimum-norm solution of
+   R[:r] y = (Qᴴ B)[:r] through the QR of R[:r]ᴴ = Q2 R2 (y = Q2 R2⁻ᴴ c), x = P y, on A and B scaled
+   by powers of two; a non-finite A gives rank -1 and a NaN solution. */
+int lstsq_gelsy(const real *A, const real *B, real *X, int64_t *rank, int64_t m, int64_t n, int64_t k,
+                double rcond, int64_t b0, int64_t b1) {
+  int64_t K = m < n ? m : n;
+  size_t bytes = sizeof(real) * W * (size_t)(m * n + m * k + n * K + n * k) + sizeof(acc) * (size_t)(4 * K + 2) +
+                 sizeof(int64_t) * (size_t)n;
+  char *work = malloc(bytes);
+  if (!work) return -1;
+  real *Wk = (real *)work, *Cw = Wk + m * n * W, *TH = Cw + m * k * W, *Y = TH + n * K * W;
+  acc *tau = (acc *)(Y + n * k * W), *tau2 = tau + 2 * K + 2;
+  int64_t *perm = (int64_t *)(tau2 + 2 * K);
+  for (int64_t b = b0; b < b1; ++b) {
+    const real *a = A + b * m * n * W, *bb = B + b * m * k * W;
+    real *x = X + b * n * k * W;
+    int finite = 1;
+    acc amax = 0, bmax = 0;
+    for (int64_t i = 0; i < m * n * W; ++i) {
+      acc v = fabs((acc)a[i]);
+      finite &= v <= REAL_MAX;
+      amax = fmax(amax, v);
+    }
+    if (!finite) {
+      rank[b] = -1;
+      fill_nan(x, n * k);
+      continue;
+    }
+    for (int64_t i = 0; i < m * k * W; ++i) {
+      acc v = fabs((acc)bb[i]);
+      if (v <= REAL_MAX) bmax = fmax(bmax, v); /* a non-finite b_ij stays one: NaN columns of x */
+    }
+    /* A 2^-ea and B 2^-eb with max entries in [1/2, 1) (exact, as the torch-op version): squares
+       of column norms cannot overflow; x = 2^(eb - ea) y */
+    int ea = 0, eb = 0;
+    if (amax > 0) frexp(amax, &ea);
+    if (bmax > 0) frexp(bmax, &eb);
+    const acc fa = pow2_factor(-ea), fb = pow2_factor(-eb), fx = pow2_factor(eb - ea);
+    for (int64_t j = 0; j < n; ++j) {
+      perm[j] = j;
+      for (int64_t i = 0; i < m; ++i)
+        for (int c = 0; c < W; ++c) Wk[(j * m + i) * W + c] = (real)times_pow2(a[(i * n + j) * W + c], -ea, fa);
+    }
+    for (int64_t j = 0; j < k; ++j)
+      for (int64_t i = 0; i < m; ++i)
+        for (int c = 0; c < W; ++c) Cw[(j * m + i) * W + c] = (real)times_pow2(bb[(i * k + j) * W + c], -eb, fb);
+    for (int64_t j = 0; j < K; ++j) {
+      int64_t best = j;
+      acc bn = -1;
+      for (int64_t c = j; c < n; ++c) {
+        acc s2 = ssq(Wk + (c * m + j) * W, m - j);
+        if (s2 > bn) bn = s2, best = c;
+      }
+      if (best != j) {
+        for (int64_t i = 0; i < m * W; ++i) {
+          real t = Wk[j * m * W + i];
+          Wk[j * m * W + i] = Wk[best * m * W + i];
+          Wk[best * m * W + i] = t;
+        }
+        int64_t t = perm[j];
+        perm[j] = perm[best];
+        perm[best] = t;
+      }
+      real *v = Wk + (j * m + j) * W;
+      house(v, m - j, tau + 2 * j);
+      if (tau[2 * j] == 0 && tau[2 * j + 1] == 0) continue;
+      reflect_cols(v, tau[2 * j], -tau[2 * j + 1], m - j, Wk + ((j + 1) * m + j) * W, m * W, n - j - 1);
+      reflect_cols(v, tau[2 * j], -tau[2 * j + 1], m - j, Cw + j * W, m * W, k);
+    }
+#define RABS(j) (CPLX ? hypot((acc)Wk[(j * m + j) * W], (acc)Wk[(j * m + j) * W + W - 1]) : fabs((acc)Wk[j * m + j]))
+    acc d0 = RABS(0);
+    int64_t r = 0;
+    while (r < K && d0 > 0 && RABS(r) > rcond * d0) ++r;
+#undef RABS
+    rank[b] = r;
+    memset(Y, 0, sizeof(real) * W * (size_t)(n * k));
+    if (r > 0) {
+      memset(TH, 0, sizeof(real) * W * (size_t)(n * r));
+      for (int64_t j = 0; j < r; ++j) /* column j of R[:r]ᴴ is row j of R, conjugated */
+        for (int64_t i = j; i < n; ++i) {
+          TH[(j * n + i) * W] = Wk[(i * m + j) * W];
+          if (CPLX) TH[(j * n + i) * W + 1] = -Wk[(i * m + j) * W + 1];
+        }
+      geqr2(TH, n, r, tau2);
+      for (int64_t c = 0; c < k; ++c) /* R2ᴴ z = c[:r] by forward substitution; z in Y[:r] */
+        for (int64_t i = 0; i < r; ++i) {
+          acc zr = Cw[(c * m + i) * W], zi = CPLX ? Cw[(c * m + i) * W + 1] : 0;
+          for (int64_t l = 0; l < i; ++l) { /* (R2ᴴ)_il = conj(R2_li) */
+            acc rr = TH[(i * n + l) * W], ri = CPLX ? -TH[(i * n + l) * W + 1] : 0;
+            acc yr = Y[(c * n + l) * W], yi = CPLX ? Y[(c * n + l) * W + 1] : 0;
+            zr -= rr * yr - ri * yi;
+            zi -= rr * yi + ri * yr;
+          }
+          acc dr = TH[(i * n + i) * W], di = CPLX ? -TH[(i * n + i) * W + 1] : 0, d2 = dr * dr + di * di;
+          Y[(c * n + i) * W] = (real)((zr * dr + zi * di) / d2);
+          if (CPLX) Y[(c * n + i) * W + 1] = (real)((zi * dr - zr * di) / d2);
+        }
+      apply_q(TH, tau2, n, r, Y, k);
+    }
+    for (int64_t i = 0; i < n; ++i) /* x = P y */
+      for (int64_t c = 0; c < k; ++c)
+        for (int w = 0; w < W; ++w)
+          x[(perm[i] * k + c) * W + w] = (real)times_pow2(Y[(c * n + i) * W + w], eb - ea, fx);
+  }
+  free(work);
+  return 0;
+}
+
+/* The work space of one matrix */
+typedef struct {
+  real *Wk, *X, *Vj, *M;
+  acc *tau, *nrm, *key;
+  int64_t *rperm, *cperm, *col;
+  int e; /* the input's scaling 2^-e */
+} slot;
+
+/* Steps 1-3 for matrix b: scaled, sorted, QR, X = Rᴴ and V = I in slot w. Returns 0 (and writes
+   the NaN outputs, info 1) for a non-finite matrix, else 1. */
+static int prepare(const real *a, slot *w, int64_t m, int64_t n, int64_t ucols, int64_t want_uv,
+                   real *s_out, real *u_out, real *v_out, int32_t *info_b) {
+  /* 1. scale: max |a_ij| into [1/2, 1) by a power of two; non-finite input -> NaN, info 1 */
+  acc amax = 0;
+  int finite = 1;
+  for (int64_t k = 0; k < m * n; ++k) {
+    acc v = CPLX ? hypot((acc)a[W * k], (acc)a[W * k + W - 1]) : fabs((acc)a[W * k]);
+    if (!(v <= REAL_MAX)) finite = 0;
+    amax = fmax(amax, v);
+  }
+  if (!finite) {
+    *info_b = 1;
+    for (int64_t j = 0; j < n; ++j) s_out[j] = NAN;
+    if (want_uv) {
+      fill_nan(u_out, m * ucols);
+      fill_nan(v_out, n * n);
+    }
+    return 0;
+  }
+  int e = 0;
+  if (amax > 0) frexp(amax, &e);
+  w->e = e;
+  const acc fe = pow2_factor(-e);
+  acc *key = w->key;
+#define SCALED(v) times_pow2((v), -e, fe)
+  /* 2. rows by decreasing max-norm, columns by decreasing 2-norm (stable) */
+  for (int64_t i = 0; i < m; ++i) {
+    acc r = 0;
+    for (int64_t j = 0; j < n; ++j)
+      r = fmax(r, CPLX ? hypot((acc)a[(i * n + j) * W], (acc)a[(i * n + j) * W + W - 1])
+                       : fabs((acc)a[i * n + j]));
+    key[i] = r;
+  }
+  order_desc(key, w->rperm, m);
+  for (int64_t j = 0; j < n; ++j) {
+    acc s2 = 0;
+    for (int64_t i = 0; i < m; ++i)
+      for (int c = 0; c < W; ++c) {
+        acc v = SCALED(a[(i * n + j) * W + c]);
+        s2 += v * v;
+      }
+    key[j] = s2;
+  }
+  order_desc(key, w->cperm, n);
+  real *Wk = w->Wk, *X = w->X;
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < m; ++i)
+      for (int c = 0; c < W; ++c)
+        Wk[(j * m + i) * W + c] = (real)SCALED(a[(w->rperm[i] * n + w->cperm[j]) * W + c]);
+#undef SCALED
+  geqr2(Wk, m, n, w->tau);
+  /* 3. X = Rᴴ (lower triangular, column-major): column j of X is row j of R, conjugated */
+  memset(X, 0, sizeof(real) * W * (size_t)(n * n));
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = j; i < n; ++i) {
+      X[j * n * W + i] = Wk[(i * m + j) * W]; /* planar columns (pdot) */
+      if (CPLX) X[j * n * W + n + i] = -Wk[(i * m + j) * W + 1];
+    }
+  if (want_uv) {
+    memset(w->Vj, 0, sizeof(real) * W * (size_t)(n * n));
+    for (int64_t j = 0; j < n; ++j) w->Vj[j * n * W + j] = 1;
+  }
+  return 1;
+}
+
+/* Step 5 for the matrix in slot w: sigma, sorted; U = Prᵀ Q [Vj 0; 0 I], V = Pc W Σ⁻¹ */
+static void finish(slot *w, int64_t m, int64_t n, int64_t ucols, int64_t want_uv, real *s_out,
+                   real *u_out, real *v_out) {
+  acc *key = w->key;
+  real *X = w->X, *M = w->M;
+  for (int64_t j = 0; j < n; ++j) key[j] = nrm2(X + j * n * W, n);
+  int64_t *srt = w->col; /* the Jacobi's column order is no longer needed */
+  order_desc(key, srt, n);
+  for (int64_t j = 0; j < n; ++j) s_out[j] = (real)ldexp(key[srt[j]], w->e);
+  if (!want_uv) return;
+  memset(M, 0, sizeof(real) * W * (size_t)(m * ucols));
+  for (int64_t j = 0; j < n; ++j) {
+    const real *src = w->Vj + srt[j] * n * W;
+    for (int64_t i = 0; i < n; ++i)
+      for (int c = 0; c < W; ++c) M[(j * m + i) * W + c] = src[c * n + i];
+  }
+  for (int64_t j = n; j < ucols; ++j) M[(j * m + j) * W] = 1;
+  apply_q(w->Wk, w->tau, m, n, M, ucols);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < ucols; ++j)
+      for (int c = 0; c < W; ++c) u_out[(w->rperm[i] * ucols + j) * W + c] = M[(j * m + i) * W + c];
+  for (int64_t j = 0; j < n; ++j) {
+    acc sg = key[srt[j]];
+    const real *x = X + srt[j] * n * W;
+    for (int64_t i = 0; i < n; ++i)
+      for (int c = 0; c < W; ++c)
+        v_out[(w->cperm[i] * n + j) * W + c] = sg > 0 ? (real)((acc)x[c * n + i] / sg) : 0;
+  }
+}
+
+int svd_jacobi(const real *A, real *U, real *S, real *V, int32_t *info, int64_t m, int64_t n,
+               int64_t ucols, int64_t want_uv, int64_t max_sweeps, double tol, double ctol, int64_t lanes,
+               int64_t b0, int64_t b1) {
+  const int G = lanes ? LANES : 1; /* matrices a group: the lanes of jacobi_lanes, or one */
+  size_t reals = (size_t)W * (size_t)(m * n + 2 * n * n + m * ucols), accs = (size_t)(3 * n + 2 * m),
+         ints = (size_t)(2 * n + m), lreals = lanes ? (size_t)(2 * W * n * n * LANES) : 0;
+  reals += reals & 1; /* the accumulators after the reals stay 8-byte aligned */
+  char *work = malloc(G * (sizeof(real) * reals + sizeof(acc) * accs + sizeof(int64_t) * ints) +
+                      sizeof(real) * lreals + sizeof(acc) * (size_t)(n * LANES));
+  if (!work) return -1;
+  slot w[LMAX];
+  acc *accs0 = (acc *)((real *)work + G * reals);
+  int64_t *ints0 = (int64_t *)(accs0 + G * accs);
+  real *XL = (real *)(ints0 + G * ints), *VL = XL + lreals / 2;
+  acc *nrmL = (acc *)(XL + lreals);
+  for (int g = 0; g < G; ++g) {
+    real *r = (real *)work + g * reals;
+    acc *d = accs0 + g * accs;
+    int64_t *k = ints0 + g * ints;
+    w[g] = (slot){r, r + m * n * W, r + m * n * W + n * n * W, r + m * n * W + 2 * n * n * W,
+                  d, d + 2 * n, d + 3 * n /* key: max(m, n) */, k, k + m, k + m + n, 0};
+  }
+#define OUTS(b) S + (b) * n, want_uv ? U + (b) * m * ucols * W : NULL, want_uv ? V + (b) * n * n * W : NULL
+  for (int64_t b = b0; b < b1; b += G) {
+    int live[LMAX] = {0}, sig[LMAX] = {0};
+    for (int g = 0; g < G && b + g < b1; ++g)
+      live[g] = prepare(A + (b + g) * m * n * W, w + g, m, n, ucols, want_uv, OUTS(b + g), info + b + g);
+    int finite[LMAX];
+    memcpy(finite, live, sizeof finite);
+    if (!lanes) {
+      if (live[0]) sig[0] = jacobi(w[0].X, want_uv ? w[0].Vj : NULL, n, max_sweeps, tol, ctol, w[0].nrm, w[0].col);
+    } else {
+      for (int g = 0; g < G; ++g) /* into the lanes: X */
+        for (int64_t k = 0; k < n * n * W; ++k) XL[k * LANES + g] = live[g] ? w[g].X[k] : 0;
+      if (want_uv) { /* V = I: entry (j, j), real part, of column j */
+        memset(VL, 0, sizeof(real) * (size_t)(n * n * W * LANES));
+        for (int64_t j = 0; j < n; ++j)
+          for (int g = 0; g < G; ++g) VL[((j * W) * n + j) * LANES + g] = 1;
+      }
+      jacobi_lanes(XL, want_uv ? VL : NULL, n, max_sweeps, tol, ctol, live, sig, nrmL);
+      for (int g = 0; g < G; ++g)
+        for (int64_t k = 0; k < n * n * W; ++k) {
+          w[g].X[k] = XL[k * LANES + g];
+          if (want_uv) w[g].Vj[k] = VL[k * LANES + g];
+        }
+    }
+    for (int g = 0; g < G && b + g < b1; ++g) {
+      if (!finite[g]) continue;
+      info[b + g] = sig[g] ? 2 : 0;
+      finish(w + g, m, n, ucols, want_uv, OUTS(b + g));
+    }
+  }
+#undef OUTS
+  free(work);
+  return 0;
+}
+"""

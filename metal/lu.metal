@@ -7,7 +7,7 @@
 //                        (one threadgroup per matrix, in device memory, any M);
 //   lu_small_{f32,c64}_W_S  factor whole matrices with M, N <= W (8, 16, 32) in registers, 32 / W
 //                        matrices per simdgroup (RANSAC 9x9, VMC 32x32); lu_small_f32_32_S_2: two
-//                        rows per lane, two 32x32 matrices per simdgroup; lu_small_c64_32_1_fma:
+//                        rows per lane, two 32x32 matrices per simdgroup; lu_small_fma_c64_32_1:
 //                        explicit fused multiply-adds in the update (measured, not used by the host);
 //   lu_laswp_{f32,c64}   apply the row interchanges piv[k1:k2] to the columns [c0, c0 + nc) of
 //                        every matrix, forward or reverse (one thread per column, no barriers);
@@ -948,6 +948,71 @@ __attribute__((always_inline)) inline int lu_regs_getf2(thread T (&a0)[W], threa
   return info;
 }
 
+// lu_regs_getf2 with a look-ahead (one row per lane, no right-hand sides; a measured variant): at
+// step j a lane first updates column j + 1, bids for its pivot and runs that search (one
+// simd_shuffle_xor butterfly of (key, position) pairs, straight-line code), then updates columns
+// j + 2 .. W - 1, so the search's shuffles can overlap the rest of the update (a GPU issues a
+// warp's instructions in order: without the look-ahead each column's search waits for the whole
+// previous update and the update for the search). The update is written as selects (rows that are
+// not below the pivot keep their values) so that it and the search share one basic block. Same
+// pivots, multipliers and updates as lu_regs_getf2 (the selects choose, they do not compute).
+template <typename T, int W, int FMA>
+__attribute__((always_inline)) inline int lu_regs_getf2_ahead(thread T (&a)[W], int m, int n, int r, ushort lane,
+                                                              thread int& pos, thread int& my_piv,
+                                                              threadgroup T* bc) {
+  const ushort base = lane & (ushort)~(W - 1);
+  const int kmin = min(m, n);
+  int info = 0;
+  pos = r;
+  my_piv = 0;
+  uint key = 0u, nidx = 0u;
+  lu_row_bid(a, pos, r, 0, m, key, nidx);
+  uint win = ~lu_seg_argmax<W>(uint2(key, nidx)).y;
+#pragma unroll
+  for (int j = 0; j < W; ++j) {
+    if (j >= kmin) {
+      continue;  // uniform: m, n are the dispatch's (no break: the loop must unroll fully)
+    }
+    const int p = (int)(win >> 5);
+    const ushort wl = base + (ushort)(win & 31u);
+    threadgroup T* prow = bc + (j & 1) * LU_BC_LEN(W, 1);  // lu_small's layout: one zero column
+    if (lane == wl) {
+      const T none[1] = {s_zero<T>()};
+      lu_row_publish<T, W, 1>(a, none, j, prow);
+    }
+    simdgroup_barrier(mem_flags::mem_threadgroup);
+    const T pivot = prow[j];
+    if (s_is_zero(pivot) && info == 0) {
+      info = j + 1;
+    }
+    if (r == j) {
+      my_piv = p + 1;
+    }
+    if (pos == j) {
+      pos = p;
+    } else if (pos == p) {
+      pos = j;
+    }
+    const bool below = pos > j && pos < m;
+    if (below && !s_is_zero(pivot)) {
+      a[j] = lu_scale(a[j], pivot, prow[W + 1], !s_is_zero(prow[W + 2]));
+    }
+    const T l = a[j];
+    if (j + 1 < kmin) {  // column j + 1 first, then its pivot search
+      a[j + 1] = below ? lu_msub<FMA>(a[j + 1], l, prow[j + 1]) : a[j + 1];
+      key = 0u;
+      nidx = 0u;
+      lu_row_bid(a, pos, r, j + 1, m, key, nidx);
+      win = ~lu_seg_argmax<W>(uint2(key, nidx)).y;
+    }
+#pragma unroll
+    for (int c = j + 2; c < W; ++c) {
+      a[c] = below ? lu_msub<FMA>(a[c], l, prow[c]) : a[c];
+    }
+  }
+  return info;
+}
+
 // Rows between device memory and registers for a simdgroup of lu_small: its matrices b0 .. b0 +
 // cnt - 1 (contiguous, m x w each); lane (q, s) holds row s (x0) and, R = 2, row s + L (x1) of
 // matrix b0 + q. STAGE: through the simdgroup's 32-row tile, 32 / W matrices at a time (R rounds),
@@ -1000,7 +1065,7 @@ __attribute__((always_inline)) inline void lu_rows_move(thread T (&x0)[W], threa
 // Whole-matrix LU of M x N matrices with M, N <= W (LAPACK getf2: whole rows are interchanged, so
 // no lu_laswp is needed afterwards), R rows per lane (32 * R / W matrices per simdgroup). info[b]
 // is written: 0 or the first zero pivot (1-based).
-template <typename T, int W, int STAGE, int R, int FMA = 0>
+template <typename T, int W, int STAGE, int R, int FMA = 0, int AHEAD = 0>
 [[max_total_threads_per_threadgroup(64)]]  // = 32 * LU_SMALL_SIMDGROUPS
 kernel void lu_small(device T* A [[buffer(0)]],
                      device int* piv [[buffer(1)]],
@@ -1036,7 +1101,8 @@ kernel void lu_small(device T* A [[buffer(0)]],
   }
   lu_rows_move<T, W, R, STAGE>(a0, a1, 0, tl, A + b0 * M * N, cnt, m, n, q, s, pos, lane);
   threadgroup T* bc = bcast + ((int)sg * (32 / L) + q) * 2 * LU_BC_LEN(W, 1);
-  const int inf = lu_regs_getf2<T, W, 1, R, FMA>(a0, none0, a1, none1, m, n, s, lane, pos, my_piv, wl_of, bc);
+  const int inf = AHEAD ? lu_regs_getf2_ahead<T, W, FMA>(a0, m, n, s, lane, pos[0], my_piv[0], bc)
+                        : lu_regs_getf2<T, W, 1, R, FMA>(a0, none0, a1, none1, m, n, s, lane, pos, my_piv, wl_of, bc);
   lu_rows_move<T, W, R, STAGE>(a0, a1, 1, tl, A + b0 * M * N, cnt, m, n, q, s, pos, lane);
 #pragma unroll
   for (int i = 0; i < R; ++i) {
@@ -1144,7 +1210,11 @@ kernel void lu_small_solve(device const T* A [[buffer(0)]],
   MPSL_INSTANTIATE("lu_small_f32_" #W "_" #S "_" #R, lu_small, float, W, S, R)
 // Explicit fused multiply-adds in the complex update (lu_msub): measured, not used by the host.
 #define LU_SMALL_INSTANTIATE_FMA(W, S) \
-  MPSL_INSTANTIATE("lu_small_c64_" #W "_" #S "_fma", lu_small, float2, W, S, 1, 1)
+  MPSL_INSTANTIATE("lu_small_fma_c64_" #W "_" #S, lu_small, float2, W, S, 1, 1)
+// The look-ahead pivot search (lu_regs_getf2_ahead): measured, not used by the host.
+#define LU_SMALL_INSTANTIATE_AHEAD(W, S)                                           \
+  MPSL_INSTANTIATE("lu_small_ahead_f32_" #W "_" #S, lu_small, float, W, S, 1, 0, 1)   \
+  MPSL_INSTANTIATE("lu_small_ahead_c64_" #W "_" #S, lu_small, float2, W, S, 1, 0, 1)
 #define LU_SMALL_SOLVE_INSTANTIATE(W, KC, S)                                             \
   MPSL_INSTANTIATE("lu_small_solve_f32_" #W "_" #KC "_" #S, lu_small_solve, float, W, KC, S) \
   MPSL_INSTANTIATE("lu_small_solve_c64_" #W "_" #KC "_" #S, lu_small_solve, float2, W, KC, S)
@@ -1317,6 +1387,7 @@ LU_SMALL_INSTANTIATE(32, 1)
 LU_SMALL_INSTANTIATE_ROWS(32, 0, 2)
 LU_SMALL_INSTANTIATE_ROWS(32, 1, 2)
 LU_SMALL_INSTANTIATE_FMA(32, 1)
+LU_SMALL_INSTANTIATE_AHEAD(32, 1)
 LU_SMALL_SOLVE_INSTANTIATE(8, 1, 0)
 LU_SMALL_SOLVE_INSTANTIATE(8, 1, 1)
 LU_SMALL_SOLVE_INSTANTIATE(8, 8, 1)

@@ -446,10 +446,39 @@ kernel void lu_panel_step(device T* A [[buffer(0)]],
 // row to Sout, the final ones included (A's rows are still being read); the second dispatch (phase
 // 2) then moves the rows made final by the first, positions [o, o + s), from its Sin to A. A panel
 // done in one dispatch is copied to Sin first (phase 0: it writes A while reading).
+// MMA = 1 (float32, KL = 8 or 16 only): the trailing rows' update, own rows x KL times KL x w, as
+// 8 x 8 products on Apple's matrix units (simdgroup_matrix) into a threadgroup tile, then
+// subtracted (LAPACK's order: the product, then A - product) instead of KL sequential
+// multiply-subtracts per entry; a tuning variant (TUNING.look_mma), see docs/ops/lu.md.
 constant constexpr int LU_LOOK_MAX_ROWS = 64;  // R: rows (positions) per group
 constant constexpr int LU_LOOK_MAX_W = 64;     // panel width
 
-template <typename T, int KL, int SLOTS>
+// P (rows x LU_LOOK_MAX_W) = X (rows x kl, row stride kl) @ U (kl x LU_LOOK_MAX_W) for the row
+// tiles < ntr and the column tiles >= ct0, one 8 x 8 tile per simdgroup at a time (float only;
+// the float2 overload is never called: lu_panel_look's MMA variant exists for float32 only).
+inline void lu_look_mma(threadgroup float* P, threadgroup const float* X, threadgroup const float* U, int kl,
+                        int ntr, int ct0, int sg, int nsg) {
+  const int nct = LU_LOOK_MAX_W / 8 - ct0;
+  for (int tile = sg; tile < ntr * nct; tile += nsg) {  // uniform over the simdgroup
+    const int I = tile / nct;
+    const int J = ct0 + tile % nct;
+    simdgroup_float8x8 acc = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+    for (int kt = 0; kt < kl; kt += 8) {
+      simdgroup_float8x8 xa;
+      simdgroup_float8x8 ub;
+      simdgroup_load(xa, X, ulong(kl), ulong2(ulong(kt), ulong(8 * I)));
+      simdgroup_load(ub, U, ulong(LU_LOOK_MAX_W), ulong2(ulong(8 * J), ulong(kt)));
+      simdgroup_multiply_accumulate(acc, xa, ub, acc);
+    }
+    simdgroup_store(acc, P, ulong(LU_LOOK_MAX_W), ulong2(ulong(8 * J), ulong(8 * I)));
+  }
+}
+inline void lu_look_mma(threadgroup float2*, threadgroup const float2*, threadgroup const float2*, int, int, int,
+                        int, int) {}
+inline float lu_look_sub(float v, threadgroup const float* P, int idx) { return v - P[idx]; }
+inline float2 lu_look_sub(float2 v, threadgroup const float2*, int) { return v; }
+
+template <typename T, int KL, int SLOTS, int MMA>
 [[max_total_threads_per_threadgroup(256)]]  // = LU_PANEL_MAX_THREADS
 kernel void lu_panel_look(device T* A [[buffer(0)]],
                           device const T* Sin [[buffer(1)]],
@@ -479,6 +508,7 @@ kernel void lu_panel_look(device T* A [[buffer(0)]],
   threadgroup int porig[KL];                   // ... and their rows in Sin
   threadgroup T ub[KL * LU_LOOK_MAX_W];        // the KL rows of U beyond column s + kc
   threadgroup T own_x[LU_LOOK_MAX_ROWS * KL];  // the group's positions: their KL entries
+  threadgroup T prod[MMA ? LU_LOOK_MAX_ROWS * LU_LOOK_MAX_W : 1];  // MMA: own_x @ ub
   threadgroup int own_src[LU_LOOK_MAX_ROWS];   // ... and their rows in Sin
   const int ng = (int)G;
   const int b = (int)(tg / (uint)ng);
@@ -629,7 +659,7 @@ kernel void lu_panel_look(device T* A [[buffer(0)]],
     if (q >= rlo && q < rhi) {
 #pragma unroll
       for (int j = 0; j < KL; ++j) {
-        own_x[(q - rlo) * KL + j] = x[i * KL + j];
+        own_x[(q - rlo) * KL + j] = (MMA && j >= nk) ? s_zero<T>() : x[i * KL + j];  // MMA: k-padding
       }
       own_src[q - rlo] = cs + t + i * nt;
     }
@@ -655,7 +685,16 @@ kernel void lu_panel_look(device T* A [[buffer(0)]],
       }
     }
   }
+  if (MMA) {  // the product's k-padding rows of ub are zero (own_x's padding columns are too)
+    for (int e = t; e < (KL - nk) * LU_LOOK_MAX_W; e += nt) {
+      ub[nk * LU_LOOK_MAX_W + e] = s_zero<T>();
+    }
+  }
   threadgroup_barrier(mem_flags::mem_threadgroup);
+  if (MMA) {
+    lu_look_mma(prod, own_x, ub, KL, (rhi - rlo + 7) / 8, cb / 8, t / 32, nt / 32);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+  }
   // 4. the group's positions >= cs: every column, to A (final rows) or to Sout (rows still active)
   const int qlo = max(rlo, cs);
   for (int e = t; e < (rhi - qlo) * nw; e += nt) {
@@ -672,10 +711,14 @@ kernel void lu_panel_look(device T* A [[buffer(0)]],
       v = ub[(q - cs) * LU_LOOK_MAX_W + c];
     } else {
       v = sin[src * ldi + c];
+      if (MMA) {
+        v = lu_look_sub(v, prod, k * LU_LOOK_MAX_W + c);
+      } else {
 #pragma unroll
-      for (int j = 0; j < KL; ++j) {
-        if (j < nk) {
-          v -= s_mul(own_x[k * KL + j], ub[j * LU_LOOK_MAX_W + c]);
+        for (int j = 0; j < KL; ++j) {
+          if (j < nk) {
+            v -= s_mul(own_x[k * KL + j], ub[j * LU_LOOK_MAX_W + c]);
+          }
         }
       }
     }
@@ -1367,9 +1410,9 @@ kernel void lu_laswp_block(device T* A [[buffer(0)]],
 
 MPSL_INSTANTIATE_DTYPES(lu_panel)
 MPSL_INSTANTIATE_DTYPES(lu_panel_step)
-#define LU_INSTANTIATE_LOOK(KL, SLOTS)                                                      \
-  MPSL_INSTANTIATE("lu_panel_look_f32_" #KL "_" #SLOTS, lu_panel_look, float, KL, SLOTS)   \
-  MPSL_INSTANTIATE("lu_panel_look_c64_" #KL "_" #SLOTS, lu_panel_look, float2, KL, SLOTS)
+#define LU_INSTANTIATE_LOOK(KL, SLOTS)                                                         \
+  MPSL_INSTANTIATE("lu_panel_look_f32_" #KL "_" #SLOTS, lu_panel_look, float, KL, SLOTS, 0)   \
+  MPSL_INSTANTIATE("lu_panel_look_c64_" #KL "_" #SLOTS, lu_panel_look, float2, KL, SLOTS, 0)
 LU_INSTANTIATE_LOOK(2, 32)
 LU_INSTANTIATE_LOOK(4, 32)
 LU_INSTANTIATE_LOOK(8, 32)
@@ -1378,6 +1421,8 @@ LU_INSTANTIATE_LOOK(2, 64)
 LU_INSTANTIATE_LOOK(4, 64)
 LU_INSTANTIATE_LOOK(8, 64)
 LU_INSTANTIATE_LOOK(16, 64)
+MPSL_INSTANTIATE("lu_panel_look_f32_8_32_1", lu_panel_look, float, 8, 32, 1)
+MPSL_INSTANTIATE("lu_panel_look_f32_16_32_1", lu_panel_look, float, 16, 32, 1)
 LU_SMALL_INSTANTIATE(8, 0)
 LU_SMALL_INSTANTIATE(8, 1)
 LU_SMALL_INSTANTIATE(16, 0)

@@ -50,6 +50,12 @@ class Tuning:
         active rows fit the kernel's registers (``rows <= panel_threads * slots / k``, twice that
         for float32; ``slots = look_slots``), else ``lu_panel_step``.
         1: always ``lu_panel_step``.
+    look_mma : bool
+        float32 ``lu_panel_look`` with ``k`` = 8 or 16 and 32 slots: the trailing rows' update (the
+        group's rows times the ``k`` rows of U) as 8 x 8 products on Apple's matrix units
+        (``simdgroup_matrix``) instead of ``k`` multiply-subtracts per entry. Off by default: the
+        product is ``32 x k x w`` per group, far too small to be throughput-bound, and it costs a
+        16 KiB threadgroup tile and a barrier (docs/ops/lu.md has the H200 proxy timing both ways).
     look_slots : dict
         ``lu_panel_look``'s register budget per device type: 32 or 64 complex values (64 or 128
         floats) a thread. 64 fits the H200's 255 registers a thread (a tall panel has at most one
@@ -80,6 +86,7 @@ class Tuning:
     panel_rows: int = 32
     panel_look: int = 8
     look_slots: dict = field(default_factory=lambda: {"cpu": 32, "cuda": 32, "mps": 32})
+    look_mma: bool = False
     panel_single_rows: int = 256
     # CUDA: cuSOLVER's getrf is the best leaf at every size on the H200 (2026-11-30, complex64
     # n = 4096: one call 15.8 ms, our recursion over 256-wide cuSOLVER leaves 170 ms — host-bound
@@ -247,6 +254,8 @@ def _check_tuning() -> None:
                          f"block width), got {TUNING.panel_nb!r}")
     if TUNING.panel_look not in _LOOK_K + (1,) or not isinstance(TUNING.panel_look, int):
         raise ValueError(f"mpslinalg.lu.TUNING.panel_look must be 1, 2, 4, 8 or 16, got {TUNING.panel_look!r}")
+    if not isinstance(TUNING.look_mma, bool):
+        raise ValueError(f"mpslinalg.lu.TUNING.look_mma must be a bool, got {TUNING.look_mma!r}")
     if not all(v in _LOOK_SLOTS and isinstance(v, int) for v in TUNING.look_slots.values()):
         raise ValueError(f"mpslinalg.lu.TUNING.look_slots values must be one of {_LOOK_SLOTS} (lu_panel_look's "
                          f"instantiated register budgets), got {TUNING.look_slots!r}")
@@ -374,6 +383,8 @@ class _MetalKernels:
         K = piv.shape[-1]
         kl = min(M - o, w)
         starts = list(range(0, kl, k))
+        # the matrix-unit variant exists for float32, k >= 8, 32 slots
+        mma = (1,) if TUNING.look_mma and self.dtype == torch.float32 and k >= 8 and self.look_slots == 32 else ()
         if len(starts) == 1:  # the only dispatch writes A: it cannot read the panel there too
             S[0][:, o:, :w].copy_(LU[:, o:, o:o + w])
             DISPATCHES["copy"] += 1
@@ -382,7 +393,7 @@ class _MetalKernels:
             last = int(d == len(starts) - 1)
             # phase 1: read the panel from LU, write only Sout; 2: move the rows it made final to LU
             phase = 0 if len(starts) == 1 else (1 if d == 0 else 2 if d == 1 else 0)
-            look = self._kernel("lu_panel_look", k, self.look_slots)
+            look = self._kernel("lu_panel_look", k, self.look_slots, *mma)
             look(LU, S[d % 2], S[(d + 1) % 2], piv, info, M, N, K, o, w, ls, s0, kc, G, R, last, phase,
                  threads=B * G * g, group_size=g)
         return True

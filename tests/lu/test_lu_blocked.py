@@ -43,15 +43,16 @@ def blocked(lib, monkeypatch):
     """``blocked(dtype, order, seed, nb, rows, single, threads, look, slots)``: the library's
     ``_MetalKernels`` in that emulator thread order, with the blocked LU's tuning set (``single =
     0``: every panel is shared by ``ceil(rows_left / rows)`` threadgroups; ``look = 1``: one column
-    per dispatch, ``lu_panel_step``; ``slots``: lu_panel_look's register budget). The public op
-    then runs the same way."""
+    per dispatch, ``lu_panel_step``; ``slots``: lu_panel_look's register budget; ``mma``: its
+    float32 matrix-unit variant). The public op then runs the same way."""
 
-    def make(dtype, order, seed, nb=16, rows=16, single=0, threads=32, look=1, slots=32):
+    def make(dtype, order, seed, nb=16, rows=16, single=0, threads=32, look=1, slots=32, mma=False):
         monkeypatch.setattr(lu_mod, "load_library", lambda family, device: InOrder(lib, order, seed))
         for name, v in (("panel_nb", nb), ("panel_rows", rows), ("panel_single_rows", single),
                         ("panel_threads", threads), ("panel_look", look)):
             monkeypatch.setattr(lu_mod.TUNING, name, v)
         monkeypatch.setitem(lu_mod.TUNING.look_slots, "cpu", slots)
+        monkeypatch.setattr(lu_mod.TUNING, "look_mma", mma)
         return lu_mod._MetalKernels(torch.device("cpu"), dtype)
 
     return make
@@ -104,6 +105,30 @@ def test_panel_look_several_groups_matches_lapack(blocked, order, seed, dtype, l
         assert torch.equal(LU[:, :, :o], A[:, :, :o])
         assert torch.equal(LU[:, :, o + w:], A[:, :, o + w:])
         assert torch.equal(LU[:, :o, :], A[:, :o, :])
+        assert torch.equal(info, torch.zeros(2, dtype=torch.int32))
+
+
+@pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
+@pytest.mark.parametrize("look", [8, 16])
+@pytest.mark.parametrize("rows", [16, 4])
+def test_panel_look_matrix_units_match_lapack(blocked, order, seed, look, rows):
+    """float32 lu_panel_look with the trailing update on Apple's matrix units (simdgroup_matrix
+    8 x 8 products, TUNING.look_mma): pivots exactly LAPACK's and the ratio < 30 (the product is
+    summed in another order than the k multiply-subtracts, as LAPACK's own GEMM update is; the
+    bound is the same xGET01 derivation), nothing outside the panel touched; panels with k and
+    fewer than k columns in a dispatch (k-padding), offsets not multiples of 8, groups of 16 and 4
+    rows."""
+    kern = blocked(torch.float32, order, seed, rows=rows, look=look, mma=True, threads=64)
+    M, N = 70, 80
+    A = matrices.random(M, N, batch=(2,), dtype=torch.float32, seed=72)
+    for o, w in [(0, 32), (7, 21), (40, 20), (3, 3)]:
+        LU, piv, info = _panel_look(kern, A, o, w)
+        kl = min(M - o, w)
+        panel = A[:, o:, o:o + w]
+        assert torch.equal(piv[:, o:o + kl] - o, lapack.getrf_pivots(panel))
+        assert float(metrics.lu_factor_ratio(panel, LU[:, o:, o:o + w], piv[:, o:o + kl] - o).max()) < PASS
+        assert torch.equal(LU[:, :, :o], A[:, :, :o])
+        assert torch.equal(LU[:, :, o + w:], A[:, :, o + w:])
         assert torch.equal(info, torch.zeros(2, dtype=torch.int32))
 
 
@@ -199,13 +224,14 @@ NAN, INF = float("nan"), float("inf")
 
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DID)
-@pytest.mark.parametrize("look", [1, 8])
-def test_blocked_nan_pivots_and_propagation_match_torch_cpu(blocked, order, seed, dtype, look):
+@pytest.mark.parametrize("look,mma", [(1, False), (8, False), (16, True)])
+def test_blocked_nan_pivots_and_propagation_match_torch_cpu(blocked, order, seed, dtype, look, mma):
     """NaN input through the blocked LU with every panel shared by several groups: the pivots and
     the NaN pattern of LU equal torch's CPU LAPACK's (MKL picks the first NaN of a column for
     n >= 17), with the NaN in the first, a middle and the last block, and in a pivot-search
-    candidate of a group other than the diagonal's."""
-    blocked(dtype, order, seed, rows=8, look=look)  # patches the public op's kernels
+    candidate of a group other than the diagonal's; also through lu_panel_look's float32
+    matrix-unit variant (its zero k-padding must not turn inf * 0 into NaN)."""
+    blocked(dtype, order, seed, rows=8, look=look, mma=mma)  # patches the public op's kernels
     n = 50
     g = torch.Generator().manual_seed(n)
     for setup in [[(5, 0, NAN)], [(0, 0, NAN)], [(30, 0, NAN), (12, 0, NAN)], [(3, 0, INF), (44, 0, NAN)],

@@ -366,12 +366,17 @@ def _kernel_lu_cases(device, quick) -> list[Case]:
             case = _kernel_lu_case(f"lu_factor complex64 n=4096 [{label}]", A, device, **kw)
             if case is not None:
                 rows.append(case)
-        A = _randn((4096, 4096), torch.float32, device, 43)
-        for kw in ({"look_slots": big}, {"panel_look": 16, "look_slots": big}):
-            label = ", ".join(f"{k}={v}" for k, v in kw.items())
-            case = _kernel_lu_case(f"lu_factor float32 n=4096 [{label}]", A, device, **kw)
-            if case is not None:
-                rows.append(case)
+        # float32: the 64-slot budget, k = 16, and lu_panel_look's matrix-unit variant (look_mma:
+        # simdgroup_matrix products for k = 8, 16; the issue asks for the proxy timing both ways)
+        for n, kws in ((4096, ({"look_slots": big}, {"panel_look": 16, "look_slots": big}, {"panel_look": 16},
+                               {"look_mma": True}, {"panel_look": 16, "look_mma": True})),
+                       (1024, ({}, {"panel_look": 16}, {"look_mma": True}, {"panel_look": 16, "look_mma": True}))):
+            A = _randn((n, n), torch.float32, device, 43)
+            for kw in kws:
+                label = ", ".join(f"{k}={v}" for k, v in kw.items()) or "defaults"
+                case = _kernel_lu_case(f"lu_factor float32 n={n} [{label}]", A, device, **kw)
+                if case is not None:
+                    rows.append(case)
     return rows
 
 

@@ -382,9 +382,10 @@ def test_panel_rows_beyond_the_register_block_is_a_clear_error(blocked):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", DTYPES, ids=DID)
-@pytest.mark.parametrize("threads,look,single", [(256, 8, 0), (32, 8, 0), (256, 1, 0), (256, 8, 256)],
-                         ids=["look8", "look2to8", "step", "onegroup"])
-def test_blocked_getrf_on_the_cuda_target(monkeypatch, dtype, threads, look, single):
+@pytest.mark.parametrize("threads,look,single,mma", [(256, 8, 0, False), (32, 8, 0, False), (256, 1, 0, False),
+                                                     (256, 8, 256, False), (256, 16, 0, True)],
+                         ids=["look8", "look2to8", "step", "onegroup", "look16mma"])
+def test_blocked_getrf_on_the_cuda_target(monkeypatch, dtype, threads, look, single, mma):
     """The blocked LU's kernels on an NVIDIA GPU (the emulator's cuda target: real parallel
     threadgroups; the H200 run puts this test under compute-sanitizer racecheck): tall panels
     shared by several groups (``lu_panel_look`` with k = 8, or, with 32 threads, k = 2, 4 and 8 as
@@ -392,9 +393,9 @@ def test_blocked_getrf_on_the_cuda_target(monkeypatch, dtype, threads, look, sin
     xGET01 (< 30, the derivation in the module docstring) and ``info`` is 0; pivots are not compared
     with LAPACK's (cuBLAS's GEMM rounding may decide a near-tie differently), but must be valid
     LAPACK pivots (row ``i`` swapped with a row ``>= i``). ``lu_laswp_block`` alone: exactly the
-    sequential swaps."""
+    sequential swaps. ``look16mma``: k = 16, float32 through the matrix-unit variant."""
     for name, v in (("panel_nb", 32), ("panel_rows", 32), ("panel_single_rows", single),
-                    ("panel_threads", threads), ("panel_look", look)):
+                    ("panel_threads", threads), ("panel_look", look), ("look_mma", mma)):
         monkeypatch.setattr(lu_mod.TUNING, name, v)
     A = matrices.random(300, 300, batch=(2,), dtype=dtype, seed=300)
     with LA.use_backend("emulator"):

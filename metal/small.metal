@@ -317,8 +317,10 @@ inline int inv_in_registers(thread T (&a)[N][N]) {
       for (int j = 0; j < N; ++j) a[i][j] = a[i][j] * c;
     }
   }
-  for (int i = 0; i < N; ++i)
-    for (int j = 0; j < N; ++j) a[i][j] = fin ? a[i][j] : s_nan<T>();
+  if (!fin) {  // a branch, not a select per entry: finite input (the rule) skips it whole
+    for (int i = 0; i < N; ++i)
+      for (int j = 0; j < N; ++j) a[i][j] = s_nan<T>();
+  }
   return inf;
 }
 

@@ -47,8 +47,9 @@ Autograd follows PyTorch's formulas (``FunctionsManual.cpp``), conjugate-Wirting
 calls our own differentiable ops, so double backward works. Under ``torch.func`` transforms each op
 runs as the equivalent autograd.Function of :mod:`mpslinalg._func` (same backward, generated vmap
 rule, forward-mode ``jvp``s below), on the torch-op path. ``det``'s gradient at an exactly
-singular matrix is the adjugate (computed from an SVD; ``torch.linalg.svd`` for now, until the
-project's own SVD exists), not the zero matrix ``torch.linalg.det`` returns.
+singular matrix is the adjugate, not the zero matrix ``torch.linalg.det`` returns: from the
+forward's LU with its smallest pivot replaced by a rank-1 update (``oplayer.derivatives``, no host
+read), and from the project's SVD where LU shows two or more negligible pivots (CPU).
 """
 
 from __future__ import annotations

@@ -231,9 +231,10 @@ MUTATIONS = [
     dict(
         id='lu-tile-tiny-pivot',
         file='metal/lu.metal',
-        pattern='a[j] = lu_scale(a[j], pivot, lu_recip(pivot), s_abs(pivot) >= S_SFMIN);',
-        replacement='a[j] = lu_scale(a[j], pivot, lu_recip(pivot), true);',
-        tests=['tests/lu/test_lu_kernels.py::test_subnormal_pivot_is_divided_not_inverted'],
+        pattern='prow[W + KC + 1] = lu_use_recip(a[j]) ? s_one<T>() : s_zero<T>();',
+        replacement='prow[W + KC + 1] = s_one<T>();',
+        tests=['tests/lu/test_lu_kernels.py::test_subnormal_pivot_is_divided_not_inverted',
+               'tests/lu/test_lu_small_kernels.py::test_lu_small_specials_match_sequential_getf2'],
         why='lu_small / lu_small_solve always multiply by the reciprocal',
     ),
     dict(
@@ -298,8 +299,8 @@ MUTATIONS = [
     dict(
         id='lu-small-solve-backsub-bound',
         file='metal/lu.metal',
-        pattern='} else if (pos < j) {',
-        replacement='} else if (pos < j && pos > 0) {',
+        pattern='} else if (pos[0] < j) {',
+        replacement='} else if (pos[0] < j && pos[0] > 0) {',
         tests=['tests/lu/test_lu_kernels.py::test_lu_small_solve'],
         why='back substitution never updates row 0',
     ),
@@ -314,8 +315,8 @@ MUTATIONS = [
     dict(
         id='lu-small-pivot-tie-last',
         file='metal/lu.metal',
-        pattern='uint2(key, cand ? ~idx : 0u)',
-        replacement='uint2(key, cand ? idx : 0u)',
+        pattern='const uint ni = cand ? ~(uint)(pos * 32 + s) : 0u;',
+        replacement='const uint ni = cand ? (uint)(pos * 32 + s) : 0u;',
         tests=['tests/lu/test_mutation_kills_lu.py::test_pivot_ties_go_to_the_first_row_in_every_kernel',
                'tests/lu/test_lu_small_kernels.py'],
         why='lu_small: ties go to the last position, not the first (i?amax)',
@@ -323,8 +324,8 @@ MUTATIONS = [
     dict(
         id='lu-small-pivot-tie-last-w32',
         file='metal/lu.metal',
-        pattern='win = simd_min((cand && key == best) ? idx : ~0u);',
-        replacement='win = simd_max((cand && key == best) ? idx : 0u);',
+        pattern='win = simd_min((nidx != 0u && key == best) ? ~nidx : ~0u);',
+        replacement='win = simd_max((nidx != 0u && key == best) ? ~nidx : 0u);',
         tests=['tests/lu/test_lu_small_kernels.py'],
         why='lu_small, 32 lanes per matrix: ties go to the last position, not the first (i?amax)',
     ),
@@ -332,10 +333,37 @@ MUTATIONS = [
         id='lu-small-bcast-barrier-removed',
         file='metal/lu.metal',
         pattern='''    simdgroup_barrier(mem_flags::mem_threadgroup);
-    const T pivot = prow[j];''',
-        replacement='''    const T pivot = prow[j];''',
+    const T pivot = prow[j];
+    if (s_is_zero(pivot) && info == 0) {
+      info = j + 1;  // a zero pivot''',
+        replacement='''    const T pivot = prow[j];
+    if (s_is_zero(pivot) && info == 0) {
+      info = j + 1;  // a zero pivot''',
         tests=['tests/lu/test_lu_small_kernels.py'],
         why='lu_small: the other lanes read the published pivot row before its lane wrote it',
+    ),
+    dict(
+        id='lu-small-ahead-barrier-removed',
+        file='metal/lu.metal',
+        pattern='''    simdgroup_barrier(mem_flags::mem_threadgroup);
+    const T pivot = prow[j];
+    if (s_is_zero(pivot) && info == 0) {
+      info = j + 1;
+    }''',
+        replacement='''    const T pivot = prow[j];
+    if (s_is_zero(pivot) && info == 0) {
+      info = j + 1;
+    }''',
+        tests=['tests/lu/test_lu_small_kernels.py::test_lu_small_measured_variants'],
+        why='lu_small look-ahead variant: the lanes read the published pivot row before its lane wrote it',
+    ),
+    dict(
+        id='lu-small-two-rows-tie-last',
+        file='metal/lu.metal',
+        pattern='if (kk > key || (kk == key && ni > nidx)) {',
+        replacement='if (kk > key || (kk == key && ni < nidx)) {',
+        tests=['tests/lu/test_lu_small_kernels.py::test_lu_small_specials_match_sequential_getf2'],
+        why="lu_small: a tie between a lane's own two rows goes to the later one (and a zero entry never bids)",
     ),
     dict(
         id='lu-small-pivot-nan-loses',

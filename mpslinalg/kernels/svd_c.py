@@ -15,8 +15,10 @@ algorithm of :mod:`mpslinalg.svd`'s module docstring (DESIGN §6, LAPACK ``xGEJS
    docs/ops/svd.md), cyclic by rows; from n = 16 with de Rijk's pivoting in each lane (a column
    swap within the lane), below in a fixed order; a lane stops rotating after its own first sweep
    without a significant rotation, so a matrix's result does not depend on its neighbours in the
-   batch. A single matrix (batch of one) runs ``jacobi``: cyclic by rows with de Rijk's pivoting
-   (the largest remaining column first) at every order, SIMD along the columns. Every pair test
+   batch. The group's QR of step 2 and ``U``'s reflector product of step 5 run in the same lanes
+   (``lane_geqr2``, ``lane_apply_q``). A single matrix (batch of one) runs ``jacobi``: cyclic by
+   rows with de Rijk's pivoting (the largest remaining column first) at every order, SIMD along
+   the columns. Every pair test
    works with the cosine ``|x_pᴴ x_q| / (‖x_p‖ ‖x_q‖)`` (``xGESVJ``'s ``AAPQ``): the dot product
    is accumulated in double (float32/complex64 products are exact there, nothing overflows or
    underflows), and for
@@ -48,8 +50,8 @@ Kernel contract
 matrices ``b0 <= b < b1`` of the contiguous ``[B, m, n]`` ``A`` (``m >= n >= 1``, complex
 interleaved): writes ``S [B, n]`` (real, descending, scaled back), ``info [B]`` int32 (0, 1
 non-finite, 2 no convergence) and, with ``want_uv``, ``U [B, m, ucols]`` (``ucols`` = ``n`` or
-``m``) and ``V [B, n, n]`` (``V``, not ``Vᴴ``). ``lanes`` non-zero: the Jacobi of step 3 runs
-in SIMD lanes (``svd_tall`` passes it for batches of more than one matrix). ``A`` is only read.
+``m``) and ``V [B, n, n]`` (``V``, not ``Vᴴ``). ``lanes`` non-zero: steps 2, 3 and 5 run in SIMD
+lanes (``svd_tall`` passes it for batches of more than one matrix). ``A`` is only read.
 Returns 0, or -1 when the work space cannot be allocated.
 """
 

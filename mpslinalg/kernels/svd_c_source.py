@@ -2,14 +2,17 @@
 dtype, and documents the algorithm, the SIMD lanes and the kernel contract).
 
 Apart from the Python module so that each stays readable: the preconditioned one-sided Jacobi
-(``svd_jacobi``: the one-matrix kernel ``jacobi`` and the lane kernel ``jacobi_lanes``), the
-Householder steps it shares with ``lstsq_gelsy``, and ``lstsq_gelsy`` itself. ``REAL``, ``CPLX``
+(``svd_jacobi``: the one-matrix kernel ``jacobi``; the lane kernels, ``jacobi_lanes`` and the
+group's Householder QR, are :mod:`mpslinalg.kernels.svd_c_lanes`'s text, placed between the two
+halves here), the Householder steps it shares with ``lstsq_gelsy``, and ``lstsq_gelsy`` itself. ``REAL``, ``CPLX``
 and ``REAL_MAX`` are defined by the builder before this text.
 """
 
+from .svd_c_lanes import LANES_C_SOURCE
+
 __all__ = ["SVD_C_SOURCE"]
 
-SVD_C_SOURCE = r"""
+_HEAD = r"""
 
 /* The SVD family's one-sided Jacobi (mpslinalg/kernels/svd_c.py): do not edit the cached copy. */
 #include <float.h>
@@ -315,208 +318,9 @@ static int jacobi(real *X, real *V, int64_t n, int64_t max_sweeps, acc tol, acc 
   return sig;
 }
 
-/* The same one-sided Jacobi on LANES matrices at once, one per SIMD lane (a batch's matrices are
-   independent, so every operation is one vector operation over the group: no horizontal sums and
-   no chain of dependent divisions and square roots per pair, the cost of the one-matrix kernel
-   above). Cyclic by rows, with de Rijk's pivoting from DE_RIJK_LANES by swapping columns inside
-   a lane; a lane leaves (no more rotations) after its first sweep without a significant rotation,
-   so each matrix's operations do not depend on the others of its group. Storage: column j of
-   lane l at XL[((j W + part) n + i) LANES + l] (complex planar), VL the same. sig[l] as jacobi's
-   return; live[l] = 0 marks an unused lane. */
-#define LANES (sizeof(real) == 4 ? 8 : 4)
-#define LMAX 8
-/* de Rijk's pivoting in the lanes from this order: a physical column swap in the lane (X and V),
-   about one sweep fewer at n = 32 and 1.5 at n = 64 (7-15% faster); at 8x9 the swaps cost more
-   than the sweep they save (3.8 against 3.5 us a matrix) */
-#define DE_RIJK_LANES 16
-#define ALIGNED __attribute__((aligned(64))) /* lane arrays stored as vectors */
+"""
 
-/* ||column x of lane l|| (stride LANES), safe from underflow as nrm2 */
-static acc lane_nrm2(const real *x, int64_t n, int l) {
-  acc s = 0, mx = 0;
-  for (int64_t k = 0; k < n * W; ++k) s += (acc)x[k * LANES + l] * (acc)x[k * LANES + l];
-  if (s >= 0x1p-900) return sqrt(s);
-  for (int64_t k = 0; k < n * W; ++k) mx = fmax(mx, fabs((acc)x[k * LANES + l]));
-  if (mx == 0) return 0;
-  int e;
-  frexp(mx, &e);
-  s = 0;
-  for (int64_t k = 0; k < n * W; ++k) {
-    acc v = ldexp((acc)x[k * LANES + l], -e);
-    s += v * v;
-  }
-  return ldexp(sqrt(s), e);
-}
-
-/* One entry of every lane, and its accumulator (vector extensions of clang and gcc: one SIMD
-   operation a line whatever the compiler's loop vectoriser decides; unaligned loads allowed) */
-typedef real vreal __attribute__((vector_size(sizeof(real) * LANES), aligned(sizeof(real))));
-typedef acc vacc __attribute__((vector_size(sizeof(acc) * LANES), aligned(sizeof(acc))));
-#define VLOAD(p) (*(const vreal *)(p))
-#define WIDE(v) __builtin_convertvector((v), vacc)
-
-/* (gr, gi)[l] = x_pᴴ x_q of lane l, accumulated in acc; two partial sums (even and odd rows) */
-static inline void lane_dot(const real *xp, const real *xq, int64_t n, acc *gr, acc *gi) {
-  vacc r0 = {0}, r1 = {0}, i0 = {0}, i1 = {0};
-  const int64_t im = CPLX ? n * LANES : 0; /* the imaginary parts (planar) */
-  int64_t i = 0;
-  for (; i + 1 < n; i += 2) {
-    const real *x = xp + i * LANES, *y = xq + i * LANES;
-    vacc x0 = WIDE(VLOAD(x)), y0 = WIDE(VLOAD(y)), x1 = WIDE(VLOAD(x + LANES)), y1 = WIDE(VLOAD(y + LANES));
-    r0 += x0 * y0;
-    r1 += x1 * y1;
-    if (CPLX) {
-      vacc a0 = WIDE(VLOAD(x + im)), b0 = WIDE(VLOAD(y + im)), a1 = WIDE(VLOAD(x + im + LANES)),
-           b1 = WIDE(VLOAD(y + im + LANES));
-      r0 += a0 * b0;
-      r1 += a1 * b1;
-      i0 += x0 * b0 - a0 * y0;
-      i1 += x1 * b1 - a1 * y1;
-    }
-  }
-  if (i < n) {
-    const real *x = xp + i * LANES, *y = xq + i * LANES;
-    vacc x0 = WIDE(VLOAD(x)), y0 = WIDE(VLOAD(y));
-    r0 += x0 * y0;
-    if (CPLX) {
-      vacc a0 = WIDE(VLOAD(x + im)), b0 = WIDE(VLOAD(y + im));
-      r0 += a0 * b0;
-      i0 += x0 * b0 - a0 * y0;
-    }
-  }
-  *(vacc *)gr = r0 + r1;
-  *(vacc *)gi = i0 + i1;
-}
-
-/* x' = c x - conj(se) y, y' = se x + c y on lane-interleaved planar columns (prot per lane) */
-static inline void lane_rot(real *x, real *y, int64_t n, const real *c_, const real *sr_, const real *si_) {
-  const vreal c = VLOAD(c_), sr = VLOAD(sr_), si = VLOAD(si_);
-  const int64_t im = CPLX ? n * LANES : 0;
-  for (int64_t i = 0; i < n * LANES; i += LANES) {
-    vreal xr = VLOAD(x + i), yr = VLOAD(y + i);
-#if CPLX
-    vreal xi = VLOAD(x + im + i), yi = VLOAD(y + im + i);
-    *(vreal *)(x + i) = c * xr - (sr * yr + si * yi);
-    *(vreal *)(x + im + i) = c * xi - (sr * yi - si * yr);
-    *(vreal *)(y + i) = (sr * xr - si * xi) + c * yr;
-    *(vreal *)(y + im + i) = (sr * xi + si * xr) + c * yi;
-#else
-    (void)si;
-    *(vreal *)(x + i) = c * xr - sr * yr;
-    *(vreal *)(y + i) = sr * xr + c * yr;
-#endif
-  }
-}
-
-static void jacobi_lanes(real *XL, real *VL, int64_t n, int64_t max_sweeps, acc tol, acc ctol,
-                         int *live, int *sig, acc *nrm) {
-  const int64_t cs = n * W * LANES; /* a column of all lanes */
-  for (int l = 0; l < LANES; ++l) sig[l] = 0;
-  for (int64_t sweep = 0; sweep < max_sweeps; ++sweep) {
-    int any = 0;
-    for (int l = 0; l < LANES; ++l) any |= live[l];
-    if (!any) break;
-    for (int l = 0; l < LANES; ++l) sig[l] = 0;
-    for (int64_t j = 0; j < n; ++j) { /* exact norms at the start of every sweep */
-      const real *x = XL + j * cs;
-      vacc v2 = {0};
-      for (int64_t k = 0; k < n * W; ++k) {
-        vacc v = WIDE(VLOAD(x + k * LANES));
-        v2 += v * v;
-      }
-      acc s2[LMAX] ALIGNED;
-      *(vacc *)s2 = v2;
-      for (int l = 0; l < LANES; ++l) nrm[j * LANES + l] = s2[l] >= 0x1p-900 ? sqrt(s2[l]) : lane_nrm2(x, n, l);
-    }
-    for (int64_t p = 0; p < n - 1; ++p) {
-      real *xp = XL + p * cs;
-      for (int l = 0; l < LANES && n >= DE_RIJK_LANES; ++l) { /* de Rijk: each lane's largest
-                                                              remaining column moves to p */
-        int64_t best = p;
-        for (int64_t j = p + 1; j < n; ++j)
-          if (nrm[j * LANES + l] > nrm[best * LANES + l]) best = j;
-        if (best == p) continue;
-        acc tn = nrm[p * LANES + l];
-        nrm[p * LANES + l] = nrm[best * LANES + l];
-        nrm[best * LANES + l] = tn;
-        for (int mtx = 0; mtx < (VL ? 2 : 1); ++mtx) { /* the columns of X and V, of lane l only */
-          real *x = (mtx ? VL : XL) + p * cs + l, *y = (mtx ? VL : XL) + best * cs + l;
-          for (int64_t k = 0; k < n * W; ++k) {
-            real tk = x[k * LANES];
-            x[k * LANES] = y[k * LANES];
-            y[k * LANES] = tk;
-          }
-        }
-      }
-      for (int64_t q = p + 1; q < n; ++q) {
-        real *xq = XL + q * cs;
-        acc gr[LMAX] ALIGNED, gi[LMAX] ALIGNED;
-        lane_dot(xp, xq, n, gr, gi);
-        acc a[LMAX], b[LMAX], up[LMAX], uq[LMAX];
-#pragma omp simd
-        for (int l = 0; l < LANES; ++l) a[l] = nrm[p * LANES + l], b[l] = nrm[q * LANES + l], up[l] = 1, uq[l] = 1;
-        if (TINY_NRM > 0) /* float64 columns below 2^-450: the dot product of scaled columns */
-          for (int l = 0; l < LANES; ++l) {
-            if (!(a[l] < TINY_NRM || b[l] < TINY_NRM) || a[l] == 0 || b[l] == 0) continue;
-            int ep, eq; /* one scale for both columns, as jacobi */
-            frexp(a[l], &ep);
-            frexp(b[l], &eq);
-            up[l] = uq[l] = ldexp(1.0, ep > eq ? ep : eq);
-            a[l] /= up[l], b[l] /= uq[l];
-            acc sr = 0, si = 0;
-            for (int64_t i = 0; i < n; ++i) {
-              acc xr = xp[i * LANES + l] / up[l], yr = xq[i * LANES + l] / uq[l], xi = 0, yi = 0;
-              if (CPLX) xi = xp[(n + i) * LANES + l] / up[l], yi = xq[(n + i) * LANES + l] / uq[l];
-              sr += xr * yr + xi * yi;
-              si += xr * yi - xi * yr;
-            }
-            gr[l] = sr, gi[l] = CPLX ? si : 0;
-          }
-        /* the rotations (see jacobi for the formulas), branch-free over the lanes */
-        real c[LMAX] ALIGNED, sr[LMAX] ALIGNED, si[LMAX] ALIGNED;
-        acc np[LMAX], nq[LMAX];
-        int rot[LMAX], nrot = 0;
-#pragma omp simd reduction(+:nrot)
-        for (int l = 0; l < LANES; ++l) {
-          acc ag = CPLX ? sqrt(gr[l] * gr[l] + gi[l] * gi[l]) : fabs(gr[l]), ab = a[l] * b[l];
-          int on = live[l] && ab > 0;
-          sig[l] |= on && ag > ctol * ab;
-          rot[l] = on && ag > tol * ab;
-          nrot += rot[l];
-          acc D = (b[l] - a[l]) * (b[l] + a[l]), E = 2 * ag, aD = fabs(D);
-          acc f = (aD > 0x1p-450 || E > 0x1p-450) ? 1.0 : 0x1p600; /* (D, E) 2^600: squares */
-          acc r = sqrt((aD * f) * (aD * f) + (E * f) * (E * f)) / f;
-          r = rot[l] ? r : 1;
-          acc t = (D >= 0 ? E : -E) / (aD + r);
-          acc cl = sqrt(0.5 + 0.5 * (aD / r)), sn = cl * t, agi = rot[l] ? ag : 1;
-#if CPLX
-          acc srl = sn * (gr[l] / agi), sil = sn * (gi[l] / agi);
-#else
-          acc srl = gr[l] >= 0 ? sn : -sn, sil = 0;
-          (void)agi;
-#endif
-          c[l] = rot[l] ? (real)cl : 1;
-          sr[l] = rot[l] ? (real)srl : 0;
-          si[l] = rot[l] ? (real)sil : 0;
-          acc p2 = a[l] * a[l] - t * ag, q2 = b[l] * b[l] + t * ag;
-          acc sp = sqrt(fmax(p2, 0.0)) * up[l], sq = sqrt(fmax(q2, 0.0)) * uq[l];
-          np[l] = p2 > 0.25 * a[l] * a[l] ? sp : -1; /* -1: the update cancels, recompute */
-          nq[l] = q2 > 0.25 * b[l] * b[l] ? sq : -1;
-        }
-        if (!nrot) continue;
-        lane_rot(xp, xq, n, c, sr, si);
-        if (VL) lane_rot(VL + p * cs, VL + q * cs, n, c, sr, si);
-        for (int l = 0; l < LANES; ++l) {
-          if (!rot[l]) continue;
-          nrm[p * LANES + l] = np[l] >= 0 ? np[l] : lane_nrm2(xp, n, l);
-          nrm[q * LANES + l] = nq[l] >= 0 ? nq[l] : lane_nrm2(xq, n, l);
-        }
-      }
-    }
-    for (int l = 0; l < LANES; ++l) live[l] &= sig[l];
-  }
-}
-
+_TAIL = r"""
 /* v 2^e as one product where 2^e is a normal double (f = pow2_factor(e)), else by ldexp */
 static inline acc pow2_factor(int e) { return e > -1000 && e < 1000 ? ldexp(1.0, e) : 0; }
 static inline acc times_pow2(acc v, int e, acc f) { return f != 0 ? v * f : ldexp(v, e); }
@@ -643,9 +447,26 @@ typedef struct {
   int e; /* the input's scaling 2^-e */
 } slot;
 
-/* Steps 1-3 for matrix b: scaled, sorted, QR, X = Rᴴ and V = I in slot w. Returns 0 (and writes
-   the NaN outputs, info 1) for a non-finite matrix, else 1. */
-static int prepare(const real *a, slot *w, int64_t m, int64_t n, int64_t ucols, int64_t want_uv,
+/* Step 3's start for slot w, after its QR: X = Rᴴ (lower triangular, column-major: column j of X
+   is row j of R, conjugated; planar columns for pdot) and V = I */
+static void factor_x(slot *w, int64_t m, int64_t n, int64_t want_uv) {
+  real *X = w->X, *Wk = w->Wk;
+  memset(X, 0, sizeof(real) * W * (size_t)(n * n));
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = j; i < n; ++i) {
+      X[j * n * W + i] = Wk[(i * m + j) * W];
+      if (CPLX) X[j * n * W + n + i] = -Wk[(i * m + j) * W + 1];
+    }
+  if (want_uv) {
+    memset(w->Vj, 0, sizeof(real) * W * (size_t)(n * n));
+    for (int64_t j = 0; j < n; ++j) w->Vj[j * n * W + j] = 1;
+  }
+}
+
+/* Steps 1-3 for matrix b: scaled, sorted, and (qr) its QR, X = Rᴴ and V = I in slot w (without qr
+   the caller factors the group in lanes). Returns 0 (and writes the NaN outputs, info 1) for a
+   non-finite matrix, else 1. */
+static int prepare(const real *a, slot *w, int64_t m, int64_t n, int64_t ucols, int64_t want_uv, int qr,
                    real *s_out, real *u_out, real *v_out, int32_t *info_b) {
   /* 1. scale: max |a_ij| into [1/2, 1) by a power of two; non-finite input -> NaN, info 1 */
   acc amax = 0;
@@ -689,30 +510,22 @@ static int prepare(const real *a, slot *w, int64_t m, int64_t n, int64_t ucols, 
     key[j] = s2;
   }
   order_desc(key, w->cperm, n);
-  real *Wk = w->Wk, *X = w->X;
+  real *Wk = w->Wk;
   for (int64_t j = 0; j < n; ++j)
     for (int64_t i = 0; i < m; ++i)
       for (int c = 0; c < W; ++c)
         Wk[(j * m + i) * W + c] = (real)SCALED(a[(w->rperm[i] * n + w->cperm[j]) * W + c]);
 #undef SCALED
-  geqr2(Wk, m, n, w->tau);
-  /* 3. X = Rᴴ (lower triangular, column-major): column j of X is row j of R, conjugated */
-  memset(X, 0, sizeof(real) * W * (size_t)(n * n));
-  for (int64_t j = 0; j < n; ++j)
-    for (int64_t i = j; i < n; ++i) {
-      X[j * n * W + i] = Wk[(i * m + j) * W]; /* planar columns (pdot) */
-      if (CPLX) X[j * n * W + n + i] = -Wk[(i * m + j) * W + 1];
-    }
-  if (want_uv) {
-    memset(w->Vj, 0, sizeof(real) * W * (size_t)(n * n));
-    for (int64_t j = 0; j < n; ++j) w->Vj[j * n * W + j] = 1;
+  if (qr) {
+    geqr2(Wk, m, n, w->tau);
+    factor_x(w, m, n, want_uv);
   }
   return 1;
 }
 
-/* Step 5 for the matrix in slot w: sigma, sorted; U = Prᵀ Q [Vj 0; 0 I], V = Pc W Σ⁻¹ */
-static void finish(slot *w, int64_t m, int64_t n, int64_t ucols, int64_t want_uv, real *s_out,
-                   real *u_out, real *v_out) {
+/* Step 5 for the matrix in slot w: sigma, sorted (key, and the order in w->col); with want_uv,
+   M = [Vj 0; 0 I] in that order, for U = Prᵀ Q M */
+static void finish_sigma(slot *w, int64_t m, int64_t n, int64_t ucols, int64_t want_uv, real *s_out) {
   acc *key = w->key;
   real *X = w->X, *M = w->M;
   for (int64_t j = 0; j < n; ++j) key[j] = nrm2(X + j * n * W, n);
@@ -727,7 +540,16 @@ static void finish(slot *w, int64_t m, int64_t n, int64_t ucols, int64_t want_uv
       for (int c = 0; c < W; ++c) M[(j * m + i) * W + c] = src[c * n + i];
   }
   for (int64_t j = n; j < ucols; ++j) M[(j * m + j) * W] = 1;
-  apply_q(w->Wk, w->tau, m, n, M, ucols);
+}
+
+/* The rest of step 5: U = Prᵀ Q M (Q applied here unless q_done: the group did it in lanes),
+   V = Pc W Σ⁻¹ */
+static void finish_vectors(slot *w, int64_t m, int64_t n, int64_t ucols, int q_done, real *u_out,
+                           real *v_out) {
+  acc *key = w->key;
+  real *X = w->X, *M = w->M;
+  int64_t *srt = w->col;
+  if (!q_done) apply_q(w->Wk, w->tau, m, n, M, ucols);
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < ucols; ++j)
       for (int c = 0; c < W; ++c) u_out[(w->rperm[i] * ucols + j) * W + c] = M[(j * m + i) * W + c];
@@ -740,21 +562,28 @@ static void finish(slot *w, int64_t m, int64_t n, int64_t ucols, int64_t want_uv
   }
 }
 
+/* for (g over the group's finite matrices) */
+#define EACH_FINITE(g) for (int g = 0; g < G && b + g < b1; ++g) if (finite[g])
+
 int svd_jacobi(const real *A, real *U, real *S, real *V, int32_t *info, int64_t m, int64_t n,
                int64_t ucols, int64_t want_uv, int64_t max_sweeps, double tol, double ctol, int64_t lanes,
                int64_t b0, int64_t b1) {
   const int G = lanes ? LANES : 1; /* matrices a group: the lanes of jacobi_lanes, or one */
   size_t reals = (size_t)W * (size_t)(m * n + 2 * n * n + m * ucols), accs = (size_t)(3 * n + 2 * m),
-         ints = (size_t)(2 * n + m), lreals = lanes ? (size_t)(2 * W * n * n * LANES) : 0;
+         ints = (size_t)(2 * n + m);
+  /* lanes: X and V (n x n), the QR's Wk (m x n) and U's M (m x ucols), 2 n taus, n norms */
+  size_t xl = (size_t)(W * n * n * LANES), wl = (size_t)(W * m * n * LANES), ml = (size_t)(W * m * ucols * LANES);
+  size_t lreals = lanes ? 2 * xl + wl + ml : 0, laccs = lanes ? (size_t)(3 * n * LANES) : 0;
   reals += reals & 1; /* the accumulators after the reals stay 8-byte aligned */
+  lreals += lreals & 1;
   char *work = malloc(G * (sizeof(real) * reals + sizeof(acc) * accs + sizeof(int64_t) * ints) +
-                      sizeof(real) * lreals + sizeof(acc) * (size_t)(n * LANES));
+                      sizeof(real) * lreals + sizeof(acc) * laccs);
   if (!work) return -1;
   slot w[LMAX];
   acc *accs0 = (acc *)((real *)work + G * reals);
   int64_t *ints0 = (int64_t *)(accs0 + G * accs);
-  real *XL = (real *)(ints0 + G * ints), *VL = XL + lreals / 2;
-  acc *nrmL = (acc *)(XL + lreals);
+  real *XL = (real *)(ints0 + G * ints), *VL = XL + xl, *WkL = VL + xl, *ML = WkL + wl;
+  acc *nrmL = (acc *)(XL + lreals), *tauL = nrmL + n * LANES;
   for (int g = 0; g < G; ++g) {
     real *r = (real *)work + g * reals;
     acc *d = accs0 + g * accs;
@@ -764,36 +593,51 @@ int svd_jacobi(const real *A, real *U, real *S, real *V, int32_t *info, int64_t 
   }
 #define OUTS(b) S + (b) * n, want_uv ? U + (b) * m * ucols * W : NULL, want_uv ? V + (b) * n * n * W : NULL
   for (int64_t b = b0; b < b1; b += G) {
-    int live[LMAX] = {0}, sig[LMAX] = {0};
+    int live[LMAX] = {0}, sig[LMAX] = {0}, finite[LMAX] = {0};
     for (int g = 0; g < G && b + g < b1; ++g)
-      live[g] = prepare(A + (b + g) * m * n * W, w + g, m, n, ucols, want_uv, OUTS(b + g), info + b + g);
-    int finite[LMAX];
-    memcpy(finite, live, sizeof finite);
+      finite[g] = live[g] = prepare(A + (b + g) * m * n * W, w + g, m, n, ucols, want_uv, !lanes, OUTS(b + g),
+                                    info + b + g);
     if (!lanes) {
       if (live[0]) sig[0] = jacobi(w[0].X, want_uv ? w[0].Vj : NULL, n, max_sweeps, tol, ctol, w[0].nrm, w[0].col);
     } else {
-      for (int g = 0; g < G; ++g) /* into the lanes: X */
-        for (int64_t k = 0; k < n * n * W; ++k) XL[k * LANES + g] = live[g] ? w[g].X[k] : 0;
-      if (want_uv) { /* V = I: entry (j, j), real part, of column j */
-        memset(VL, 0, sizeof(real) * (size_t)(n * n * W * LANES));
+      memset(WkL, 0, sizeof(real) * wl); /* the QR in lanes (unused and non-finite lanes: zero) */
+      EACH_FINITE(g) for (int64_t k = 0; k < m * n * W; ++k) WkL[k * LANES + g] = w[g].Wk[k];
+      lane_geqr2(WkL, m, n, tauL);
+      EACH_FINITE(g) {
+        for (int64_t k = 0; k < m * n * W; ++k) w[g].Wk[k] = WkL[k * LANES + g];
+        factor_x(w + g, m, n, 0);
+      }
+      memset(XL, 0, sizeof(real) * xl); /* the Jacobi in lanes: X, and V = I */
+      EACH_FINITE(g) for (int64_t k = 0; k < n * n * W; ++k) XL[k * LANES + g] = w[g].X[k];
+      if (want_uv) { /* entry (j, j), real part, of column j */
+        memset(VL, 0, sizeof(real) * xl);
         for (int64_t j = 0; j < n; ++j)
           for (int g = 0; g < G; ++g) VL[((j * W) * n + j) * LANES + g] = 1;
       }
       jacobi_lanes(XL, want_uv ? VL : NULL, n, max_sweeps, tol, ctol, live, sig, nrmL);
-      for (int g = 0; g < G; ++g)
-        for (int64_t k = 0; k < n * n * W; ++k) {
-          w[g].X[k] = XL[k * LANES + g];
-          if (want_uv) w[g].Vj[k] = VL[k * LANES + g];
-        }
+      EACH_FINITE(g) for (int64_t k = 0; k < n * n * W; ++k) {
+        w[g].X[k] = XL[k * LANES + g];
+        if (want_uv) w[g].Vj[k] = VL[k * LANES + g];
+      }
     }
-    for (int g = 0; g < G && b + g < b1; ++g) {
-      if (!finite[g]) continue;
+    EACH_FINITE(g) {
       info[b + g] = sig[g] ? 2 : 0;
-      finish(w + g, m, n, ucols, want_uv, OUTS(b + g));
+      finish_sigma(w + g, m, n, ucols, want_uv, S + (b + g) * n);
     }
+    if (!want_uv) continue;
+    if (lanes) { /* U's reflector product in lanes */
+      memset(ML, 0, sizeof(real) * ml);
+      EACH_FINITE(g) for (int64_t k = 0; k < m * ucols * W; ++k) ML[k * LANES + g] = w[g].M[k];
+      lane_apply_q(WkL, tauL, m, n, ML, ucols);
+      EACH_FINITE(g) for (int64_t k = 0; k < m * ucols * W; ++k) w[g].M[k] = ML[k * LANES + g];
+    }
+    EACH_FINITE(g) finish_vectors(w + g, m, n, ucols, lanes != 0, U + (b + g) * m * ucols * W, V + (b + g) * n * n * W);
   }
 #undef OUTS
+#undef EACH_FINITE
   free(work);
   return 0;
 }
 """
+
+SVD_C_SOURCE = _HEAD + LANES_C_SOURCE + _TAIL

@@ -18,17 +18,15 @@ algorithm of :mod:`mpslinalg.svd`'s module docstring (DESIGN §6, LAPACK ``xGEJS
    batch. The group's QR of step 2 and ``U``'s reflector product of step 5 run in the same lanes
    (``lane_geqr2``, ``lane_apply_q``). A single matrix (batch of one) runs ``jacobi``: cyclic by
    rows with de Rijk's pivoting (the largest remaining column first) at every order, SIMD along
-   the columns. Every pair test
-   works with the cosine ``|x_pᴴ x_q| / (‖x_p‖ ‖x_q‖)`` (``xGESVJ``'s ``AAPQ``): the dot product
-   is accumulated in double (float32/complex64 products are exact there, nothing overflows or
-   underflows), and for
-   float64/complex128 columns below 2^-450 it is taken of both columns scaled by the larger one's
-   power of two (one scale: the rotation's angle is that of the unscaled pair), so the test
-   cannot overflow or underflow. Rotate when the cosine exceeds ``tol``, count the sweep
-   as not converged when it exceeds ``ctol`` (the same ``tol = √n·u``, ``ctol = 2n·u`` as the torch
-   kernel); Rutishauser's rotation with the complex phase split off. Column norms are recomputed
-   exactly at the start of every sweep and updated after each rotation (``xGESVJ``), recomputed
-   when the update cancels (the norm falls below half);
+   the columns. Every pair test works with the cosine ``|x_pᴴ x_q| / (‖x_p‖ ‖x_q‖)`` (``xGESVJ``'s
+   ``AAPQ``): the dot product is accumulated in double (float32/complex64 products are exact
+   there, nothing overflows or underflows), and for float64/complex128 columns below 2^-450 it is
+   taken of both columns scaled by the larger one's power of two (one scale: the rotation's angle
+   is that of the unscaled pair), so the test cannot overflow or underflow. Rotate when the cosine
+   exceeds ``tol``, count the sweep as not converged when it exceeds ``ctol`` (the same ``tol =
+   √n·u``, ``ctol = 2n·u`` as the torch kernel); Rutishauser's rotation with the complex phase
+   split off. Column norms are recomputed exactly at the start of every sweep and updated after
+   each rotation (``xGESVJ``), recomputed when the update cancels (the norm falls below half);
 4. at most ``max_sweeps`` sweeps (the caller's :attr:`mpslinalg.svd.Tuning.max_sweeps`, 30 as
    ``xGESVJ``); stop after the first sweep without a significant rotation; ``info = 2`` if the
    last sweep run still had one;

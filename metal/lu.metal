@@ -74,12 +74,8 @@ inline bool lu_pivot_beats(float v, int i, float bv, int bi) {
   return vn ? i < bi : (v > bv || (v == bv && i < bi));
 }
 
-// Threadgroup-wide winner of every thread's candidate (v, i) by lu_pivot_beats (a total order: the
-// result is the sequential scan's), by simdgroup butterflies (no barrier) and one threadgroup
-// round: every thread ends with the winner in (v, i). red_v / red_i need ntg / 32 entries; the leading barrier lets a
-// caller reduce again right after a previous reduction.
-inline void lu_pivot_reduce(threadgroup float* red_v, threadgroup int* red_i, thread float& v,
-                                 thread int& i, uint tid, uint ntg) {
+// The simdgroup's winner by butterflies (every lane ends with it; no barrier).
+inline void lu_pivot_simd(thread float& v, thread int& i) {
   for (ushort d = 16; d > 0; d >>= 1) {
     const float v2 = simd_shuffle_xor(v, d);
     const int i2 = simd_shuffle_xor(i, d);
@@ -88,6 +84,15 @@ inline void lu_pivot_reduce(threadgroup float* red_v, threadgroup int* red_i, th
       i = i2;
     }
   }
+}
+
+// Threadgroup-wide winner of every thread's candidate (v, i) by lu_pivot_beats (a total order: the
+// result is the sequential scan's), by simdgroup butterflies (no barrier) and one threadgroup
+// round: every thread ends with the winner in (v, i). red_v / red_i need ntg / 32 entries; the leading barrier lets a
+// caller reduce again right after a previous reduction.
+inline void lu_pivot_reduce(threadgroup float* red_v, threadgroup int* red_i, thread float& v,
+                                 thread int& i, uint tid, uint ntg) {
+  lu_pivot_simd(v, i);
   threadgroup_barrier(mem_flags::mem_threadgroup);
   if (tid % 32 == 0) {
     red_v[tid / 32] = v;
@@ -573,14 +578,7 @@ kernel void lu_panel_look(device T* A [[buffer(0)]],
       // the pivot and its row in two barriers: each simdgroup's best candidate (butterfly), whose
       // lane publishes it with its row's KL entries; one threadgroup round picks the winner (the
       // sequential scan's, lu_pivot_beats is a total order) and every thread reads its row there
-      for (ushort d = 16; d > 0; d >>= 1) {
-        const float v2 = simd_shuffle_xor(best, d);
-        const int i2 = simd_shuffle_xor(bi, d);
-        if (lu_pivot_beats(v2, i2, best, bi)) {
-          best = v2;
-          bi = i2;
-        }
-      }
+      lu_pivot_simd(best, bi);
       threadgroup_barrier(mem_flags::mem_threadgroup);  // the previous column's reads are done
       const int sg = t / 32;
       if (t % 32 == 0) {

@@ -69,21 +69,22 @@ def _composed():
         sf.ENABLED = saved
 
 
-@contextlib.contextmanager
-def _pinv_cuda_route(device: str):
-    """On the CPU, ``pinv`` takes LAPACK (``spectral._lapack_pinv`` / ``_svd_lapack``); inside this
-    context it takes the CUDA route instead (``svd_impl`` and one product), so that the interpreter
-    runs what the GPU runs."""
+def _pinv(A: torch.Tensor) -> torch.Tensor:
+    """``pinv(A)`` by the CUDA route with torch's default cut: the public op on CUDA; on the CPU
+    (whose front door takes LAPACK) the same route, ``spectral._pinv_svd`` on ``svd_impl``, called
+    directly so that the interpreter runs what the GPU runs."""
+    if A.device.type == "cuda":
+        return LA.pinv(A)
     import mpslinalg.spectral as spectral
 
-    saved = spectral._lapack_pinv, spectral._svd_lapack
-    if device == "cpu":
-        spectral._lapack_pinv = lambda A: False
-        spectral._svd_lapack = lambda A: svdmod.svd_impl(A, False, True)
+    batch = A.shape[:-2]
+    rtol = torch.full(batch, torch.finfo(A.dtype).eps * max(A.shape[-2:]), dtype=A.dtype)
+    saved = spectral._svd_lapack
+    spectral._svd_lapack = lambda X: svdmod.svd_impl(X, False, True)  # svd_parts' CPU branch
     try:
-        yield
+        return spectral._pinv_svd(A, torch.zeros(batch, dtype=A.dtype), rtol)
     finally:
-        spectral._lapack_pinv, spectral._svd_lapack = saved
+        spectral._svd_lapack = saved
 
 
 def _check_ratios(A, U, S, Vh, what):
@@ -187,7 +188,7 @@ def _packing(device: str) -> None:
         _check_ratios(A.cpu(), U.cpu(), S.cpu(), V.mT.cpu(), ("MB", mb))
 
 
-def _pinv(device: str) -> None:
+def _pinv_check(device: str) -> None:
     if HERE not in sys.path:  # test_pinv imports its neighbours by their plain names
         sys.path.insert(0, HERE)
     from svd.test_pinv import mp_ratios
@@ -195,8 +196,8 @@ def _pinv(device: str) -> None:
     for b, m, n in ((2, 9, 8), (2, 8, 9), (2, 12, 12)):
         A = matrices.with_condition(min(m, n), 1e2, m=max(m, n), batch=(b,), dtype=torch.float32, seed=m + n)
         A = A if m >= n else A.mH.contiguous()
-        with _served() as calls, _pinv_cuda_route(device):
-            X = LA.pinv(A.to(device))
+        with _served() as calls:
+            X = _pinv(A.to(device))
         assert len(calls) == 1
         ratios = mp_ratios(A, X.cpu())
         assert max(ratios.values()) < 30.0, (m, n, ratios)
@@ -207,10 +208,10 @@ def _no_host_sync_cpu() -> None:
 
     for shape in ((3, 9, 8), (2, 8, 9), (2, 12, 12)):
         A = torch.randn(shape, generator=torch.Generator().manual_seed(1))
-        with no_host_sync(), _served() as calls, _pinv_cuda_route("cpu"):
+        with no_host_sync(), _served() as calls:
             LA.svd_ex(A)
             svdmod.svd_impl(A, False, False)
-            LA.pinv(A)
+            _pinv(A)
         assert len(calls) == 3
 
 
@@ -229,7 +230,8 @@ def test_fused_graded_special_interpreted():
 def test_fused_packing_pinv_no_sync_interpreted():
     from svd.test_svd_triton import _interpreted
 
-    _interpreted("import svd.test_svd_triton_fused as f; f._packing('cpu'); f._pinv('cpu'); f._no_host_sync_cpu()")
+    _interpreted("import svd.test_svd_triton_fused as f; f._packing('cpu'); f._pinv_check('cpu'); "
+                 "f._no_host_sync_cpu()")
 
 
 def test_fits_and_rejects():
@@ -251,7 +253,7 @@ def test_fused_cuda():
     _graded_relative("cuda")
     _special("cuda", ((9, 8), (16, 16)))
     _packing("cuda")
-    _pinv("cuda")
+    _pinv_check("cuda")
     for shape in ((4096, 32, 32), (100000, 8, 9)):
         A = torch.randn(shape, device="cuda", generator=torch.Generator("cuda").manual_seed(4))
         with _served() as calls:

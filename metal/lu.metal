@@ -633,8 +633,10 @@ kernel void lu_panel_look(device T* A [[buffer(0)]],
           }
           x[i * KL + j] = l;
 #pragma unroll
-          for (int q = j + 1; q < KL; ++q) {
-            x[i * KL + q] -= s_mul(l, pslice[q]);
+          for (int q = 0; q < KL; ++q) {  // a constant trip count: clang unrolls it before the
+            if (q > j) {                    // j loop (with 64 slots it otherwise kept x in memory)
+              x[i * KL + q] -= s_mul(l, pslice[q]);
+            }
           }
         }
       }

@@ -6,7 +6,9 @@ On the CPU torch backend ``'gels'``, ``'gelsd'`` and ``'gelss'`` are LAPACK's ow
 (``torch.linalg.lstsq``: the same algorithms and outputs, faster on small problems: docs/ops/svd.md),
 with this module's rules for non-finite input and scaling; ``'gels'`` of a rank-deficient matrix,
 where torch raises, takes the version below. ``'gelsy'`` is the version below, on the CPU run in C
-(:func:`mpslinalg.kernels.svd_c.gelsy`, the same steps, with a C compiler), not MKL's ``xgelsy``
+(:func:`mpslinalg.kernels.svd_c.gelsy`, the same steps with a C compiler, except that the column
+norms are downdated as LAPACK's ``xlaqp2`` and a full-rank system is solved by ``R⁻¹ c`` directly;
+it is checked against the version below), not MKL's ``xgelsy``
 (torch's CPU LAPACK): that is not reproducible, 12 calls on the same input gave different bits
 (float32 to complex128, 2026-12-01), and its column pivoting differs from the reference LAPACK's on
 graded rank-deficient matrices (solutions 1.4 apart at rank 2 of 4, κ = 1e6, where ours agrees

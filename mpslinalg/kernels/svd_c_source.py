@@ -329,21 +329,24 @@ static void fill_nan(real *p, int64_t len) {
   for (int64_t k = 0; k < len * W; ++k) p[k] = NAN;
 }
 
-/* lstsq 'gelsy' (mpslinalg/lstsq.py, the same algorithm as its torch-op version): Householder QR
-   with column pivoting (largest remaining column norm, recomputed every step, first on ties), the
+/* lstsq 'gelsy' (mpslinalg/lstsq.py, the algorithm of its torch-op version): Householder QR with
+   column pivoting (largest remaining column norm, first on ties; the norms downdated as LAPACK's
+   xLAQP2, recomputed where the downdate cancels, where the torch-op version recomputes them), the
    rank r = leading pivots with |r_jj| > rcond |r_00|, the minimum-norm solution of
-   R[:r] y = (Qᴴ B)[:r] through the QR of R[:r]ᴴ = Q2 R2 (y = Q2 R2⁻ᴴ c), x = P y, on A and B scaled
-   by powers of two; a non-finite A gives rank -1 and a NaN solution. */
+   R[:r] y = (Qᴴ B)[:r] through the QR of R[:r]ᴴ = Q2 R2 (y = Q2 R2⁻ᴴ c; at full column rank r = n
+   the one solution R⁻¹ c by back substitution), x = P y, on A and B scaled by powers of two; a
+   non-finite A gives rank -1 and a NaN solution. */
 int lstsq_gelsy(const real *A, const real *B, real *X, int64_t *rank, int64_t m, int64_t n, int64_t k,
                 double rcond, int64_t b0, int64_t b1) {
   int64_t K = m < n ? m : n;
-  size_t bytes = sizeof(real) * W * (size_t)(m * n + m * k + n * K + n * k) + sizeof(acc) * (size_t)(4 * K + 2) +
-                 sizeof(int64_t) * (size_t)n;
+  size_t bytes = sizeof(real) * W * (size_t)(m * n + m * k + n * K + n * k) +
+                 sizeof(acc) * (size_t)(4 * K + 2 + 2 * n) + sizeof(int64_t) * (size_t)n;
   char *work = malloc(bytes);
   if (!work) return -1;
   real *Wk = (real *)work, *Cw = Wk + m * n * W, *TH = Cw + m * k * W, *Y = TH + n * K * W;
-  acc *tau = (acc *)(Y + n * k * W), *tau2 = tau + 2 * K + 2;
-  int64_t *perm = (int64_t *)(tau2 + 2 * K);
+  acc *tau = (acc *)(Y + n * k * W), *tau2 = tau + 2 * K + 2, *vn1 = tau2 + 2 * K, *vn2 = vn1 + n;
+  int64_t *perm = (int64_t *)(vn2 + n);
+  const acc tol3z = sqrt(sizeof(real) == 4 ? FLT_EPSILON : DBL_EPSILON);
   for (int64_t b = b0; b < b1; ++b) {
     const real *a = A + b * m * n * W, *bb = B + b * m * k * W;
     real *x = X + b * n * k * W;
@@ -377,13 +380,11 @@ int lstsq_gelsy(const real *A, const real *B, real *X, int64_t *rank, int64_t m,
     for (int64_t j = 0; j < k; ++j)
       for (int64_t i = 0; i < m; ++i)
         for (int c = 0; c < W; ++c) Cw[(j * m + i) * W + c] = (real)times_pow2(bb[(i * k + j) * W + c], -eb, fb);
+    for (int64_t c = 0; c < n; ++c) vn1[c] = vn2[c] = nrm2(Wk + c * m * W, m);
     for (int64_t j = 0; j < K; ++j) {
-      int64_t best = j;
-      acc bn = -1;
-      for (int64_t c = j; c < n; ++c) {
-        acc s2 = ssq(Wk + (c * m + j) * W, m - j);
-        if (s2 > bn) bn = s2, best = c;
-      }
+      int64_t best = j; /* the largest remaining column norm, first on ties */
+      for (int64_t c = j + 1; c < n; ++c)
+        if (vn1[c] > vn1[best]) best = c;
       if (best != j) {
         for (int64_t i = 0; i < m * W; ++i) {
           real t = Wk[j * m * W + i];
@@ -393,12 +394,24 @@ int lstsq_gelsy(const real *A, const real *B, real *X, int64_t *rank, int64_t m,
         int64_t t = perm[j];
         perm[j] = perm[best];
         perm[best] = t;
+        vn1[best] = vn1[j], vn2[best] = vn2[j];
       }
       real *v = Wk + (j * m + j) * W;
       house(v, m - j, tau + 2 * j);
-      if (tau[2 * j] == 0 && tau[2 * j + 1] == 0) continue;
-      reflect_cols(v, tau[2 * j], -tau[2 * j + 1], m - j, Wk + ((j + 1) * m + j) * W, m * W, n - j - 1);
-      reflect_cols(v, tau[2 * j], -tau[2 * j + 1], m - j, Cw + j * W, m * W, k);
+      if (tau[2 * j] != 0 || tau[2 * j + 1] != 0) {
+        reflect_cols(v, tau[2 * j], -tau[2 * j + 1], m - j, Wk + ((j + 1) * m + j) * W, m * W, n - j - 1);
+        reflect_cols(v, tau[2 * j], -tau[2 * j + 1], m - j, Cw + j * W, m * W, k);
+      }
+      for (int64_t c = j + 1; c < n; ++c) { /* downdate the norms below row j (xLAQP2) */
+        if (vn1[c] == 0) continue;
+        const real *e = Wk + (c * m + j) * W;
+        acc q = (CPLX ? hypot((acc)e[0], (acc)e[W - 1]) : fabs((acc)e[0])) / vn1[c];
+        acc t1 = fmax(0.0, (1 - q) * (1 + q)), ratio = vn1[c] / vn2[c];
+        if (t1 * ratio * ratio <= tol3z) /* cancellation: recompute */
+          vn1[c] = vn2[c] = j + 1 < m ? nrm2(Wk + (c * m + j + 1) * W, m - j - 1) : 0;
+        else
+          vn1[c] *= sqrt(t1);
+      }
     }
 #define RABS(j) (CPLX ? hypot((acc)Wk[(j * m + j) * W], (acc)Wk[(j * m + j) * W + W - 1]) : fabs((acc)Wk[j * m + j]))
     acc d0 = RABS(0);
@@ -407,7 +420,21 @@ int lstsq_gelsy(const real *A, const real *B, real *X, int64_t *rank, int64_t m,
 #undef RABS
     rank[b] = r;
     memset(Y, 0, sizeof(real) * W * (size_t)(n * k));
-    if (r > 0) {
+    if (r == n) { /* full column rank: the one solution, R y = c[:n] by back substitution (no Q2) */
+      for (int64_t c = 0; c < k; ++c)
+        for (int64_t i = n - 1; i >= 0; --i) {
+          acc zr = Cw[(c * m + i) * W], zi = CPLX ? Cw[(c * m + i) * W + 1] : 0;
+          for (int64_t l = i + 1; l < n; ++l) {
+            acc rr = Wk[(l * m + i) * W], ri = CPLX ? Wk[(l * m + i) * W + 1] : 0;
+            acc yr = Y[(c * n + l) * W], yi = CPLX ? Y[(c * n + l) * W + 1] : 0;
+            zr -= rr * yr - ri * yi;
+            zi -= rr * yi + ri * yr;
+          }
+          acc dr = Wk[(i * m + i) * W], di = CPLX ? Wk[(i * m + i) * W + 1] : 0, d2 = dr * dr + di * di;
+          Y[(c * n + i) * W] = (real)((zr * dr + zi * di) / d2);
+          if (CPLX) Y[(c * n + i) * W + 1] = (real)((zi * dr - zr * di) / d2);
+        }
+    } else if (r > 0) {
       memset(TH, 0, sizeof(real) * W * (size_t)(n * r));
       for (int64_t j = 0; j < r; ++j) /* column j of R[:r]ᴴ is row j of R, conjugated */
         for (int64_t i = j; i < n; ++i) {

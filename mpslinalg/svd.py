@@ -445,6 +445,33 @@ def _svd_tall(A: torch.Tensor, full: bool, compute_uv: bool):
         X, V, rotated = _kernels(X).jacobi(X, V, sweeps, math.sqrt(npad) * u, 2 * npad * u, early)
         X, V = X[:, :n, :n], (V[:, :n, :n] if V is not None else None)
 
+    out = None
+    if n <= 64 and svd_cuda.triton_ok(X, TUNING.triton) and not _on_kernels(A):  # _finish in one launch
+        from .kernels import svd_triton_complete as stc
+
+        out = svd_cuda.triton_call(stc.finish, X.contiguous(), V if V is None else V.contiguous(), cperm, e,
+                                   finite, rotated)
+    if out is None:
+        out = _finish(X, V, cperm, e, finite, rotated)
+    S, S_out, info, Vout, Vj = out
+    if not compute_uv:
+        return None, S_out, None, info
+    Vout = _complete(Vout, S, early)
+    # U_A = Prᵀ Q [Vj 0; 0 I]
+    Un = Q[:, :, :n] @ Vj
+    Uq = torch.cat([Un, Q[:, :, n:]], dim=-1) if full else Un
+    Uout = Uq.gather(-2, rperm.argsort(dim=-1)[:, :, None].expand(-1, -1, Uq.shape[-1]))
+    bad = ~finite[:, None, None]
+    return Uout.masked_fill(bad, float("nan")), S_out, Vout.masked_fill(bad, float("nan")), info
+
+
+def _finish(X: torch.Tensor, V: torch.Tensor | None, cperm: torch.Tensor, e: torch.Tensor, finite: torch.Tensor,
+            rotated: torch.Tensor):
+    """σ, their order and ``V_A`` from the Jacobi's ``W = X`` and ``V`` (torch ops; on CUDA one launch:
+    :func:`mpslinalg.kernels.svd_triton_complete.finish`, same contract): ``(S, S_out, info, V_A, Vj)``
+    with ``S`` descending, ``S_out`` scaled back by ``2^e`` (NaN for non-finite input), ``V_A = Pc W Σ⁻¹``
+    (zero columns left to :func:`_complete`), ``Vj`` = ``V``'s sorted columns."""
+    n = X.shape[-1]
     # column norms scaled by their largest entry: a column of ~1e-22 (rank-deficient input) has
     # squares below float32's normal range, and an unscaled norm then leaves V = W Σ⁻¹ not unit
     colmax = X.abs().amax(dim=-2)
@@ -455,23 +482,13 @@ def _svd_tall(A: torch.Tensor, full: bool, compute_uv: bool):
     info = torch.where(finite, info, INFO_NONFINITE).to(torch.int32)
     nan = torch.full_like(S, float("nan"))
     S_out = torch.where(finite[:, None], torch.ldexp(S, e[:, None].to(S.dtype)), nan)
-    if not compute_uv:
-        return None, S_out, None, info
-
+    if V is None:
+        return S, S_out, info, None, None
     W = X.gather(-1, order[:, None, :].expand(-1, n, -1))
     Vj = V.gather(-1, order[:, None, :].expand(-1, n, -1))
     Ux = W / torch.where(S > 0, S, torch.ones_like(S))[:, None, :].to(W.dtype)
-    Ux = _complete(Ux, S, early)
     # V_A = Pc Ux: row i of Ux belongs to column cperm[i] of A
-    Vout = Ux.gather(-2, cperm.argsort(dim=-1)[:, :, None].expand(-1, -1, n))
-    # U_A = Prᵀ Q [Vj 0; 0 I]
-    Un = Q[:, :, :n] @ Vj
-    Uq = torch.cat([Un, Q[:, :, n:]], dim=-1) if full else Un
-    Uout = Uq.gather(-2, rperm.argsort(dim=-1)[:, :, None].expand(-1, -1, Uq.shape[-1]))
-    bad = ~finite[:, None, None]
-    Uout = torch.where(bad, torch.full_like(Uout, float("nan")), Uout)
-    Vout = torch.where(bad, torch.full_like(Vout, float("nan")), Vout)
-    return Uout, S_out, Vout, info
+    return S, S_out, info, Ux.gather(-2, cperm.argsort(dim=-1)[:, :, None].expand(-1, -1, n)), Vj
 
 
 def _empty_svd(A: torch.Tensor, full: bool, compute_uv: bool):

@@ -17,8 +17,9 @@ import triton
 import triton.language as tl
 
 from .qr_triton import _pow2, _qr_small_kernel, fits
+from .svd_triton import _pow2i
 
-__all__ = ["complete", "fits"]
+__all__ = ["complete", "finish", "fits"]
 
 
 @triton.jit
@@ -58,3 +59,102 @@ def complete(Ux: torch.Tensor, zero: torch.Tensor) -> torch.Tensor:
         _complete_kernel[(Bn,)](view(QR), view(tau), view(Q), need, m, n, min(m, n), COMPLEX=cplx, MP=mp,
                                 NP=np_, num_warps=warps)
     return torch.where(zero[:, None, :], Q, Ux)
+
+
+# --------------------------------------------------------------------------------------------------
+# After the Jacobi: column norms, descending order, V_A's rows and V's columns in place (one launch)
+# --------------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _finish_kernel(X, V, CPERM, EXP, FIN, ROT, S_OUT, S_RAW, VOUT, VJ, INFO, n,
+                   COMPLEX: tl.constexpr, WANT_UV: tl.constexpr, NP: tl.constexpr):
+    b = tl.program_id(0).to(tl.int64)
+    CW: tl.constexpr = 2 if COMPLEX else 1
+    rows = tl.arange(0, NP)
+    cols = tl.arange(0, NP)
+    live = cols < n
+    inside = (rows[:, None] < n) & live[None, :]
+    off = (b * n * n + rows[:, None] * n + cols[None, :]) * CW
+    xr = tl.load(X + off, mask=inside, other=0.0)
+    xi = tl.zeros([NP, NP], dtype=tl.float32)
+    if COMPLEX:
+        xi = tl.load(X + off + 1, mask=inside, other=0.0)
+    # sigma_j = m_j ||x_j / m_j||, m_j = max |re|, |im|: no square under- or overflows
+    m = tl.max(tl.maximum(tl.abs(xr), tl.abs(xi)), axis=0)
+    ms = tl.where(m > 0.0, m, 1.0)
+    yr = tl.math.div_rn(xr, ms[None, :])
+    yi = tl.math.div_rn(xi, ms[None, :])
+    s = m * tl.sqrt_rn(tl.sum(yr * yr + yi * yi, axis=0))
+    s = tl.where(live, s, -1.0)  # padding ranks last
+    # stable descending rank: columns before j with a larger or equal sigma, after j with a larger one
+    before = rows[:, None] < cols[None, :]
+    ahead = (s[:, None] > s[None, :]) | ((s[:, None] == s[None, :]) & before)
+    rank = tl.sum(ahead.to(tl.int32), axis=0)
+    fin = tl.load(FIN + b) != 0
+    e = tl.load(EXP + b)
+    half = e // 2
+    scaled = s * _pow2i(half) * _pow2i(e - half)
+    tl.store(S_RAW + b * n + rank, s, mask=live)
+    tl.store(S_OUT + b * n + rank, tl.where(fin, scaled, float("nan")), mask=live)
+    rot = tl.load(ROT + b) != 0
+    tl.store(INFO + b, tl.where(fin, tl.where(rot, 2, 0), 1))
+    if WANT_UV:
+        cperm = tl.load(CPERM + b * n + rows, mask=rows < n, other=0)
+        dst = (b * n * n + cperm[:, None] * n + rank[None, :]) * CW  # V_A[cperm[i], rank[j]] = W[i, j] / s_j
+        d = tl.where(s > 0.0, s, 1.0)
+        tl.store(VOUT + dst, tl.math.div_rn(xr, d[None, :]), mask=inside)
+        if COMPLEX:
+            tl.store(VOUT + dst + 1, tl.math.div_rn(xi, d[None, :]), mask=inside)
+        vdst = (b * n * n + rows[:, None] * n + rank[None, :]) * CW  # Vj[:, rank[j]] = V[:, j]
+        vr = tl.load(V + off, mask=inside, other=0.0)
+        tl.store(VJ + vdst, vr, mask=inside)
+        if COMPLEX:
+            vi = tl.load(V + off + 1, mask=inside, other=0.0)
+            tl.store(VJ + vdst + 1, vi, mask=inside)
+
+
+def finish(X: torch.Tensor, V: torch.Tensor | None, cperm: torch.Tensor, e: torch.Tensor, finite: torch.Tensor,
+           rotated: torch.Tensor):
+    """Step 5 of :mod:`mpslinalg.svd` after the Jacobi, in one launch (the torch-op route: ~10 passes).
+
+    Parameters
+    ----------
+    X : torch.Tensor
+        ``[B, n, n]`` contiguous float32/complex64: the rotated columns ``W = Rᴴ V``.
+    V : torch.Tensor or None
+        ``[B, n, n]`` contiguous: the Jacobi's accumulated rotations (None: singular values only).
+    cperm : torch.Tensor
+        ``[B, n]`` int64: the column sort of the preconditioner (row ``i`` of ``W Σ⁻¹`` is row
+        ``cperm[i]`` of ``V_A``).
+    e, finite, rotated : torch.Tensor
+        ``[B]``: the power-of-two exponents, the input was finite, still rotating in the last sweep.
+
+    Returns
+    -------
+    (S, S_out, info, V_A, Vj)
+        ``S [B, n]`` the singular values of the scaled matrix, descending (stable), ``S_out`` scaled
+        back (NaN for non-finite input), ``info`` int32 (0, 1 non-finite, 2 not converged), and with
+        ``V``: ``V_A = Pc W Σ⁻¹`` (columns sorted; zero ones left for the completion; not NaN for
+        non-finite input, whose ``W`` the caller zeroed: it masks the outputs) and ``Vj`` =
+        ``V``'s columns sorted (``U = Q Vj`` then).
+    """
+    Bn, n, _ = X.shape
+    rdt = torch.float32
+    S = torch.empty(Bn, n, dtype=rdt, device=X.device)
+    S_out = torch.empty_like(S)
+    info = torch.empty(Bn, dtype=torch.int32, device=X.device)
+    want = V is not None
+    Vout = torch.empty_like(X) if want else None
+    Vj = torch.empty_like(X) if want else None
+    if Bn > 0:
+        cplx = X.is_complex()
+        view = torch.view_as_real if cplx else (lambda t: t)
+        x = view(X)
+        np_ = _pow2(n)
+        warps = 4 if np_ * np_ >= 2048 else (2 if np_ * np_ >= 512 else 1)
+        _finish_kernel[(Bn,)](x, view(V) if want else x, cperm.contiguous(), e.to(torch.int32).contiguous(),
+                              finite.to(torch.int32).contiguous(), rotated.to(torch.int32).contiguous(), S_out, S,
+                              view(Vout) if want else x, view(Vj) if want else x, info, n, COMPLEX=cplx,
+                              WANT_UV=want, NP=np_, num_warps=warps)
+    return S, S_out, info, Vout, Vj

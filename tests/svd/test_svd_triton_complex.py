@@ -17,6 +17,9 @@
   to ``30·n·u·‖X0‖``, ``V`` orthonormal to ``30·n·u``, the register kernel's column norms to
   ``30·n·u·‖X0‖`` (Weyl: both are backward stable).
 
+* ``svd_triton_complete.finish``: the steps after the Jacobi (σ, their stable descending order,
+  ``V_A = Pc W Σ⁻¹``, ``V``'s sorted columns) in one launch, against the torch ops they replace.
+
 On the CPU the kernels run in Triton's interpreter (a subprocess, as ``test_svd_triton.py``); on
 CUDA compiled (marked ``cuda``).
 """
@@ -147,6 +150,39 @@ def _pairs_kernel(device: str) -> None:
                 assert float((norms - ref).abs().max()) <= 30 * n * u * scale
 
 
+def _finish(device: str) -> None:
+    """``svd_triton_complete.finish`` (σ, order, ``V_A``, ``Vj`` in one launch) against the torch ops of
+    ``mpslinalg.svd._finish``: σ and ``V_A`` to ``8u`` relative / absolute (the kernel scales a column
+    by its largest real or imaginary part, torch by its largest modulus: a few roundings apart), the
+    same order (``Vj`` bit-identical, ties included), ``info`` and NaN for non-finite input, exponents
+    beyond ``2^±126`` (subnormal σ at ``2^-140``; ``2^125``)."""
+    svdmod = importlib.import_module("mpslinalg.svd")
+    from mpslinalg.kernels import svd_triton_complete as stc
+
+    u = _u()
+    g = torch.Generator().manual_seed(1)
+    for dtype, n in ((torch.complex64, 10), (torch.float32, 7), (torch.complex64, 16)):
+        X = torch.randn(5, n, n, dtype=dtype, generator=g)
+        X[1, :, 2] = 0
+        X[1, :, 5] = X[1, :, 3]  # a tie: the stable order keeps column 3 first
+        X[2] = 0
+        V = torch.randn(5, n, n, dtype=dtype, generator=g)
+        cperm = torch.stack([torch.randperm(n, generator=g) for _ in range(5)])
+        e = torch.tensor([-140, 3, 0, 125, -5], dtype=torch.int32)  # 2^-140: subnormal sigma
+        finite = torch.tensor([True, True, True, True, False])
+        rotated = torch.tensor([False, True, False, False, True])
+        args = [t.to(device) for t in (X, V, cperm, e, finite, rotated)]
+        got = stc.finish(*args)
+        ref = svdmod._finish(*args)
+        assert torch.equal(got[2], ref[2]) and torch.equal(got[4], ref[4])  # info, Vj
+        assert float(((got[0] - ref[0]).abs() / ref[0].clamp_min(1e-30)).max()) <= 8 * u
+        assert torch.equal(got[1][4].isnan(), torch.ones(n, dtype=torch.bool, device=device))
+        # subnormal sigmas (2^-140) keep fewer digits: compare those to their spacing 2^-149
+        err = (got[1][:4] - ref[1][:4]).abs()
+        assert bool((err <= 8 * u * ref[1][:4] + 2.0**-149 * 4).all())
+        assert float((got[3][:4] - ref[3][:4]).abs().max()) <= 8 * u
+
+
 def _interpreted(code: str) -> None:
     if importlib.util.find_spec("triton") is None:
         pytest.skip("Triton is not installed (it ships with CUDA builds of torch)")
@@ -161,7 +197,7 @@ def _interpreted(code: str) -> None:
 
 def test_complex_speedups_interpreted():
     _interpreted("t._completion('cpu'); t._completion_through_svd('cpu'); t._joint_reduce('cpu')\n"
-                 "t._pairs_kernel('cpu')")
+                 "t._pairs_kernel('cpu'); t._finish('cpu')")
 
 
 @pytest.mark.cuda
@@ -170,6 +206,7 @@ def test_complex_speedups_cuda():
     _completion_through_svd("cuda")
     _joint_reduce("cuda")
     _pairs_kernel("cuda")
+    _finish("cuda")
 
 
 @pytest.mark.cuda

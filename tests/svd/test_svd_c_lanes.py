@@ -142,12 +142,14 @@ def test_tiny_columns_one_matrix_any_order(dtype, shift):
     _assert_svd(A, U, S, Vh)
 
 
-def test_above_the_jacobi_order_lapack_with_the_family_rules():
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64], ids=str)
+def test_above_the_jacobi_order_lapack_with_the_family_rules(dtype):
     # above TUNING.jacobi_max the CPU takes LAPACK's SVD of A: in LAPACK's safe range A itself
-    # (torch.linalg's bits), outside it A scaled by a power of two (the same digits at 2^±100, where
-    # xGESDD's own scaling would round), a non-finite matrix info 1 and NaN (torch raises)
+    # (torch.linalg's bits; svdvals straight from the front door), outside it A scaled by a power of
+    # two (the same digits at 2^±100, where xGESDD's own scaling would round), a non-finite matrix
+    # info 1 and NaN (torch raises)
     n = svd_mod.TUNING.jacobi_max["cpu"] + 3
-    A = _randn((2, n + 2, n), torch.float32, 16)
+    A = _randn((2, n + 2, n), dtype, 16)
     torch.testing.assert_close(LA.svdvals(A), torch.linalg.svdvals(A), rtol=0, atol=0)
     S = LA.svdvals(A)
     for s in (2.0**100, 2.0**-100):

@@ -103,7 +103,7 @@ def _check_rank_n_minus_1(A: torch.Tensor, G: torch.Tensor, kappa_p: torch.Tenso
     kappa = torch.maximum(s[..., 0] / s[..., -2], kappa_p)
     bound = 2 * 30 * N * N * metrics.unit_roundoff(dtype) * kappa * metrics.norm1(G_ref)
     err = metrics.norm1(_wide(G) - G_ref)
-    assert bool((err <= bound).all()), (err / bound)
+    assert bool((err <= bound).all()), {"err/bound": err / bound, "kappa": kappa}
     assert bool((metrics.norm1(G_ref) > 1e-6 * metrics.norm1(_wide(A)) ** (N - 1)).all())  # not 0
 
 
@@ -212,6 +212,8 @@ def test_det_backward_does_not_synchronise_on_cuda():
         G = grad()
     finally:
         torch.cuda.set_sync_debug_mode("default")
-    # κ₂(M') from the CPU's factors: partial pivoting chooses the same pivots (no ties here)
-    _check_rank_n_minus_1(A.cpu(), G.cpu(), _rank1_gradient(A.cpu(), torch.ones(6, dtype=A.dtype))[1],
-                          torch.complex64)
+    # κ₂(M') of the device's own factors: where a column is exactly zero (element 2's zero row of A)
+    # every remaining entry ties at 0 and the device's getrf may pick another pivot row than LAPACK
+    # does (round 1 on the H200: element 2 off by 95x the bound computed with the CPU's factors)
+    kappa_p = _rank1_gradient(A, torch.ones(6, dtype=A.dtype, device=A.device))[1].cpu()
+    _check_rank_n_minus_1(A.cpu(), G.cpu(), kappa_p, torch.complex64)

@@ -22,10 +22,6 @@ Variants, to measure the design rather than only the code:
   matrices per simdgroup buys;
 * ``2 rows``: float32 32x32 with two rows per lane, two matrices per simdgroup
   (``TUNING.small_rows = 2``: the per-column pivot search and publication shared by two matrices);
-* ``fma``: complex64 32x32 with explicit fused multiply-adds in the update (``lu_small_fma_c64_32_1``;
-  not used by the library: scalar.h pins contraction off, docs/ops/lu.md);
-* ``ahead``: 32x32 with the look-ahead pivot search (``lu_small_ahead_<dtype>_32_1``: column j + 1's
-  search issued before the rest of column j's update; measured, not used by the library);
 * ``public solve_ex``: the whole library call on the emulator backend, eager (host overhead of the
   front door, the binding layer and the ctypes launch included).
 
@@ -50,7 +46,6 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # the repo
 import torch  # noqa: E402
 
 import mpslinalg as LA  # noqa: E402
-from mpslinalg.kernels import kernel_name  # noqa: E402
 from mpslinalg.lu import kernels as K  # noqa: E402
 
 REPS = 20  # launches per graph replay
@@ -152,14 +147,11 @@ def _kern(dtype, stage):
     return K._MetalKernels(torch.device(DEV), dtype)
 
 
-def _lu_small_launch(kern, LU, piv, info, W, stage, rows=1, suffix=""):
+def _lu_small_launch(kern, LU, piv, info, W, stage, rows=1):
     """lu_small at an explicit width, load variant and rows per lane (the library picks W from
-    the shape, the rest from TUNING); suffix: a measured-only instantiation ("fma", "ahead")."""
+    the shape, the rest from TUNING)."""
     B, M, N = LU.shape
-    if suffix:
-        k = getattr(kern.lib, kernel_name(f"lu_small_{suffix}", LU.dtype, W, stage))
-    else:
-        k = kern._kernel("lu_small", W, stage, *((rows,) if rows > 1 else ()))
+    k = kern._kernel("lu_small", W, stage, *((rows,) if rows > 1 else ()))
     grid = K._small_grid(B, W // rows)
     return lambda: k(LU, piv, info, M, N, B, **grid)
 
@@ -181,26 +173,22 @@ def lu_rows(bw, rows, scale):
         peer_g = graph_ms(lambda A=A: torch.linalg.lu_factor_ex(A))
         nbytes = 2 * A.nbytes + batch * n * 4 + batch * 4
         widths = [K._small_lanes(n)] + ([32] if K._small_lanes(n) != 32 else [])
-        variants = [(W, stage, 1, "") for W in widths for stage in (1, 0)]
-        if n > 16:
-            variants += [(32, 1, 1, "ahead")]
+        variants = [(W, stage, 1) for W in widths for stage in (1, 0)]
         if dtype == torch.float32 and n > 16:
-            variants += [(32, stage, 2, "") for stage in (1, 0)]
-        if dtype == torch.complex64 and n > 16:
-            variants += [(32, 1, 1, "fma")]
-        for W, stage, rpl, suffix in variants:
+            variants += [(32, stage, 2) for stage in (1, 0)]
+        for W, stage, rpl in variants:
             kern = _kern(dtype, stage)
             LU = A.clone()
             piv = torch.empty(batch, n, dtype=torch.int32, device=DEV)
             info = torch.empty(batch, dtype=torch.int32, device=DEV)
-            launch = _lu_small_launch(kern, LU, piv, info, W, stage, rpl, suffix)
+            launch = _lu_small_launch(kern, LU, piv, info, W, stage, rpl)
             launch()  # check once, on the original A
             differ = int((piv != ref_piv).any(-1).sum())
             ok = f"xGET01 max {_lu_ratio(A, LU, piv):.2f}; pivots differ from torch in {differ} of {batch}"
             t = graph_ms(launch)
             rows.append(dict(case=f"lu_small {tag} {batch}x{n}x{n}",
                              variant=f"W={W} {'staged' if stage else 'direct'}"
-                             + (f", {rpl} rows" if rpl > 1 else "") + (f", {suffix}" if suffix else ""), ours_ms=t,
+                             + (f", {rpl} rows" if rpl > 1 else ""), ours_ms=t,
                              peer="torch.linalg.lu_factor_ex", peer_eager_ms=peer_e,
                              peer_graph_ms=peer_g, bw=nbytes / (t * 1e-3) / bw, check=ok))
             print(_fmt(rows[-1]), flush=True)

@@ -7,8 +7,7 @@
 //                        (one threadgroup per matrix, in device memory, any M);
 //   lu_small_{f32,c64}_W_S  factor whole matrices with M, N <= W (8, 16, 32) in registers, 32 / W
 //                        matrices per simdgroup (RANSAC 9x9, VMC 32x32); lu_small_f32_32_S_2: two
-//                        rows per lane, two 32x32 matrices per simdgroup; lu_small_fma_c64_32_1:
-//                        explicit fused multiply-adds in the update (measured, not used by the host);
+//                        rows per lane, two 32x32 matrices per simdgroup (TUNING.small_rows);
 //   lu_laswp_{f32,c64}   apply the row interchanges piv[k1:k2] to the columns [c0, c0 + nc) of
 //                        every matrix, forward or reverse (one thread per column, no barriers);
 //   lu_laswp_block_{f32,c64}  the same for at most 64 interchanges as one permutation gather, on
@@ -886,26 +885,12 @@ __attribute__((always_inline)) inline void lu_row_publish(thread const T (&a)[W]
   prow[W + KC + 1] = lu_use_recip(a[j]) ? s_one<T>() : s_zero<T>();
 }
 
-// a - l * p, rounded as written (FMA = 0: scalar.h pins contraction off, LAPACK's operation order)
-// or with explicit fused multiply-adds (FMA = 1: complex64 only, a measured variant that is not
-// the default: 4 fused operations instead of 4 products and 4 sums, one rounding per component
-// fewer; docs/ops/lu.md).
-template <int FMA>
-inline float lu_msub(float a, float l, float p) { return a - l * p; }
-template <int FMA>
-inline float2 lu_msub(float2 a, float2 l, float2 p) {
-  if (FMA) {
-    return float2(fma(l.y, p.y, fma(-l.x, p.x, a.x)), fma(-l.y, p.x, fma(-l.x, p.y, a.y)));
-  }
-  return a - cmul(l, p);
-}
-
 // Step j for one row (original index r) once the pivot row (position p) is published: its pivot
 // record, the interchange of positions j and p, the scaling below the pivot (LAPACK's sfmin rule)
 // and the rank-1 update. The padding columns (n..W-1, k..KC-1: zeros at the start) are updated
 // too, unguarded: they are never a pivot column and never stored, and a guard per column costs
 // more than the product it skips when n = W.
-template <typename T, int W, int KC, int FMA>
+template <typename T, int W, int KC>
 __attribute__((always_inline)) inline void lu_row_step(thread T (&a)[W], thread T (&x)[KC], thread int& pos,
                                                        thread int& my_piv, int r, int j, int p, int m, T pivot,
                                                        threadgroup const T* prow) {
@@ -924,16 +909,16 @@ __attribute__((always_inline)) inline void lu_row_step(thread T (&a)[W], thread 
   if (below) {
 #pragma unroll
     for (int c = j + 1; c < W; ++c) {
-      a[c] = lu_msub<FMA>(a[c], a[j], prow[c]);
+      a[c] -= s_mul(a[j], prow[c]);
     }
 #pragma unroll
     for (int c = 0; c < KC; ++c) {
-      x[c] = lu_msub<FMA>(x[c], a[j], prow[W + c]);
+      x[c] -= s_mul(a[j], prow[W + c]);
     }
   }
 }
 
-template <typename T, int W, int KC, int R, int FMA = 0>
+template <typename T, int W, int KC, int R>
 __attribute__((always_inline)) inline int lu_regs_getf2(thread T (&a0)[W], thread T (&x0)[KC], thread T (&a1)[W],
                                                         thread T (&x1)[KC], int m, int n, int s, ushort lane,
                                                         thread int (&pos)[R], thread int (&my_piv)[R],
@@ -983,74 +968,9 @@ __attribute__((always_inline)) inline int lu_regs_getf2(thread T (&a0)[W], threa
       info = j + 1;  // a zero pivot means a zero column: p == j, nothing is swapped or scaled
     }
     // 3. interchange, scale, update
-    lu_row_step<T, W, KC, FMA>(a0, x0, pos[0], my_piv[0], s, j, p, m, pivot, prow);
+    lu_row_step(a0, x0, pos[0], my_piv[0], s, j, p, m, pivot, prow);
     if (R == 2) {
-      lu_row_step<T, W, KC, FMA>(a1, x1, pos[R - 1], my_piv[R - 1], s + L, j, p, m, pivot, prow);
-    }
-  }
-  return info;
-}
-
-// lu_regs_getf2 with a look-ahead (one row per lane, no right-hand sides; a measured variant): at
-// step j a lane first updates column j + 1, bids for its pivot and runs that search (one
-// simd_shuffle_xor butterfly of (key, position) pairs, straight-line code), then updates columns
-// j + 2 .. W - 1, so the search's shuffles can overlap the rest of the update (a GPU issues a
-// warp's instructions in order: without the look-ahead each column's search waits for the whole
-// previous update and the update for the search). The update is written as selects (rows that are
-// not below the pivot keep their values) so that it and the search share one basic block. Same
-// pivots, multipliers and updates as lu_regs_getf2 (the selects choose, they do not compute).
-template <typename T, int W, int FMA>
-__attribute__((always_inline)) inline int lu_regs_getf2_ahead(thread T (&a)[W], int m, int n, int r, ushort lane,
-                                                              thread int& pos, thread int& my_piv,
-                                                              threadgroup T* bc) {
-  const ushort base = lane & (ushort)~(W - 1);
-  const int kmin = min(m, n);
-  int info = 0;
-  pos = r;
-  my_piv = 0;
-  uint key = 0u, nidx = 0u;
-  lu_row_bid(a, pos, r, 0, m, key, nidx);
-  uint win = ~lu_seg_argmax<W>(uint2(key, nidx)).y;
-#pragma unroll
-  for (int j = 0; j < W; ++j) {
-    if (j >= kmin) {
-      continue;  // uniform: m, n are the dispatch's (no break: the loop must unroll fully)
-    }
-    const int p = (int)(win >> 5);
-    const ushort wl = base + (ushort)(win & 31u);
-    threadgroup T* prow = bc + (j & 1) * LU_BC_LEN(W, 1);  // lu_small's layout: one zero column
-    if (lane == wl) {
-      const T none[1] = {s_zero<T>()};
-      lu_row_publish<T, W, 1>(a, none, j, prow);
-    }
-    simdgroup_barrier(mem_flags::mem_threadgroup);
-    const T pivot = prow[j];
-    if (s_is_zero(pivot) && info == 0) {
-      info = j + 1;
-    }
-    if (r == j) {
-      my_piv = p + 1;
-    }
-    if (pos == j) {
-      pos = p;
-    } else if (pos == p) {
-      pos = j;
-    }
-    const bool below = pos > j && pos < m;
-    if (below && !s_is_zero(pivot)) {
-      a[j] = lu_scale(a[j], pivot, prow[W + 1], !s_is_zero(prow[W + 2]));
-    }
-    const T l = a[j];
-    if (j + 1 < kmin) {  // column j + 1 first, then its pivot search
-      a[j + 1] = below ? lu_msub<FMA>(a[j + 1], l, prow[j + 1]) : a[j + 1];
-      key = 0u;
-      nidx = 0u;
-      lu_row_bid(a, pos, r, j + 1, m, key, nidx);
-      win = ~lu_seg_argmax<W>(uint2(key, nidx)).y;
-    }
-#pragma unroll
-    for (int c = j + 2; c < W; ++c) {
-      a[c] = below ? lu_msub<FMA>(a[c], l, prow[c]) : a[c];
+      lu_row_step(a1, x1, pos[R - 1], my_piv[R - 1], s + L, j, p, m, pivot, prow);
     }
   }
   return info;
@@ -1108,7 +1028,7 @@ __attribute__((always_inline)) inline void lu_rows_move(thread T (&x0)[W], threa
 // Whole-matrix LU of M x N matrices with M, N <= W (LAPACK getf2: whole rows are interchanged, so
 // no lu_laswp is needed afterwards), R rows per lane (32 * R / W matrices per simdgroup). info[b]
 // is written: 0 or the first zero pivot (1-based).
-template <typename T, int W, int STAGE, int R, int FMA = 0, int AHEAD = 0>
+template <typename T, int W, int STAGE, int R>
 [[max_total_threads_per_threadgroup(64)]]  // = 32 * LU_SMALL_SIMDGROUPS
 kernel void lu_small(device T* A [[buffer(0)]],
                      device int* piv [[buffer(1)]],
@@ -1144,8 +1064,7 @@ kernel void lu_small(device T* A [[buffer(0)]],
   }
   lu_rows_move<T, W, R, STAGE>(a0, a1, 0, tl, A + b0 * M * N, cnt, m, n, q, s, pos, lane);
   threadgroup T* bc = bcast + ((int)sg * (32 / L) + q) * 2 * LU_BC_LEN(W, 1);
-  const int inf = AHEAD ? lu_regs_getf2_ahead<T, W, FMA>(a0, m, n, s, lane, pos[0], my_piv[0], bc)
-                        : lu_regs_getf2<T, W, 1, R, FMA>(a0, none0, a1, none1, m, n, s, lane, pos, my_piv, wl_of, bc);
+  const int inf = lu_regs_getf2<T, W, 1, R>(a0, none0, a1, none1, m, n, s, lane, pos, my_piv, wl_of, bc);
   lu_rows_move<T, W, R, STAGE>(a0, a1, 1, tl, A + b0 * M * N, cnt, m, n, q, s, pos, lane);
 #pragma unroll
   for (int i = 0; i < R; ++i) {
@@ -1251,13 +1170,6 @@ kernel void lu_small_solve(device const T* A [[buffer(0)]],
 // register file, and clang keeps the rows in memory when it cannot unroll the columns).
 #define LU_SMALL_INSTANTIATE_ROWS(W, S, R) \
   MPSL_INSTANTIATE("lu_small_f32_" #W "_" #S "_" #R, lu_small, float, W, S, R)
-// Explicit fused multiply-adds in the complex update (lu_msub): measured, not used by the host.
-#define LU_SMALL_INSTANTIATE_FMA(W, S) \
-  MPSL_INSTANTIATE("lu_small_fma_c64_" #W "_" #S, lu_small, float2, W, S, 1, 1)
-// The look-ahead pivot search (lu_regs_getf2_ahead): measured, not used by the host.
-#define LU_SMALL_INSTANTIATE_AHEAD(W, S)                                           \
-  MPSL_INSTANTIATE("lu_small_ahead_f32_" #W "_" #S, lu_small, float, W, S, 1, 0, 1)   \
-  MPSL_INSTANTIATE("lu_small_ahead_c64_" #W "_" #S, lu_small, float2, W, S, 1, 0, 1)
 #define LU_SMALL_SOLVE_INSTANTIATE(W, KC, S)                                             \
   MPSL_INSTANTIATE("lu_small_solve_f32_" #W "_" #KC "_" #S, lu_small_solve, float, W, KC, S) \
   MPSL_INSTANTIATE("lu_small_solve_c64_" #W "_" #KC "_" #S, lu_small_solve, float2, W, KC, S)

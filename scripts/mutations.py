@@ -343,21 +343,6 @@ MUTATIONS = [
         why='lu_small: the other lanes read the published pivot row before its lane wrote it',
     ),
     dict(
-        id='lu-small-ahead-barrier-removed',
-        file='metal/lu.metal',
-        pattern='''    simdgroup_barrier(mem_flags::mem_threadgroup);
-    const T pivot = prow[j];
-    if (s_is_zero(pivot) && info == 0) {
-      info = j + 1;
-    }''',
-        replacement='''    const T pivot = prow[j];
-    if (s_is_zero(pivot) && info == 0) {
-      info = j + 1;
-    }''',
-        tests=['tests/lu/test_lu_small_kernels.py::test_lu_small_measured_variants'],
-        why='lu_small look-ahead variant: the lanes read the published pivot row before its lane wrote it',
-    ),
-    dict(
         id='lu-small-two-rows-tie-last',
         file='metal/lu.metal',
         pattern='if (kk > key || (kk == key && ni > nidx)) {',

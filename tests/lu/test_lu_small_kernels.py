@@ -127,44 +127,6 @@ def test_lu_small_every_width(kernels, order, seed, stage, dtype, rows):
 
 
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
-@pytest.mark.parametrize("dtype,variant", [(torch.complex64, "fma"), (torch.complex64, "ahead"),
-                                           (torch.float32, "ahead")], ids=["c64-fma", "c64-ahead", "f32-ahead"])
-def test_lu_small_measured_variants(kernels, order, seed, dtype, variant):
-    """The measured-only instantiations (not the host's choice): ``lu_small_fma_c64_32_1`` (fused
-    multiply-adds in the complex update) and ``lu_small_ahead_<dtype>_32_1`` (the look-ahead pivot
-    search): LAPACK's pivots on random data, the xGET01 ratio, partial simdgroups; float32 bit for
-    bit the sequential getf2 (the look-ahead reorders the work, not the arithmetic), specials too."""
-    kern = kernels(dtype, order, seed, 1)
-    fn = getattr(kern.lib, lu_mod.kernel_name(f"lu_small_{variant}", dtype, 32, 1))
-    for m, n, b in [(32, 32, 3), (17, 17, 2), (32, 20, 2), (20, 32, 3)]:
-        A = matrices.random(m, n, batch=(b,), dtype=dtype, seed=m * 100 + n)
-        LU = A.clone()
-        piv = torch.full((b, min(m, n)), -3, dtype=torch.int32)
-        info = torch.full((b,), -7, dtype=torch.int32)
-        fn(LU, piv, info, m, n, b, **lu_mod._small_grid(b, 32))
-        assert torch.equal(piv, lapack.getrf_pivots(A)), (m, n)
-        assert torch.equal(info, torch.zeros(b, dtype=torch.int32)), (m, n)
-        assert float(metrics.lu_factor_ratio(A, LU, piv).max()) < metrics.PASS_RATIO, (m, n)
-        if dtype == torch.float32:
-            assert torch.equal(LU, _getf2_float32(A)[0]), (m, n)
-    if dtype == torch.float32:  # ties, zero columns, NaN, inf, subnormal pivots
-        g = torch.Generator().manual_seed(32)
-        A = torch.randint(-2, 3, (6, 32, 32), generator=g).float()
-        A[1, :, 2] = 0
-        A[2, 16, 0] = float("nan")
-        A[3, 1, 1] = float("inf")
-        A[4] = matrices.random(32, 32, dtype=torch.float32, seed=32) * 1e-39
-        A[5] = 0
-        LU, piv = A.clone(), torch.zeros(6, 32, dtype=torch.int32)
-        info = torch.full((6,), -1, dtype=torch.int32)
-        fn(LU, piv, info, 32, 32, 6, **lu_mod._small_grid(6, 32))
-        ref, ref_piv = _getf2_float32(A)
-        assert torch.equal(piv, ref_piv) and _equal_or_both_nan(LU, ref)
-        d = ref.diagonal(dim1=-2, dim2=-1) == 0
-        assert torch.equal(info, torch.where(d.any(-1), d.int().argmax(-1) + 1, 0).int())
-
-
-@pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
 @pytest.mark.parametrize("stage", STAGES, ids=SID)
 @pytest.mark.parametrize("rows", [1, 2], ids=["1row", "2rows"])
 def test_lu_small_specials_match_sequential_getf2(kernels, order, seed, stage, rows):

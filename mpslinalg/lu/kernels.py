@@ -38,7 +38,8 @@ class Tuning:
     small_rows : int
         ``lu_small`` on float32 matrices wider than 16: rows per lane, 1 (one matrix per
         simdgroup) or 2 (two matrices per simdgroup, 16 lanes each: the per-column pivot search,
-        publication and barrier are shared by two matrices; 128 registers per lane instead of 72).
+        publication and barrier are shared by two matrices; 128 registers per lane instead of 72,
+        so fewer simdgroups resident: docs/ops/lu.md has the measurement behind the default 1).
     panel_threads : int
         Threads per threadgroup of ``lu_panel`` and ``lu_panel_step`` (a power of two, 32 to 256).
     panel_rows : int

@@ -54,6 +54,13 @@ COMPLETES_V = True
 CONFIG: dict[int, tuple[int, int]] = {}
 #: The Jacobi rounds (:func:`_sweeps`): "partner" (columns in place) or "slots" (columns moved).
 JACOBI = "partner"
+#: Code-shape switches, same results: "joint" a round's three column sums in one multi-operand
+#: ``tl.reduce`` (else three ``tl.sum``); "gather" a QR column by ``tl.gather`` (else a masked sum);
+#: "reload" the row/column sorts by reloading ``A`` at permuted addresses (else ``tl.gather``).
+#: Round 1 on the H200 (Triton 3.6): all three on gave wrong 32x32 results that the interpreter does
+#: not show (tests/svd/test_svd_triton_fused.py::test_fused_cuda); the defaults are the constructs
+#: the register tile kernel runs there, until ``bench_svd.py --fused`` checks each on the GPU.
+VARIANT = {"joint": False, "gather": False, "reload": True}
 _SQRT_TINY = tl.constexpr(float(torch.finfo(torch.float32).tiny) ** 0.5)  # read inside the kernel
 
 
@@ -94,7 +101,7 @@ def _rank_desc(key, K: tl.constexpr):
 
 
 @triton.jit
-def _column(t, cols, j, GATHER: tl.constexpr = True):
+def _column(t, cols, j, GATHER: tl.constexpr):
     """Column ``j`` of a ``[MB, R, C]`` tile as ``[MB, R]``: a ``tl.gather`` (one shuffle a register
     where a warp holds the row) or an exact masked sum (a reduction across the columns)."""
     if GATHER:
@@ -117,7 +124,7 @@ def _norm_rows(x, axis: tl.constexpr):
 
 
 @triton.jit
-def _geqr2(a, rows, cols, nq, MB: tl.constexpr, R: tl.constexpr, C: tl.constexpr):
+def _geqr2(a, rows, cols, nq, MB: tl.constexpr, R: tl.constexpr, C: tl.constexpr, GATHER: tl.constexpr):
     """Householder QR of the first ``nq`` columns of ``a [MB, R, C]`` (LAPACK ``xgeqr2``/``xlarfg``:
     ``beta = -sign(alpha)·‖x‖``, ``tau = (beta − alpha)/beta``, ``v = x / (alpha − beta)`` by the
     reciprocal as ``xscal``, ``tau = 0`` for a zero column).
@@ -133,7 +140,7 @@ def _geqr2(a, rows, cols, nq, MB: tl.constexpr, R: tl.constexpr, C: tl.constexpr
     diag = tl.zeros([MB, C], dtype=tl.float32)
     rcp = tl.zeros([MB, C], dtype=tl.float32)
     for j in range(0, nq):
-        x = _column(a, cols, j)  # [MB, R]
+        x = _column(a, cols, j, GATHER)  # [MB, R]
         xb = tl.where(rows[None, :] > j, x, 0.0)
         xn = _norm_rows(xb, 1)
         alpha = tl.sum(tl.where(rows[None, :] == j, x, 0.0), axis=1)
@@ -161,12 +168,12 @@ def _geqr2(a, rows, cols, nq, MB: tl.constexpr, R: tl.constexpr, C: tl.constexpr
 
 
 @triton.jit
-def _apply_q(y, h, tau, rows, cols_h, nq):
+def _apply_q(y, h, tau, rows, cols_h, nq, GATHER: tl.constexpr):
     """``Y <- H_0 ... H_{nq-1} Y`` (LAPACK ``xorm2r``, the reflectors from the last) for ``y [MB, R, K]``
     and :func:`_geqr2`'s ``h [MB, R, C]``, ``tau [MB, C]``."""
     for jj in range(0, nq):
         j = nq - 1 - jj
-        v = _column(h, cols_h, j)  # [MB, R]
+        v = _column(h, cols_h, j, GATHER)  # [MB, R]
         tj = tl.sum(tl.where(cols_h[None, :] == j, tau, 0.0), axis=1)
         w = tl.sum(v[:, :, None] * y, axis=1)  # [MB, K]
         y = y - v[:, :, None] * (tj[:, None] * w)[:, None, :]
@@ -180,7 +187,7 @@ def _add3(a0, b0, c0, a1, b1, c1):
 
 @triton.jit
 def _sweeps(x, vj, busy, cols, npad, sweeps, tol, ctol, MB: tl.constexpr, NP: tl.constexpr,
-            WANT_UV: tl.constexpr, SLOTS: tl.constexpr):
+            WANT_UV: tl.constexpr, SLOTS: tl.constexpr, JOINT: tl.constexpr):
     """The Jacobi sweeps on ``x`` (and ``vj``) ``[MB, NP, NP]``, matrices with ``busy`` set: the
     circle method on ``npad`` columns, at most ``sweeps`` sweeps, each matrix stopping after a sweep
     without a rotation above ``ctol``. Returns ``(x, vj, last)``, ``last [MB]``: rotated in its last
@@ -214,7 +221,12 @@ def _sweeps(x, vj, busy, cols, npad, sweeps, tol, ctol, MB: tl.constexpr, NP: tl
         for rnd in range(0, npad - 1):
             if SLOTS:
                 xp, xq = tl.split(tl.reshape(x, [MB, NP, HP, 2]))
-                a, b, g = tl.reduce((xp * xp, xq * xq, xp * xq), 1, _add3)  # one cross-warp exchange
+                if JOINT:  # one cross-warp exchange
+                    a, b, g = tl.reduce((xp * xp, xq * xq, xp * xq), 1, _add3)
+                else:
+                    a = tl.sum(xp * xp, axis=1)
+                    b = tl.sum(xq * xq, axis=1)
+                    g = tl.sum(xp * xq, axis=1)
                 sig, c, s, _ = _rotation(a, b, g, g, tol, ctol, busy[:, None] & livep[None, :], False)
                 xp, xq = _rotate_real(xp, xq, c[:, None, :], s[:, None, :])
                 x = tl.gather(tl.reshape(tl.join(xp, xq), [MB, NP, NP]), perm, axis=2)
@@ -229,7 +241,12 @@ def _sweeps(x, vj, busy, cols, npad, sweeps, tol, ctol, MB: tl.constexpr, NP: tl
                 isp = slot < npad // 2
                 pidx = tl.broadcast_to(partner, (MB, NP, NP))
                 xq = tl.gather(x, pidx, axis=2)
-                sq, sqq, g = tl.reduce((x * x, xq * xq, x * xq), 1, _add3, keep_dims=True)  # one exchange
+                if JOINT:  # one cross-warp exchange
+                    sq, sqq, g = tl.reduce((x * x, xq * xq, x * xq), 1, _add3, keep_dims=True)
+                else:
+                    sq = tl.sum(x * x, axis=1, keep_dims=True)
+                    sqq = tl.sum(xq * xq, axis=1, keep_dims=True)
+                    g = tl.sum(x * xq, axis=1, keep_dims=True)
                 ap = tl.where(isp, sq, sqq)
                 aq = tl.where(isp, sqq, sq)
                 sig, c, s, _ = _rotation(ap, aq, g, g, tol, ctol, busy3 & (c3 < npad), False)
@@ -256,7 +273,8 @@ def _sweeps(x, vj, busy, cols, npad, sweeps, tol, ctol, MB: tl.constexpr, NP: tl
 @triton.jit
 def _svd_fused_kernel(A, U, S, V, INFO, B, m, n, npad, ucols, sweeps, tol, ctol,
                       MB: tl.constexpr, MP: tl.constexpr, NP: tl.constexpr, UP: tl.constexpr,
-                      WANT_UV: tl.constexpr, SLOTS: tl.constexpr):
+                      WANT_UV: tl.constexpr, SLOTS: tl.constexpr, JOINT: tl.constexpr, GATHER: tl.constexpr,
+                      RELOAD: tl.constexpr):
     mats = tl.program_id(0).to(tl.int64) * MB + tl.arange(0, MB)
     live_b = mats < B
     rows = tl.arange(0, MP)
@@ -284,20 +302,27 @@ def _svd_fused_kernel(A, U, S, V, INFO, B, m, n, npad, ucols, sweeps, tol, ctol,
     # 2. rows by decreasing max-modulus, columns by decreasing 2-norm (stable)
     rkey = tl.where(rows[None, :] < m, tl.max(tl.abs(a), axis=2), -1.0)
     _, rp = _rank_desc(rkey, MP)  # sorted row d is row rp[d] of A
-    a = tl.gather(a, tl.broadcast_to(rp[:, :, None], (MB, MP, NP)), axis=1)
-    ckey = tl.where(cols[None, :] < n, _norm_rows(a, 1), -1.0)
-    _, cp = _rank_desc(ckey, NP)  # sorted column d is column cp[d] of A
-    a = tl.gather(a, tl.broadcast_to(cp[:, None, :], (MB, MP, NP)), axis=2)
+    if RELOAD:  # permuted by reloading A (L1/L2) with permuted addresses: no register gathers
+        ckey = tl.where(cols[None, :] < n, _norm_rows(a, 1), -1.0)  # column norms: any row order
+        _, cp = _rank_desc(ckey, NP)  # sorted column d is column cp[d] of A
+        a = tl.load(A + mats[:, None, None] * (m * n) + rp[:, :, None] * n + cp[:, None, :], mask=inside, other=0.0)
+        a = tl.where(fin[:, None, None], a, 0.0)
+        a = a * pre[:, None, None] * f1[:, None, None] * f2[:, None, None]
+    else:
+        a = tl.gather(a, tl.broadcast_to(rp[:, :, None], (MB, MP, NP)), axis=1)
+        ckey = tl.where(cols[None, :] < n, _norm_rows(a, 1), -1.0)
+        _, cp = _rank_desc(ckey, NP)
+        a = tl.gather(a, tl.broadcast_to(cp[:, None, :], (MB, MP, NP)), axis=2)
 
     # 3. Householder QR; 4. X = Rᵀ (the first NP rows of R: the rest are zero)
-    r, h, tau = _geqr2(a, rows, cols, n, MB, MP, NP)
+    r, h, tau = _geqr2(a, rows, cols, n, MB, MP, NP, GATHER)
     if MP > NP:
         r = tl.sum(tl.reshape(r, (MB, MP // NP, NP, NP)), axis=1)
     x = tl.permute(r, (0, 2, 1))
     vj = tl.where(cols[None, :, None] == c3, 1.0, 0.0) + tl.zeros([MB, NP, NP], dtype=tl.float32)
 
     # 4. one-sided Jacobi (module docstring)
-    x, vj, last = _sweeps(x, vj, live_b & fin, cols, npad, sweeps, tol, ctol, MB, NP, WANT_UV, SLOTS)
+    x, vj, last = _sweeps(x, vj, live_b & fin, cols, npad, sweeps, tol, ctol, MB, NP, WANT_UV, SLOTS, JOINT)
 
     # 5. σ (scaled norms), sorted (stable, descending; padding columns last)
     sig_raw = _norm_rows(x, 1)
@@ -321,9 +346,9 @@ def _svd_fused_kernel(A, U, S, V, INFO, B, m, n, npad, ucols, sweeps, tol, ctol,
         s0 = tl.max(sv, axis=1)
         zc = (sv <= _SQRT_TINY * s0[:, None]) & (cols[None, :] < n)
         if tl.max(tl.max(zc.to(tl.int32), axis=1), axis=0) > 0:
-            rc, hc, tc = _geqr2(ux, cols, cols, n, MB, NP, NP)  # rc (R) unused
+            rc, hc, tc = _geqr2(ux, cols, cols, n, MB, NP, NP, GATHER)  # rc (R) unused
             qc = tl.where(cols[None, :, None] == c3, 1.0, 0.0) + tl.zeros([MB, NP, NP], dtype=tl.float32)
-            qc = _apply_q(qc, hc, tc, cols, cols, n)
+            qc = _apply_q(qc, hc, tc, cols, cols, n, GATHER)
             ux = tl.where(zc[:, None, :], qc, ux)
         nanv = tl.where(fin, 0.0, float("nan"))[:, None, None]
         vmask = live_b[:, None, None] & (cols[None, :, None] < n) & (c3 < n)
@@ -342,7 +367,7 @@ def _svd_fused_kernel(A, U, S, V, INFO, B, m, n, npad, ucols, sweeps, tol, ctol,
             y = tl.load(ubase + r3 * ucols + u3, mask=emb, other=0.0)
             y = tl.where((r3 >= n) & (r3 == u3), 1.0, y)
             tl.debug_barrier()  # every row read before any is overwritten below
-        y = _apply_q(y, h, tau, rows, cols, n)
+        y = _apply_q(y, h, tau, rows, cols, n, GATHER)
         umask = live_b[:, None, None] & (r3 < m) & (u3 < ucols)
         tl.store(ubase + rp[:, :, None] * ucols + u3, y + nanv, mask=umask)
 
@@ -389,5 +414,6 @@ def svd_tall(A: torch.Tensor, full: bool, compute_uv: bool, max_sweeps: int
     _svd_fused_kernel[(-(-Bn // mb),)](
         A, U if compute_uv else A, S, V if compute_uv else A, info, Bn, m, n, npad, ucols, int(max_sweeps),
         npad ** 0.5 * u, 2 * npad * u, MB=mb, MP=_pow2(m), NP=_pow2(n), UP=_pow2(ucols), WANT_UV=compute_uv,
-        SLOTS=JACOBI == "slots", num_warps=warps)
+        SLOTS=JACOBI == "slots", JOINT=VARIANT["joint"], GATHER=VARIANT["gather"], RELOAD=VARIANT["reload"],
+        num_warps=warps)
     return U, S, V, info

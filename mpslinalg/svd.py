@@ -433,7 +433,12 @@ def _svd_tall(A: torch.Tensor, full: bool, compute_uv: bool):
     As = As.gather(-2, rperm[:, :, None].expand(-1, -1, n))
     cperm = torch.linalg.vector_norm(As, dim=-2).argsort(dim=-1, descending=True, stable=True)
     As = As.gather(-1, cperm[:, None, :].expand(-1, m, -1))
-    if compute_uv:
+    qr = None
+    if svd_cuda.triton_ok(As, TUNING.triton) and not _on_kernels(A):  # square: in place, tuned warps
+        qr = svd_cuda.triton_call(svd_cuda.square_qr, As, compute_uv)
+    if qr is not None:
+        Q, R = qr
+    elif compute_uv:
         Q, R = _householder_qr(As, "complete" if full else "reduced")
     else:
         Q, R = None, _householder_qr(As, "r")[1]

@@ -7,7 +7,8 @@ that exist only on CUDA (:mod:`mpslinalg.svd` calls these; the algorithm itself 
 * :func:`triton_call`: a Triton kernel call that switches the Triton path off with one warning when
   generated code fails to build (another Triton version), so the caller falls back to torch ops;
 * :func:`compiled_sweep`: the torch-op Jacobi sweep fused by ``torch.compile`` for small orders;
-* :func:`large_svd`: orders above ``TUNING.jacobi_max["cuda"]``: cuSOLVER's SVD of the scaled matrix.
+* :func:`large_svd`: orders above ``TUNING.jacobi_max["cuda"]``: cuSOLVER's SVD of the scaled matrix;
+* :func:`square_qr`: the preconditioner's QR of square matrices, in place, at the SVD's measured warps.
 
 The switches (``TUNING.triton``, ``TUNING.compile_max``, ``TUNING.large_driver``) live in
 :class:`mpslinalg.svd.Tuning` and are passed in by the caller (no import cycle).
@@ -23,7 +24,7 @@ from ..oplayer import checks as E
 from ..oplayer import functorch_active
 from .codegen import warn_once
 
-__all__ = ["compiled_sweep", "large_svd", "triton_call", "triton_ok", "use_triton", "whole_kernel"]
+__all__ = ["compiled_sweep", "large_svd", "square_qr", "triton_call", "triton_ok", "use_triton", "whole_kernel"]
 
 #: Triton reads TRITON_INTERPRET when it is imported; so do we. On the CPU the Triton kernels run
 #: only in its interpreter (the tests); elsewhere the torch ops of mpslinalg.svd serve the CPU.
@@ -156,3 +157,30 @@ def large_svd(As: torch.Tensor, e: torch.Tensor, finite: torch.Tensor, full: boo
         U = torch.where(finite[:, None, None], U, nan)
         Vh = torch.where(finite[:, None, None], Vh, nan)
     return U, S, (Vh.mH if compute_uv else None)
+
+
+def square_qr(As: torch.Tensor, want_q: bool):
+    """The preconditioner's Householder QR of the square ``As [B, n, n]`` (fresh, contiguous; factorised
+    in place) by the QR family's Triton kernel, launched with the warps the H200 measured fastest for
+    the SVD's complex64 64x64 batch (benchmarks/bench_svd_c64.py, round 1: Q and R 7.73 ms at 4 warps
+    vs 8.75 at the kernel's own 8; R only 4.57 at 8 warps capped at 128 registers vs 5.42), and
+    without ``qr_impl``'s copy of the input. Returns ``(Q or None, R)``, or None where the kernel does
+    not fit (the caller then runs ``qr_impl``)."""
+    from . import qr_triton as qt
+
+    Bn, m, n = As.shape
+    if m != n or not qt.fits(m, n) or not As.is_contiguous():
+        return None
+    cplx = As.is_complex()
+    view = torch.view_as_real if cplx else (lambda t: t)
+    tau = As.new_empty(Bn, n)
+    Q = torch.empty_like(As) if want_q else None
+    mp, np_ = qt._pow2(m), qt._pow2(n)
+    big = mp * np_ > 2048
+    opts = {"num_warps": 4} if want_q or not big else {"num_warps": 8, "maxnreg": 128}
+    if not big:
+        opts["num_warps"] = 1 if mp * np_ <= 256 else 4  # as geqrf_small
+    if Bn > 0:
+        qt._qr_small_kernel[(Bn,)](view(As), view(tau), view(Q) if want_q else view(As), m, n, n, COMPLEX=cplx,
+                                   WANT_Q=want_q, MP=mp, NP=np_, **opts)
+    return Q, As.triu()

@@ -57,17 +57,19 @@ TILE_WARPS: int | None = None
 TILE_MAXNREG: int | None = None
 #: Which one-matrix-per-program kernel (the register-resident ones: :mod:`mpslinalg.kernels.svd_triton_regs`):
 #: "registers" (one ``[n, n]`` tile in slot order), "pairs" (the pairs' columns as two tiles), "halving"
-#: (the recursive-halving ordering for n a power of two, "pairs" otherwise) or "memory" (columns
-#: gathered from the matrix's buffer every round, :func:`_jacobi_tile_kernel`). H200, Jacobi alone:
-#: float32 4096x32x32 2.27 ms vs 30.8, complex64 4096x64x64 19.0 ms vs 470.
-TILE_KERNEL = "registers"
+#: (the recursive-halving ordering for n a power of two, "pairs" otherwise), "auto" (complex: "halving",
+#: float32: "registers") or "memory" (columns gathered from the matrix's buffer every round,
+#: :func:`_jacobi_tile_kernel`). H200 (Triton 3.6), Jacobi alone, complex64 4096x64x64: registers 18.95 ms,
+#: pairs 16.4, halving 14.25 (joint sums, fast angle; without them 30.6 / 550: keep both on), memory 470;
+#: float32 4096x32x32: registers 2.27, memory 30.8 (benchmarks/bench_svd_c64.py, docs/ops/svd.md).
+TILE_KERNEL = "auto"
 #: The register-resident choices of TILE_KERNEL (the memory one aside).
-REG_KERNELS = ("registers", "pairs", "halving")
-#: Complex register kernel: the four column sums of a round as one ``tl.reduce`` (one exchange
-#: between warps) instead of four ``tl.sum`` (benchmarks/bench_svd_c64.py times both).
-REG_JOINT_REDUCE = False
-#: The pairs/halving kernels: the rotation angle from approximate division and square roots (:func:`_rotation_p`).
-REG_FAST_ROTATION = False
+REG_KERNELS = ("auto", "registers", "pairs", "halving")
+#: Complex register kernels: the four column sums of a round as one ``tl.reduce`` (one exchange
+#: between warps) instead of four ``tl.sum``.
+REG_JOINT_REDUCE = True
+#: The halving kernel: the rotation angle from approximate division and square roots (:func:`_rotation_p`).
+REG_FAST_ROTATION = True
 _REG_FAILED: list[str] = []  # why the register variant did not build, once it did not
 #: Largest ``m`` (and ``n <= m``) of the one-matrix-per-lane kernel of the whole SVD (generated code
 #: grows as m²n² and so does the compile time: complex64 4x4 took ~4 min of Triton + ptxas on a loaded
@@ -693,10 +695,15 @@ def jacobi(X: torch.Tensor, V: torch.Tensor | None, sweeps: int, tol: float, cto
         try:  # tl.gather needs a recent Triton: the memory variant serves where it does not build
             from . import svd_triton_regs as regs
 
+            kernel = TILE_KERNEL
+            if kernel == "auto":
+                kernel = "halving" if cplx else "registers"
             kern = regs.jacobi_reg_kernel
-            if TILE_KERNEL != "registers":
-                kern = regs.jacobi_halving_kernel if TILE_KERNEL == "halving" and n == np_ else regs.jacobi_pairs_kernel
-            extra = {} if kern is regs.jacobi_reg_kernel else {"FAST": REG_FAST_ROTATION}
+            if kernel != "registers":
+                kern = regs.jacobi_halving_kernel if kernel == "halving" and n == np_ else regs.jacobi_pairs_kernel
+            extra = {}
+            if kern is not regs.jacobi_reg_kernel:
+                extra["FAST"] = REG_FAST_ROTATION and kern is regs.jacobi_halving_kernel
             if TILE_MAXNREG:  # a register cap: two programs of 8 warps on an SM instead of one
                 extra["maxnreg"] = TILE_MAXNREG
             kern[(Bn,)](x, v, rot, n, sweeps, float(tol), float(ctol), COMPLEX=cplx, WANT_V=V is not None, NP=np_,

@@ -201,28 +201,69 @@ def _gpu_ms(fn) -> float | str:
 
 
 def _fused_report(device: torch.device) -> None:
-    """GPU time of the one-launch SVD (:mod:`mpslinalg.kernels.svd_triton_fused`) by launch shape
-    (matrices per program, warps), against the composed path (QR + Jacobi kernel + torch ops) and
-    torch.linalg in the same run."""
+    """The one-launch SVD (:mod:`mpslinalg.kernels.svd_triton_fused`) on the GPU: each code-shape
+    variant (``VARIANT``) timed and checked (worst Frobenius ratios over the batch, float64 on the
+    GPU: ``‖A − UΣVᵀ‖/(‖A‖·max(m,n)·u)``, ``‖UᵀU − I‖/(n·u)``, ``‖VᵀV − I‖/(n·u)``, < 50 expected),
+    then ``svd_impl`` fused vs the composed path and torch.linalg in the same run."""
     from mpslinalg.kernels import svd_triton_fused as sf
 
-    print("\n| fused SVD piece | GPU ms |\n|---|---:|", flush=True)
+    print("\n| fused SVD piece | GPU ms | S / recon / U / V ratios |\n|---|---:|---|", flush=True)
+    u = 2.0 ** -24
 
-    def add(name, fn) -> None:
-        t = _gpu_ms(fn)
-        print(f"| {name} | {t if isinstance(t, str) else f'{t:.3f}'} |", flush=True)
+    def ratios(A, U, S, V) -> str:
+        A64 = A.double()
+        k = S.shape[-1]
+        S_ref = torch.linalg.svdvals(A64)
+        so = ((S.double() - S_ref).abs().amax(-1) / (S_ref[..., 0] * k * u)).max()
+        if U is None:
+            return f"{float(so):.3g} / - / - / -"
+        U64, V64 = U.double(), V.double()
+        rec = torch.linalg.matrix_norm(A64 - (U64[..., :k] * S.double()[..., None, :]) @ V64.mT)
+        rec = rec / (torch.linalg.matrix_norm(A64) * max(A.shape[-2:]) * u)
+        eye_u = torch.eye(U.shape[-1], dtype=torch.float64, device=A.device)
+        eye_v = torch.eye(V.shape[-1], dtype=torch.float64, device=A.device)
+        uo = torch.linalg.matrix_norm(U64.mT @ U64 - eye_u) / (k * u)
+        vo = torch.linalg.matrix_norm(V64.mT @ V64 - eye_v) / (k * u)
+        return " / ".join(f"{float(t.max()):.3g}" for t in (so, rec, uo, vo))
 
-    def kern(A, cfg, uv=True, jacobi="partner"):
+    def variant(A, cfg, var, uv=True, jacobi="partner"):
+        saved_c, saved_v = dict(sf.CONFIG), dict(sf.VARIANT)
+
         def run():
-            saved, saved_j = dict(sf.CONFIG), sf.JACOBI
-            sf.CONFIG[sf._pow2(A.shape[-1])], sf.JACOBI = cfg, jacobi
+            sf.CONFIG[sf._pow2(A.shape[-1])] = cfg
+            sf.VARIANT.update(var)
+            saved_j, sf.JACOBI = sf.JACOBI, jacobi
             try:
-                sf.svd_tall(A, False, uv, 30)
+                return sf.svd_tall(A, False, uv, 30)
             finally:
-                sf.CONFIG.clear()
-                sf.CONFIG.update(saved)
                 sf.JACOBI = saved_j
+                sf.CONFIG.clear()
+                sf.CONFIG.update(saved_c)
+                sf.VARIANT.clear()
+                sf.VARIANT.update(saved_v)
         return run
+
+    def add(name, fn, check=None) -> None:
+        t = _gpu_ms(fn)
+        acc = ""
+        if check is not None and not isinstance(t, str):
+            U, S, V, info = fn()
+            acc = ratios(check, U, S, V) + f" (info != 0: {int(info.count_nonzero())})"
+        print(f"| {name} | {t if isinstance(t, str) else f'{t:.3f}'} | {acc} |", flush=True)
+
+    A32 = _mats((4096, 32, 32), torch.float32, device, 4)
+    A98 = _mats((100000, 8, 9), torch.float32, device, 2).mT.contiguous()
+    base = {"joint": False, "gather": False, "reload": True}
+    for tag, var in (("default", base), ("+joint", {**base, "joint": True}), ("+gather", {**base, "gather": True}),
+                     ("sorts by gather", {**base, "reload": False})):
+        add(f"fused 4096x32x32 f32, U and V, 1 matrix, 1 warp, {tag}", variant(A32, (1, 1), var), A32)
+    add("fused 4096x32x32 f32, U and V, 1 matrix, 1 warp, default, slots", variant(A32, (1, 1), base, jacobi="slots"),
+        A32)
+    add("fused 4096x32x32 f32, values only, 1 matrix, 1 warp, default", variant(A32, (1, 1), base, uv=False), A32)
+    A16 = _mats((4096, 16, 16), torch.float32, device, 7)
+    add("fused 4096x16x16 f32, U and V, 1 matrix, 1 warp, default", variant(A16, (1, 1), base), A16)
+    for cfg in ((1, 1), (2, 1)):
+        add(f"fused 100000x9x8 f32, U and V, {cfg[0]} matrices, {cfg[1]} warps, default", variant(A98, cfg, base), A98)
 
     def composed(fn):
         def run():
@@ -233,24 +274,8 @@ def _fused_report(device: torch.device) -> None:
                 sf.ENABLED = saved
         return run
 
-    A32 = _mats((4096, 32, 32), torch.float32, device, 4)
-    A98 = _mats((100000, 8, 9), torch.float32, device, 2).mT.contiguous()
-    # the two Jacobi round variants (svd_triton_fused._sweeps); "slots" at the likely launch shapes only
-    for jac, c32, c98 in (("partner", ((1, 1), (1, 2), (1, 4), (2, 2), (4, 4)),
-                           ((1, 1), (2, 1), (4, 1), (4, 2), (8, 2), (8, 4), (16, 4))),
-                          ("slots", ((1, 1), (1, 2)), ((1, 1), (4, 1)))):
-        for cfg in c32:
-            add(f"fused kernel 4096x32x32 f32, U and V, {cfg[0]} matrix/program, {cfg[1]} warps, {jac}",
-                kern(A32, cfg, jacobi=jac))
-        add(f"fused kernel 4096x32x32 f32, values only, (1, 1), {jac}", kern(A32, (1, 1), uv=False, jacobi=jac))
-        for cfg in c98:
-            add(f"fused kernel 100000x9x8 f32, U and V, {cfg[0]} matrices/program, {cfg[1]} warps, {jac}",
-                kern(A98, cfg, jacobi=jac))
-    A99 = _mats((4096, 9, 9), torch.float32, device, 3)
-    for cfg in ((1, 1), (2, 2), (4, 4)):
-        add(f"fused kernel 4096x9x9 f32, U and V, {cfg[0]} matrices/program, {cfg[1]} warps", kern(A99, cfg))
     A89 = _mats((100000, 8, 9), torch.float32, device, 2)
-    for name, A in (("4096x32x32", A32), ("100000x8x9", A89), ("4096x9x9", A99)):
+    for name, A in (("4096x32x32", A32), ("100000x8x9", A89)):
         add(f"svd_impl {name} f32 (fused, default launch)", lambda A=A: svdmod.svd_impl(A, False, True))
         add(f"svd_impl {name} f32 (composed path)", composed(lambda A=A: svdmod.svd_impl(A, False, True)))
         add(f"torch.linalg.svd {name} f32", lambda A=A: torch.linalg.svd(A, full_matrices=False))

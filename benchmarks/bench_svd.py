@@ -265,9 +265,9 @@ def _fused_report(device: torch.device) -> None:
     for cfg in ((1, 1), (2, 1)):
         add(f"fused 100000x9x8 f32, U and V, {cfg[0]} matrices, {cfg[1]} warps, default", variant(A98, cfg, base), A98)
 
-    def composed(fn):
+    def dispatch(fn, enabled):
         def run():
-            saved, sf.ENABLED = sf.ENABLED, False
+            saved, sf.ENABLED = sf.ENABLED, enabled
             try:
                 fn()
             finally:
@@ -276,10 +276,10 @@ def _fused_report(device: torch.device) -> None:
 
     A89 = _mats((100000, 8, 9), torch.float32, device, 2)
     for name, A in (("4096x32x32", A32), ("100000x8x9", A89)):
-        add(f"svd_impl {name} f32 (fused, default launch)", lambda A=A: svdmod.svd_impl(A, False, True))
-        add(f"svd_impl {name} f32 (composed path)", composed(lambda A=A: svdmod.svd_impl(A, False, True)))
+        add(f"svd_impl {name} f32 (fused, default launch)", dispatch(lambda A=A: svdmod.svd_impl(A, False, True), True))
+        add(f"svd_impl {name} f32 (composed path)", dispatch(lambda A=A: svdmod.svd_impl(A, False, True), False))
         add(f"torch.linalg.svd {name} f32", lambda A=A: torch.linalg.svd(A, full_matrices=False))
-    add("mpslinalg.pinv 4096x32x32 f32 (fused)", lambda: mpslinalg.pinv(A32))
+    add("mpslinalg.pinv 4096x32x32 f32 (fused)", dispatch(lambda: mpslinalg.pinv(A32), True))
     add("torch.linalg.pinv 4096x32x32 f32", lambda: torch.linalg.pinv(A32))
 
 

@@ -42,11 +42,12 @@ svdmod = importlib.import_module("mpslinalg.svd")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RATIO = 50.0
 
-# (m, n, dtype, kernel that serves it): wide shapes run as their transposes
+# (m, n, dtype, kernel that serves it): wide shapes run as their transposes; "fused|lane": the fused
+# kernel while svd_triton_fused.ENABLED, else the lane kernel
 CASES = [
     (3, 3, torch.float32, "whole"), (4, 4, torch.float32, "whole"), (2, 4, torch.float32, "whole"),
     (3, 1, torch.float32, "whole"), (2, 2, torch.complex64, "whole"),
-    (7, 3, torch.float32, "fused"), (8, 9, torch.float32, "fused"), (12, 10, torch.float32, "fused"),
+    (7, 3, torch.float32, "fused|lane"), (8, 9, torch.float32, "fused|lane"), (12, 10, torch.float32, "fused|tile"),
     (34, 6, torch.float32, "lane"), (2, 40, torch.float32, "lane"), (5, 4, torch.complex64, "lane"),
     (36, 10, torch.float32, "tile"), (9, 9, torch.complex64, "tile"),
 ]
@@ -96,7 +97,10 @@ def _check_ratios(A, U, S, Vh, what):
 
 def _accuracy(device: str) -> None:
     """LAPACK ratios, S against float64 LAPACK and the torch-op path, inputs unchanged."""
+    from mpslinalg.kernels import svd_triton_fused as sf
+
     for m, n, dtype, kind in CASES:
+        kind = kind.split("|")[0 if sf.ENABLED else -1]
         A = matrices.with_condition(min(m, n), 1e3, m=max(m, n), batch=(3,), dtype=dtype, seed=m * 7 + n)
         A = (A if m >= n else A.mH.contiguous()).to(device)
         A0 = A.clone()

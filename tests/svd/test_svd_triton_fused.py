@@ -41,21 +41,22 @@ SHAPES = [(3, 9, 8), (3, 8, 9), (2, 5, 1), (2, 7, 5), (2, 17, 12), (2, 16, 16), 
 
 @contextlib.contextmanager
 def _served():
-    """Count the fused kernel's launches (so a silent fallback fails the test)."""
+    """Dispatch to the fused kernel (``ENABLED``) and count its launches (so a silent fallback fails
+    the test)."""
     from mpslinalg.kernels import svd_triton_fused as sf
 
     calls: list[tuple] = []
-    real = sf.svd_tall
+    real, enabled = sf.svd_tall, sf.ENABLED
 
     def spy(A, *args):
         calls.append(tuple(A.shape))
         return real(A, *args)
 
-    sf.svd_tall = spy
+    sf.svd_tall, sf.ENABLED = spy, True
     try:
         yield calls
     finally:
-        sf.svd_tall = real
+        sf.svd_tall, sf.ENABLED = real, enabled
 
 
 @contextlib.contextmanager
@@ -108,7 +109,7 @@ def _accuracy(device: str, shapes=SHAPES) -> None:
         with _served() as calls:
             Sv = LA.svdvals(A)  # the no-vector variant
         assert len(calls) == 1 and float((Sv - S).abs().max()) <= 2 * tol
-        with _composed(), _served() as calls:
+        with _served() as calls, _composed():
             S_comp = LA.svdvals(A)
         assert not calls and float((S_comp - S).abs().max()) <= 2 * tol, (m, n)
 
@@ -143,13 +144,17 @@ def _special(device: str, shapes=((9, 8), (6, 6), (12, 5), (16, 16))) -> None:
                 U, S, Vh, info = LA.svd_ex(X, full_matrices=True)
             assert len(calls) == 1 and info.tolist() == [0, 0] and bool(torch.isfinite(S).all()), (m, n)
             _check_ratios(X.cpu(), U.cpu(), S.cpu(), Vh.cpu(), (m, n))
-        assert bool((LA.svdvals(Z) == 0).all())
-        S = LA.svdvals(C).cpu()
+        with _served() as calls:
+            assert bool((LA.svdvals(Z) == 0).all())
+            S = LA.svdvals(C).cpu()
+        assert len(calls) == 2
         assert bool((S[:, 1:] == 0).all()) and float((S[:, 0] - m ** 0.5).abs().max()) <= 4 * m * U32
         B = torch.randn(5, m, n, generator=torch.Generator().manual_seed(m)).to(device)
         B[1, 0, -1] = float("nan")
         B[3, -1, 0] = float("inf")
-        U, S, Vh, info = LA.svd_ex(B)
+        with _served() as calls:
+            U, S, Vh, info = LA.svd_ex(B)
+        assert len(calls) == 1
         assert info.tolist() == [0, 1, 0, 1, 0], (m, n)
         for k in (1, 3):
             assert bool(torch.isnan(S[k]).all() and torch.isnan(U[k]).all() and torch.isnan(Vh[k]).all())
@@ -268,12 +273,14 @@ def test_fused_cuda_no_host_sync():
     for shape in ((4096, 32, 32), (512, 8, 9), (512, 17, 12)):
         A = torch.randn(shape, device="cuda")
         calls += [lambda A=A: LA.svd_ex(A), lambda A=A: svdmod.svd_impl(A, False, False), lambda A=A: LA.pinv(A)]
-    for fn in calls:
-        fn()
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
+    with _served() as served:
         for fn in calls:
             fn()
-    finally:
-        torch.cuda.set_sync_debug_mode(0)
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            for fn in calls:
+                fn()
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+    assert len(served) == 2 * len(calls)

@@ -2,6 +2,7 @@
 
     python benchmarks/bench_svd_c64.py                 # the H200: ~1-2 minutes, markdown tables
     python benchmarks/bench_svd_c64.py --batch 256     # a smaller batch (quick look)
+    python benchmarks/bench_svd_c64.py --quick         # the default path only: accuracy, whole, pieces
 
 Tables (CUDA events, median of 5 after a warm-up):
 
@@ -200,11 +201,78 @@ def _sweeps(A: torch.Tensor) -> None:
         print(f"| {k} | {' | '.join(frac)} |", flush=True)
 
 
+def _accuracy(A: torch.Tensor) -> bool:
+    """LAPACK xDRVBD ratios (< 50, issue 12) of the default path on the first 256 matrices of ``A``
+    and on graded ones (``D A D``, ``D`` = 1 .. 1e-3 down the diagonal), and the largest relative
+    error of each σ against float64 LAPACK (``complex128``: the graded σ_min are ~1e-6 σ_max, so
+    a relative error near 1e-6 there still means every σ is right to ~κ(B)·u)."""
+    from reference import metrics
+
+    ok = True
+    head = A[:256]
+    D = torch.logspace(0, -3, A.shape[-1], device=A.device)
+    graded = (head * D[:, None] * D[None, :]).to(A.dtype)
+    for name, M in (("random", head), ("graded", graded)):
+        U, S, Vh = mpslinalg.svd(M, full_matrices=True)
+        r = metrics.svd_ratios(M.cpu(), U.cpu(), S.cpu(), Vh.cpu())
+        worst = max(float(x.max()) for x in r[:3])
+        ref = torch.linalg.svdvals(M.cpu().to(torch.complex128))
+        rel = float(((S.cpu().double() - ref) / ref).abs().max())
+        good = worst < 50
+        ok &= good
+        print(f"| accuracy {name} {tuple(M.shape)}: max LAPACK ratio {worst:.3g} | "
+              f"{'PASS' if good else 'FAIL'} | max rel. sigma error vs float64 {rel:.2e} |", flush=True)
+    return ok
+
+
+def _quick(A: torch.Tensor) -> None:
+    """Round 2 (~90 s): the default path whole, its kernels, the QR and Jacobi alone, accuracy."""
+    from mpslinalg.kernels import svd_cuda
+    from mpslinalg.kernels import svd_triton as st
+
+    print("\n| check | result | |\n|---|---|---|", flush=True)
+    _accuracy(A)
+    _whole(A)
+    _profile_sums(A)
+    Bn, n = A.shape[0], A.shape[-1]
+    u = 2.0**-24
+    print("\n| piece | GPU ms | host wall ms |\n|---|---:|---:|", flush=True)
+    _row("svd_cuda.square_qr, Q and R (incl. a copy of A)", lambda: svd_cuda.square_qr(A.clone(), True))
+    _row("svd_cuda.square_qr, R only (incl. a copy of A)", lambda: svd_cuda.square_qr(A.clone(), False))
+    X = svd_cuda.square_qr(A.clone(), False)[1].mH.contiguous()
+    eye = torch.eye(n, dtype=A.dtype, device=A.device).expand(Bn, n, n).contiguous()
+    for kernel in ("auto", "registers"):
+        with _attrs(st, TILE_KERNEL=kernel):
+            _row(f"Jacobi with V, TILE_KERNEL={kernel}",
+                 lambda: st.jacobi(X.clone(), eye.clone(), 30, math.sqrt(n) * u, 2 * n * u))
+
+
+def _profile_sums(A: torch.Tensor) -> None:
+    from torch.profiler import ProfilerActivity, profile
+
+    svdmod.svd_impl(A, False, True)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        svdmod.svd_impl(A, False, True)
+        torch.cuda.synchronize()
+    rows = {}
+    for ev in prof.events():
+        if ev.device_type == torch.autograd.DeviceType.CUDA:
+            t, k = rows.get(ev.name, (0.0, 0))
+            rows[ev.name] = (t + ev.time_range.elapsed_us() / 1e3, k + 1)
+    total = sum(t for t, _ in rows.values())
+    print(f"\n### kernels of one svd_impl call (sum {total:.3f} ms, {sum(k for _, k in rows.values())} launches)\n\n"
+          "| kernel | launches | GPU ms |\n|---|---:|---:|")
+    for name, (t, k) in sorted(rows.items(), key=lambda kv: -kv[1][0])[:12]:
+        print(f"| {name[:90]} | {k} | {t:.3f} |", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="complex64 64x64 SVD on CUDA: where the time goes")
     p.add_argument("--batch", type=int, default=4096)
     p.add_argument("--n", type=int, default=64, help="order (64: issue 12's shape)")
     p.add_argument("--device", default="cuda", help="cpu: a smoke test under TRITON_INTERPRET=1 (no timings)")
+    p.add_argument("--quick", action="store_true", help="the default path only (~90 s on the H200)")
     args = p.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         print("needs CUDA", file=sys.stderr)
@@ -212,6 +280,9 @@ def main(argv: list[str] | None = None) -> int:
     A = _mats((args.batch, args.n, args.n), torch.device(args.device), 5)
     if args.device == "cuda":
         print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}", flush=True)
+    if args.quick:
+        _quick(A)
+        return 0
     _whole(A)
     _profile(A)
     _pieces(A)

@@ -159,6 +159,11 @@ def large_svd(As: torch.Tensor, e: torch.Tensor, finite: torch.Tensor, full: boo
     return U, S, (Vh.mH if compute_uv else None)
 
 
+#: Launch options of :func:`square_qr` above 2048-element tiles, with ``Q`` and for ``R`` only.
+QR_OPTS_Q = {"num_warps": 4}
+QR_OPTS_R = {"num_warps": 8, "maxnreg": 128}
+
+
 def square_qr(As: torch.Tensor, want_q: bool):
     """The preconditioner's Householder QR of the square ``As [B, n, n]`` (fresh, contiguous; factorised
     in place) by the QR family's Triton kernel, launched with the warps the H200 measured fastest for
@@ -176,10 +181,10 @@ def square_qr(As: torch.Tensor, want_q: bool):
     tau = As.new_empty(Bn, n)
     Q = torch.empty_like(As) if want_q else None
     mp, np_ = qt._pow2(m), qt._pow2(n)
-    big = mp * np_ > 2048
-    opts = {"num_warps": 4} if want_q or not big else {"num_warps": 8, "maxnreg": 128}
-    if not big:
-        opts["num_warps"] = 1 if mp * np_ <= 256 else 4  # as geqrf_small
+    if mp * np_ > 2048:
+        opts = dict(QR_OPTS_Q if want_q else QR_OPTS_R)
+    else:
+        opts = {"num_warps": 1 if mp * np_ <= 256 else 4}  # as geqrf_small
     if Bn > 0:
         qt._qr_small_kernel[(Bn,)](view(As), view(tau), view(Q) if want_q else view(As), m, n, n, COMPLEX=cplx,
                                    WANT_Q=want_q, MP=mp, NP=np_, **opts)

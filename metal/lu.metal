@@ -632,8 +632,10 @@ kernel void lu_panel_look(device T* A [[buffer(0)]],
           }
           x[i * KL + j] = l;
 #pragma unroll
-          for (int q = 0; q < KL; ++q) {  // a constant trip count: clang unrolls it before the
-            if (q > j) {                    // j loop (with 64 slots it otherwise kept x in memory)
+          // a constant trip count (q > j tested inside), which clang unrolls before the j loop,
+          // except complex64 k = 16, which spills so and not from j + 1 (sm_90, docs/ops/lu.md)
+          for (int q = (sizeof(T) == 4 || KL < 16) ? 0 : j + 1; q < KL; ++q) {
+            if (q > j) {
               x[i * KL + q] -= s_mul(l, pslice[q]);
             }
           }

@@ -44,8 +44,9 @@ class Tuning:
         Threads per threadgroup of ``lu_panel`` and ``lu_panel_step`` (a power of two, 32 to 256).
     panel_rows : int
         Rows per threadgroup of ``lu_panel_step`` (the tall panel shared by several threadgroups).
-    panel_look : int
-        Most columns of a tall panel per dispatch (``lu_panel_look``: 2, 4, 8 or 16; every group
+    panel_look : int or dict
+        Most columns of a tall panel per dispatch (``lu_panel_look``: 2, 4, 8 or 16, for every dtype
+        or per dtype name, ``{"float32": 16, "complex64": 8}``, the default; every group
         repeats the small LU of all active rows on those columns, so the panel needs ``w / k``
         dispatches instead of ``w + 1``); the host takes the largest ``k <= panel_look`` whose
         active rows fit the kernel's registers (``rows <= panel_threads * slots / k``, twice that
@@ -85,7 +86,9 @@ class Tuning:
     small_rows: int = 1
     panel_threads: int = 256
     panel_rows: int = 32
-    panel_look: int = 8
+    # H200 2026-12-01 round 1 (c64 n=1024): k = 16 6-13% slower for complex64 (its variant then
+    # spilled), 13% faster for float32 (3.35 vs 3.86 ms); 4: 16% slower
+    panel_look: dict = field(default_factory=lambda: {"float32": 16, "complex64": 8})
     look_slots: dict = field(default_factory=lambda: {"cpu": 32, "cuda": 32, "mps": 32})
     look_mma: bool = False
     panel_single_rows: int = 256
@@ -253,8 +256,10 @@ def _check_tuning() -> None:
     if TUNING.panel_nb not in _BLOCK_NB or not isinstance(TUNING.panel_nb, int):
         raise ValueError(f"mpslinalg.lu.TUNING.panel_nb must be one of {_BLOCK_NB} (the blocked LU's "
                          f"block width), got {TUNING.panel_nb!r}")
-    if TUNING.panel_look not in _LOOK_K + (1,) or not isinstance(TUNING.panel_look, int):
-        raise ValueError(f"mpslinalg.lu.TUNING.panel_look must be 1, 2, 4, 8 or 16, got {TUNING.panel_look!r}")
+    looks = TUNING.panel_look.values() if isinstance(TUNING.panel_look, dict) else [TUNING.panel_look]
+    if not all(v in _LOOK_K + (1,) and isinstance(v, int) for v in looks):
+        raise ValueError(f"mpslinalg.lu.TUNING.panel_look must be 1, 2, 4, 8 or 16 (or a dict of those by dtype "
+                         f"name), got {TUNING.panel_look!r}")
     if not isinstance(TUNING.look_mma, bool):
         raise ValueError(f"mpslinalg.lu.TUNING.look_mma must be a bool, got {TUNING.look_mma!r}")
     if not all(v in _LOOK_SLOTS and isinstance(v, int) for v in TUNING.look_slots.values()):
@@ -357,7 +362,13 @@ class _MetalKernels:
         if w > _LOOK_MAX_W or TUNING.panel_rows > _LOOK_MAX_ROWS:
             return 0
         slots = self.look_slots * (2 if self.dtype == torch.float32 else 1)  # float32: half the registers
-        return next((k for k in _LOOK_K if k <= TUNING.panel_look and M - o <= g * slots // k), 0)
+        cap = self.look_cap()
+        return next((k for k in _LOOK_K if k <= cap and M - o <= g * slots // k), 0)
+
+    def look_cap(self) -> int:
+        """``TUNING.panel_look`` for this dtype (1: ``lu_panel_look`` is not used)."""
+        cap = TUNING.panel_look
+        return cap.get(str(self.dtype).removeprefix("torch."), 8) if isinstance(cap, dict) else cap
 
     def panel_look(self, LU: torch.Tensor, piv: torch.Tensor, info: torch.Tensor, o: int, w: int,
                    bufs: tuple[torch.Tensor, torch.Tensor]) -> bool:

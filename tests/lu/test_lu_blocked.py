@@ -167,6 +167,10 @@ def test_panel_look_fits_only_where_the_active_rows_fit(blocked):
     assert [kern.look_k(M, 0, 16) for M in (256, 257, 512, 513, 1024, 1025)] == [8, 4, 4, 2, 2, 0]
     kern = blocked(torch.float32, "inorder", 0, look=2)
     assert kern.look_k(256, 0, 16) == 2
+    # per dtype (the default's form): float32 up to 16, complex64 up to 8
+    for dtype, k in ((torch.float32, 16), (torch.complex64, 8)):
+        kern = blocked(dtype, "inorder", 0, look={"float32": 16, "complex64": 8})
+        assert kern.look_k(64, 0, 16) == k
 
 
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
@@ -357,7 +361,7 @@ def test_laswp_block_exact(blocked, order, seed, dtype):
 
 @pytest.mark.parametrize("field,value", [("panel_nb", 48), ("panel_nb", 128), ("panel_nb", 64.0),
                                          ("panel_rows", 0), ("panel_single_rows", -1), ("panel_look", 3),
-                                         ("panel_look", 32)])
+                                         ("panel_look", 32), ("panel_look", {"float32": 12})])
 def test_blocked_tuning_outside_limits_is_a_clear_error(monkeypatch, field, value):
     monkeypatch.setattr(lu_mod.TUNING, field, value)
     with pytest.raises(ValueError, match=f"TUNING.{field}"):

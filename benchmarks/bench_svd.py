@@ -257,6 +257,7 @@ def _fused_report(device: torch.device) -> None:
     for tag, var in (("default", base), ("+joint", {**base, "joint": True}), ("+gather", {**base, "gather": True}),
                      ("sorts by gather", {**base, "reload": False})):
         add(f"fused 4096x32x32 f32, U and V, 1 matrix, 1 warp, {tag}", variant(A32, (1, 1), var), A32)
+    add("fused 4096x32x32 f32, U and V, 1 matrix, 2 warps, default", variant(A32, (1, 2), base), A32)
     add("fused 4096x32x32 f32, U and V, 1 matrix, 1 warp, default, slots", variant(A32, (1, 1), base, jacobi="slots"),
         A32)
     add("fused 4096x32x32 f32, values only, 1 matrix, 1 warp, default", variant(A32, (1, 1), base, uv=False), A32)

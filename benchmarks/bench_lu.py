@@ -336,45 +336,33 @@ def _kernel_lu_case(name, A, device, **tune) -> Case | None:
 
 
 def _kernel_lu_cases(device, quick) -> list[Case]:
-    """Issue 16: lu_factor on the kernel backends (c64 n = 1024, 4096; f32 n = 4096), and with
-    ``--tune`` the blocked LU's tuning fields at c64 n = 1024."""
+    """Issue 16: lu_factor on the kernel backends (c64 n = 1024, 4096; f32 n = 1024, 4096), and
+    with ``--tune`` the blocked LU's open tuning questions (the H200 rounds of 2026-12-01 settled
+    the rest: 64 register slots 10-40% slower everywhere, nb = 64 15% slower, panel_look 4 16%
+    slower, one-group panels at every size 2.6x slower; docs/ops/lu.md)."""
     if device.type != "cuda":
         return []
     rows = []
-    sizes = [(torch.complex64, 1024)] + ([] if quick else [(torch.complex64, 4096), (torch.float32, 4096)])
+    sizes = [(torch.complex64, 1024)] + ([] if quick else [(torch.complex64, 4096), (torch.float32, 1024),
+                                                          (torch.float32, 4096)])
     for dtype, n in sizes:
         A = _randn((n, n), dtype, device, 40 + n)
         case = _kernel_lu_case(f"lu_factor {'complex64' if dtype.is_complex else 'float32'} n={n}", A, device)
         if case is not None:
             rows.append(case)
     if TUNE:
-        A = _randn((1024, 1024), torch.complex64, device, 41)
-        big = ("cuda", 64)  # lu_panel_look's larger register budget (TUNING.look_slots)
-        for kw in ({"panel_look": 16}, {"look_slots": big}, {"panel_look": 16, "look_slots": big},
-                   {"panel_look": 4}, {"panel_rows": 16}, {"panel_single_rows": 0}, {"panel_nb": 64},
-                   {"panel_nb": 64, "panel_look": 16, "look_slots": big}):
-            label = ", ".join(f"{k}={v}" for k, v in kw.items())
-            case = _kernel_lu_case(f"lu_factor complex64 n=1024 [{label}]", A, device, **kw)
-            if case is not None:
-                rows.append(case)
-        # (panel_single_rows = 4096, every panel on one threadgroup, 4 dispatches per block: 98.5 ms
-        # against 37.3 on the H200 on 2026-12-01, dropped)
-        A = _randn((4096, 4096), torch.complex64, device, 42)
-        for kw in ({"look_slots": big}, {"panel_look": 16, "look_slots": big}, {"panel_single_rows": 0},
-                   {"panel_nb": 64}, {"panel_nb": 64, "panel_look": 16, "look_slots": big}):
-            label = ", ".join(f"{k}={v}" for k, v in kw.items())
-            case = _kernel_lu_case(f"lu_factor complex64 n=4096 [{label}]", A, device, **kw)
-            if case is not None:
-                rows.append(case)
-        # float32: the 64-slot budget, k = 16, and lu_panel_look's matrix-unit variant (look_mma:
-        # simdgroup_matrix products for k = 8, 16; the issue asks for the proxy timing both ways)
-        for n, kws in ((4096, ({"look_slots": big}, {"panel_look": 16, "look_slots": big}, {"panel_look": 16},
-                               {"look_mma": True}, {"panel_look": 16, "look_mma": True})),
-                       (1024, ({}, {"panel_look": 16}, {"look_mma": True}, {"panel_look": 16, "look_mma": True}))):
-            A = _randn((n, n), torch.float32, device, 43)
+        # 16 rows per group (1024: 3% faster in round 1; 4096: twice the groups), complex64 k = 16
+        # (its variant no longer spills), float32 with and without the matrix-unit variant
+        c64, f32 = torch.complex64, torch.float32
+        for dtype, n, kws in ((c64, 1024, ({"panel_rows": 16}, {"panel_look": 16})),
+                              (c64, 4096, ({"panel_rows": 16},)),
+                              (f32, 1024, ({"look_mma": True}, {"panel_rows": 16})),
+                              (f32, 4096, ({"look_mma": True},))):
+            A = _randn((n, n), dtype, device, 40 + n)
             for kw in kws:
-                label = ", ".join(f"{k}={v}" for k, v in kw.items()) or "defaults"
-                case = _kernel_lu_case(f"lu_factor float32 n={n} [{label}]", A, device, **kw)
+                label = ", ".join(f"{k}={v}" for k, v in kw.items())
+                name = f"lu_factor {'complex64' if dtype.is_complex else 'float32'} n={n} [{label}]"
+                case = _kernel_lu_case(name, A, device, **kw)
                 if case is not None:
                     rows.append(case)
     return rows

@@ -238,12 +238,13 @@ def _quick(A: torch.Tensor) -> None:
     u = 2.0**-24
     print("\n| piece | GPU ms | host wall ms |\n|---|---:|---:|", flush=True)
     _row("svd_cuda.square_qr, Q and R (incl. a copy of A)", lambda: svd_cuda.square_qr(A.clone(), True))
-    with _attrs(svd_cuda, QR_OPTS_Q={"num_warps": 4, "maxnreg": 168}):
-        _row("svd_cuda.square_qr, Q and R, 4 warps, maxnreg 168", lambda: svd_cuda.square_qr(A.clone(), True))
+    for cap in (168, 128):
+        with _attrs(svd_cuda, QR_OPTS_Q={"num_warps": 4, "maxnreg": cap}):
+            _row(f"svd_cuda.square_qr, Q and R, 4 warps, maxnreg {cap}", lambda: svd_cuda.square_qr(A.clone(), True))
     _row("svd_cuda.square_qr, R only (incl. a copy of A)", lambda: svd_cuda.square_qr(A.clone(), False))
     X = svd_cuda.square_qr(A.clone(), False)[1].mH.contiguous()
     eye = torch.eye(n, dtype=A.dtype, device=A.device).expand(Bn, n, n).contiguous()
-    for kernel, maxnreg in (("auto", None), ("auto", 168), ("registers", None)):
+    for kernel, maxnreg in (("auto", None), ("auto", 168), ("auto", 128), ("registers", None)):
         with _attrs(st, TILE_KERNEL=kernel, TILE_MAXNREG=maxnreg):
             _row(f"Jacobi with V, TILE_KERNEL={kernel}{f', maxnreg {maxnreg}' if maxnreg else ''}",
                  lambda: st.jacobi(X.clone(), eye.clone(), 30, math.sqrt(n) * u, 2 * n * u))

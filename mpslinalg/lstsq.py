@@ -56,7 +56,11 @@ differentiable too; ``rank`` and ``singular_values`` are not (as torch).
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import math
+import os
+import sys
 
 import torch
 
@@ -185,6 +189,49 @@ def _gelsy(A: torch.Tensor, B: torch.Tensor, rcond: float):
     return X.reshape(batch + (n, k)), rank
 
 
+#: The QR route's margin ``c`` (``'gelsy'`` on the CPU, ``m >= n``): LAPACK's unpivoted QR
+#: ``A = QR`` serves a matrix when ``c·rcond·‖R‖_F·‖R⁻¹‖_F < 1`` (and ``rcond >= eps·max(m, n)``).
+#: Why that proves rank ``n`` for the column-pivoted QR's rule ``|r_kk| > rcond·|r_11|``: the
+#: computed ``R`` is exact for ``A + E₂`` and the pivoted one for ``A P + E₁``, with ``‖Eᵢ‖ <=
+#: t·max(m, n)·u·‖A‖_F`` at LAPACK's test threshold ``t = 30``; every triangular ``T`` has
+#: ``σ_min(T) <= |t_kk| <= σ_max(T)`` (its eigenvalues), so every pivot is at least
+#: ``σ_n(A) − ‖E₁‖ >= 1/‖R⁻¹‖_F − ‖E₁‖ − ‖E₂‖`` and the first at most ``‖R‖_F + ‖E₁‖ + ‖E₂‖``.
+#: The computed ``R⁻¹`` (``trsm``) is within ``n·u·κ_F <= 1/64`` of the exact one when the bound
+#: holds (``n·u <= rcond/2``), so ``1/‖R⁻¹‖_F >= 31.5·rcond·‖R‖_F`` and the pivots pass when
+#: ``2·30·max(m, n)·u·(1 + rcond) < 30.5·rcond``: true for ``rcond >= 2·max(m, n)·u``.
+_QR_ROUTE_MARGIN = 32.0
+
+
+class _LapackQR(ctypes.Structure):
+    _fields_ = [("geqrf", ctypes.c_void_p), ("ormqr", ctypes.c_void_p), ("trsm", ctypes.c_void_p)]
+
+
+@functools.cache
+def _lapack_qr(dtype: torch.dtype) -> _LapackQR | None:
+    """LAPACK's ``xGEQRF``, ``xORMQR``/``xUNMQR`` and ``xTRSM`` of ``dtype`` as linked into torch (the
+    routines ``torch.linalg.lstsq(driver='gels')`` runs), found in ``libtorch_cpu``; None where that
+    library does not export them (then ``'gelsy'`` runs the pivoted QR for every matrix)."""
+    ext = {"linux": ".so", "darwin": ".dylib"}.get(sys.platform)
+    prefix = {torch.float32: "s", torch.float64: "d", torch.complex64: "c", torch.complex128: "z"}.get(dtype)
+    if ext is None or prefix is None:
+        return None
+    try:
+        lib = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu" + ext))
+        names = ("geqrf_", "unmqr_" if dtype.is_complex else "ormqr_", "trsm_")
+        return _LapackQR(*(ctypes.cast(getattr(lib, prefix + name), ctypes.c_void_p) for name in names))
+    except (OSError, AttributeError):
+        return None
+
+
+def _gelsy_c(A: torch.Tensor, B: torch.Tensor, rcond: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """``'gelsy'`` of a CPU batch in C: tall matrices that LAPACK's unpivoted QR proves to have
+    rank ``n`` take that QR (``xgels``'s calls, see ``_QR_ROUTE_MARGIN``), the others the pivoted QR.
+    Each matrix decides on its own entries: its result does not depend on its batch neighbours."""
+    m, n = A.shape[-2:]
+    qr = _lapack_qr(A.dtype) if m >= n and rcond >= torch.finfo(A.dtype).eps * m else None
+    return svd_c.gelsy(A, B, rcond, None if qr is None else ctypes.addressof(qr), _QR_ROUTE_MARGIN)
+
+
 def _cpu_route(A: torch.Tensor) -> bool:
     """The CPU torch backend (outside ``torch.func`` transforms): LAPACK's drivers, and ``'gelsy'``
     in C."""
@@ -255,7 +302,7 @@ def _lstsq_impl(A: torch.Tensor, B: torch.Tensor, rcond: float, driver: str
     if driver in ("gelsd", "gelss"):
         return _svd_solve(A, B, rcond, driver)
     if driver == "gelsy" and _cpu_route(A) and svd_c.usable(A):  # the same algorithm in C, scaling too
-        X, rank = svd_c.gelsy(A, B, rcond)
+        X, rank = _gelsy_c(A, B, rcond)
         return X, rank, A.new_zeros(sv_shape, dtype=_real(A.dtype))
     sa, sb = _pow2_scale(A), _pow2_scale(B)
     As, Bs = A * sa, B * sb

@@ -97,7 +97,7 @@ class SVDKernels(CLibraries):
         i64, vp, f64 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_double
         lib.svd_jacobi.argtypes = [vp, vp, vp, vp, vp, i64, i64, i64, i64, i64, f64, f64, i64, i64, i64]
         lib.svd_jacobi.restype = ctypes.c_int
-        lib.lstsq_gelsy.argtypes = [vp, vp, vp, vp, i64, i64, i64, f64, i64, i64]
+        lib.lstsq_gelsy.argtypes = [vp, vp, vp, vp, i64, i64, i64, f64, vp, f64, i64, i64]
         lib.lstsq_gelsy.restype = ctypes.c_int
 
 
@@ -175,7 +175,8 @@ def svd_tall(A: torch.Tensor, full: bool, compute_uv: bool, max_sweeps: int
     return U, S, V, info
 
 
-def gelsy(A: torch.Tensor, B: torch.Tensor, rcond: float) -> tuple[torch.Tensor, torch.Tensor]:
+def gelsy(A: torch.Tensor, B: torch.Tensor, rcond: float, lapack_qr: int | None = None, margin: float = 0.0
+          ) -> tuple[torch.Tensor, torch.Tensor]:
     """``lstsq``'s ``'gelsy'`` (:mod:`mpslinalg.lstsq`'s algorithm) of CPU batches by the C kernel.
 
     Parameters
@@ -185,6 +186,10 @@ def gelsy(A: torch.Tensor, B: torch.Tensor, rcond: float) -> tuple[torch.Tensor,
         of two (max entries in ``[1/2, 1)``, exact), as the torch-op version.
     rcond : float
         Pivots ``|r_jj| <= rcond·|r_00|`` end the rank.
+    lapack_qr, margin : int or None, float
+        The address of LAPACK's ``geqrf``/``ormqr``/``trsm`` for this dtype (``m >= n`` only;
+        :func:`mpslinalg.lstsq._lapack_qr`) and the bound's margin: a matrix whose unpivoted QR
+        proves rank ``n`` is solved by those calls (``xgels``'s steps) instead of the pivoted QR.
 
     Returns
     -------
@@ -205,6 +210,7 @@ def gelsy(A: torch.Tensor, B: torch.Tensor, rcond: float) -> tuple[torch.Tensor,
         status.append(lib.lstsq_gelsy(*args))
 
     SVD_C._parallel(run, Bn, A.data_ptr(), B.data_ptr(), X.data_ptr(), rank.data_ptr(), m, n, k, float(rcond),
+                    lapack_qr, float(margin),
                     grain=max(1, 2 ** 16 // (m * n)))
     if any(status):
         raise MemoryError(f"linalg.lstsq: no memory for the work space of a {m}x{n} matrix")

@@ -57,11 +57,12 @@ CONFIG: dict[int, tuple[int, int]] = {}
 JACOBI = "partner"
 #: Code-shape switches, same results: "joint" a round's three column sums in one multi-operand
 #: ``tl.reduce`` (else three ``tl.sum``); "gather" a QR column by ``tl.gather`` (else a masked sum);
-#: "reload" the row/column sorts by reloading ``A`` at permuted addresses (else ``tl.gather``).
+#: "reload" the row/column sorts by reloading ``A`` at permuted addresses (else ``tl.gather``);
+#: "scatter" the σ sort by storing every column at its place (else ``tl.gather`` before the stores).
 #: Round 1 on the H200 (Triton 3.6): all three on gave wrong 32x32 results that the interpreter does
 #: not show (tests/svd/test_svd_triton_fused.py::test_fused_cuda); the defaults are the constructs
 #: the register tile kernel runs there, until ``bench_svd.py --fused`` checks each on the GPU.
-VARIANT = {"joint": False, "gather": False, "reload": True}
+VARIANT = {"joint": False, "gather": False, "reload": True, "scatter": True}
 _SQRT_TINY = tl.constexpr(float(torch.finfo(torch.float32).tiny) ** 0.5)  # read inside the kernel
 
 
@@ -275,7 +276,7 @@ def _sweeps(x, vj, busy, cols, npad, sweeps, tol, ctol, MB: tl.constexpr, NP: tl
 def _svd_fused_kernel(A, U, S, V, INFO, B, m, n, npad, ucols, sweeps, tol, ctol,
                       MB: tl.constexpr, MP: tl.constexpr, NP: tl.constexpr, UP: tl.constexpr,
                       WANT_UV: tl.constexpr, SLOTS: tl.constexpr, JOINT: tl.constexpr, GATHER: tl.constexpr,
-                      RELOAD: tl.constexpr):
+                      RELOAD: tl.constexpr, SCATTER: tl.constexpr):
     mats = tl.program_id(0).to(tl.int64) * MB + tl.arange(0, MB)
     live_b = mats < B
     rows = tl.arange(0, MP)
@@ -328,49 +329,77 @@ def _svd_fused_kernel(A, U, S, V, INFO, B, m, n, npad, ucols, sweeps, tol, ctol,
     # 5. σ (scaled norms), sorted (stable, descending; padding columns last)
     sig_raw = _norm_rows(x, 1)
     skey = tl.where(cols[None, :] < n, sig_raw, -1.0)
-    _, order = _rank_desc(skey, NP)
-    sv = tl.gather(sig_raw, order, axis=1)
+    srank, order = _rank_desc(skey, NP)  # column j goes to place srank[j]; place k holds order[k]
     k2 = tl.minimum(tl.maximum(ex, -126), 126)
     up1 = _pow2i(k2)[:, None]
     up2 = _pow2i(ex - k2)[:, None]
-    sbase = S + mats[:, None] * n + cols[None, :]
     smask = live_b[:, None] & (cols[None, :] < n)
-    tl.store(sbase, tl.where(fin[:, None], sv * up1 * up2, float("nan")), mask=smask)
+    if SCATTER:  # every column stored at its place: no register permutation
+        sv = sig_raw
+        spos = tl.where(cols[None, :] < n, srank, cols[None, :])  # [MB, NP]
+        tl.store(S + mats[:, None] * n + spos, tl.where(fin[:, None], sv * up1 * up2, float("nan")), mask=smask)
+    else:
+        sv = tl.gather(sig_raw, order, axis=1)
+        tl.store(S + mats[:, None] * n + cols[None, :], tl.where(fin[:, None], sv * up1 * up2, float("nan")),
+                 mask=smask)
     tl.store(INFO + mats, tl.where(fin, tl.where(last, 2, 0), 1), mask=live_b)
     if WANT_UV:
-        oidx = tl.broadcast_to(order[:, None, :], (MB, NP, NP))
-        w = tl.gather(x, oidx, axis=2)
-        vj = tl.gather(vj, oidx, axis=2)
+        nanv = tl.where(fin, 0.0, float("nan"))[:, None, None]
+        vmask = live_b[:, None, None] & (cols[None, :, None] < n) & (c3 < n)
+        vrows = V + mats[:, None, None] * (n * n) + cp[:, :, None] * n  # row i of W goes to row cp[i]
+        if SCATTER:
+            w = x
+        else:
+            oidx = tl.broadcast_to(order[:, None, :], (MB, NP, NP))
+            w = tl.gather(x, oidx, axis=2)
+            vj = tl.gather(vj, oidx, axis=2)
         # 6. V_A = Pc W Σ⁻¹, negligible columns completed (mpslinalg.svd._complete)
         sd = tl.where(sv > 0.0, sv, 1.0)
         ux = tl.math.div_rn(w, sd[:, None, :])
-        s0 = tl.max(sv, axis=1)
+        s0 = tl.max(tl.where(cols[None, :] < n, sv, 0.0), axis=1)
         zc = (sv <= _SQRT_TINY * s0[:, None]) & (cols[None, :] < n)
-        if tl.max(tl.max(zc.to(tl.int32), axis=1), axis=0) > 0:
+        nzc = tl.sum(zc.to(tl.int32), axis=1)  # negligible columns: the last nzc places
+        if SCATTER:
+            tl.store(vrows + spos[:, None, :], ux + nanv, mask=vmask)
+        if tl.max(nzc, axis=0) > 0:  # completion: Householder QR of the columns in sorted order
+            if SCATTER:
+                tl.debug_barrier()
+                ux = tl.load(vrows + c3, mask=vmask, other=0.0)
+                tl.debug_barrier()  # read before rewritten below
             rc, hc, tc = _geqr2(ux, cols, cols, n, MB, NP, NP, GATHER)  # rc (R) unused
             qc = tl.where(cols[None, :, None] == c3, 1.0, 0.0) + tl.zeros([MB, NP, NP], dtype=tl.float32)
             qc = _apply_q(qc, hc, tc, cols, cols, n, GATHER)
-            ux = tl.where(zc[:, None, :], qc, ux)
-        nanv = tl.where(fin, 0.0, float("nan"))[:, None, None]
-        vmask = live_b[:, None, None] & (cols[None, :, None] < n) & (c3 < n)
-        tl.store(V + mats[:, None, None] * (n * n) + cp[:, :, None] * n + c3, ux + nanv, mask=vmask)
+            ux = tl.where((c3 >= n - nzc[:, None, None]) & (c3 < n), qc, ux)
+            if SCATTER:
+                tl.store(vrows + c3, ux + nanv, mask=vmask)
+        if not SCATTER:
+            tl.store(vrows + c3, ux + nanv, mask=vmask)
         # 7. U_A = Prᵀ Q [Vj 0; 0 I]
         ucol = tl.arange(0, UP)
         u3 = ucol[None, None, :]
         ubase = U + mats[:, None, None] * (m * ucols)
         if MP == NP and UP == NP:
             y = vj  # [Vj 0; 0 I]: the padding columns never rotate and sort last
-        else:  # embed Vj (n x n) in the MP x UP tile through U's own rows (scratch)
-            tl.store(ubase + cols[None, :, None] * ucols + c3, vj,
+            if SCATTER:
+                ucol3 = tl.where(c3 < n, spos[:, None, :], c3)
+            else:
+                ucol3 = u3
+        else:  # embed Vj (n x n) in the MP x UP tile through U's own rows (scratch), in sorted order
+            if SCATTER:
+                vcol3 = spos[:, None, :]
+            else:
+                vcol3 = c3
+            tl.store(ubase + cols[None, :, None] * ucols + vcol3, vj,
                      mask=live_b[:, None, None] & (cols[None, :, None] < n) & (c3 < n))
             tl.debug_barrier()
             emb = live_b[:, None, None] & (r3 < n) & (u3 < n)
             y = tl.load(ubase + r3 * ucols + u3, mask=emb, other=0.0)
             y = tl.where((r3 >= n) & (r3 == u3), 1.0, y)
             tl.debug_barrier()  # every row read before any is overwritten below
+            ucol3 = u3
         y = _apply_q(y, h, tau, rows, cols, n, GATHER)
         umask = live_b[:, None, None] & (r3 < m) & (u3 < ucols)
-        tl.store(ubase + rp[:, :, None] * ucols + u3, y + nanv, mask=umask)
+        tl.store(ubase + rp[:, :, None] * ucols + ucol3, y + nanv, mask=umask)
 
 
 def svd_tall(A: torch.Tensor, full: bool, compute_uv: bool, max_sweeps: int
@@ -416,5 +445,5 @@ def svd_tall(A: torch.Tensor, full: bool, compute_uv: bool, max_sweeps: int
         A, U if compute_uv else A, S, V if compute_uv else A, info, Bn, m, n, npad, ucols, int(max_sweeps),
         npad ** 0.5 * u, 2 * npad * u, MB=mb, MP=_pow2(m), NP=_pow2(n), UP=_pow2(ucols), WANT_UV=compute_uv,
         SLOTS=JACOBI == "slots", JOINT=VARIANT["joint"], GATHER=VARIANT["gather"], RELOAD=VARIANT["reload"],
-        num_warps=warps)
+        SCATTER=VARIANT["scatter"], num_warps=warps)
     return U, S, V, info

@@ -253,9 +253,10 @@ def _fused_report(device: torch.device) -> None:
 
     A32 = _mats((4096, 32, 32), torch.float32, device, 4)
     A98 = _mats((100000, 8, 9), torch.float32, device, 2).mT.contiguous()
-    base = {"joint": False, "gather": False, "reload": True}
+    base = dict(sf.VARIANT)
     for tag, var in (("default", base), ("+joint", {**base, "joint": True}), ("+gather", {**base, "gather": True}),
-                     ("sorts by gather", {**base, "reload": False})):
+                     ("A sorts by gather", {**base, "reload": False}),
+                     ("σ sort by gather", {**base, "scatter": False})):
         add(f"fused 4096x32x32 f32, U and V, 1 matrix, 1 warp, {tag}", variant(A32, (1, 1), var), A32)
     add("fused 4096x32x32 f32, U and V, 1 matrix, 2 warps, default", variant(A32, (1, 2), base), A32)
     add("fused 4096x32x32 f32, U and V, 1 matrix, 1 warp, default, slots", variant(A32, (1, 1), base, jacobi="slots"),

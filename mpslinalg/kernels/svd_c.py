@@ -199,11 +199,10 @@ def gelsy(A: torch.Tensor, B: torch.Tensor, rcond: float, lapack_qr: int | None 
     """
     batch, (m, n), k = A.shape[:-2], A.shape[-2:], B.shape[-1]
     Bn = math.prod(batch)
-    A = A.resolve_conj().resolve_neg().reshape(Bn, m, n).contiguous()
-    B = B.resolve_conj().resolve_neg().reshape(Bn, m, k).contiguous()
+    A, B = _plain(A), _plain(B)
     lib = SVD_C.library(A.dtype)
-    X = torch.empty(Bn, n, k, dtype=A.dtype)
-    rank = torch.empty(Bn, dtype=torch.int64)
+    X = torch.empty(batch + (n, k), dtype=A.dtype)
+    rank = torch.empty(batch, dtype=torch.int64)
     status: list[int] = []
 
     def run(*args):
@@ -214,4 +213,14 @@ def gelsy(A: torch.Tensor, B: torch.Tensor, rcond: float, lapack_qr: int | None 
                     grain=max(1, 2 ** 16 // (m * n)))
     if any(status):
         raise MemoryError(f"linalg.lstsq: no memory for the work space of a {m}x{n} matrix")
-    return X.reshape(*batch, n, k), rank.reshape(batch)
+    return X, rank
+
+
+def _plain(T: torch.Tensor) -> torch.Tensor:
+    """``T`` with its conj/neg bits resolved and contiguous (C reads the storage), without a call
+    for what is already so (lstsq's host overhead at small sizes)."""
+    if T.is_conj():
+        T = T.resolve_conj()
+    if T.is_neg():
+        T = T.resolve_neg()
+    return T if T.is_contiguous() else T.contiguous()

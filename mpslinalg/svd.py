@@ -446,13 +446,16 @@ def _svd_tall(A: torch.Tensor, full: bool, compute_uv: bool):
 
     sweeps, early = TUNING.sweeps(A.device, rdt, n)
     early = early and not functorch_active()  # early: host reads are free (CPU, no transform)
-    if not _on_kernels(A) and n > TUNING.jacobi_max.get(A.device.type, 0):
+    jacobi_free = not _on_kernels(A) and n > TUNING.jacobi_max.get(A.device.type, 0)
+    if jacobi_free:
         X, V, rotated = _device_svd(R.mH, compute_uv)
     else:  # one-sided Jacobi on X = Rᴴ, padded to an even number of columns
         npad = n + (n % 2)
         X = torch.nn.functional.pad(R.mH.resolve_conj(), (0, npad - n, 0, npad - n)).contiguous()
         V = None
-        if compute_uv:
+        if compute_uv and m == n:  # the rotations start from Q: V ends as U_A's columns (no Q V_x after)
+            V = (Q if npad == n else torch.nn.functional.pad(Q, (0, 1, 0, 1))).contiguous()  # Q: rotated in place
+        elif compute_uv:
             V = torch.eye(npad, dtype=A.dtype, device=A.device).expand(Bn, -1, -1).contiguous()
         u = _unit_roundoff(rdt)
         X, V, rotated = _kernels(X).jacobi(X, V, sweeps, math.sqrt(npad) * u, 2 * npad * u, early)
@@ -470,8 +473,8 @@ def _svd_tall(A: torch.Tensor, full: bool, compute_uv: bool):
     if not compute_uv:
         return None, S_out, None, info
     Vout = _complete(Vout, S, early)
-    # U_A = Prᵀ Q [Vj 0; 0 I]
-    Un = Q[:, :, :n] @ Vj
+    # U_A = Prᵀ Q [Vj 0; 0 I] (square A after the Jacobi: Vj is Q V_x's sorted columns already)
+    Un = Vj if m == n and V is not None and not jacobi_free else Q[:, :, :n] @ Vj
     Uq = torch.cat([Un, Q[:, :, n:]], dim=-1) if full else Un
     Uout = Uq.gather(-2, rperm.argsort(dim=-1)[:, :, None].expand(-1, -1, Uq.shape[-1]))
     bad = ~finite[:, None, None]

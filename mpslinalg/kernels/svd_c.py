@@ -203,14 +203,12 @@ def gelsy(A: torch.Tensor, B: torch.Tensor, rcond: float, lapack_qr: int | None 
     lib = SVD_C.library(A.dtype)
     X = torch.empty(batch + (n, k), dtype=A.dtype)
     rank = torch.empty(batch, dtype=torch.int64)
-    status: list[int] = []
-
-    def run(*args):
-        status.append(lib.lstsq_gelsy(*args))
-
-    SVD_C._parallel(run, Bn, A.data_ptr(), B.data_ptr(), X.data_ptr(), rank.data_ptr(), m, n, k, float(rcond),
-                    lapack_qr, float(margin),
-                    grain=max(1, 2 ** 16 // (m * n)))
+    args = (A.data_ptr(), B.data_ptr(), X.data_ptr(), rank.data_ptr(), m, n, k, float(rcond), lapack_qr, float(margin))
+    if Bn == 1:  # one matrix: no split to arrange (lstsq's host overhead)
+        status = [lib.lstsq_gelsy(*args, 0, 1)]
+    else:
+        status = []
+        SVD_C._parallel(lambda *a: status.append(lib.lstsq_gelsy(*a)), Bn, *args, grain=max(1, 2 ** 16 // (m * n)))
     if any(status):
         raise MemoryError(f"linalg.lstsq: no memory for the work space of a {m}x{n} matrix")
     return X, rank

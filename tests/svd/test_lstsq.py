@@ -201,7 +201,7 @@ def test_extreme_scales():
     A = _matrix((6, 4), torch.float32, rank=3, seed=12)
     B = torch.randn(6, 2)
     full = _matrix((6, 4), torch.float32, seed=13)
-    for driver, M in [("gelsy", A), ("gelsd", A), ("gelss", A), ("gels", full)]:
+    for driver, M in [("gelsy", A), ("gelsy", full), ("gelsd", A), ("gelss", A), ("gels", full)]:
         base = LA.lstsq(M, B, driver=driver).solution
         for s, t in [(2.0**100, 2.0**-20), (2.0**-100, 2.0**20)]:
             X = LA.lstsq(M * s, B * t, driver=driver).solution
@@ -308,3 +308,101 @@ def test_nonfinite_matrix_has_rank_minus_one(bad):
         torch.testing.assert_close(res.solution[[0, 2]], good, rtol=0, atol=0)
         if driver != "gels":
             assert res.rank.tolist() == [4, -1, 4]
+
+
+# --------------------------------------------------------------------------------------------------
+# 'gelsy' on the CPU: LAPACK's unpivoted QR (xgels's calls) for the tall matrices it proves to have
+# rank n, the pivoted QR in C for the others (lstsq._gelsy_c, _QR_ROUTE_MARGIN)
+# --------------------------------------------------------------------------------------------------
+
+needs_lapack_qr = pytest.mark.skipif(
+    any(lstsq_mod._lapack_qr(d) is None for d in HOST),
+    reason="this torch build exports no LAPACK QR from libtorch_cpu: 'gelsy' runs the pivoted QR only")
+
+
+def _pivoted_only(A, B, rcond=None):
+    """The same call with the QR route off (every matrix through the column-pivoted QR)."""
+    saved = lstsq_mod._lapack_qr
+    lstsq_mod._lapack_qr = lambda dtype: None
+    try:
+        return LA.lstsq(A, B, rcond, driver="gelsy")
+    finally:
+        lstsq_mod._lapack_qr = saved
+
+
+@needs_lapack_qr
+@pytest.mark.parametrize("dtype", HOST, ids=str)
+@pytest.mark.parametrize("shape", [(3, 40, 8), (2, 8, 8), (128, 32)], ids=str)
+def test_gelsy_routed_matrices_are_lapack_gels_bits(shape, dtype):
+    # κ = 100 is far inside the route's bound: the solution is xgels's (the same LAPACK calls on
+    # the same data; the power-of-two scaling is exact), the rank n
+    A = _matrix(shape, dtype, cond=100.0, seed=20)
+    B = torch.randn(*shape[:-1], 3, dtype=torch.float64, generator=torch.Generator().manual_seed(21)).to(dtype)
+    res = LA.lstsq(A, B)
+    assert torch.equal(res.solution, torch.linalg.lstsq(A, B, driver="gels").solution)
+    assert bool((res.rank == shape[-1]).all())
+    assert not torch.equal(res.solution, _pivoted_only(A, B).solution)  # a different computation ran
+
+
+@needs_lapack_qr
+@pytest.mark.parametrize("dtype", HOST, ids=str)
+def test_gelsy_kept_cases_are_the_pivoted_qr(dtype):
+    # what the route declines runs the column-pivoted QR, bit for bit: rank-deficient (the bound
+    # fails), wide (no route), rcond below eps·m (no proof at the rounding level), a zero matrix,
+    # and full rank beyond the bound (κ = 1e4 float32: 32·rcond·κ_F > 1, the pivots still pass)
+    g = torch.Generator().manual_seed(22)
+    eps = torch.finfo(dtype).eps
+    beyond = 1e4 if dtype in (torch.float32, torch.complex64) else 1e12
+    cases = [(_matrix((2, 12, 6), dtype, rank=3, seed=23), None, 3),
+             (_matrix((2, 6, 12), dtype, seed=24), None, 6),
+             (_matrix((2, 12, 6), dtype, seed=25), eps, 6),
+             (torch.zeros(2, 12, 6, dtype=dtype), None, 0),
+             (_matrix((2, 128, 32), dtype, cond=beyond, seed=26), None, 32)]
+    for A, rcond, rank in cases:
+        B = torch.randn(*A.shape[:-1], 2, dtype=torch.float64, generator=g).to(dtype)
+        res, ref = LA.lstsq(A, B, rcond), _pivoted_only(A, B, rcond)
+        assert torch.equal(res.solution, ref.solution) and torch.equal(res.rank, ref.rank), A.shape
+        assert res.rank.tolist() == [rank] * 2, (A.shape, res.rank)
+
+
+@needs_lapack_qr
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64], ids=str)
+def test_gelsy_route_never_changes_the_rank(dtype):
+    # across the route's boundary (κ from 10 to 1e6, float32 128x32: the bound needs κ_F below
+    # ~2e3, the pivoted rule's rank drops near κ ~ 6e4), the rank is the pivoted QR's for every
+    # matrix, and a routed solution is within the least-squares forward bound of SciPy's
+    for e, cond in enumerate([1e1, 1e2, 3e2, 1e3, 3e3, 1e4, 1e5, 1e6]):
+        A = _matrix((4, 128, 32), dtype, cond=cond, seed=30 + e)
+        B = torch.randn(4, 128, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(e)).to(dtype)
+        res, ref = LA.lstsq(A, B), _pivoted_only(A, B)
+        assert torch.equal(res.rank, ref.rank), (cond, res.rank, ref.rank)
+        if bool((res.rank == 32).all()):
+            _check(A, B, "gelsy")
+
+
+@needs_lapack_qr
+def test_gelsy_result_does_not_depend_on_batch_neighbours():
+    # torch.linalg.lstsq's own 'gelsy' passes LAPACK an uninitialised pivot array and reuses it
+    # along the batch (pytorch#92537, #187411: rank 0 instead of 4, a neighbour changes a result),
+    # so it is not a route; here each matrix decides on its own entries
+    full = _matrix((32, 8), torch.float32, cond=10.0, seed=40)
+    deficient = _matrix((32, 8), torch.float32, rank=5, seed=41)
+    graded = _matrix((32, 8), torch.float32, cond=1e4, seed=42)
+    bad = full.clone()
+    bad[3, 4] = float("nan")
+    mats = [full, deficient, graded, bad, torch.eye(32, 8)]
+    B = torch.randn(len(mats), 32, 3, generator=torch.Generator().manual_seed(43))
+    batch = LA.lstsq(torch.stack(mats), B)
+    backwards = LA.lstsq(torch.stack(mats[::-1]), B.flip(0))
+    for i, A in enumerate(mats):
+        alone = LA.lstsq(A, B[i])
+        for res, j in ((batch, i), (backwards, len(mats) - 1 - i)):
+            assert torch.equal(res.rank[j], alone.rank), i
+            assert torch.equal(res.solution[j].nan_to_num(7.0), alone.solution.nan_to_num(7.0)), i
+    assert batch.rank.tolist() == [8, 5, 8, -1, 8]
+    # pytorch#92537's matrix (a zero first row: LAPACK without pivoting sees r_11 = 0), every call
+    a = torch.eye(5)
+    a[0] = 0
+    for _ in range(10):
+        res = LA.lstsq(a, torch.ones(5))
+        assert int(res.rank) == 4 and torch.equal(res.solution, torch.tensor([0.0, 1, 1, 1, 1]))

@@ -78,7 +78,7 @@ def fits(m: int, n: int, dtype: torch.dtype) -> bool:
 def launch_config(m: int, n: int) -> tuple[int, int]:
     """``(MB, warps)``: matrices per program and warps for ``m x n`` (:data:`CONFIG` first).
 
-    One matrix and one warp a program by default: compiled for sm_90, a 32x32 Jacobi round is ~560
+    One warp a program, one matrix (two for ``n <= 8``) by default: compiled for sm_90, a 32x32 Jacobi round is ~560
     SASS instructions on one warp with no barrier (each lane owns a column: its sums stay in the
     thread) against ~420 a warp and 8 barriers on two (the cross-warp sums); the H200 timing of the
     other shapes is ``bench_svd.py --fused``'s table (docs/ops/svd.md).
@@ -86,7 +86,7 @@ def launch_config(m: int, n: int) -> tuple[int, int]:
     np_ = _pow2(n)
     if np_ in CONFIG:
         return CONFIG[np_]
-    return 1, 1
+    return (2, 1) if np_ <= 8 else (1, 1)  # H200 round 1, 100000x9x8: 2 a program 1.38 ms, 1: 1.66, 4: 1.49
 
 
 @triton.jit

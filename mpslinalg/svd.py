@@ -311,6 +311,14 @@ def _device_svd(X: torch.Tensor, compute_uv: bool):
     return Ux * S[:, None, :].to(X.dtype), Vh.mH, not_rotated
 
 
+def _plain(x: torch.Tensor) -> torch.Tensor:
+    """A fresh contiguous copy of ``x`` with its conjugation materialised, in one pass (``resolve_conj``
+    then ``contiguous`` of a transposed view is two); under ``torch.func`` transforms the two ops."""
+    if functorch_active():
+        return x.resolve_conj().contiguous()
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device).copy_(x)
+
+
 def _pow2_scale(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(A·2^-e, e, finite)`` per matrix: max |entry| of the scaled matrix in [1/2, 1)."""
     amax = A.abs().amax(dim=(-2, -1))
@@ -422,7 +430,7 @@ def _svd_tall(A: torch.Tensor, full: bool, compute_uv: bool):
     Bn, m, n = A.shape
     rdt = A.real.dtype if A.is_complex() else A.dtype
     As, e, finite = _pow2_scale(A)
-    As = torch.where(finite[:, None, None], As, torch.zeros_like(As))
+    As = As.masked_fill(~finite[:, None, None], 0)
     if A.device.type == "cuda" and TUNING.large_driver != "precondition" and not _on_kernels(A) \
             and n > TUNING.jacobi_max.get("cuda", 0):
         U, S, V = svd_cuda.large_svd(As, e, finite, full, compute_uv, TUNING.large_driver)
@@ -451,7 +459,7 @@ def _svd_tall(A: torch.Tensor, full: bool, compute_uv: bool):
         X, V, rotated = _device_svd(R.mH, compute_uv)
     else:  # one-sided Jacobi on X = Rᴴ, padded to an even number of columns
         npad = n + (n % 2)
-        X = torch.nn.functional.pad(R.mH.resolve_conj(), (0, npad - n, 0, npad - n)).contiguous()
+        X = _plain(R.mH) if npad == n else torch.nn.functional.pad(R.mH.resolve_conj(), (0, 1, 0, 1)).contiguous()
         V = None
         if compute_uv and m == n:  # the rotations start from Q: V ends as U_A's columns (no Q V_x after)
             V = (Q if npad == n else torch.nn.functional.pad(Q, (0, 1, 0, 1))).contiguous()  # Q: rotated in place
@@ -561,7 +569,7 @@ def svd_impl(A: torch.Tensor, full_matrices: bool, compute_uv: bool
         return empty, S, empty, info
     if wide:  # A = (U' S V'ᴴ)ᴴ = V' S U'ᴴ
         U, V = V, U
-    Vh = V.mH.resolve_conj().contiguous()  # fresh, plain layout (tangents get the same)
+    Vh = _plain(V.mH)  # fresh, plain layout (tangents get the same)
     return U.contiguous().reshape(*batch, m, U.shape[-1]), S, Vh.reshape(*batch, Vh.shape[-2], n), info
 
 

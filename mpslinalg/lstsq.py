@@ -8,11 +8,17 @@ with this module's rules for non-finite input and scaling; ``'gels'`` of a rank-
 where torch raises, takes the version below. ``'gelsy'`` is the version below, on the CPU run in C
 (:func:`mpslinalg.kernels.svd_c.gelsy`, the same steps with a C compiler, except that the column
 norms are downdated as LAPACK's ``xlaqp2`` and a full-rank system is solved by ``R⁻¹ c`` directly;
-it is checked against the version below), not MKL's ``xgelsy``
-(torch's CPU LAPACK): that is not reproducible, 12 calls on the same input gave different bits
-(float32 to complex128, 2026-12-01), and its column pivoting differs from the reference LAPACK's on
-graded rank-deficient matrices (solutions 1.4 apart at rank 2 of 4, κ = 1e6, where ours agrees
-with SciPy's). The versions below run on the other backends and devices.
+it is checked against the version below), with one shortcut: a tall matrix (``m·n >= 4096`` or
+``m·n·k >= 16384``; below, the C QR is as fast) whose *unpivoted*
+LAPACK QR ``A = QR`` proves rank ``n`` (``32·rcond·‖R‖_F·‖R⁻¹‖_F < 1``, ``rcond >= eps·m``:
+``_QR_ROUTE_MARGIN`` derives it) is solved by ``xgels``'s calls (``geqrf``, ``ormqr``/``unmqr``,
+``trsm`` of the LAPACK linked into torch: ``torch.linalg.lstsq(driver='gels')``'s bits), rank
+``n``; the others take the pivoted QR. Each matrix decides on its own entries. Not MKL's
+``xgelsy`` through ``torch.linalg.lstsq``: torch passes it an uninitialised pivot array and reuses
+it along the batch (pytorch#92537, #187411), so its columns are mostly "fixed" (no pivoting: that is
+why it is fast), its bits change from call to call and with the batch neighbours, and a zero
+leading column gives rank 0 (eye(5) with a zero first row: rank 0 or 4 at random). The versions
+below run on the other backends and devices.
 
 ``'gels'``  (full rank assumed; default on CUDA and mps, as torch)
     ``m >= n``: ``A = QR`` (the QR family), ``X = R⁻¹ Qᴴ B`` (``solve_triangular``).
@@ -228,7 +234,11 @@ def _gelsy_c(A: torch.Tensor, B: torch.Tensor, rcond: float) -> tuple[torch.Tens
     rank ``n`` take that QR (``xgels``'s calls, see ``_QR_ROUTE_MARGIN``), the others the pivoted QR.
     Each matrix decides on its own entries: its result does not depend on its batch neighbours."""
     m, n = A.shape[-2:]
-    qr = _lapack_qr(A.dtype) if m >= n and rcond >= torch.finfo(A.dtype).eps * m else None
+    # small problems: the pivoted C QR is as fast or faster (LAPACK's per-call cost; float32,
+    # per matrix: 32x32 with 4 RHS 18.8 against 22.0 us, 16 RHS 32.2 against 26.7; 128x32 with 16
+    # RHS 85 against 55; docs/ops/svd.md)
+    big = m * n >= 4096 or m * n * B.shape[-1] >= 16384
+    qr = _lapack_qr(A.dtype) if big and m >= n and rcond >= torch.finfo(A.dtype).eps * m else None
     return svd_c.gelsy(A, B, rcond, None if qr is None else ctypes.addressof(qr), _QR_ROUTE_MARGIN)
 
 

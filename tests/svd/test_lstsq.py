@@ -332,16 +332,19 @@ def _pivoted_only(A, B, rcond=None):
 
 @needs_lapack_qr
 @pytest.mark.parametrize("dtype", HOST, ids=str)
-@pytest.mark.parametrize("shape", [(3, 40, 8), (2, 8, 8), (128, 32)], ids=str)
-def test_gelsy_routed_matrices_are_lapack_gels_bits(shape, dtype):
+@pytest.mark.parametrize("shape,k", [((3, 128, 32), 3), ((2, 64, 64), 2), ((40, 32), 16)], ids=str)
+def test_gelsy_routed_matrices_are_lapack_gels_bits(shape, k, dtype):
     # κ = 100 is far inside the route's bound: the solution is xgels's (the same LAPACK calls on
-    # the same data; the power-of-two scaling is exact), the rank n
+    # the same data; the power-of-two scaling is exact), the rank n. Sizes at or above the route's
+    # (m·n >= 4096 or m·n·k >= 16384)
     A = _matrix(shape, dtype, cond=100.0, seed=20)
-    B = torch.randn(*shape[:-1], 3, dtype=torch.float64, generator=torch.Generator().manual_seed(21)).to(dtype)
+    B = torch.randn(*shape[:-1], k, dtype=torch.float64, generator=torch.Generator().manual_seed(21)).to(dtype)
     res = LA.lstsq(A, B)
     assert torch.equal(res.solution, torch.linalg.lstsq(A, B, driver="gels").solution)
     assert bool((res.rank == shape[-1]).all())
     assert not torch.equal(res.solution, _pivoted_only(A, B).solution)  # a different computation ran
+    for s_, t in [(2.0**100, 2.0**-20), (2.0**-100, 2.0**20)]:  # exact powers of two: the same digits
+        assert torch.equal(LA.lstsq(A * s_, B * t).solution, res.solution * (t / s_))
 
 
 @needs_lapack_qr
@@ -349,15 +352,17 @@ def test_gelsy_routed_matrices_are_lapack_gels_bits(shape, dtype):
 def test_gelsy_kept_cases_are_the_pivoted_qr(dtype):
     # what the route declines runs the column-pivoted QR, bit for bit: rank-deficient (the bound
     # fails), wide (no route), rcond below eps·m (no proof at the rounding level), a zero matrix,
-    # and full rank beyond the bound (κ = 1e4 float32: 32·rcond·κ_F > 1, the pivots still pass)
+    # full rank beyond the bound (κ = 1e4 float32: 32·rcond·κ_F > 1, the pivots still pass) and a
+    # small problem (below the route's sizes)
     g = torch.Generator().manual_seed(22)
     eps = torch.finfo(dtype).eps
     beyond = 1e4 if dtype in (torch.float32, torch.complex64) else 1e12
-    cases = [(_matrix((2, 12, 6), dtype, rank=3, seed=23), None, 3),
-             (_matrix((2, 6, 12), dtype, seed=24), None, 6),
-             (_matrix((2, 12, 6), dtype, seed=25), eps, 6),
-             (torch.zeros(2, 12, 6, dtype=dtype), None, 0),
-             (_matrix((2, 128, 32), dtype, cond=beyond, seed=26), None, 32)]
+    cases = [(_matrix((2, 128, 32), dtype, rank=3, seed=23), None, 3),
+             (_matrix((2, 32, 128), dtype, seed=24), None, 32),
+             (_matrix((2, 128, 32), dtype, seed=25), eps, 32),
+             (torch.zeros(2, 128, 32, dtype=dtype), None, 0),
+             (_matrix((2, 128, 32), dtype, cond=beyond, seed=26), None, 32),
+             (_matrix((2, 12, 6), dtype, seed=27), None, 6)]
     for A, rcond, rank in cases:
         B = torch.randn(*A.shape[:-1], 2, dtype=torch.float64, generator=g).to(dtype)
         res, ref = LA.lstsq(A, B, rcond), _pivoted_only(A, B, rcond)
@@ -385,13 +390,13 @@ def test_gelsy_result_does_not_depend_on_batch_neighbours():
     # torch.linalg.lstsq's own 'gelsy' passes LAPACK an uninitialised pivot array and reuses it
     # along the batch (pytorch#92537, #187411: rank 0 instead of 4, a neighbour changes a result),
     # so it is not a route; here each matrix decides on its own entries
-    full = _matrix((32, 8), torch.float32, cond=10.0, seed=40)
-    deficient = _matrix((32, 8), torch.float32, rank=5, seed=41)
-    graded = _matrix((32, 8), torch.float32, cond=1e4, seed=42)
+    full = _matrix((128, 32), torch.float32, cond=10.0, seed=40)
+    deficient = _matrix((128, 32), torch.float32, rank=5, seed=41)
+    graded = _matrix((128, 32), torch.float32, cond=1e4, seed=42)
     bad = full.clone()
     bad[3, 4] = float("nan")
-    mats = [full, deficient, graded, bad, torch.eye(32, 8)]
-    B = torch.randn(len(mats), 32, 3, generator=torch.Generator().manual_seed(43))
+    mats = [full, deficient, graded, bad, torch.eye(128, 32)]
+    B = torch.randn(len(mats), 128, 3, generator=torch.Generator().manual_seed(43))
     batch = LA.lstsq(torch.stack(mats), B)
     backwards = LA.lstsq(torch.stack(mats[::-1]), B.flip(0))
     for i, A in enumerate(mats):
@@ -399,7 +404,7 @@ def test_gelsy_result_does_not_depend_on_batch_neighbours():
         for res, j in ((batch, i), (backwards, len(mats) - 1 - i)):
             assert torch.equal(res.rank[j], alone.rank), i
             assert torch.equal(res.solution[j].nan_to_num(7.0), alone.solution.nan_to_num(7.0)), i
-    assert batch.rank.tolist() == [8, 5, 8, -1, 8]
+    assert batch.rank.tolist() == [32, 5, 32, -1, 32]
     # pytorch#92537's matrix (a zero first row: LAPACK without pivoting sees r_11 = 0), every call
     a = torch.eye(5)
     a[0] = 0

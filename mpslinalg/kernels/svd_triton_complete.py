@@ -152,7 +152,9 @@ def finish(X: torch.Tensor, V: torch.Tensor | None, cperm: torch.Tensor, e: torc
         view = torch.view_as_real if cplx else (lambda t: t)
         x = view(X)
         np_ = _pow2(n)
-        warps = 4 if np_ * np_ >= 2048 else (2 if np_ * np_ >= 512 else 1)
+        # sm_90 offline: c64 64x64 at 4 warps 255 registers + 384 bytes of spills, at 8 none (208)
+        tile = np_ * np_ * (2 if cplx else 1)
+        warps = 8 if tile >= 8192 else (4 if tile >= 2048 else (2 if tile >= 512 else 1))
         _finish_kernel[(Bn,)](x, view(V) if want else x, cperm.contiguous(), e.to(torch.int32).contiguous(),
                               finite.to(torch.int32).contiguous(), rotated.to(torch.int32).contiguous(), S_out, S,
                               view(Vout) if want else x, view(Vj) if want else x, info, n, COMPLEX=cplx,

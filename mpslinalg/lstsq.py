@@ -13,7 +13,9 @@ it is checked against the version below), with one shortcut: a tall matrix (``m�
 LAPACK QR ``A = QR`` proves rank ``n`` (``32·rcond·‖R‖_F·‖R⁻¹‖_F < 1``, ``rcond >= eps·m``:
 ``_QR_ROUTE_MARGIN`` derives it) is solved by ``xgels``'s calls (``geqrf``, ``ormqr``/``unmqr``,
 ``trsm`` of the LAPACK linked into torch: ``torch.linalg.lstsq(driver='gels')``'s bits), rank
-``n``; the others take the pivoted QR. Each matrix decides on its own entries. Not MKL's
+``n``; the others take the pivoted QR. Each matrix decides on its own entries (a routed result
+is the same at every call and in any batch; like torch.linalg's, its last bits may change with
+the thread count, MKL's own threading). Not MKL's
 ``xgelsy`` through ``torch.linalg.lstsq``: torch passes it an uninitialised pivot array and reuses
 it along the batch (pytorch#92537, #187411), so its columns are mostly "fixed" (no pivoting: that is
 why it is fast), its bits change from call to call and with the batch neighbours, and a zero

@@ -119,7 +119,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"| {r['row']} | {r['shape']} | {r['peer']} | {_cell(r['first'])} | {_cell(r['second'])} | "
               f"{'yes' if r['agree'] else '**no**'} | {r['near']} |")
     same = sum(r["agree"] for r in records)
-    print(f"\n{same} of {len(records)} verdicts agree")
+    peers = dict.fromkeys(r["peer"] for r in records)
+    per_peer = ", ".join(f"{peer} {sum(r['agree'] for r in records if r['peer'] == peer)} of "
+                         f"{sum(r['peer'] == peer for r in records)}" for peer in peers)
+    print(f"\n{same} of {len(records)} verdicts agree ({per_peer})")
     return 0 if same == len(records) else 1
 
 

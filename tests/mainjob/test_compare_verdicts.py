@@ -62,7 +62,7 @@ def test_agreement_flips_and_missing_rows(tmp_path):
     b.write_text(json.dumps(second))
     out = subprocess.run([sys.executable, str(SCRIPT), str(a), str(b), "--flips"], capture_output=True, text=True)
     assert out.returncode == 1, out.stderr
-    assert "3 of 8 verdicts agree" in out.stdout
+    assert "3 of 8 verdicts agree (torch.linalg 1 of 5, scipy 1 of 2, - 1 of 1)" in out.stdout
     assert "inv 4x4" not in out.stdout and "| det fwd+bwd | 64x32x32 | torch.linalg |" in out.stdout
     assert "1-min load average 1.0 at start" in out.stdout
     same = subprocess.run([sys.executable, str(SCRIPT), str(a), str(a)], capture_output=True, text=True)

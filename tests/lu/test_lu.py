@@ -9,7 +9,8 @@ Pass marks (derived, not tuned):
   is small. The recursive algorithm only reorders the same sums (Toledo 1997; Higham §9.5).
 * **Pivots**: on inputs without ties they must equal LAPACK's ``sgetrf``/``cgetrf`` pivots in the
   same precision (``reference.lapack.getrf_pivots``): with random Gaussian data the two largest
-  pivot candidates differ by far more than the rounding of the updates.
+  pivot candidates almost always differ by far more than the rounding of the updates; the
+  free-form property test allows the rare near-tie (``_assert_lapack_pivots_up_to_near_ties``).
 * **Exact cases**: Wilkinson's growth matrix is factored without rounding (all quantities are
   small integers or powers of two up to ``2^(n-1)``), zero columns give ``info`` exactly, copies,
   views and empty shapes are exact.
@@ -67,7 +68,7 @@ def test_float64_and_complex128_on_cpu(recursion_everywhere):
     for dtype in (torch.float64, torch.complex128):
         A = matrices.random(30, 30, batch=(2,), dtype=dtype, seed=1)
         LU, piv, _ = LA.lu_factor_ex(A)
-        assert torch.equal(piv, lapack.getrf_pivots(A))
+        _assert_lapack_pivots_up_to_near_ties(A, piv)
         assert float(metrics.lu_factor_ratio(A, LU, piv).max()) < PASS
 
 
@@ -182,6 +183,35 @@ def _hyp():
     return pytest.importorskip("hypothesis")
 
 
+def _assert_lapack_pivots_up_to_near_ties(A: torch.Tensor, piv: torch.Tensor) -> None:
+    """Pivots equal LAPACK's, except that at the first step ``k`` where they differ the two rows
+    must be a near-tie, after which they may differ (another order of the same sums decides the
+    tie; hypothesis found 33x35 float32 seed 2164: |s| 2.5119250 vs 2.5119242 at k = 24).
+
+    Near-tie, derived: with LAPACK's first ``k`` pivots (ours are the same), the Schur complement
+    column ``k`` is computed in float64; each computed entry of it in working precision differs by at
+    most ``γ_k (|L||U|)`` (Higham, Thm 9.3), i.e. ``k u g max|s|`` with growth ``g``; two candidates
+    can swap order only if their magnitudes (LAPACK's: ``|re| + |im|`` for complex, icamax) are within
+    twice that. With LAPACK's ratio threshold 30 standing in for ``2 g``: our row's magnitude
+    ``>= (1 - 30 (k + 1) u)`` times the largest."""
+    ref = lapack.getrf_pivots(A)
+    u = metrics.unit_roundoff(A.dtype)
+    wide = torch.complex128 if A.is_complex() else torch.float64
+    for b in range(A.shape[0]):
+        diff = (piv[b] != ref[b]).nonzero()
+        if diff.numel() == 0:
+            continue
+        k = int(diff[0])
+        B = A[b].to(wide).clone()
+        for i in range(k):  # LAPACK's (= our) interchanges before step k
+            p = int(ref[b, i]) - 1
+            B[[i, p]] = B[[p, i]]
+        S = B[k:, k] - B[k:, :k] @ torch.linalg.solve(B[:k, :k], B[:k, k]) if k else B[k:, k]
+        mag = (S.real.abs() + S.imag.abs()) if S.is_complex() else S.abs()
+        ours = float(mag[int(piv[b, k]) - 1 - k])
+        assert ours >= (1 - 30 * (k + 1) * u) * float(mag.max()), (b, k, ours, float(mag.max()))
+
+
 def test_property_random_shapes_match_lapack():
     """Free-form shapes and seeds (hypothesis): pivots = LAPACK's, xGET01 ratio < 30, on the torch
     backend (with recursion forced) and on the emulator (whole-matrix, panel and laswp kernels)."""
@@ -207,7 +237,7 @@ def test_property_random_shapes_match_lapack():
             lu_mod.TUNING.direct_max.update(old[0])
             lu_mod.TUNING.leaf_nb.update(old[1])
             lu_mod.TUNING.panel_nb, lu_mod.TUNING.small_max = old[2], old[3]
-        assert torch.equal(piv, lapack.getrf_pivots(A))
+        _assert_lapack_pivots_up_to_near_ties(A, piv)
         assert float(metrics.lu_factor_ratio(A, LU, piv).max()) < PASS
 
     check()

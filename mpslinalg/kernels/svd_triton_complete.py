@@ -80,12 +80,14 @@ def _finish_kernel(X, V, CPERM, EXP, FIN, ROT, S_OUT, S_RAW, VOUT, VJ, INFO, n,
     xi = tl.zeros([NP, NP], dtype=tl.float32)
     if COMPLEX:
         xi = tl.load(X + off + 1, mask=inside, other=0.0)
-    # sigma_j = m_j ||x_j / m_j||, m_j = max |re|, |im|: no square under- or overflows
+    # sigma_j = ||x_j 2^-k|| 2^k, 2^k <= max |re|, |im| < 2^(k+1): no square under- or overflows,
+    # and scaling by a power of two is exact (one multiply an element, no division)
     m = tl.max(tl.maximum(tl.abs(xr), tl.abs(xi)), axis=0)
-    ms = tl.where(m > 0.0, m, 1.0)
-    yr = tl.math.div_rn(xr, ms[None, :])
-    yi = tl.math.div_rn(xi, ms[None, :])
-    s = m * tl.sqrt_rn(tl.sum(yr * yr + yi * yi, axis=0))
+    k = ((m.to(tl.int32, bitcast=True) >> 23) & 255) - 127  # subnormal or zero m: k = -127, 2^127 scales
+    sc = _pow2i(-k)
+    yr = xr * sc[None, :]
+    yi = xi * sc[None, :]
+    s = tl.math.div_rn(tl.sqrt_rn(tl.sum(yr * yr + yi * yi, axis=0)), sc)
     s = tl.where(live, s, -1.0)  # padding ranks last
     # stable descending rank: columns before j with a larger or equal sigma, after j with a larger one
     before = rows[:, None] < cols[None, :]
@@ -102,10 +104,10 @@ def _finish_kernel(X, V, CPERM, EXP, FIN, ROT, S_OUT, S_RAW, VOUT, VJ, INFO, n,
     if WANT_UV:
         cperm = tl.load(CPERM + b * n + rows, mask=rows < n, other=0)
         dst = (b * n * n + cperm[:, None] * n + rank[None, :]) * CW  # V_A[cperm[i], rank[j]] = W[i, j] / s_j
-        d = tl.where(s > 0.0, s, 1.0)
-        tl.store(VOUT + dst, tl.math.div_rn(xr, d[None, :]), mask=inside)
+        rs = tl.math.div_rn(1.0, tl.where(s > 0.0, s, 1.0))  # one division a column (torch: one an element)
+        tl.store(VOUT + dst, xr * rs[None, :], mask=inside)
         if COMPLEX:
-            tl.store(VOUT + dst + 1, tl.math.div_rn(xi, d[None, :]), mask=inside)
+            tl.store(VOUT + dst + 1, xi * rs[None, :], mask=inside)
         vdst = (b * n * n + rows[:, None] * n + rank[None, :]) * CW  # Vj[:, rank[j]] = V[:, j]
         vr = tl.load(V + off, mask=inside, other=0.0)
         tl.store(VJ + vdst, vr, mask=inside)

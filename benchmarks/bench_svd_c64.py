@@ -3,6 +3,7 @@
     python benchmarks/bench_svd_c64.py                 # the H200: ~1-2 minutes, markdown tables
     python benchmarks/bench_svd_c64.py --batch 256     # a smaller batch (quick look)
     python benchmarks/bench_svd_c64.py --quick         # the default path only: accuracy, whole, pieces
+    python benchmarks/bench_svd_c64.py --final         # accuracy, the whole call, its kernels
 
 Tables (CUDA events, median of 5 after a warm-up):
 
@@ -276,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n", type=int, default=64, help="order (64: issue 12's shape)")
     p.add_argument("--device", default="cuda", help="cpu: a smoke test under TRITON_INTERPRET=1 (no timings)")
     p.add_argument("--quick", action="store_true", help="the default path only (~90 s on the H200)")
+    p.add_argument("--final", action="store_true", help="accuracy, the whole call and its kernels (~40 s)")
     args = p.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         print("needs CUDA", file=sys.stderr)
@@ -283,6 +285,12 @@ def main(argv: list[str] | None = None) -> int:
     A = _mats((args.batch, args.n, args.n), torch.device(args.device), 5)
     if args.device == "cuda":
         print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}", flush=True)
+    if args.final:
+        print("\n| check | result | |\n|---|---|---|", flush=True)
+        ok = _accuracy(A)
+        _whole(A)
+        _profile_sums(A)
+        return 0 if ok else 1
     if args.quick:
         _quick(A)
         return 0

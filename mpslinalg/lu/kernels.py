@@ -43,7 +43,11 @@ class Tuning:
     panel_threads : int
         Threads per threadgroup of ``lu_panel`` and ``lu_panel_step`` (a power of two, 32 to 256).
     panel_rows : int
-        Rows per threadgroup of ``lu_panel_step`` (the tall panel shared by several threadgroups).
+        Rows per threadgroup of ``lu_panel_step`` and ``lu_panel_look`` (the tall panel shared by
+        several threadgroups).
+    panel_rows_short : tuple
+        ``(rows, R)``: ``lu_panel_look`` on a panel of at most ``rows`` rows uses at most ``R`` rows
+        per group (more, smaller groups while they fit the GPU's cores; (0, 64): off).
     panel_look : int or dict
         Most columns of a tall panel per dispatch (``lu_panel_look``: 2, 4, 8 or 16, for every dtype
         or per dtype name, ``{"float32": 16, "complex64": 8}``, the default; every group
@@ -86,6 +90,9 @@ class Tuning:
     small_rows: int = 1
     panel_threads: int = 256
     panel_rows: int = 32
+    # H200 2026-12-01, rounds 1 and 2: 16 rows per group 2-3% faster at c64 n=1024 (4.14 / 4.17 vs
+    # 4.27 ms), 6% slower at n=4096 (37.2 vs 35.1: the tallest panels then need 256 groups)
+    panel_rows_short: tuple = (1024, 16)
     # H200 2026-12-01 round 1 (c64 n=1024): k = 16 6-13% slower for complex64 (its variant then
     # spilled), 13% faster for float32 (3.35 vs 3.86 ms); 4: 16% slower
     panel_look: dict = field(default_factory=lambda: {"float32": 16, "complex64": 8})
@@ -260,6 +267,11 @@ def _check_tuning() -> None:
     if not all(v in _LOOK_K + (1,) and isinstance(v, int) for v in looks):
         raise ValueError(f"mpslinalg.lu.TUNING.panel_look must be 1, 2, 4, 8 or 16 (or a dict of those by dtype "
                          f"name), got {TUNING.panel_look!r}")
+    rs = TUNING.panel_rows_short
+    if not (isinstance(rs, tuple) and len(rs) == 2 and all(isinstance(v, int) for v in rs) and rs[0] >= 0
+            and 1 <= rs[1] <= _LOOK_MAX_ROWS):
+        raise ValueError(f"mpslinalg.lu.TUNING.panel_rows_short must be (rows >= 0, R in [1, {_LOOK_MAX_ROWS}]), "
+                         f"got {rs!r}")
     if not isinstance(TUNING.look_mma, bool):
         raise ValueError(f"mpslinalg.lu.TUNING.look_mma must be a bool, got {TUNING.look_mma!r}")
     if not all(v in _LOOK_SLOTS and isinstance(v, int) for v in TUNING.look_slots.values()):
@@ -389,7 +401,8 @@ class _MetalKernels:
         if S[0].shape[:2] != (B, M) or ls < w:
             raise ValueError(f"lu_panel_look: panel buffers of shape {tuple(S[0].shape)}, need ({B}, {M}, >= {w})")
         _check_int32(M, ls)  # the buffers are indexed with 32-bit ints too
-        R = TUNING.panel_rows
+        short_rows, short_r = TUNING.panel_rows_short
+        R = min(TUNING.panel_rows, short_r) if M - o <= short_rows else TUNING.panel_rows
         G = -(-(M - o) // R)
         g = TUNING.panel_threads
         K = piv.shape[-1]

@@ -44,15 +44,17 @@ def blocked(lib, monkeypatch):
     ``_MetalKernels`` in that emulator thread order, with the blocked LU's tuning set (``single =
     0``: every panel is shared by ``ceil(rows_left / rows)`` threadgroups; ``look = 1``: one column
     per dispatch, ``lu_panel_step``; ``slots``: lu_panel_look's register budget; ``mma``: its
-    float32 matrix-unit variant). The public op then runs the same way."""
+    float32 matrix-unit variant; ``short``: TUNING.panel_rows_short, off unless asked for, so
+    that ``rows`` is what every group gets). The public op then runs the same way."""
 
-    def make(dtype, order, seed, nb=16, rows=16, single=0, threads=32, look=1, slots=32, mma=False):
+    def make(dtype, order, seed, nb=16, rows=16, single=0, threads=32, look=1, slots=32, mma=False, short=(0, 64)):
         monkeypatch.setattr(lu_mod, "load_library", lambda family, device: InOrder(lib, order, seed))
         for name, v in (("panel_nb", nb), ("panel_rows", rows), ("panel_single_rows", single),
                         ("panel_threads", threads), ("panel_look", look)):
             monkeypatch.setattr(lu_mod.TUNING, name, v)
         monkeypatch.setitem(lu_mod.TUNING.look_slots, "cpu", slots)
         monkeypatch.setattr(lu_mod.TUNING, "look_mma", mma)
+        monkeypatch.setattr(lu_mod.TUNING, "panel_rows_short", short)
         return lu_mod._MetalKernels(torch.device("cpu"), dtype)
 
     return make
@@ -130,6 +132,35 @@ def test_panel_look_matrix_units_match_lapack(blocked, order, seed, look, rows):
         assert torch.equal(LU[:, :, :o], A[:, :, :o])
         assert torch.equal(LU[:, :, o + w:], A[:, :, o + w:])
         assert torch.equal(info, torch.zeros(2, dtype=torch.int32))
+
+
+@pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
+def test_short_panels_use_smaller_groups(blocked, order, seed):
+    """TUNING.panel_rows_short = (rows, R): a lu_panel_look panel of at most ``rows`` rows is shared
+    by groups of at most R rows (more, smaller groups), a taller one by panel_rows; the results are
+    LAPACK's either way."""
+    kern = blocked(torch.complex64, order, seed, rows=16, look=8, short=(40, 4))
+    launched = []
+    kernel = kern._kernel
+
+    def recording(*names):
+        f = kernel(*names)
+
+        def launch(*args, **kw):
+            launched.append(kw["threads"] // 32)  # 32 threads a group
+            return f(*args, **kw)
+        return launch
+
+    kern._kernel = recording
+    A = matrices.random(70, 40, batch=(2,), dtype=torch.complex64, seed=5)
+    for o, w, groups in [(0, 16, -(-70 // 16)), (30, 8, -(-40 // 4))]:  # 70 rows: 16 a group; 40: 4
+        launched.clear()
+        LU, piv, info = _panel_look(kern, A, o, w)
+        assert set(launched) == {2 * groups}, (o, launched)  # two matrices
+        kl = min(70 - o, w)
+        panel = A[:, o:, o:o + w]
+        assert torch.equal(piv[:, o:o + kl] - o, lapack.getrf_pivots(panel))
+        assert float(metrics.lu_factor_ratio(panel, LU[:, o:, o:o + w], piv[:, o:o + kl] - o).max()) < PASS
 
 
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
@@ -361,7 +392,8 @@ def test_laswp_block_exact(blocked, order, seed, dtype):
 
 @pytest.mark.parametrize("field,value", [("panel_nb", 48), ("panel_nb", 128), ("panel_nb", 64.0),
                                          ("panel_rows", 0), ("panel_single_rows", -1), ("panel_look", 3),
-                                         ("panel_look", 32), ("panel_look", {"float32": 12})])
+                                         ("panel_look", 32), ("panel_look", {"float32": 12}),
+                                         ("panel_rows_short", (100, 0)), ("panel_rows_short", [100, 16])])
 def test_blocked_tuning_outside_limits_is_a_clear_error(monkeypatch, field, value):
     monkeypatch.setattr(lu_mod.TUNING, field, value)
     with pytest.raises(ValueError, match=f"TUNING.{field}"):

@@ -1,16 +1,16 @@
 """``det`` forward + backward (VMC Slater determinants), ours vs ``torch.linalg.det``.
 
 With autograd recording ``mpslinalg.det`` always runs our op (the adjugate gradient at singular
-matrices; docs/routing.md). Its backward is the rank-1 pivot replacement of
-``oplayer.derivatives`` (no host read on GPUs). The cases:
+matrices; docs/routing.md). On GPUs its backward reads one flag (any negligible pivot: those
+elements get the SVD adjugate); the sync-free rank-1 variant measured 0.47x here. The cases:
 
 * the main job's row (complex64 32x32; 512 matrices quick, 4096 full) and float32;
 * the same batch with one exactly singular element (two equal rows): torch's gradient is wrong there
   (zero), ours is the adjugate; the time shows what the correct gradient costs;
 * forward only (with autograd recording), to split the cost between the two passes.
 
-On CUDA the runner checks that ours never synchronises (``sync_check``), backward included, and
-counts its kernel launches::
+On CUDA the runner reports whether ours synchronises (``sync_check``: it does, once, in the
+backward) and counts its kernel launches::
 
     python benchmarks/bench_det_grad.py --device cuda --out results/ [--quick]
 """

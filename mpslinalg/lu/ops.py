@@ -281,30 +281,51 @@ def _cpu_worst_count(LU: torch.Tensor) -> int:
     return int((a <= tol * a.max(-1, keepdims=True)).sum(-1).max())
 
 
+def _host_any(mask: torch.Tensor) -> bool:
+    """``mask.any()`` read on the host (on GPUs a synchronisation); True while tracing or under
+    ``torch.func`` (both branches are then taken, masked)."""
+    if torch.compiler.is_compiling() or _functorch():
+        return True
+    try:
+        return bool(mask.any())
+    except Exception:  # noqa: BLE001 - data-dependent value under fake/functional tracing
+        return True
+
+
 def _det_backward(ctx, g, gLU=None, gpiv=None):
-    # linalg_det_backward: gA = g * adj(A)ᴴ from the forward's LU of M = Aᵀ, with the smallest pivot
-    # replaced by a rank-1 update (oplayer.derivatives, "det: the adjugate from the forward's LU":
-    # torch's one getrs plus a triangular solve; exact at singular matrices). Elements with two or
-    # more negligible pivots (LU has not revealed the rank) get the SVD adjugate A = U S Vᴴ,
-    #   adj(A)ᴴ = conj(det U det Vᴴ) U diag(prod_{j != i} s_j) Vᴴ  (Higham, "What is the adjugate").
-    # GPUs: the rank-1 formula for every element and nothing read on the host (no synchronisation;
-    # degenerate elements keep its value). CPU: the count of negligible pivots is read (host memory):
-    # none -> torch's formula alone (the replacement costs ~15% of the call at 64x32x32), two or
-    # more -> the SVD for those elements.
+    # linalg_det_backward: gA = g * adj(A)ᴴ. Invertible: g conj(det) A⁻ᴴ from the forward's LU.
+    # Singular: the adjugate.
+    # CPU (LAPACK's LU): the count of negligible pivots is read (host memory, no device sync). None:
+    #   torch's formula. One: the rank-1 pivot replacement (oplayer.derivatives, "det: the adjugate
+    #   from the forward's LU"; exact at rank n - 1). Two or more (LU has not revealed the rank):
+    #   the SVD adjugate A = U S Vᴴ, adj(A)ᴴ = conj(det U det Vᴴ) U diag(prod_{j != i} s_j) Vᴴ
+    #   (Higham, "What is the adjugate"), for those elements.
+    # GPUs: any negligible pivot sends that element to the SVD (one host read: a synchronisation).
+    #   The sync-free rank-1 formula for every element was measured on the H200 (evening rounds 1-2):
+    #   0.47x torch, against 0.59x with the read (69 small launches, host-bound). It was also wrong
+    #   where the device's getrf met an exactly zero pivot before the last column (cuBLAS's
+    #   small-matrix kernel: a zero row of A gave a gradient 3x off). docs/routing.md has the numbers.
     A, d, LU_t, piv = ctx.saved_tensors
     LU = LU_t.mT  # the forward saved it transposed
-    worst = _cpu_worst_count(LU) if A.device.type == "cpu" else 1
+    cpu = A.device.type == "cpu"
+    if cpu:
+        worst = _cpu_worst_count(LU)
+        sing = None
+    else:
+        sing = D.det_negligible_pivots(LU) >= 1
+        worst = 2 if _host_any(sing) else 0
     if torch.is_grad_enabled():  # create_graph: through our differentiable det and inverse
         v = _pivot_column(LU, piv, D.det_pivot_replacement(LU)[0])
         gA = D.det_backward_lu_differentiable(g, A, LU, v, det=lambda X: _det_op(X)[0],
                                               inv=lambda X: _inv_ex_op(X)[0])
     else:  # first order: the forward's LU
         rank1 = {"solve_upper": lambda U, B: _trsm(U, B, upper=True, left=True, unitriangular=False),
-                 "sign": _det_parts(LU, piv)[1].to(d.dtype)} if worst else {}
+                 "sign": _det_parts(LU, piv)[1].to(d.dtype)} if worst and cpu else {}
         gA = D.det_backward_lu(g, d, LU, piv, lu_solve_adjoint=lambda F, p, B: _lu_solve_left(F, p, B, "C"),
                                **rank1)
     if worst >= 2:
-        sing = D.det_negligible_pivots(LU) >= 2
+        if sing is None:
+            sing = D.det_negligible_pivots(LU) >= 2
         A_sing = torch.where(sing[..., None, None], A, _eye(A.shape[-1], A))
         U, S, Vh = svd(A_sing)
         alpha = (_det_op(U)[0] * _det_op(Vh)[0]).conj() * g

@@ -45,9 +45,9 @@ __all__ = ["COMPLETES_V", "ENABLED", "MAX_M", "MAX_N", "fits", "launch_config", 
 MAX_N = 32
 MAX_M = 32
 #: :func:`mpslinalg.kernels.svd_cuda.whole_kernel` dispatches here (False: the composed path, QR +
-#: Jacobi kernel + torch ops). False until the kernel's results are checked on the H200 (round 1 gave
-#: wrong 32x32 results there with all of VARIANT's switches on); the tests and benchmarks switch it on.
-ENABLED = False
+#: Jacobi kernel + torch ops). H200 round 2: right with the default VARIANT (tests/svd/
+#: test_svd_triton_fused.py's cuda tests pass; 4096x32x32 svd_impl 1.36 ms vs torch.linalg 4.39).
+ENABLED = True
 #: :func:`svd_tall` returns ``V`` completed (no ``mpslinalg.svd._complete`` after it).
 COMPLETES_V = True
 #: ``(matrices per program, warps)`` by padded order ``NP`` (None entries: :func:`launch_config`'s
@@ -59,9 +59,10 @@ JACOBI = "partner"
 #: ``tl.reduce`` (else three ``tl.sum``); "gather" a QR column by ``tl.gather`` (else a masked sum);
 #: "reload" the row/column sorts by reloading ``A`` at permuted addresses (else ``tl.gather``);
 #: "scatter" the σ sort by storing every column at its place (else ``tl.gather`` before the stores).
-#: Round 1 on the H200 (Triton 3.6): all three on gave wrong 32x32 results that the interpreter does
-#: not show (tests/svd/test_svd_triton_fused.py::test_fused_cuda); the defaults are the constructs
-#: the register tile kernel runs there, until ``bench_svd.py --fused`` checks each on the GPU.
+#: H200 (Triton 3.6), ``bench_svd.py --fused``, 4096x32x32: "reload" False (the sorts by register
+#: gathers) gives wrong results there (471 of 4096 matrices not converged, ratios 3e5; the interpreter
+#: is right); every other switch is right: "joint" 1.31 ms vs 1.28 default, "gather" 1.66, "scatter"
+#: False 1.19 (kept True: the same kind of register permutation as the broken one).
 VARIANT = {"joint": False, "gather": False, "reload": True, "scatter": True}
 _SQRT_TINY = tl.constexpr(float(torch.finfo(torch.float32).tiny) ** 0.5)  # read inside the kernel
 

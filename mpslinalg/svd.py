@@ -441,9 +441,8 @@ def _svd_tall(A: torch.Tensor, full: bool, compute_uv: bool):
     As = As.gather(-2, rperm[:, :, None].expand(-1, -1, n))
     cperm = torch.linalg.vector_norm(As, dim=-2).argsort(dim=-1, descending=True, stable=True)
     As = As.gather(-1, cperm[:, None, :].expand(-1, m, -1))
-    qr = None
-    if svd_cuda.triton_ok(As, TUNING.triton) and not _on_kernels(A):  # square: in place, tuned warps
-        qr = svd_cuda.triton_call(svd_cuda.square_qr, As, compute_uv)
+    qr = (svd_cuda.triton_call(svd_cuda.square_qr, As, compute_uv)  # square: in place, tuned warps
+          if svd_cuda.triton_ok(As, TUNING.triton) and not _on_kernels(A) else None)
     if qr is not None:
         Q, R = qr
     elif compute_uv:
@@ -491,10 +490,8 @@ def _svd_tall(A: torch.Tensor, full: bool, compute_uv: bool):
 
 def _finish(X: torch.Tensor, V: torch.Tensor | None, cperm: torch.Tensor, e: torch.Tensor, finite: torch.Tensor,
             rotated: torch.Tensor):
-    """σ, their order and ``V_A`` from the Jacobi's ``W = X`` and ``V`` (torch ops; on CUDA one launch:
-    :func:`mpslinalg.kernels.svd_triton_complete.finish`, same contract): ``(S, S_out, info, V_A, Vj)``
-    with ``S`` descending, ``S_out`` scaled back by ``2^e`` (NaN for non-finite input), ``V_A = Pc W Σ⁻¹``
-    (zero columns left to :func:`_complete`), ``Vj`` = ``V``'s sorted columns."""
+    """``(S, S_out, info, V_A, Vj)`` from the Jacobi's ``W = X`` and ``V`` by torch ops: the contract of
+    :func:`mpslinalg.kernels.svd_triton_complete.finish` (CUDA's one launch)."""
     n = X.shape[-1]
     # column norms scaled by their largest entry: a column of ~1e-22 (rank-deficient input) has
     # squares below float32's normal range, and an unscaled norm then leaves V = W Σ⁻¹ not unit
@@ -561,16 +558,19 @@ def svd_impl(A: torch.Tensor, full_matrices: bool, compute_uv: bool
     X = A.reshape(-1, m, n)
     X = X.mH if wide else X
     U, S, V, info = _svd_tall(X.contiguous(), full_matrices, compute_uv)
-    k = min(m, n)
-    S = S.reshape(*batch, k)
-    info = info.reshape(batch)
+    S, info = _shaped(S, *batch, min(m, n)), _shaped(info, *batch)
     if not compute_uv:
         empty = A.new_empty(0)
         return empty, S, empty, info
     if wide:  # A = (U' S V'ᴴ)ᴴ = V' S U'ᴴ
         U, V = V, U
     Vh = _plain(V.mH)  # fresh, plain layout (tangents get the same)
-    return U.contiguous().reshape(*batch, m, U.shape[-1]), S, Vh.reshape(*batch, Vh.shape[-2], n), info
+    return _shaped(U.contiguous(), *batch, m, U.shape[-1]), S, _shaped(Vh, *batch, Vh.shape[-2], n), info
+
+
+def _shaped(t: torch.Tensor, *shape: int) -> torch.Tensor:
+    """``t.reshape(shape)``, but ``t`` itself when already so shaped (the op would copy a view)."""
+    return t if tuple(t.shape) == shape else t.reshape(shape)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@
 // 64-bit only for a matrix's base offset; inside a matrix 32-bit (the host checks M * N < 2^31),
 // Apple GPUs have no native 64-bit multiply or divide.
 #include "scalar.h"
+#include <metal_stdlib>  // simdgroup_matrix (lu_panel_look's look_mma variant); scalar.h includes it too
 
 // Threads per threadgroup of lu_panel: a power of two in [LU_PANEL_LANES, LU_PANEL_MAX_THREADS]
 // (the reduction arrays' size; the host checks TUNING.panel_threads against both).

@@ -35,6 +35,54 @@ def fits(M: int, N: int) -> bool:
 
 
 @triton.jit
+def _larfg(xr, xi, rows, j, COMPLEX: tl.constexpr):
+    """LAPACK ``clarfg`` of the column ``x`` (a vector over ``rows``) at row ``j``: returns ``(vr, vi,
+    dr, di, tr, ti)``, the reflector ``v`` below ``j`` (zero at and above ``j``; its unit entry at ``j``
+    implied), the new entry at ``j`` (``beta``, real; ``alpha`` itself when ``tau = 0``) and ``tau``.
+    The norm is scaled by the column's largest magnitude (no under/overflow of the squares at 1e+-30);
+    ``tau = 0`` when ``x`` below ``j`` is zero and ``alpha`` is real."""
+    below = rows > j
+    at = rows == j
+    ar = tl.sum(tl.where(at, xr, 0.0), axis=0)
+    ai = tl.sum(tl.where(at, xi, 0.0), axis=0)
+    br = tl.where(below, xr, 0.0)
+    bi = tl.where(below, xi, 0.0)
+    big = tl.max(tl.maximum(tl.abs(br), tl.abs(bi)), axis=0)
+    ok = (big > 0.0) & (big < float("inf"))
+    sb = tl.where(ok, big, 1.0)
+    ss = tl.sum((br / sb) * (br / sb) + (bi / sb) * (bi / sb), axis=0)
+    xnorm = tl.where(ok, big * tl.sqrt(ss), big)
+    # lapy3(ar, ai, xnorm)
+    wmax = tl.maximum(tl.maximum(tl.abs(ar), tl.abs(ai)), xnorm)
+    ws = tl.where((wmax > 0.0) & (wmax < float("inf")), wmax, 1.0)
+    mag = ws * tl.sqrt((ar / ws) * (ar / ws) + (ai / ws) * (ai / ws) + (xnorm / ws) * (xnorm / ws))
+    mag = tl.where((wmax > 0.0) & (wmax < float("inf")), mag, tl.abs(ar) + tl.abs(ai) + xnorm)
+    skip = (xnorm == 0.0) & (ai == 0.0)
+    beta = tl.where(ar >= 0.0, -mag, mag)
+    sbeta = tl.where(skip, 1.0, beta)
+    tr = tl.where(skip, 0.0, (beta - ar) / sbeta)
+    ti = tl.where(skip, 0.0, -ai / sbeta)
+    # v = x / (alpha - beta), with the denominator scaled (its squared modulus may underflow)
+    dr = ar - beta
+    di = ai
+    ds = tl.maximum(tl.abs(dr), tl.abs(di))
+    ds = tl.where(skip | (ds == 0.0), 1.0, ds)
+    dr = dr / ds
+    di = di / ds
+    dq = (dr * dr + di * di) * ds
+    dq = tl.where(skip, 1.0, dq)
+    if COMPLEX:
+        vr = (br * dr + bi * di) / dq
+        vi = (bi * dr - br * di) / dq
+    else:
+        vr = br / tl.where(skip, 1.0, dr * ds)
+        vi = tl.zeros_like(br)
+    vr = tl.where(skip, br, vr)
+    vi = tl.where(skip, bi, vi)
+    return vr, vi, tl.where(skip, ar, beta), tl.where(skip, ai, 0.0), tr, ti
+
+
+@triton.jit
 def _qr_small_kernel(A, TAU, Q, M, N, K,
                      COMPLEX: tl.constexpr, WANT_Q: tl.constexpr, MP: tl.constexpr, NP: tl.constexpr):
     b = tl.program_id(0).to(tl.int64)
@@ -56,42 +104,7 @@ def _qr_small_kernel(A, TAU, Q, M, N, K,
         xi = tl.sum(tl.where(colj, Ai, 0.0), axis=1)
         below = rows > j
         at = rows == j
-        ar = tl.sum(tl.where(at, xr, 0.0), axis=0)
-        ai = tl.sum(tl.where(at, xi, 0.0), axis=0)
-        br = tl.where(below, xr, 0.0)
-        bi = tl.where(below, xi, 0.0)
-        big = tl.max(tl.maximum(tl.abs(br), tl.abs(bi)), axis=0)
-        ok = (big > 0.0) & (big < float("inf"))
-        sb = tl.where(ok, big, 1.0)
-        ss = tl.sum((br / sb) * (br / sb) + (bi / sb) * (bi / sb), axis=0)
-        xnorm = tl.where(ok, big * tl.sqrt(ss), big)
-        # lapy3(ar, ai, xnorm)
-        wmax = tl.maximum(tl.maximum(tl.abs(ar), tl.abs(ai)), xnorm)
-        ws = tl.where((wmax > 0.0) & (wmax < float("inf")), wmax, 1.0)
-        mag = ws * tl.sqrt((ar / ws) * (ar / ws) + (ai / ws) * (ai / ws) + (xnorm / ws) * (xnorm / ws))
-        mag = tl.where((wmax > 0.0) & (wmax < float("inf")), mag, tl.abs(ar) + tl.abs(ai) + xnorm)
-        skip = (xnorm == 0.0) & (ai == 0.0)
-        beta = tl.where(ar >= 0.0, -mag, mag)
-        sbeta = tl.where(skip, 1.0, beta)
-        tr = tl.where(skip, 0.0, (beta - ar) / sbeta)
-        ti = tl.where(skip, 0.0, -ai / sbeta)
-        # v = x / (alpha - beta), with the denominator scaled (its squared modulus may underflow)
-        dr = ar - beta
-        di = ai
-        ds = tl.maximum(tl.abs(dr), tl.abs(di))
-        ds = tl.where(skip | (ds == 0.0), 1.0, ds)
-        dr = dr / ds
-        di = di / ds
-        dq = (dr * dr + di * di) * ds
-        dq = tl.where(skip, 1.0, dq)
-        if COMPLEX:
-            vr = (br * dr + bi * di) / dq
-            vi = (bi * dr - br * di) / dq
-        else:
-            vr = br / tl.where(skip, 1.0, dr * ds)
-            vi = tl.zeros([MP], dtype=tl.float32)
-        vr = tl.where(skip, br, vr)
-        vi = tl.where(skip, bi, vi)
+        vr, vi, dgr, dgi, tr, ti = _larfg(xr, xi, rows, j, COMPLEX)
         vr1 = tl.where(at, 1.0, vr)  # v with its implied unit entry
         # apply Hᴴ = I - conj(tau) v vᴴ to the columns right of j: w = vᴴ A, A -= v (conj(tau) w)
         wr = tl.sum(vr1[:, None] * Ar + vi[:, None] * Ai, axis=0)
@@ -102,8 +115,8 @@ def _qr_small_kernel(A, TAU, Q, M, N, K,
         Ar = tl.where(right, Ar - (vr1[:, None] * fr[None, :] - vi[:, None] * fi[None, :]), Ar)
         Ai = tl.where(right, Ai - (vr1[:, None] * fi[None, :] + vi[:, None] * fr[None, :]), Ai)
         # column j <- [R entries above; beta; v]
-        newr = tl.where(below, vr, tl.where(at, tl.where(skip, ar, beta), xr))
-        newi = tl.where(below, vi, tl.where(at, tl.where(skip, ai, 0.0), xi))
+        newr = tl.where(below, vr, tl.where(at, dgr, xr))
+        newi = tl.where(below, vi, tl.where(at, dgi, xi))
         Ar = tl.where(colj, newr[:, None], Ar)
         Ai = tl.where(colj, newi[:, None], Ai)
         taur = tl.where(cols == j, tr, taur)

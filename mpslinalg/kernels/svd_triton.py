@@ -7,8 +7,8 @@ launches per sweep and ``metal/svd.metal``'s ``svd_jacobi_small`` does on Apple 
 
 * the same round-robin (circle-method) ordering: in round ``r`` the players are ``0`` and
   ``1 + (j - 1 + r) mod (n - 1)``, pair ``i`` is ``(player(i), player(n - 1 - i))``;
-* the same rotation (:func:`_rotation`: rotate when ``|g| > tol·√a·√b``, square roots taken
-  separately; only ``|g| > ctol·√a·√b`` counts as work left; Rutishauser's smaller angle; the
+* the same rotation (``svd_triton_rot._rotation``: rotate when ``|g| > tol·√a·√b``, square roots
+  taken separately; only ``|g| > ctol·√a·√b`` counts as work left; Rutishauser's smaller angle; the
   complex phase split off), correctly rounded divisions and square roots as torch and Metal;
 * the same stopping rule as ``svd_jacobi_small``: a matrix stops after its first sweep without a
   significant rotation, at most ``sweeps`` sweeps (decided on the GPU: no host sync), and
@@ -43,6 +43,7 @@ import triton.language as tl
 
 from .codegen import warn_once
 from .small_triton import BLOCK, load_generated
+from .svd_triton_rot import _rotate_complex, _rotate_real, _rotation, _store_pq
 
 __all__ = ["FUSED_MAX", "LANE_MAX", "MAX_N", "fits", "fused_fits", "fused_source", "jacobi", "lane_source", "svd_tall"]
 
@@ -82,84 +83,6 @@ def fits(n: int) -> bool:
     return n % 2 == 0 and 2 <= n <= MAX_N
 
 
-@triton.jit
-def _rotation(a, b, gr, gi, tol, ctol, active, COMPLEX: tl.constexpr):
-    """Jacobi rotation of pairs with ``a = |x_p|², b = |x_q|², g = x_pᴴ x_q = gr + i·gi``.
-
-    Returns ``(sig, c, sr, si)``: ``sig`` the rotation counts against convergence, ``c`` and
-    ``se = sr + i·si`` with ``x_p' = c x_p − conj(se) x_q``, ``x_q' = se x_p + c x_q`` (``c = 1``,
-    ``se = 0`` where nothing is rotated: an exact no-op).
-    """
-    return _rotation_p(a, b, gr, gi, tol, ctol, active, COMPLEX, False)
-
-
-@triton.jit
-def _rotation_p(a, b, gr, gi, tol, ctol, active, COMPLEX: tl.constexpr, FAST: tl.constexpr):
-    """:func:`_rotation`; with ``FAST`` the angle (``t``, ``c``, ``se``) from the hardware's approximate
-    division, square root and reciprocal square root (a few ulps: the rotation stays unitary to
-    ``O(u)``), while the rotate/convergence decisions and ``ζ`` keep the correctly rounded ones
-    (``sqrt.approx`` flushes subnormal norms to zero: the thresholds must not see that)."""
-    if COMPLEX:
-        gm = tl.maximum(tl.abs(gr), tl.abs(gi))  # |g| without underflow of the squares
-        gs = tl.where(gm > 0.0, gm, 1.0)
-        hr = tl.math.div_rn(gr, gs)
-        hi = tl.math.div_rn(gi, gs)
-        ag = gm * tl.sqrt_rn(hr * hr + hi * hi)
-    else:
-        ag = tl.abs(gr)
-    scale = tl.sqrt_rn(a) * tl.sqrt_rn(b)  # never sqrt(a * b): a * b can overflow or underflow
-    rot = (ag > tol * scale) & active
-    sig = (ag > ctol * scale) & active
-    safe = tl.where(rot, ag, 1.0)
-    zeta = tl.math.div_rn(b - a, 2.0 * safe)
-    az = tl.abs(zeta)
-    # 1 + zeta^2 overflows above ~1.8e19; there t = 1 / (2|zeta|) to float precision
-    huge = az >= 1.0e18
-    if FAST:
-        t = tl.where(huge, 0.5 / tl.where(huge, az, 1.0), 1.0 / (az + tl.sqrt(1.0 + az * az)))
-        t = tl.where(zeta >= 0.0, t, -t)
-        c = tl.math.rsqrt(1.0 + t * t)
-        ct = c * t
-        sr = tl.where(rot, ct * (gr / safe), 0.0)
-        si = sr
-        if COMPLEX:
-            si = tl.where(rot, ct * (gi / safe), 0.0)
-    else:
-        t = tl.where(huge, tl.math.div_rn(0.5, tl.where(huge, az, 1.0)),
-                     tl.math.div_rn(1.0, az + tl.sqrt_rn(1.0 + az * az)))
-        t = tl.where(zeta >= 0.0, t, -t)
-        c = tl.math.div_rn(1.0, tl.sqrt_rn(1.0 + t * t))
-        ct = c * t
-        sr = tl.where(rot, ct * tl.math.div_rn(gr, safe), 0.0)
-        si = sr
-        if COMPLEX:
-            si = tl.where(rot, ct * tl.math.div_rn(gi, safe), 0.0)
-    c = tl.where(rot, c, 1.0)
-    return sig, c, sr, si
-
-
-@triton.jit
-def _rotate_real(p, q, c, s):
-    """``(c p − s q, s p + c q)``: a real rotation of two columns (or entries)."""
-    return c * p - s * q, s * p + c * q
-
-
-@triton.jit
-def _rotate_complex(pr, pi, qr, qi, c, sr, si):
-    """``(c p − conj(se) q, se p + c q)`` with ``se = sr + i si``, in real and imaginary parts."""
-    npr = c * pr - (sr * qr + si * qi)
-    npi = c * pi - (sr * qi - si * qr)
-    nqr = (sr * pr - si * pi) + c * qr
-    nqi = (sr * pi + si * pr) + c * qi
-    return npr, npi, nqr, nqi
-
-
-@triton.jit
-def _pow2i(k):
-    """``2**k`` as float32 for int32 ``k`` in ``[-126, 127]``, built from its bits (exact)."""
-    return ((k + 127) << 23).to(tl.float32, bitcast=True)
-
-
 # --------------------------------------------------------------------------------------------------
 # 6 <= n <= 64: one matrix per program
 # --------------------------------------------------------------------------------------------------
@@ -189,6 +112,7 @@ def _jacobi_tile_kernel(X, V, ROT, n, sweeps, tol, ctol,
             oq = (rows[:, None] * n + q[None, :]) * CW
             xpr = tl.load(xb + op, mask=inside, other=0.0)
             xqr = tl.load(xb + oq, mask=inside, other=0.0)
+            xpi, xqi, vpr, vqr, vpi, vqi = xpr, xqr, xpr, xqr, xpr, xqr  # unused unless COMPLEX / WANT_V
             if WANT_V:
                 vpr = tl.load(vb + op, mask=inside, other=0.0)
                 vqr = tl.load(vb + oq, mask=inside, other=0.0)
@@ -215,17 +139,7 @@ def _jacobi_tile_kernel(X, V, ROT, n, sweeps, tol, ctol,
                     vpr, vqr = _rotate_real(vpr, vqr, c[None, :], sr[None, :])
             mine = mine | sig.to(tl.int32)
             tl.debug_barrier()  # every thread has read the round's columns before any is rewritten
-            tl.store(xb + op, xpr, mask=inside)
-            tl.store(xb + oq, xqr, mask=inside)
-            if COMPLEX:
-                tl.store(xb + op + 1, xpi, mask=inside)
-                tl.store(xb + oq + 1, xqi, mask=inside)
-            if WANT_V:
-                tl.store(vb + op, vpr, mask=inside)
-                tl.store(vb + oq, vqr, mask=inside)
-                if COMPLEX:
-                    tl.store(vb + op + 1, vpi, mask=inside)
-                    tl.store(vb + oq + 1, vqi, mask=inside)
+            _store_pq(xb, vb, op, oq, xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, inside, COMPLEX, WANT_V)
             tl.debug_barrier()  # the next round reads what this one wrote
         last = mine
         busy = tl.max(mine, axis=0)
@@ -314,7 +228,7 @@ _HEAD = [
     "import triton",
     "import triton.language as tl",
     "",
-    "from mpslinalg.kernels.svd_triton import _pow2i, _rotate_complex, _rotate_real, _rotation",
+    "from mpslinalg.kernels.svd_triton_rot import _pow2i, _rotate_complex, _rotate_real, _rotation",
     "",
     "",
     "@triton.jit",
@@ -326,8 +240,8 @@ def lane_source(n: int, is_complex: bool, want_v: bool) -> str:
 
     ``kernel(X, V, ROT, B, sweeps, tol, ctol, BLOCK)``: the contract of :func:`jacobi` on the
     contiguous ``[B, n, n]`` buffers (interleaved pairs for complex64), ``BLOCK`` matrices per
-    program. Rotations and their parameters are :func:`_rotation`, :func:`_rotate_real` and
-    :func:`_rotate_complex`, shared with the tile kernel.
+    program. Rotations and their parameters are :mod:`mpslinalg.kernels.svd_triton_rot`'s
+    ``_rotation``, ``_rotate_real`` and ``_rotate_complex``, shared with the tile kernel.
     """
     if n % 2 or n < 2:
         raise ValueError(f"lane_source: n must be even and >= 2, got {n}")
@@ -584,6 +498,20 @@ def fused_fits(m: int, n: int, dtype: torch.dtype) -> bool:
     return 1 <= n <= m <= FUSED_MAX.get(dtype, 0)
 
 
+def _alloc_svd_outputs(A: torch.Tensor, full: bool, compute_uv: bool
+                       ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """The uninitialised outputs ``(U, S, V, info)`` of a one-launch SVD of ``A [B, m, n]`` (the
+    :func:`svd_tall` contract): ``U [B, m, m]`` (``full``) or ``[B, m, n]`` and ``V [B, n, n]`` of ``A``'s
+    dtype (None unless ``compute_uv``), ``S [B, n]`` float32, ``info [B]`` int32, on ``A``'s device."""
+    Bn, m, n = A.shape
+    ucols = m if full else n
+    S = torch.empty(Bn, n, dtype=torch.float32, device=A.device)
+    info = torch.empty(Bn, dtype=torch.int32, device=A.device)
+    U = torch.empty(Bn, m, ucols, dtype=A.dtype, device=A.device) if compute_uv else None
+    V = torch.empty(Bn, n, n, dtype=A.dtype, device=A.device) if compute_uv else None
+    return U, S, V, info
+
+
 def svd_tall(A: torch.Tensor, full: bool, compute_uv: bool, max_sweeps: int
              ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """The whole SVD of every matrix of ``A [B, m, n]`` (:func:`fused_fits`) in one launch.
@@ -601,11 +529,7 @@ def svd_tall(A: torch.Tensor, full: bool, compute_uv: bool, max_sweeps: int
                          f"{tuple(A.shape)} {A.dtype}")
     A = A.resolve_conj().resolve_neg().contiguous()
     cplx = A.is_complex()
-    ucols = m if full else n
-    S = torch.empty(Bn, n, dtype=torch.float32, device=A.device)
-    info = torch.empty(Bn, dtype=torch.int32, device=A.device)
-    U = torch.empty(Bn, m, ucols, dtype=A.dtype, device=A.device) if compute_uv else None
-    V = torch.empty(Bn, n, n, dtype=A.dtype, device=A.device) if compute_uv else None
+    U, S, V, info = _alloc_svd_outputs(A, full, compute_uv)
     if Bn == 0:
         return U, S, V, info
     key = (m, n, cplx, compute_uv, full and compute_uv)

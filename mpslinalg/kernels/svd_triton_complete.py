@@ -17,7 +17,7 @@ import triton
 import triton.language as tl
 
 from .qr_triton import _pow2, _qr_small_kernel, fits
-from .svd_triton import _pow2i
+from .svd_triton_rot import _pow2i
 
 __all__ = ["complete", "finish", "fits"]
 

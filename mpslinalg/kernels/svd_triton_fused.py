@@ -18,7 +18,7 @@ Steps, per matrix (the tiles are ``[MB, MP, NP]``, powers of two, zero padded):
    ``r`` column ``c`` finds its partner arithmetically (its slot in the circle, the player opposite)
    and gathers it, so one ``tl.gather`` of ``X`` and one of ``V`` per round replace the
    split/join/permute of the slot-order kernel. Both columns of a pair compute the same ``(c, s)``
-   from the same sums (:func:`mpslinalg.kernels.svd_triton._rotation`, the same thresholds), so the
+   from the same sums (:func:`mpslinalg.kernels.svd_triton_rot._rotation`, the same thresholds), so the
    rotation is :mod:`mpslinalg.svd`'s. A matrix stops after its first sweep without a significant
    rotation, at most ``sweeps`` sweeps (decided on the GPU), ``info = 2`` if it still rotated.
 5. ``σ_j = ‖w_j‖`` (scaled by the column's largest entry: no underflow of the squares), sorted
@@ -37,7 +37,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .svd_triton import _pow2i, _rotate_real, _rotation
+from .svd_triton import _alloc_svd_outputs
+from .svd_triton_rot import _pow2i, _rotate_real, _rotation
 
 __all__ = ["COMPLETES_V", "ENABLED", "MAX_M", "MAX_N", "fits", "launch_config", "svd_tall"]
 
@@ -433,10 +434,7 @@ def svd_tall(A: torch.Tensor, full: bool, compute_uv: bool, max_sweeps: int
                          f"got {tuple(A.shape)} {A.dtype}")
     A = A.contiguous()
     ucols = m if full else n
-    S = torch.empty(Bn, n, dtype=torch.float32, device=A.device)
-    info = torch.empty(Bn, dtype=torch.int32, device=A.device)
-    U = torch.empty(Bn, m, ucols, dtype=A.dtype, device=A.device) if compute_uv else None
-    V = torch.empty(Bn, n, n, dtype=A.dtype, device=A.device) if compute_uv else None
+    U, S, V, info = _alloc_svd_outputs(A, full, compute_uv)
     if Bn == 0:
         return U, S, V, info
     mb, warps = launch_config(m, n)

@@ -36,7 +36,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .svd_triton import _rotate_complex, _rotate_real, _rotation, _rotation_p
+from .svd_triton_rot import _rotate_complex, _rotate_real, _rotation, _rotation_p, _store_pq
 
 __all__ = ["jacobi_halving_kernel", "jacobi_pairs_kernel", "jacobi_reg_kernel"]
 
@@ -221,17 +221,7 @@ def jacobi_pairs_kernel(X, V, ROT, n, sweeps, tol, ctol,
         last = mine
         busy = tl.max(mine, axis=0)
         sweep += 1
-    tl.store(xb + off_p, xpr, mask=inside)
-    tl.store(xb + off_q, xqr, mask=inside)
-    if COMPLEX:
-        tl.store(xb + off_p + 1, xpi, mask=inside)
-        tl.store(xb + off_q + 1, xqi, mask=inside)
-    if WANT_V:
-        tl.store(vb + off_p, vpr, mask=inside)
-        tl.store(vb + off_q, vqr, mask=inside)
-        if COMPLEX:
-            tl.store(vb + off_p + 1, vpi, mask=inside)
-            tl.store(vb + off_q + 1, vqi, mask=inside)
+    _store_pq(xb, vb, off_p, off_q, xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, inside, COMPLEX, WANT_V)
     tl.store(ROT + b, tl.max(last, axis=0))
 
 
@@ -361,15 +351,5 @@ def jacobi_halving_kernel(X, V, ROT, n, sweeps, tol, ctol,
         sweep += 1
     off_p = (rows[:, None] * NP + idP[None, :]) * CW
     off_q = (rows[:, None] * NP + idQ[None, :]) * CW
-    tl.store(xb + off_p, xpr)
-    tl.store(xb + off_q, xqr)
-    if COMPLEX:
-        tl.store(xb + off_p + 1, xpi)
-        tl.store(xb + off_q + 1, xqi)
-    if WANT_V:
-        tl.store(vb + off_p, vpr)
-        tl.store(vb + off_q, vqr)
-        if COMPLEX:
-            tl.store(vb + off_p + 1, vpi)
-            tl.store(vb + off_q + 1, vqi)
+    _store_pq(xb, vb, off_p, off_q, xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, None, COMPLEX, WANT_V)
     tl.store(ROT + b, tl.max(last, axis=0))

@@ -438,7 +438,8 @@ kernel void lu_panel_step(device T* A [[buffer(0)]],
 // every row, and repeating it costs (rows x KL^2) flops per group, far less than a dispatch), so the
 // groups agree on the KL pivots without talking to each other; then each group applies the KL
 // steps to its own rows. Groups may read any row, so the panel is double-buffered: the dispatch
-// reads Sin and writes Sout ([B, M, ls] buffers holding the panel's w columns), rows whose final
+// reads Sin and writes Sout ([B, M, ls] buffers holding the panel's w columns; cm = 1: [B, ls, M],
+// column-major, TUNING.panel_colmajor), rows whose final
 // position is known (the KL pivot rows; every row in the last dispatch) go straight to A. Each
 // thread holds SLOTS / KL active rows x KL columns in registers, twice as many for float32 (the
 // host picks KL so that the active rows fit: M - o - s <= ntg * slots / KL; SLOTS = 32 or 64, the
@@ -502,6 +503,7 @@ kernel void lu_panel_look(device T* A [[buffer(0)]],
                           constant long& R [[buffer(14)]],
                           constant long& last [[buffer(15)]],
                           constant long& phase [[buffer(16)]],
+                          constant long& cm [[buffer(17)]],
                           uint tid [[thread_index_in_threadgroup]],
                           uint ntg [[threads_per_threadgroup]],
                           uint tg [[threadgroup_position_in_grid]]) {
@@ -522,7 +524,6 @@ kernel void lu_panel_look(device T* A [[buffer(0)]],
   const int n = (int)N;
   const int c0 = (int)o;
   const int nw = (int)w;
-  const int ld = (int)ls;
   const int s0 = (int)s;
   const int nk = (int)kc;
   const int cs = c0 + s0;  // first position of this dispatch
@@ -533,13 +534,18 @@ kernel void lu_panel_look(device T* A [[buffer(0)]],
   device T* a = A + (long)b * M * N;
   const bool from_a = phase == 1;
   device const T* sin = from_a ? A + (long)b * M * N + c0 : Sin + (long)b * M * ls;
-  const int ldi = from_a ? n : (int)ls;  // row stride of sin
+  // element (row r, column c) of the buffers at r * sr + c * sc: row-major [M, ls] or, cm != 0,
+  // column-major [ls, M] (a warp's loads of one column are then one coalesced transaction)
+  const int sr = cm != 0 ? 1 : (int)ls;
+  const int sc = cm != 0 ? m : 1;
+  const int ri = from_a ? n : sr;  // sin's strides (A itself is row-major)
+  const int ci = from_a ? 1 : sc;
   device T* sout = Sout + (long)b * M * ls;
   if (phase == 2) {  // the first dispatch's final rows [c0, cs), from Sin to A (nobody reads them)
     for (int e = t; e < max(0, min(rhi, cs) - rlo) * (int)w; e += nt) {
       const int q = rlo + e / (int)w;
       const int c = e % (int)w;
-      a[q * n + c0 + c] = sin[q * ldi + c];
+      a[q * n + c0 + c] = sin[q * ri + c * ci];
     }
   }
   if (rhi <= cs) {
@@ -554,7 +560,7 @@ kernel void lu_panel_look(device T* A [[buffer(0)]],
     pos[i] = r < m ? r : -1;
 #pragma unroll
     for (int j = 0; j < KL; ++j) {
-      x[i * KL + j] = (r < m && j < nk) ? sin[r * ldi + s0 + j] : s_zero<T>();
+      x[i * KL + j] = (r < m && j < nk) ? sin[r * ri + (s0 + j) * ci] : s_zero<T>();
     }
   }
   const bool writer = rlo <= cs;  // the group owning position cs writes piv and info
@@ -674,7 +680,7 @@ kernel void lu_panel_look(device T* A [[buffer(0)]],
     T u[KL];
 #pragma unroll
     for (int j = 0; j < KL; ++j) {
-      u[j] = j < nk ? sin[porig[j] * ldi + c] : s_zero<T>();
+      u[j] = j < nk ? sin[porig[j] * ri + c * ci] : s_zero<T>();
     }
 #pragma unroll
     for (int j = 0; j < KL; ++j) {
@@ -697,22 +703,26 @@ kernel void lu_panel_look(device T* A [[buffer(0)]],
     lu_look_mma(prod, own_x, ub, KL, (rhi - rlo + 7) / 8, cb / 8, t / 32, nt / 32);
     threadgroup_barrier(mem_flags::mem_threadgroup);
   }
-  // 4. the group's positions >= cs: every column, to A (final rows) or to Sout (rows still active)
+  // 4. the group's positions >= cs: every column, to A (final rows) or to Sout (rows still active);
+  //    consecutive threads take consecutive columns of a row (A, row-major buffers) or consecutive
+  //    rows of a column (column-major buffers, unless every row goes to A)
   const int qlo = max(rlo, cs);
-  for (int e = t; e < (rhi - qlo) * nw; e += nt) {
-    const int q = qlo + e / nw;
-    const int c = e % nw;
+  const int nq = rhi - qlo;
+  const bool by_rows = cm != 0 && last == 0;
+  for (int e = t; e < nq * nw; e += nt) {
+    const int q = qlo + (by_rows ? e % nq : e / nw);
+    const int c = by_rows ? e / nq : e % nw;
     const int k = q - rlo;
     const int src = own_src[k];
     T v;
     if (c < s0) {
-      v = sin[src * ldi + c];  // L entries of earlier columns move with the row
+      v = sin[src * ri + c * ci];  // L entries of earlier columns move with the row
     } else if (c < cb) {
       v = own_x[k * KL + (c - s0)];
     } else if (q < cs + nk) {
       v = ub[(q - cs) * LU_LOOK_MAX_W + c];
     } else {
-      v = sin[src * ldi + c];
+      v = sin[src * ri + c * ci];
       if (MMA) {
         v = lu_look_sub(v, prod, k * LU_LOOK_MAX_W + c);
       } else {
@@ -727,7 +737,7 @@ kernel void lu_panel_look(device T* A [[buffer(0)]],
     if ((q < cs + nk && !from_a) || last != 0) {
       a[q * n + c0 + c] = v;
     } else {
-      sout[q * ld + c] = v;
+      sout[q * sr + c * sc] = v;
     }
   }
 }

@@ -93,8 +93,7 @@ def _getrf_blocked(LU, piv, info, nb: int, kern: _MetalKernels, gemm: str) -> No
     K = min(M, N)
     tall = M > TUNING.panel_single_rows
     scratch = kern.panel_scratch(LU, nb) if tall else None
-    bufs = (torch.empty(B, M, nb, dtype=LU.dtype, device=LU.device),
-            torch.empty(B, M, nb, dtype=LU.dtype, device=LU.device)) if tall and kern.look_cap() > 1 else None
+    bufs = kern.look_buffers(LU, nb) if tall and kern.look_cap() > 1 else None
     for o in range(0, K, nb):
         w = min(nb, N - o)
         kl = min(M - o, w)

@@ -62,6 +62,10 @@ class Tuning:
         (``simdgroup_matrix``) instead of ``k`` multiply-subtracts per entry. Off by default: the
         product is ``32 x k x w`` per group, far too small to be throughput-bound, and it costs a
         16 KiB threadgroup tile and a barrier (docs/ops/lu.md has the H200 proxy timing both ways).
+    panel_colmajor : bool
+        ``lu_panel_look``'s two panel buffers column-major (``[B, nb, M]``: a warp's loads of a
+        column, the access every group repeats over all active rows, are one coalesced
+        transaction) instead of row-major (``[B, M, nb]``: one memory segment per row).
     look_slots : dict
         ``lu_panel_look``'s register budget per device type: 32 or 64 complex values (64 or 128
         floats) a thread. 64 fits the H200's 255 registers a thread (a tall panel has at most one
@@ -98,6 +102,7 @@ class Tuning:
     panel_look: dict = field(default_factory=lambda: {"float32": 16, "complex64": 8})
     look_slots: dict = field(default_factory=lambda: {"cpu": 32, "cuda": 32, "mps": 32})
     look_mma: bool = False
+    panel_colmajor: bool = False
     panel_single_rows: int = 256
     # CUDA: cuSOLVER's getrf is the best leaf at every size on the H200 (2026-11-30, complex64
     # n = 4096: one call 15.8 ms, our recursion over 256-wide cuSOLVER leaves 170 ms — host-bound
@@ -272,8 +277,9 @@ def _check_tuning() -> None:
             and 1 <= rs[1] <= _LOOK_MAX_ROWS):
         raise ValueError(f"mpslinalg.lu.TUNING.panel_rows_short must be (rows >= 0, R in [1, {_LOOK_MAX_ROWS}]), "
                          f"got {rs!r}")
-    if not isinstance(TUNING.look_mma, bool):
-        raise ValueError(f"mpslinalg.lu.TUNING.look_mma must be a bool, got {TUNING.look_mma!r}")
+    for name in ("look_mma", "panel_colmajor"):
+        if not isinstance(getattr(TUNING, name), bool):
+            raise ValueError(f"mpslinalg.lu.TUNING.{name} must be a bool, got {getattr(TUNING, name)!r}")
     if not all(v in _LOOK_SLOTS and isinstance(v, int) for v in TUNING.look_slots.values()):
         raise ValueError(f"mpslinalg.lu.TUNING.look_slots values must be one of {_LOOK_SLOTS} (lu_panel_look's "
                          f"instantiated register budgets), got {TUNING.look_slots!r}")
@@ -382,13 +388,22 @@ class _MetalKernels:
         cap = TUNING.panel_look
         return cap.get(str(self.dtype).removeprefix("torch."), 8) if isinstance(cap, dict) else cap
 
+    def look_buffers(self, LU: torch.Tensor, nb: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The two panel buffers of :meth:`panel_look` for panels of ``LU`` up to ``nb`` columns:
+        ``[B, M, nb]`` each, column-major (``[B, nb, M]`` transposed) when
+        ``TUNING.panel_colmajor``; allocate once per factorization."""
+        B, M, _ = LU.shape
+        shape = (B, nb, M) if TUNING.panel_colmajor else (B, M, nb)
+        bufs = tuple(torch.empty(shape, dtype=LU.dtype, device=LU.device) for _ in range(2))
+        return tuple(S.mT for S in bufs) if TUNING.panel_colmajor else bufs
+
     def panel_look(self, LU: torch.Tensor, piv: torch.Tensor, info: torch.Tensor, o: int, w: int,
                    bufs: tuple[torch.Tensor, torch.Tensor]) -> bool:
         """The ``panel`` contract for a tall panel, ``k`` columns per dispatch (``lu_panel_look``,
-        ``k = look_k(...)``), through the two panel buffers ``bufs`` (``[B, M, >= w]``, contiguous):
-        ``ceil(min(M - o, w) / k)`` dispatches, the first reading the panel from ``LU`` (a panel of
-        one dispatch is copied into ``bufs[0]`` first). Returns False (nothing done) when the panel
-        does not fit the kernel."""
+        ``k = look_k(...)``), through the two panel buffers ``bufs`` (``[B, M, >= w]``, row-major or
+        column-major: :meth:`look_buffers`): ``ceil(min(M - o, w) / k)`` dispatches, the first
+        reading the panel from ``LU`` (a panel of one dispatch is copied into ``bufs[0]`` first).
+        Returns False (nothing done) when the panel does not fit the kernel."""
         B, M, N = LU.shape
         k = self.look_k(M, o, w)
         if k == 0:
@@ -398,8 +413,11 @@ class _MetalKernels:
             raise ValueError(f"lu_panel_look: the panel [{o}, {M}) x [{o}, {o + w}) is not inside a {M}x{N} matrix")
         S = bufs
         ls = S[0].shape[-1]
-        if S[0].shape[:2] != (B, M) or ls < w:
-            raise ValueError(f"lu_panel_look: panel buffers of shape {tuple(S[0].shape)}, need ({B}, {M}, >= {w})")
+        cm = int(S[0].stride()[-2:] == (1, M))  # column-major: [B, ls, M] transposed
+        dense = (ls * M, 1, M) if cm else (ls * M, ls, 1)
+        if S[0].shape[:2] != (B, M) or ls < w or any(X.shape != S[0].shape or X.stride() != dense for X in S):
+            raise ValueError(f"lu_panel_look: panel buffers of shape {tuple(S[0].shape)} and strides "
+                             f"{tuple(S[0].stride())}, need two dense ({B}, {M}, >= {w}), row- or column-major")
         _check_int32(M, ls)  # the buffers are indexed with 32-bit ints too
         short_rows, short_r = TUNING.panel_rows_short
         R = min(TUNING.panel_rows, short_r) if M - o <= short_rows else TUNING.panel_rows
@@ -419,8 +437,8 @@ class _MetalKernels:
             # phase 1: read the panel from LU, write only Sout; 2: move the rows it made final to LU
             phase = 0 if len(starts) == 1 else (1 if d == 0 else 2 if d == 1 else 0)
             look = self._kernel("lu_panel_look", k, self.look_slots, *mma)
-            look(LU, S[d % 2], S[(d + 1) % 2], piv, info, M, N, K, o, w, ls, s0, kc, G, R, last, phase,
-                 threads=B * G * g, group_size=g)
+            look(LU, *(X.mT if cm else X for X in (S[d % 2], S[(d + 1) % 2])), piv, info, M, N, K, o, w, ls,
+                 s0, kc, G, R, last, phase, cm, threads=B * G * g, group_size=g)
         return True
 
     def swap_around(self, X: torch.Tensor, piv: torch.Tensor, k1: int, k2: int, w: int) -> None:

@@ -45,9 +45,11 @@ def blocked(lib, monkeypatch):
     0``: every panel is shared by ``ceil(rows_left / rows)`` threadgroups; ``look = 1``: one column
     per dispatch, ``lu_panel_step``; ``slots``: lu_panel_look's register budget; ``mma``: its
     float32 matrix-unit variant; ``short``: TUNING.panel_rows_short, off unless asked for, so
-    that ``rows`` is what every group gets). The public op then runs the same way."""
+    that ``rows`` is what every group gets; ``colmajor``: lu_panel_look's column-major panel
+    buffers). The public op then runs the same way."""
 
-    def make(dtype, order, seed, nb=16, rows=16, single=0, threads=32, look=1, slots=32, mma=False, short=(0, 64)):
+    def make(dtype, order, seed, nb=16, rows=16, single=0, threads=32, look=1, slots=32, mma=False, short=(0, 64),
+             colmajor=False):
         monkeypatch.setattr(lu_mod, "load_library", lambda family, device: InOrder(lib, order, seed))
         for name, v in (("panel_nb", nb), ("panel_rows", rows), ("panel_single_rows", single),
                         ("panel_threads", threads), ("panel_look", look)):
@@ -55,6 +57,7 @@ def blocked(lib, monkeypatch):
         monkeypatch.setitem(lu_mod.TUNING.look_slots, "cpu", slots)
         monkeypatch.setattr(lu_mod.TUNING, "look_mma", mma)
         monkeypatch.setattr(lu_mod.TUNING, "panel_rows_short", short)
+        monkeypatch.setattr(lu_mod.TUNING, "panel_colmajor", colmajor)
         return lu_mod._MetalKernels(torch.device("cpu"), dtype)
 
     return make
@@ -76,7 +79,9 @@ def _panel_look(kern, A, o, w):
     B, M, N = A.shape
     piv = torch.zeros(B, min(M, N), dtype=torch.int32)
     info = torch.zeros(B, dtype=torch.int32)
-    bufs = (torch.full((B, M, w), float("nan"), dtype=A.dtype), torch.full((B, M, w), float("nan"), dtype=A.dtype))
+    bufs = kern.look_buffers(LU, w)  # the layout TUNING.panel_colmajor asks for
+    for S in bufs:
+        S.fill_(float("nan"))
     assert kern.panel_look(LU, piv, info, o, w, bufs)
     return LU, piv, info
 
@@ -86,15 +91,16 @@ def _panel_look(kern, A, o, w):
 @pytest.mark.parametrize("look,slots,threads", [(2, 32, 32), (4, 32, 32), (8, 32, 32), (16, 32, 64), (8, 64, 32),
                                                 (16, 64, 32)])
 @pytest.mark.parametrize("rows", [16, 4])
-def test_panel_look_several_groups_matches_lapack(blocked, order, seed, dtype, look, slots, threads, rows):
+@pytest.mark.parametrize("colmajor", [False, True], ids=["rowmajor", "colmajor"])
+def test_panel_look_several_groups_matches_lapack(blocked, order, seed, dtype, look, slots, threads, rows, colmajor):
     """k columns per dispatch, every group repeating the small LU of all active rows: pivots
     exactly LAPACK's, the ratio < 30, nothing outside the panel touched; 70 rows over 5 groups of
     16 (the last one 6 rows) or 18 groups of 4 (fewer than k: whole groups' rows are final after
     the first dispatch, which writes them to the buffer only, and the second moves them to A),
     panels at offsets, one narrower than k and one with fewer rows than columns; both register
-    budgets (32 and 64 slots). The panel buffers start as NaN: a read of an entry not written
-    first shows."""
-    kern = blocked(dtype, order, seed, rows=rows, look=look, slots=slots, threads=threads)
+    budgets (32 and 64 slots), row- and column-major panel buffers. The panel buffers start as
+    NaN: a read of an entry not written first shows."""
+    kern = blocked(dtype, order, seed, rows=rows, look=look, slots=slots, threads=threads, colmajor=colmajor)
     M, N = 70, 80
     A = matrices.random(M, N, batch=(2,), dtype=dtype, seed=71)
     for o, w in [(0, 16), (7, 12), (40, 20), (60, 16), (3, 3)]:
@@ -316,14 +322,15 @@ SHAPES = [(100, 100), (130, 70), (70, 130), (33, 33)]
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DID)
 @pytest.mark.parametrize("m,n", SHAPES, ids=[f"{m}x{n}" for m, n in SHAPES])
-@pytest.mark.parametrize("look", [1, 4])
-def test_blocked_getrf_vs_lapack(blocked, order, seed, dtype, m, n, look):
+@pytest.mark.parametrize("look,colmajor", [(1, False), (4, False), (4, True)], ids=["look1", "look4", "look4cm"])
+def test_blocked_getrf_vs_lapack(blocked, order, seed, dtype, m, n, look, colmajor):
     """The whole getrf on the emulator backend (public op), panels shared by several groups (and,
     with panel_single_rows = 40, the short last panels on one group: both paths in one call), one
     column per dispatch or 4 (lu_panel_look; with 32 threads 130 rows do not fit 4 columns: 2 do)
-    against LAPACK: equal pivots, ratio < 30, info 0, and exactly the designed dispatches."""
+    against LAPACK: equal pivots, ratio < 30, info 0, and exactly the designed dispatches; row- and
+    column-major panel buffers."""
     for single in (0, 40):
-        blocked(dtype, order, seed, rows=16, single=single, look=look)
+        blocked(dtype, order, seed, rows=16, single=single, look=look, colmajor=colmajor)
         A = matrices.random(m, n, batch=(2,), dtype=dtype, seed=m + n)
         lu_mod.DISPATCHES.clear()
         with LA.use_backend("emulator"):
@@ -418,10 +425,11 @@ def test_panel_rows_beyond_the_register_block_is_a_clear_error(blocked):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", DTYPES, ids=DID)
-@pytest.mark.parametrize("threads,look,single,mma", [(256, 8, 0, False), (32, 8, 0, False), (256, 1, 0, False),
-                                                     (256, 8, 256, False), (256, 16, 0, True)],
-                         ids=["look8", "look2to8", "step", "onegroup", "look16mma"])
-def test_blocked_getrf_on_the_cuda_target(monkeypatch, dtype, threads, look, single, mma):
+@pytest.mark.parametrize("threads,look,single,mma,cm", [(256, 8, 0, False, False), (32, 8, 0, False, False),
+                                                        (256, 1, 0, False, False), (256, 8, 256, False, False),
+                                                        (256, 16, 0, True, False), (32, 8, 0, False, True)],
+                         ids=["look8", "look2to8", "step", "onegroup", "look16mma", "look2to8cm"])
+def test_blocked_getrf_on_the_cuda_target(monkeypatch, dtype, threads, look, single, mma, cm):
     """The blocked LU's kernels on an NVIDIA GPU (the emulator's cuda target: real parallel
     threadgroups; the H200 run puts this test under compute-sanitizer racecheck): tall panels
     shared by several groups (``lu_panel_look`` with k = 8, or, with 32 threads, k = 2, 4 and 8 as
@@ -429,9 +437,10 @@ def test_blocked_getrf_on_the_cuda_target(monkeypatch, dtype, threads, look, sin
     xGET01 (< 30, the derivation in the module docstring) and ``info`` is 0; pivots are not compared
     with LAPACK's (cuBLAS's GEMM rounding may decide a near-tie differently), but must be valid
     LAPACK pivots (row ``i`` swapped with a row ``>= i``). ``lu_laswp_block`` alone: exactly the
-    sequential swaps. ``look16mma``: k = 16, float32 through the matrix-unit variant."""
+    sequential swaps. ``look16mma``: k = 16, float32 through the matrix-unit variant; ``look2to8cm``:
+    column-major panel buffers."""
     for name, v in (("panel_nb", 32), ("panel_rows", 32), ("panel_single_rows", single),
-                    ("panel_threads", threads), ("panel_look", look), ("look_mma", mma)):
+                    ("panel_threads", threads), ("panel_look", look), ("look_mma", mma), ("panel_colmajor", cm)):
         monkeypatch.setattr(lu_mod.TUNING, name, v)
     A = matrices.random(300, 300, batch=(2,), dtype=dtype, seed=300)
     with LA.use_backend("emulator"):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import traceback
@@ -41,7 +42,7 @@ from .report import (
     format_table,
     short_error,
 )
-from .timing import VERDICT_MARGIN, Timing, compare, resolve_device, synchronize, time_interleaved
+from .timing import VERDICT_MARGIN, Timing, compare_passes, resolve_device, synchronize, time_interleaved
 from .workloads import ReferenceUnavailable, Workload
 
 #: The name ``--only`` matches to select the host-overhead section.
@@ -50,12 +51,22 @@ OVERHEAD_ROW = "host overhead"
 #: Timing settings (full, quick): warm-up calls, target rounds, seconds of samples, the per-row time
 #: box, and the rounds taken even past it. Rounds interleave ours and one peer; the verdict reads the
 #: per-round ratios (timing.compare), whose 95% interval needs >= 6 rounds and narrows with more. The
-#: torch.linalg pair gets the time box, SciPy's half of it; a pair whose median ratio is beyond the
-#: margin but whose interval is not gets a second one (run_workload).
+#: torch.linalg pair gets the time box, SciPy's half of it, each split over :data:`PASSES`; a pair
+#: whose median ratio is beyond the margin but whose interval is not gets one more pass
+#: (finish_workload).
 SETTINGS = {
     False: {"warmup": 2, "repeat": 41, "min_time": 0.5, "max_time": 8.0, "min_samples": 15},
     True: {"warmup": 1, "repeat": 25, "min_time": 0.2, "max_time": 3.0, "min_samples": 11},
 }
+
+
+#: Timing passes per row. On a shared CPU the machine's state moves over seconds to minutes, and
+#: moves a row's two sides differently when they are different code (SciPy's OpenBLAS against torch's
+#: MKL: DeltaNet read 1.10x in one run and 1.42x in the next, its per-second medians 1.03-1.66x);
+#: a row's rounds taken in one window of seconds saw one state. Three passes spread over the run see
+#: three, pooled; and their spread is the row's own drift, which widens its interval
+#: (timing.compare_passes). Three: two degrees of freedom for that spread at no extra time.
+PASSES = 3
 
 
 def implemented_ops() -> list[str]:
@@ -143,8 +154,12 @@ def path_taken(backend: str, decisions: dict[str, dict[str, int]], op: str | Non
     return PATHS["mixed" if ours and to_torch else "torch" if to_torch else "ours"]
 
 
-def run_workload(w: Workload, device: torch.device, quick: bool, timing: bool) -> dict:
-    """Run one workload: make inputs, check accuracy of ours, time ours and the peers together."""
+def prepare_workload(w: Workload, device: torch.device, quick: bool, timing: bool) -> tuple[dict, dict | None]:
+    """Make a workload's inputs, run ours once and check its accuracy; find the peers that run.
+
+    Returns the row and the state :func:`time_pass` and :func:`finish_workload` time it from
+    (``None`` when the row failed or ``timing`` is off).
+    """
     row: dict = {"name": w.name, "op": w.op, "description": w.description,
                  "dtype": str(w.dtype).replace("torch.", ""), "device": str(device)}
     try:
@@ -166,7 +181,7 @@ def run_workload(w: Workload, device: torch.device, quick: bool, timing: bool) -
         row["error"] = short_error(exc)
         row["traceback"] = traceback.format_exc()
         row["ok"] = False
-        return row
+        return row, None
     try:
         name, value, threshold = w.accuracy(inputs, out)
         row["accuracy"] = {"ratio": name, "value": float(value), "threshold": float(threshold),
@@ -179,9 +194,8 @@ def run_workload(w: Workload, device: torch.device, quick: bool, timing: bool) -
     acc = row["accuracy"]
     row["ok"] = bool(acc.get("pass", False) or acc.get("unavailable", False))
     if not timing:
-        return row
+        return row, None
 
-    ours_fn = lambda: w.ours(inputs)  # noqa: E731
     peers = {"torch.linalg": w.peer}
     if device.type == "cpu" and w.scipy is not None:
         peers["scipy"] = w.scipy
@@ -201,36 +215,116 @@ def run_workload(w: Workload, device: torch.device, quick: bool, timing: bool) -
     # time box: a third callable in the rounds biased the ratio (a call right after SciPy's runs with
     # cold caches, and ours, with more Python, lost 8-12% more than torch.linalg's one call).
     pairs = list(available.items()) or [(None, None)]
+    state = {"row": row, "ours": lambda: w.ours(inputs), "pairs": pairs, "passes": {p: [] for p, _ in pairs}}
+    return row, state
+
+
+def _pass_settings(quick: bool, pair: int) -> dict:
+    """One pass's share of a pair's time box (:data:`SETTINGS`, :data:`PASSES`): SciPy's pair (after
+    torch.linalg's) gets half the box; rounds, seconds and minimum rounds split over the passes."""
+    s = SETTINGS[quick]
+    box = s["max_time"] if pair == 0 else s["max_time"] / 2
+    return {"warmup": s["warmup"], "repeat": math.ceil(s["repeat"] / PASSES), "min_time": s["min_time"] / PASSES,
+            "max_time": box / PASSES, "min_samples": math.ceil(s["min_samples"] / PASSES)}
+
+
+def _fail(state: dict, exc: Exception) -> None:
+    row = state["row"]
+    row["error"] = f"while timing: {short_error(exc)}"
+    row["traceback"] = traceback.format_exc()
+    row["ok"] = False
+    state["failed"] = True
+
+
+def time_pass(state: dict | None, device: torch.device, quick: bool, pairs: list[int] | None = None) -> None:
+    """One pass over a prepared row: each pair (ours and one peer) interleaved for its share of the
+    time box, appended to the row's passes (``pairs``: the indices of the pairs to time, default all)."""
+    if state is None or state.get("failed"):
+        return
     try:
         with warnings.catch_warnings():  # e.g. SciPy's LinAlgWarning per ill-conditioned slice
             warnings.simplefilter("ignore")
-            for i, (pname, pfn) in enumerate(pairs):
-                fns = {"mpslinalg": ours_fn} if pname is None else {"mpslinalg": ours_fn, pname: pfn}
-                settings = SETTINGS[quick] if i == 0 else {**SETTINGS[quick],
-                                                           "max_time": SETTINGS[quick]["max_time"] / 2}
-                times = time_interleaved(fns, device=device, cpu_clock=cpu_clock(device), **settings)
-                if pname is not None:
-                    c = compare(times["mpslinalg"], times[pname])
-                    if c.verdict == "inconclusive" and not 1 / VERDICT_MARGIN <= c.ratio <= VERDICT_MARGIN:
-                        # the median is beyond the margin but the interval too wide to say so (a
-                        # noisy time box; such rows flipped between runs): a second time box, its
-                        # paired rounds pooled with the first's
-                        more = time_interleaved(fns, device=device, cpu_clock=cpu_clock(device), **settings)
-                        times = {k: Timing.from_samples(t.samples + more[k].samples, t.number)
-                                 for k, t in times.items()}
-                        c = compare(times["mpslinalg"], times[pname])
-                if i == 0:
-                    row["time"] = times["mpslinalg"].to_dict()
-                if pname is not None:
-                    row["peers"][pname] = {**times[pname].to_dict(), "speedup": c.ratio,
-                                           "speedup_low": c.to_dict()["low"], "speedup_high": c.to_dict()["high"],
-                                           "verdict": c.verdict}
+            for i, (pname, pfn) in enumerate(state["pairs"]):
+                if pairs is not None and i not in pairs:
+                    continue
+                fns = {"mpslinalg": state["ours"]} if pname is None else {"mpslinalg": state["ours"], pname: pfn}
+                state["passes"][pname].append(time_interleaved(fns, device=device, cpu_clock=cpu_clock(device),
+                                                               **_pass_settings(quick, i)))
     except Exception as exc:  # noqa: BLE001 - e.g. ours fails on a repeated call: a failure, reported
-        row["error"] = f"while timing: {short_error(exc)}"
-        row["traceback"] = traceback.format_exc()
-        row["ok"] = False
-        return row
+        _fail(state, exc)
+
+
+def finish_workload(state: dict | None, device: torch.device, quick: bool) -> None:
+    """Pool a row's passes into its times and verdicts (:func:`.timing.compare_passes`)."""
+    if state is None or state.get("failed"):
+        return
+    row = state["row"]
+    for i, (pname, _) in enumerate(state["pairs"]):
+        passes = state["passes"][pname]
+        if pname is not None:
+            c = compare_passes([t["mpslinalg"] for t in passes], [t[pname] for t in passes])
+            if c.verdict == "inconclusive" and not 1 / VERDICT_MARGIN <= c.ratio <= VERDICT_MARGIN:
+                # the median is beyond the margin but the interval too wide to say so (a noisy time
+                # box; such rows flipped between runs): one more pass of this pair, pooled
+                time_pass(state, device, quick, pairs=[i])
+                if state.get("failed"):
+                    return
+                c = compare_passes([t["mpslinalg"] for t in passes], [t[pname] for t in passes])
+        ours = Timing.from_samples([s for t in passes for s in t["mpslinalg"].samples], passes[0]["mpslinalg"].number)
+        if i == 0:
+            row["time"] = ours.to_dict()
+        if pname is not None:
+            peer = Timing.from_samples([s for t in passes for s in t[pname].samples], passes[0][pname].number)
+            d = c.to_dict()
+            row["peers"][pname] = {**peer.to_dict(), "speedup": c.ratio, "speedup_low": d["low"],
+                                   "speedup_high": d["high"], "verdict": c.verdict, "drift": c.drift,
+                                   "pass_ratios": d["pass_ratios"]}
+
+
+def run_workload(w: Workload, device: torch.device, quick: bool, timing: bool) -> dict:
+    """Run one workload: inputs, accuracy of ours, then its :data:`PASSES` timing passes back to back
+    (the main job spreads them over the run on the CPU, :func:`_measure`)."""
+    row, state = prepare_workload(w, device, quick, timing)
+    for _ in range(PASSES):
+        time_pass(state, device, quick)
+    finish_workload(state, device, quick)
     return row
+
+
+def _measure(rows_def: list[Workload], device: torch.device, quick: bool, timing: bool) -> list[dict]:
+    """Every row: accuracy, then the timing passes. On the CPU pass ``k`` of every row runs before
+    pass ``k + 1`` of any, alternately in reverse order, so a row's passes sample the machine at
+    times spread over the run (its state moves over minutes: see :func:`.timing.pass_drift`); on
+    GPUs each row's passes run back to back and its inputs are freed before the next row."""
+    spread = device.type == "cpu" and timing
+    bar = Progress(len(rows_def) * (1 + (PASSES if timing else 0)))
+    rows, states = [], []
+    for w in rows_def:
+        bar.start(w.name)
+        row, state = prepare_workload(w, device, quick, timing)
+        bar.step(w.name)
+        if not spread:
+            for k in range(PASSES if timing else 0):
+                bar.start(f"{w.name} (pass {k + 1}/{PASSES})")
+                time_pass(state, device, quick)
+                bar.step(f"{w.name} (pass {k + 1}/{PASSES})")
+            finish_workload(state, device, quick)
+            state = None
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+        rows.append(row)
+        states.append(state)
+    if spread:
+        for k in range(PASSES):
+            order = list(zip(rows_def, states))
+            for w, state in order if k % 2 == 0 else order[::-1]:
+                bar.start(f"{w.name} (pass {k + 1}/{PASSES})")
+                time_pass(state, device, quick)
+                bar.step(f"{w.name} (pass {k + 1}/{PASSES})")
+        for state in states:
+            finish_workload(state, device, quick)
+    bar.close()
+    return rows
 
 
 def _ms_spread(t: dict) -> str:
@@ -364,23 +458,18 @@ def _run(args: argparse.Namespace, device: torch.device) -> int:
     else:
         print(f"\nmeasuring {len(rows_def)} workload(s) on {device} "
               f"({'quick' if args.quick else 'full'} sizes)\n")
-        bar = Progress(len(rows_def))
-        for w in rows_def:
-            bar.start(w.name)
-            report["rows"].append(run_workload(w, device, bool(args.quick), not args.no_timing))
-            bar.step(w.name)
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
-        bar.close()
+        report["rows"] = _measure(rows_def, device, bool(args.quick), not args.no_timing)
         print(_table(report["rows"], device))
         clock = {"process": "the process's CPU time (one thread: the call's own cost, not the other users' "
                             "time on a shared machine)", "wall": "wall time"}[cpu_clock(device)]
         print("\ntimes: median per call ± half the inter-quartile range; ours is interleaved round by round "
-              "with each peer in turn (torch.linalg first; its pair gives ours' time).\n"
+              f"with each peer in turn (torch.linalg first; its pair gives ours' time), in {PASSES} passes"
+              f"{' spread over the run' if device.type == 'cpu' else ''}.\n"
               f"{'cpu samples: ' + clock + '.' + chr(10) if device.type == 'cpu' else ''}"
               "ratio columns: peer time / our time (> 1: mpslinalg is "
-              "faster), the median of the per-round ratios [its 95% interval, widened by the "
-              "run-to-run drift timing.RUN_DRIFT]; verdict faster/slower "
+              "faster), the median of the per-round ratios of its timing passes [its 95% interval, widened by "
+              "the run-to-run drift: timing.RUN_DRIFT, or the row's own spread between its passes when "
+              "larger]; verdict faster/slower "
               f"only when the whole interval lies beyond {VERDICT_MARGIN:g}x (1/{VERDICT_MARGIN:g}x), "
               "else inconclusive.\npath: ours = mpslinalg's implementation; torch.linalg (routed) = outside the "
               "measured table mpslinalg.routing.WHEN the op is one torch.linalg call (docs/routing.md); kernels = "

@@ -40,8 +40,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-__all__ = ["CPU_CLOCKS", "Comparison", "Timing", "compare", "resolve_device", "synchronize", "time_callable",
-           "time_interleaved"]
+__all__ = ["CPU_CLOCKS", "Comparison", "Timing", "compare", "compare_passes", "pass_drift", "resolve_device",
+           "synchronize", "time_callable", "time_interleaved"]
 
 #: On the CPU a sample should last at least this long (seconds); shorter calls are repeated.
 _CPU_MIN_SAMPLE = 1e-4
@@ -69,9 +69,20 @@ CONFIDENCE = 0.95
 #: process's CPU time (``cpu_clock="process"``, the main job's CPU clock since the evening): the
 #: within-run intervals are 2-5x narrower, the run-to-run differences are not, and two pairs of
 #: frozen-snapshot runs (load 5.5-9.3; 37 and 38 rows) gave τ = 0.044 and 0.026, pooled 0.036 over
-#: 75 rows. :func:`compare` widens each interval by ``exp(±1.96 τ)`` (by 7.3%) so a verdict also
-#: holds for the next run.
-RUN_DRIFT = 0.036
+#: 75 rows. Re-derived the same way over all six pairs of frozen-snapshot runs of that evening (four
+#: quick, two full; load 2.2-9.3; 224 tight row pairs, both peers): τ = 0.042 (torch.linalg column
+#: 0.042 over 143, SciPy 0.044 over 81: the peers do not differ in what drifts; the rows do, see
+#: :func:`pass_drift`). :func:`compare` widens each interval by ``exp(±1.96 τ)`` (by 8.6%) so a
+#: verdict also holds for the next run.
+#:
+#: What a threshold verdict can and cannot do: for a run whose interval is tight, "slower" needs the
+#: median below ``1 / (VERDICT_MARGIN * exp(1.96 τ))`` = 0.837 (a ~3% within-run half-width puts
+#: it at ~0.81). The next run's median differs by ``~N(0, 2 τ²)`` in log, so a row whose ratio sits
+#: within ~2 τ of that boundary (true ratios ~0.77-0.86; mirrored, ~1.16-1.33 for "faster") flips
+#: between runs with a probability up to one half, whatever the sampling: more samples sharpen the
+#: boundary, they do not move it. Such rows are stable only when their drift is smaller, or as
+#: "inconclusive" when their own passes show their drift (:func:`compare_passes`).
+RUN_DRIFT = 0.042
 
 
 @dataclass(frozen=True)
@@ -158,6 +169,10 @@ class Comparison:
     verdict : str
         ``"faster"`` (ours) when ``low > margin``, ``"slower"`` when ``high < 1 / margin``, else
         ``"inconclusive"``.
+    drift : float
+        The run-to-run drift (standard deviation of the log ratio) the interval was widened by.
+    pass_ratios : tuple of float
+        Median ratio of each pass (:func:`compare_passes`); empty for one pass.
     """
 
     ratio: float
@@ -165,10 +180,13 @@ class Comparison:
     high: float
     n: int
     verdict: str
+    drift: float = 0.0
+    pass_ratios: tuple[float, ...] = ()
 
     def to_dict(self) -> dict:
         """JSON-ready dict (``inf`` becomes ``None``)."""
-        return {k: (None if isinstance(v, float) and math.isinf(v) else v) for k, v in asdict(self).items()}
+        return {k: (None if isinstance(v, float) and math.isinf(v) else list(v) if isinstance(v, tuple) else v)
+                for k, v in asdict(self).items()}
 
 
 def median_interval(xs: list[float] | tuple[float, ...], confidence: float = CONFIDENCE) -> tuple[float, float]:
@@ -236,7 +254,71 @@ def compare(ours: Timing, peer: Timing, *, margin: float = VERDICT_MARGIN,
         widen = math.exp(statistics.NormalDist().inv_cdf(0.5 + confidence / 2) * drift)
         low, high = low / widen, high * widen
     verdict = "faster" if low > margin else "slower" if high < 1.0 / margin else "inconclusive"
-    return Comparison(ratio=statistics.median(ratios), low=low, high=high, n=n, verdict=verdict)
+    return Comparison(ratio=statistics.median(ratios), low=low, high=high, n=n, verdict=verdict,
+                      drift=float(drift))
+
+
+def _log_ratios(ours: Timing, peer: Timing) -> list[float]:
+    n = min(ours.n, peer.n)
+    return [math.log(p / o) for o, p in zip(ours.samples[:n], peer.samples[:n]) if o > 0 and p > 0]
+
+
+def pass_drift(ours: list[Timing], peer: list[Timing]) -> float:
+    """A row's own run-to-run drift, seen between its passes (standard deviation of the log ratio).
+
+    The main job times each row in several passes spread over its run (minutes apart). Each pass's
+    median log ratio has a within-pass standard error ``se_i = 1.2533 σ_i / sqrt(n_i)`` (the
+    median's, with ``σ_i`` = the IQR of its per-round log ratios / 1.349); the passes' medians
+    differ beyond that when the machine's state moves the row's two sides differently (SciPy's
+    OpenBLAS ``strtrs`` slowed by 65% when the core was slow where torch's trsm slowed by 24%:
+    DeltaNet read 1.10x in one run, 1.42x in the next). The same method as :data:`RUN_DRIFT`'s,
+    applied to one row's passes: ``τ² = var(medians) − mean(se_i²)`` (0 when negative, or with
+    fewer than two passes).
+    """
+    meds, se2 = [], []
+    for o, p in zip(ours, peer):
+        logs = _log_ratios(o, p)
+        if len(logs) < 2:
+            continue
+        q1, _, q3 = statistics.quantiles(logs, n=4, method="inclusive")
+        meds.append(statistics.median(logs))
+        se2.append((1.2533 * (q3 - q1) / 1.349) ** 2 / len(logs))
+    if len(meds) < 2:
+        return 0.0
+    return math.sqrt(max(statistics.variance(meds) - statistics.fmean(se2), 0.0))
+
+
+def compare_passes(ours: list[Timing], peer: list[Timing], *, floor: float = RUN_DRIFT,
+                   margin: float = VERDICT_MARGIN, confidence: float = CONFIDENCE) -> Comparison:
+    """:func:`compare` of a row timed in several passes (pass ``i`` of both from one interleaved run).
+
+    The passes' paired rounds are pooled; the interval is widened by the larger of ``floor`` (the
+    drift every row shows between runs, :data:`RUN_DRIFT`) and the row's own drift between its
+    passes (:func:`pass_drift`): a row whose ratio moves with the machine's state is called faster
+    or slower only when it is so in every state its run saw.
+
+    Returns
+    -------
+    Comparison
+        With ``drift`` (the widening used) and ``pass_ratios`` (each pass's median ratio).
+    """
+    if not ours or len(ours) != len(peer):
+        raise ValueError(f"compare_passes: expected the same number (>= 1) of passes, got {len(ours)} and {len(peer)}")
+    pooled = _pool(ours, peer)
+    drift = max(float(floor), pass_drift(ours, peer))
+    c = compare(pooled[0], pooled[1], margin=margin, confidence=confidence, drift=drift)
+    ratios = tuple(math.exp(statistics.median(r)) for o, p in zip(ours, peer) if (r := _log_ratios(o, p)))
+    return Comparison(c.ratio, c.low, c.high, c.n, c.verdict, c.drift, ratios if len(ours) > 1 else ())
+
+
+def _pool(ours: list[Timing], peer: list[Timing]) -> tuple[Timing, Timing]:
+    """Both sides' paired samples of every pass, concatenated (round ``i`` of each stays paired)."""
+    o_s, p_s = [], []
+    for o, p in zip(ours, peer):
+        n = min(o.n, p.n)
+        o_s += o.samples[:n]
+        p_s += p.samples[:n]
+    return Timing.from_samples(o_s, ours[0].number), Timing.from_samples(p_s, peer[0].number)
 
 
 def resolve_device(device: torch.device | str | None) -> torch.device:

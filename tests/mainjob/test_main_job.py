@@ -321,9 +321,9 @@ def test_path_column_says_which_implementation_ran(routing_table, monkeypatch, c
     assert row["path"] == "kernels" and row["ok"], row
 
 
-def test_an_undecided_row_gets_a_second_time_box(stand_ins, monkeypatch):
-    # a median ratio beyond the margin with an interval too wide to say so: one more time box, its
-    # paired rounds pooled with the first's (here the pooled interval decides: slower)
+def test_an_undecided_row_gets_one_more_pass(stand_ins, monkeypatch):
+    # a median ratio beyond the margin with an interval too wide to say so: one more pass of that
+    # pair, its paired rounds pooled with the passes' (here the pooled interval decides: slower)
     import mpslinalg.mainjob as mj
     from mpslinalg.mainjob.timing import Timing, compare
 
@@ -333,7 +333,7 @@ def test_an_undecided_row_gets_a_second_time_box(stand_ins, monkeypatch):
     calls = []
 
     def fake(fns, **kw):
-        data = wide if not calls else tight
+        data = wide if sum(c == ("mpslinalg", "torch.linalg") for c in calls) < mj.PASSES else tight
         calls.append(tuple(fns))
         return {k: Timing.from_samples(data[k] if k in data else [1.0] * 30) for k in fns}
 
@@ -341,7 +341,25 @@ def test_an_undecided_row_gets_a_second_time_box(stand_ins, monkeypatch):
     (w,) = [w for w in _workloads.workloads() if w.name == "solve RANSAC 9x9"]
     row = run_workload(w, torch.device("cpu"), quick=True, timing=True)
     tl = row["peers"]["torch.linalg"]
-    assert calls[:2] == [("mpslinalg", "torch.linalg")] * 2  # the torch.linalg pair, twice
-    assert tl["n"] == 11 + 30 and tl["verdict"] == "slower" and tl["speedup"] == 0.8
-    assert compare(Timing.from_samples(wide["mpslinalg"]), Timing.from_samples(wide["torch.linalg"])).verdict \
-        == "inconclusive"
+    pairs = [("mpslinalg", "torch.linalg"), ("mpslinalg", "scipy")]
+    assert calls == pairs * mj.PASSES + [pairs[0]]  # every pass times both pairs; then torch's again
+    assert tl["n"] == 11 * mj.PASSES + 30 and tl["verdict"] == "slower" and tl["speedup"] == 0.8
+    assert tl["pass_ratios"] == [0.8] * (mj.PASSES + 1)
+    assert compare(Timing.from_samples(wide["mpslinalg"] * mj.PASSES),
+                   Timing.from_samples(wide["torch.linalg"] * mj.PASSES)).verdict == "inconclusive"
+
+
+def test_cpu_rows_passes_are_spread_over_the_run(stand_ins, monkeypatch):
+    # every row is prepared (accuracy) first; then pass k of every row before pass k + 1 of any, in
+    # alternating order, so that each row's passes sample the machine at different times
+    import mpslinalg.mainjob as mj
+
+    stand_ins()
+    seen = []
+    monkeypatch.setattr(mj, "time_pass", lambda state, device, quick, pairs=None: seen.append(state["row"]["name"]))
+    monkeypatch.setattr(mj, "finish_workload", lambda state, device, quick: None)
+    rows_def = [w for w in _workloads.workloads() if w.name in ("solve RANSAC 9x9", "inv 4x4 batched")]
+    names = [w.name for w in rows_def]
+    rows = mj._measure(rows_def, torch.device("cpu"), quick=True, timing=True)
+    assert [r["name"] for r in rows] == names
+    assert seen == (names + names[::-1] + names)[: len(names) * mj.PASSES]

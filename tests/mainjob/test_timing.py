@@ -15,7 +15,16 @@ import pytest
 import torch
 
 from mpslinalg.mainjob.report import Progress, format_table
-from mpslinalg.mainjob.timing import RUN_DRIFT, Timing, compare, median_interval, time_callable, time_interleaved
+from mpslinalg.mainjob.timing import (
+    RUN_DRIFT,
+    Timing,
+    compare,
+    compare_passes,
+    median_interval,
+    pass_drift,
+    time_callable,
+    time_interleaved,
+)
 
 
 def test_statistics_of_known_samples():
@@ -162,6 +171,39 @@ def test_compare_verdicts_from_paired_samples():
     assert compare(Timing.from_samples([1.0] * 5), Timing.from_samples([9.0] * 5)).verdict == "inconclusive"
     with pytest.raises(ValueError, match="margin"):
         compare(ours, twice, margin=0.5)
+
+
+def _pass(ratio: float, n: int = 20, jitter: float = 0.01) -> tuple[Timing, Timing]:
+    """One pass of ``n`` rounds: ours 1.0 s, the peer ``ratio`` s times a deterministic +-jitter."""
+    peer = [ratio * (1 + jitter * ((i % 5) - 2) / 2) for i in range(n)]
+    return Timing.from_samples([1.0] * n), Timing.from_samples(peer)
+
+
+def test_pass_drift_is_the_spread_of_the_pass_medians_beyond_their_noise():
+    z = 1.959963984540054
+    # passes that agree: no drift of their own (their medians differ by less than their noise)
+    same = [_pass(1.25), _pass(1.25), _pass(1.25)]
+    assert pass_drift([o for o, _ in same], [p for _, p in same]) == 0.0
+    c = compare_passes([o for o, _ in same], [p for _, p in same])
+    assert c.drift == RUN_DRIFT and c.verdict == "faster" and c.pass_ratios == (1.25, 1.25, 1.25)
+    # DeltaNet against SciPy: two passes in one machine state, one in another (1.25x, then 1.6x)
+    moved = [_pass(1.25), _pass(1.25), _pass(1.6)]
+    tau = pass_drift([o for o, _ in moved], [p for _, p in moved])
+    logs = [math.log(1.25), math.log(1.25), math.log(1.6)]
+    mean = sum(logs) / 3
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / 2)  # the per-pass noise here is ~1e-3 of it
+    assert math.isclose(tau, sd, rel_tol=1e-3), (tau, sd)
+    c = compare_passes([o for o, _ in moved], [p for _, p in moved])
+    # pooled median 1.25 with a tight interval: faster by the floor alone, not with the row's drift
+    assert math.isclose(c.ratio, 1.25, rel_tol=0.01) and c.drift == tau
+    pooled = [Timing.from_samples([s for t in side for s in t.samples]) for side in zip(*moved)]
+    assert compare(*pooled).verdict == "faster"  # RUN_DRIFT's widening alone
+    assert math.isclose(c.low, compare(*pooled, drift=0).low / math.exp(z * tau)) and c.verdict == "inconclusive"
+    assert compare_passes([same[0][0]], [same[0][1]]).pass_ratios == ()  # one pass: none listed
+    with pytest.raises(ValueError, match="passes"):
+        compare_passes([same[0][0]], [])
+    d = c.to_dict()
+    assert json.loads(json.dumps(d))["pass_ratios"] == list(c.pass_ratios) and d["drift"] == tau
 
 
 def test_interleaved_work_of_three_times_the_cost_is_called_slower():

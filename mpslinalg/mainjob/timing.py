@@ -14,7 +14,8 @@ One timing core serves the main job (``python -m mpslinalg``) and every benchmar
   plus the time the scheduler gave the core to other processes (3x the CPU time at load 6 on the
   2-core box, different in every sample); its CPU time is the call's own cost. The main job uses it
   when it measures with one thread. Calls shorter than ~0.1 ms are repeated ``number`` times per
-  sample (calibrated once) so the clock's resolution and call jitter do not dominate.
+  sample (calibrated once; one count for all callables timed together, whose samples then carry the
+  same share of the clock's own cost) so the clock's resolution and call jitter do not dominate.
 
 The garbage collector is off while samples are taken, as in ``timeit``: a collection is triggered
 by whatever allocated last, and one landing in a sample adds its whole pause to that sample only.
@@ -412,8 +413,10 @@ def _calibrate(fn: Callable[[], object], dev: torch.device, clock: Callable[[], 
     if dev.type != "cpu":
         return 1
     t = _clock_samples(fn, 1, 1, dev, clock)[0]
-    if t >= _CPU_MIN_SAMPLE:  # a slow call: no more calibration calls
+    if t >= 10 * _CPU_MIN_SAMPLE:  # a slow call: no more calibration calls
         return 1
+    # the least of three: one call slowed by the machine (cold caches after a context switch: a
+    # 15 µs slogdet read >= 0.1 ms under load) must not set the count
     t = min(t, *_clock_samples(fn, 2, 1, dev, clock))
     if t >= _CPU_MIN_SAMPLE:
         return 1
@@ -550,7 +553,11 @@ def time_interleaved(
     gc_was_on = gc.isenabled()
     gc.disable()  # as timeit: no collection lands in one sample (the next one runs after the box)
     try:
-        numbers = {name: _calibrate(fns[name], dev, clock) for name in names}
+        # One count for every callable: a sample's own cost (two clock reads and the loop, ~5 µs with
+        # the process clock under load) is divided by it, so unequal counts bias the pair (slogdet
+        # 3x3's host overhead read +7.6 µs with 1 call a sample against torch's 7, +3.2 with 5 and 7).
+        number = max(_calibrate(fns[name], dev, clock) for name in names)
+        numbers = dict.fromkeys(names, number)
         samples: dict[str, list[float]] = {name: [] for name in names}
         burst = 1 if dev.type == "cpu" else _GPU_BURST
         rounds = max(1, math.ceil(int(repeat) / burst))

@@ -58,6 +58,15 @@ def test_fast_calls_are_repeated_per_sample():
     assert t.median < 1e-4
 
 
+def test_interleaved_callables_share_one_count_per_sample():
+    # A sample's own cost (clock reads, the loop) is divided by its count: with different counts the
+    # pair's difference carried it (host overhead +7.6 us with 1 call a sample against 7, +3.2 with
+    # 5 and 7). A no-op and a ~20 us call timed together get the no-op's count, both.
+    t = time_interleaved({"noop": lambda: None, "sum": lambda: sum(range(500))}, device="cpu",
+                         warmup=1, repeat=3, min_time=0.0, cpu_clock="process")
+    assert t["noop"].number == t["sum"].number > 10
+
+
 def test_interleaved_ratio_of_known_costs():
     # Two sleeps of 20 and 60 ms: the ratio of medians is (60 + s2)/(20 + s1) with the wake-up
     # latencies s >= 0; for s up to 60 ms (a very loaded box) it lies in [1.5, 4].

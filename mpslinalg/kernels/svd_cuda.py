@@ -87,22 +87,26 @@ def use_triton(X: torch.Tensor, enabled: bool = True) -> bool:
 
 
 def whole_kernel(A: torch.Tensor, enabled: bool = True):
-    """The Triton module whose ``svd_tall`` runs the whole algorithm on ``A [B, m, n]`` in one kernel,
-    or None: ``n <= m <= 4`` (one matrix per lane, :func:`mpslinalg.kernels.svd_triton.svd_tall`),
-    float32 ``n <= m <= 32`` (one matrix per program, :func:`mpslinalg.kernels.svd_triton_fused.svd_tall`,
-    while its ``ENABLED``).
+    """The Triton module whose ``svd_tall`` runs the whole algorithm on ``A [B, m, n]`` in one kernel (or,
+    square, in four), or None: ``n <= m <= 4`` (one matrix per lane,
+    :func:`mpslinalg.kernels.svd_triton.svd_tall`), float32 ``n <= m <= 32`` (one matrix per program,
+    :func:`mpslinalg.kernels.svd_triton_fused.svd_tall`, while its ``ENABLED``), square of even order
+    ``<= 64`` (:func:`mpslinalg.kernels.svd_triton_square.svd_tall`: the preconditioner's passes fused
+    around the blocked QR and the Jacobi kernel, while its ``ENABLED``).
 
     The module's ``svd_tall(A, full, compute_uv, sweeps)`` returns ``(U, S, V, info)``; its
     ``COMPLETES_V`` says whether the caller still completes ``V``'s zero-σ columns.
     """
     if not triton_ok(A, enabled):
         return None
-    from . import svd_triton, svd_triton_fused
+    from . import svd_triton, svd_triton_fused, svd_triton_square
 
     m, n = A.shape[-2:]
     if svd_triton.fused_fits(m, n, A.dtype):
         return svd_triton
-    return svd_triton_fused if svd_triton_fused.ENABLED and svd_triton_fused.fits(m, n, A.dtype) else None
+    if svd_triton_fused.ENABLED and svd_triton_fused.fits(m, n, A.dtype):
+        return svd_triton_fused
+    return svd_triton_square if svd_triton_square.ENABLED and svd_triton_square.fits(m, n, A.dtype) else None
 
 
 _COMPILED: dict = {}

@@ -67,8 +67,8 @@ def complete(Ux: torch.Tensor, zero: torch.Tensor) -> torch.Tensor:
 
 
 @triton.jit
-def _finish_kernel(X, V, CPERM, EXP, FIN, ROT, S_OUT, S_RAW, VOUT, VJ, INFO, n,
-                   COMPLEX: tl.constexpr, WANT_UV: tl.constexpr, NP: tl.constexpr):
+def _finish_kernel(X, V, CPERM, RPERM, EXP, FIN, ROT, S_OUT, S_RAW, VOUT, VJ, INFO, n,
+                   COMPLEX: tl.constexpr, WANT_UV: tl.constexpr, ROWS_BACK: tl.constexpr, NP: tl.constexpr):
     b = tl.program_id(0).to(tl.int64)
     CW: tl.constexpr = 2 if COMPLEX else 1
     rows = tl.arange(0, NP)
@@ -105,19 +105,28 @@ def _finish_kernel(X, V, CPERM, EXP, FIN, ROT, S_OUT, S_RAW, VOUT, VJ, INFO, n,
         cperm = tl.load(CPERM + b * n + rows, mask=rows < n, other=0)
         dst = (b * n * n + cperm[:, None] * n + rank[None, :]) * CW  # V_A[cperm[i], rank[j]] = W[i, j] / s_j
         rs = tl.math.div_rn(1.0, tl.where(s > 0.0, s, 1.0))  # one division a column (torch: one an element)
+        if ROWS_BACK:  # the outputs of svd_impl: NaN for a non-finite input
+            rs = tl.where(fin, rs, float("nan"))
         tl.store(VOUT + dst, xr * rs[None, :], mask=inside)
         if COMPLEX:
             tl.store(VOUT + dst + 1, xi * rs[None, :], mask=inside)
-        vdst = (b * n * n + rows[:, None] * n + rank[None, :]) * CW  # Vj[:, rank[j]] = V[:, j]
+        urow = rows
+        if ROWS_BACK:  # U_A = Prᵀ Vj: row i of Vj is row rperm[i] of U_A
+            urow = tl.load(RPERM + b * n + rows, mask=rows < n, other=0)
+        vdst = (b * n * n + urow[:, None] * n + rank[None, :]) * CW  # Vj[:, rank[j]] = V[:, j]
         vr = tl.load(V + off, mask=inside, other=0.0)
+        if ROWS_BACK:
+            vr = tl.where(fin, vr, float("nan"))
         tl.store(VJ + vdst, vr, mask=inside)
         if COMPLEX:
             vi = tl.load(V + off + 1, mask=inside, other=0.0)
+            if ROWS_BACK:
+                vi = tl.where(fin, vi, float("nan"))
             tl.store(VJ + vdst + 1, vi, mask=inside)
 
 
 def finish(X: torch.Tensor, V: torch.Tensor | None, cperm: torch.Tensor, e: torch.Tensor, finite: torch.Tensor,
-           rotated: torch.Tensor):
+           rotated: torch.Tensor, rperm: torch.Tensor | None = None):
     """Step 5 of :mod:`mpslinalg.svd` after the Jacobi, in one launch (the torch-op route: ~10 passes).
 
     Parameters
@@ -131,6 +140,10 @@ def finish(X: torch.Tensor, V: torch.Tensor | None, cperm: torch.Tensor, e: torc
         ``cperm[i]`` of ``V_A``).
     e, finite, rotated : torch.Tensor
         ``[B]``: the power-of-two exponents, the input was finite, still rotating in the last sweep.
+    rperm : torch.Tensor, optional
+        ``[B, n]`` int64, the preconditioner's row sort: then ``Vj`` is returned as ``U_A = Prᵀ Vj``
+        (row ``i`` of ``Vj`` is row ``rperm[i]`` of ``U_A``: for square ``A`` whose rotations started
+        from ``Q``) and ``V_A`` and ``U_A`` are NaN for a non-finite input.
 
     Returns
     -------
@@ -139,7 +152,7 @@ def finish(X: torch.Tensor, V: torch.Tensor | None, cperm: torch.Tensor, e: torc
         back (NaN for non-finite input), ``info`` int32 (0, 1 non-finite, 2 not converged), and with
         ``V``: ``V_A = Pc W Σ⁻¹`` (columns sorted; zero ones left for the completion; not NaN for
         non-finite input, whose ``W`` the caller zeroed: it masks the outputs) and ``Vj`` =
-        ``V``'s columns sorted (``U = Q Vj`` then).
+        ``V``'s columns sorted (``U = Q Vj`` then; with ``rperm``: ``U_A``).
     """
     Bn, n, _ = X.shape
     rdt = torch.float32
@@ -157,8 +170,9 @@ def finish(X: torch.Tensor, V: torch.Tensor | None, cperm: torch.Tensor, e: torc
         # sm_90 offline: c64 64x64 at 4 warps 255 registers + 384 bytes of spills, at 8 none (208)
         tile = np_ * np_ * (2 if cplx else 1)
         warps = 8 if tile >= 8192 else (4 if tile >= 2048 else (2 if tile >= 512 else 1))
-        _finish_kernel[(Bn,)](x, view(V) if want else x, cperm.contiguous(), e.to(torch.int32).contiguous(),
+        _finish_kernel[(Bn,)](x, view(V) if want else x, cperm.contiguous(),
+                              (cperm if rperm is None else rperm).contiguous(), e.to(torch.int32).contiguous(),
                               finite.to(torch.int32).contiguous(), rotated.to(torch.int32).contiguous(), S_out, S,
                               view(Vout) if want else x, view(Vj) if want else x, info, n, COMPLEX=cplx,
-                              WANT_UV=want, NP=np_, num_warps=warps)
+                              WANT_UV=want, ROWS_BACK=rperm is not None, NP=np_, num_warps=warps)
     return S, S_out, info, Vout, Vj

@@ -85,3 +85,57 @@ class NoHostSync:
 
     def __exit__(self, *exc):
         return self._mode.__exit__(*exc)
+
+
+def adjugate(A):
+    """The adjugate of ``(..., n, n)`` by cofactors, ``adj(A)[j, i] = (-1)^(i+j) det(A without row i
+    and column j)``, in float64/complex128: the reference for det's gradient (``adj(A)ᴴ``), which at
+    a singular matrix no ``det(A)·A⁻¹`` formula gives."""
+    import torch
+
+    A = A.to(torch.complex128 if A.is_complex() else torch.float64)
+    n = A.shape[-1]
+    out = torch.empty_like(A)
+    for i in range(n):
+        for j in range(n):
+            rows = [r for r in range(n) if r != i]
+            cols = [c for c in range(n) if c != j]
+            out[..., j, i] = (-1) ** (i + j) * torch.linalg.det(A[..., rows, :][..., :, cols])
+    return out
+
+
+def gaussian(shape, dtype, seed: int):
+    """A seeded standard normal ``shape`` tensor of ``dtype``, drawn in float64 (complex: real and
+    imaginary parts each standard normal, real part first) and rounded: the same matrix to rounding
+    in every precision."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape, generator=g, dtype=torch.float64)
+    if dtype.is_complex:
+        x = torch.complex(x, torch.randn(shape, generator=g, dtype=torch.float64))
+    return x.to(dtype)
+
+
+#: The repository root (the parent of ``tests/``).
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_interpreted(code: str, timeout: int = 900) -> None:
+    """Run ``code`` in a Python subprocess under Triton's interpreter (``TRITON_INTERPRET=1``); it
+    must finish without an exception. A subprocess because Triton reads ``TRITON_INTERPRET`` when it
+    is imported. The child runs in the repository root with it and ``tests/`` first on its path (so
+    a mutated copy of the tree imports its own modules). Skips where Triton is not installed (it
+    ships with CUDA builds of torch).
+    """
+    import importlib.util
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("triton") is None:
+        pytest.skip("Triton is not installed (it ships with CUDA builds of torch)")
+    path = [ROOT, os.path.join(ROOT, "tests"), os.environ.get("PYTHONPATH")]
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join(filter(None, path)))
+    res = subprocess.run([sys.executable, "-c", code + "\nprint('ok')"], env=env, capture_output=True, text=True,
+                         timeout=timeout, cwd=ROOT)
+    assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stderr[-4000:]

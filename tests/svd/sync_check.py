@@ -1,4 +1,5 @@
-"""``no_host_sync()``: a dispatch mode that fails a test when an op reads a device value on the host.
+"""``no_host_sync()``: a dispatch mode that fails a test when an op reads a device value on the host;
+``no_cuda_sync(calls)``: the same check on a CUDA device, by its sync debug mode.
 
 On the CPU nothing synchronises, so the check looks for what would: ``.item()``, ``bool()``,
 ``int()`` of a tensor (``aten._local_scalar_dense`` / ``aten.is_nonzero``) and data-dependent output
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 
+import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 _SYNCING = {"_local_scalar_dense", "is_nonzero", "nonzero", "masked_select", "_unique2",
@@ -52,3 +54,23 @@ def no_host_sync(exempt=()):
     finally:
         for mod, name, fn in saved:
             setattr(mod, name, fn)
+
+
+def no_cuda_sync(calls) -> None:
+    """Run each of ``calls`` (callables without arguments, on CUDA tensors) under
+    ``torch.cuda.set_sync_debug_mode("error")``: a host synchronisation inside any of them raises.
+
+    Each call runs once before, unchecked: a first launch may build a kernel or copy a table to the
+    device, which synchronises once and is not the op's steady state.
+    """
+    calls = list(calls)
+    for fn in calls:
+        fn()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for fn in calls:
+            fn()
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    torch.cuda.synchronize()

@@ -24,22 +24,19 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import importlib.util
-import os
-import subprocess
-import sys
 import warnings
 
 import pytest
 import torch
+from svd.harness import assert_svd_ratios, run_interpreted
+from svd.sync_check import no_cuda_sync
 
 import mpslinalg as LA
 from mpslinalg.kernels import svd_cuda
-from reference import matrices, metrics
+from reference import matrices
 from reference import mp as ref_mp
 
 svdmod = importlib.import_module("mpslinalg.svd")
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RATIO = 50.0
 
 # (m, n, dtype, kernel that serves it): wide shapes run as their transposes; "fused|lane": the fused
@@ -91,8 +88,7 @@ def _recording():
 
 
 def _check_ratios(A, U, S, Vh, what):
-    recon, uo, vo, order = (float(x.max()) for x in metrics.svd_ratios(A, U, S, Vh))
-    assert recon < RATIO and uo < RATIO and vo < RATIO and order == 0, (what, recon, uo, vo, order)
+    assert_svd_ratios(A, U, S, Vh, RATIO, what)
 
 
 def _accuracy(device: str) -> None:
@@ -248,15 +244,7 @@ def _registers_variant(device: str) -> None:
 
 
 def _interpreted(code: str) -> None:
-    if importlib.util.find_spec("triton") is None:
-        pytest.skip("Triton is not installed (it ships with CUDA builds of torch)")
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "tests")]))
-    prologue = ("import warnings; warnings.simplefilter('ignore', RuntimeWarning)\n"
-                "from mpslinalg.kernels import svd_c; svd_c.usable = lambda A: False\n"  # the CUDA dispatch
-                "import svd.test_svd_triton as t\n")
-    res = subprocess.run([sys.executable, "-c", prologue + code + "\nprint('ok')"], env=env, capture_output=True,
-                         text=True, timeout=900, cwd=ROOT)
-    assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stderr[-4000:]
+    run_interpreted("svd.test_svd_triton", code)
 
 
 def test_triton_accuracy_interpreted():
@@ -301,13 +289,5 @@ def test_triton_cuda_no_host_sync():
         A = torch.randn(shape, dtype=dtype, device="cuda")
         calls += [lambda A=A: LA.svd_ex(A), lambda A=A: svdmod.svd_impl(A, False, False),
                   lambda A=A: LA.pinv(A)]
-    for fn in calls:
-        fn()
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        for fn in calls:
-            fn()
-    finally:
-        torch.cuda.set_sync_debug_mode(0)
+    no_cuda_sync(calls)
     assert svd_cuda._triton_state.get("ok") is True, svd_cuda._triton_state

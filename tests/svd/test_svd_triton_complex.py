@@ -27,18 +27,14 @@ CUDA compiled (marked ``cuda``).
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import math
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
+from svd.harness import run_interpreted
+from svd.sync_check import no_cuda_sync
 
 import mpslinalg as LA
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _u() -> float:
@@ -183,21 +179,10 @@ def _finish(device: str) -> None:
         assert float((got[3][:4] - ref[3][:4]).abs().max()) <= 8 * u
 
 
-def _interpreted(code: str) -> None:
-    if importlib.util.find_spec("triton") is None:
-        pytest.skip("Triton is not installed (it ships with CUDA builds of torch)")
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "tests")]))
-    prologue = ("import warnings; warnings.simplefilter('ignore', RuntimeWarning)\n"
-                "from mpslinalg.kernels import svd_c; svd_c.usable = lambda A: False\n"  # the CUDA dispatch
-                "import svd.test_svd_triton_complex as t\n")
-    res = subprocess.run([sys.executable, "-c", prologue + code + "\nprint('ok')"], env=env, capture_output=True,
-                         text=True, timeout=900, cwd=ROOT)
-    assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stderr[-4000:]
-
-
 def test_complex_speedups_interpreted():
-    _interpreted("t._completion('cpu'); t._completion_through_svd('cpu'); t._joint_reduce('cpu')\n"
-                 "t._pairs_kernel('cpu'); t._finish('cpu')")
+    run_interpreted("svd.test_svd_triton_complex",
+                    "t._completion('cpu'); t._completion_through_svd('cpu'); t._joint_reduce('cpu')\n"
+                    "t._pairs_kernel('cpu'); t._finish('cpu')")
 
 
 @pytest.mark.cuda
@@ -228,14 +213,5 @@ def test_no_host_sync_cuda():
         calls += [lambda A=A: LA.svd_ex(A), lambda A=A: LA.svd_ex(A, full_matrices=False),
                   lambda A=A: svdmod.svd_impl(A, False, False), lambda A=A: LA.pinv(A)]
         calls += [lambda A=A, B=B, d=d: LA.lstsq(A, B, driver=d) for d in ("gels", "gelsy", "gelsd", "gelss")]
-    for fn in calls:
-        fn()
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        for fn in calls:
-            fn()
-    finally:
-        torch.cuda.set_sync_debug_mode(0)
-    torch.cuda.synchronize()
+    no_cuda_sync(calls)
 

@@ -12,7 +12,7 @@ through the public ops, with the bounds of ``test_svd_triton.py`` / ``test_svd_a
 * ``pinv`` through the fused SVD: the Moore–Penrose ratios of ``test_pinv.py`` below 30;
 * several matrices per program give the one-per-program results to rounding; no host sync.
 
-On the CPU the kernel runs in Triton's interpreter (a subprocess, ``test_svd_triton._interpreted``);
+On the CPU the kernel runs in Triton's interpreter (a subprocess, ``svd.harness.run_interpreted``);
 on CUDA compiled (marked ``cuda``). Every check asserts that the fused kernel served.
 """
 
@@ -25,9 +25,11 @@ import sys
 
 import pytest
 import torch
+from svd.harness import assert_svd_ratios, run_interpreted
+from svd.sync_check import no_cuda_sync
 
 import mpslinalg as LA
-from reference import matrices, metrics
+from reference import matrices
 from reference import mp as ref_mp
 
 svdmod = importlib.import_module("mpslinalg.svd")
@@ -89,8 +91,7 @@ def _pinv(A: torch.Tensor) -> torch.Tensor:
 
 
 def _check_ratios(A, U, S, Vh, what):
-    recon, uo, vo, order = (float(x.max()) for x in metrics.svd_ratios(A, U, S, Vh))
-    assert recon < RATIO and uo < RATIO and vo < RATIO and order == 0, (what, recon, uo, vo, order)
+    assert_svd_ratios(A, U, S, Vh, RATIO, what)
 
 
 def _accuracy(device: str, shapes=SHAPES) -> None:
@@ -221,22 +222,15 @@ def _no_host_sync_cpu() -> None:
 
 
 def test_fused_accuracy_interpreted():
-    from svd.test_svd_triton import _interpreted
-
-    _interpreted("import svd.test_svd_triton_fused as f; f._accuracy('cpu')")
+    run_interpreted("svd.test_svd_triton_fused", "t._accuracy('cpu')")
 
 
 def test_fused_graded_special_interpreted():
-    from svd.test_svd_triton import _interpreted
-
-    _interpreted("import svd.test_svd_triton_fused as f; f._graded_relative('cpu'); f._special('cpu')")
+    run_interpreted("svd.test_svd_triton_fused", "t._graded_relative('cpu'); t._special('cpu')")
 
 
 def test_fused_packing_pinv_no_sync_interpreted():
-    from svd.test_svd_triton import _interpreted
-
-    _interpreted("import svd.test_svd_triton_fused as f; f._packing('cpu'); f._pinv_check('cpu'); "
-                 "f._no_host_sync_cpu()")
+    run_interpreted("svd.test_svd_triton_fused", "t._packing('cpu'); t._pinv_check('cpu'); t._no_host_sync_cpu()")
 
 
 def test_fits_and_rejects():
@@ -274,13 +268,5 @@ def test_fused_cuda_no_host_sync():
         A = torch.randn(shape, device="cuda")
         calls += [lambda A=A: LA.svd_ex(A), lambda A=A: svdmod.svd_impl(A, False, False), lambda A=A: LA.pinv(A)]
     with _served() as served:
-        for fn in calls:
-            fn()
-        torch.cuda.synchronize()
-        torch.cuda.set_sync_debug_mode("error")
-        try:
-            for fn in calls:
-                fn()
-        finally:
-            torch.cuda.set_sync_debug_mode(0)
+        no_cuda_sync(calls)
     assert len(served) == 2 * len(calls)

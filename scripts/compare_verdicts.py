@@ -8,6 +8,16 @@ interval's edge crossed), then a summary line::
 
     python scripts/compare_verdicts.py run1.json run2.json            # all rows
     python scripts/compare_verdicts.py run1.json run2.json --flips    # only rows that differ
+    python scripts/compare_verdicts.py --drift a1.json a2.json b1.json b2.json   # derive the drifts
+
+The host-overhead section's verdicts (meets / misses / inconclusive) are compared too, as peer
+``host overhead``.
+
+``--drift`` takes pairs of consecutive runs and derives the run-to-run drift each verdict's interval
+is widened by, by the method ``mpslinalg.mainjob.timing.RUN_DRIFT`` documents: over the rows whose
+within-run interval is tight (standard error of the log < 0.05, the run's own widening undone), the
+mean of ``Δ² − se₁² − se₂²`` (Δ: the difference of the two runs' logs) is ``2 τ²``. Per column:
+each peer's log ratio, and the host overhead's log extra (``overhead.OVERHEAD_DRIFT``).
 
 Exit status: 0 when every verdict agrees, 1 when some differ (or a row is missing from one run),
 2 for unreadable input.
@@ -17,12 +27,67 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Sequence
 
 #: The verdict margin of ``mpslinalg.mainjob.timing`` (not imported: the script reads JSON written by
 #: any version; the runs' own ``verdict`` fields are what is compared).
 _MARGIN = 1.10
+#: The host-overhead target of ``mpslinalg.mainjob.overhead`` (the same caveat).
+_TARGET_US = 5.0
+#: The peer name the host-overhead section's verdicts are compared under.
+OVERHEAD = "host overhead"
+#: z of the 95% intervals the runs widen by their drift.
+_Z = 1.959963984540054
+
+
+def _log_estimates(report: dict, assume_drift: float | None = None) -> dict[tuple[str, str], tuple[float, float]]:
+    """``{(row, column): (log estimate, its within-run standard error)}`` of one report, the run's
+    widening by its recorded drift (``drift``, ``drift_us``; else ``assume_drift``) undone."""
+    out = {}
+    for row in report["rows"]:
+        for peer, p in row.get("peers", {}).items():
+            if p.get("speedup_high") is None or not p.get("speedup_low"):
+                continue
+            drift = p.get("drift", assume_drift)
+            if drift is None:
+                continue
+            half = (math.log(p["speedup_high"]) - math.log(p["speedup_low"])) / 2 - _Z * drift
+            out[(row["name"], peer)] = (math.log(p["speedup"]), max(half, 0.0) / _Z)
+    for rec in report.get("host_overhead") or []:
+        if "drift_us" not in rec or rec.get("extra_low_us") is None or rec.get("extra_high_us") is None:
+            continue
+        low, high = rec["extra_low_us"] + _Z * rec["drift_us"], rec["extra_high_us"] - _Z * rec["drift_us"]
+        if low > 0 and rec["extra_us"] > 0:
+            out[(rec["name"], OVERHEAD)] = (math.log(rec["extra_us"]), (math.log(high) - math.log(low)) / 2 / _Z)
+    return out
+
+
+def derive_drift(pairs: Sequence[tuple[dict, dict]], *, tight: float = 0.05,
+                 assume_drift: float | None = None) -> dict[str, dict]:
+    """The run-to-run drift per column from pairs of consecutive runs (the module's ``--drift``).
+
+    Returns
+    -------
+    dict
+        ``{column: {"tau": τ, "rows": number of tight row pairs, "worst": (row, Δ)}}``; ``tau`` is
+        ``sqrt(max(mean(Δ² − se₁² − se₂²), 0) / 2)``.
+    """
+    excess: dict[str, list[float]] = {}
+    worst: dict[str, tuple[str, float]] = {}
+    for first, second in pairs:
+        a, b = _log_estimates(first, assume_drift), _log_estimates(second, assume_drift)
+        for key, (x1, s1) in a.items():
+            if key not in b or s1 >= tight or b[key][1] >= tight:
+                continue
+            x2, s2 = b[key]
+            col = key[1]
+            excess.setdefault(col, []).append((x1 - x2) ** 2 - s1 * s1 - s2 * s2)
+            if col not in worst or abs(x1 - x2) > abs(worst[col][1]):
+                worst[col] = (key[0], x1 - x2)
+    return {col: {"tau": math.sqrt(max(sum(v) / len(v), 0.0) / 2), "rows": len(v), "worst": worst[col]}
+            for col, v in excess.items()}
 
 
 def load(path: str) -> dict:
@@ -38,6 +103,10 @@ def verdicts(report: dict) -> dict[tuple[str, str], dict]:
     """``{(row name, peer): {"ratio", "low", "high", "verdict", "shape"}}`` of one report (rows that
     raised are ``{"verdict": "error"}``)."""
     out: dict[tuple[str, str], dict] = {}
+    for rec in report.get("host_overhead") or []:
+        if "verdict" in rec:
+            out[(rec["name"], OVERHEAD)] = {"extra": rec["extra_us"], "low": rec["extra_low_us"],
+                                            "high": rec["extra_high_us"], "verdict": rec["verdict"], "shape": ""}
     for row in report["rows"]:
         if "error" in row:
             out[(row["name"], "-")] = {"verdict": "error", "shape": row.get("shape", "")}
@@ -53,6 +122,10 @@ def verdicts(report: dict) -> dict[tuple[str, str], dict]:
 def _cell(v: dict | None) -> str:
     if v is None:
         return "missing"
+    if "extra" in v:
+        lo = "-inf" if v["low"] is None else f"{v['low']:.1f}"
+        hi = "inf" if v["high"] is None else f"{v['high']:.1f}"
+        return f"{v['extra']:+.1f} us [{lo}, {hi}] {v['verdict']}"
     if "ratio" not in v:
         return v["verdict"]
     hi = "inf" if v["high"] is None else f"{v['high']:.2f}"
@@ -61,12 +134,22 @@ def _cell(v: dict | None) -> str:
 
 def near(a: dict | None, b: dict | None) -> str:
     """For a flip: the interval edges that sat on either side of the margin they were judged by."""
-    if a is None or b is None or "ratio" not in a or "ratio" not in b or a["verdict"] == b["verdict"]:
+    if a is None or b is None or a["verdict"] == b["verdict"]:
+        return ""
+    if "extra" in a and "extra" in b:
+        both = {a["verdict"], b["verdict"]}
+        edge = "high" if "meets" in both else "low"
+        return f"{edge} edges {_us(a[edge])} / {_us(b[edge])} vs +{_TARGET_US:g} us"
+    if "ratio" not in a or "ratio" not in b:
         return ""
     both = {a["verdict"], b["verdict"]}
     if "slower" in both:
         return f"high edges {_hi(a)} / {_hi(b)} vs 1/{_MARGIN:g} = {1 / _MARGIN:.3f}"
     return f"low edges {a['low']:.3f} / {b['low']:.3f} vs {_MARGIN:g}"
+
+
+def _us(x: float | None) -> str:
+    return "unbounded" if x is None else f"{x:+.1f}"
 
 
 def _hi(v: dict) -> str:
@@ -100,13 +183,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Compare the verdicts of two `python -m mpslinalg --json` runs.")
     p.add_argument("first")
     p.add_argument("second")
+    p.add_argument("more", nargs="*", help="with --drift: further pairs of runs")
     p.add_argument("--flips", action="store_true", help="print only the rows whose verdicts differ")
+    p.add_argument("--drift", action="store_true",
+                   help="derive the run-to-run drift per column from the pairs (first second [third fourth ...])")
+    p.add_argument("--assume-drift", type=float, default=None, metavar="TAU",
+                   help="with --drift: the drift runs without a recorded one were widened by")
     args = p.parse_args(argv)
+    paths = [args.first, args.second, *args.more]
+    if args.more and not args.drift or len(paths) % 2:
+        print("compare_verdicts: expected two runs, or pairs of runs with --drift", file=sys.stderr)
+        return 2
     try:
-        first, second = load(args.first), load(args.second)
+        reports = [load(path) for path in paths]
     except (OSError, ValueError) as exc:
         print(f"compare_verdicts: {exc}", file=sys.stderr)
         return 2
+    if args.drift:
+        pairs = list(zip(reports[::2], reports[1::2]))
+        for i, (a, b) in enumerate(pairs):
+            print(_load_line(f"pair {i + 1}, run 1", a))
+            print(_load_line(f"pair {i + 1}, run 2", b))
+        print("\n| column | tight row pairs | tau | largest difference |\n|---|---|---|---|")
+        for col, d in derive_drift(pairs, assume_drift=args.assume_drift).items():
+            print(f"| {col} | {d['rows']} | {d['tau']:.4f} | {d['worst'][0]} {d['worst'][1]:+.3f} |")
+        return 0
+    first, second = reports
     records = compare(first, second)
     print(_load_line("run 1", first))
     print(_load_line("run 2", second))

@@ -91,3 +91,63 @@ def test_reads_the_main_jobs_own_json(tmp_path):
     recs = cv.compare(report, report)
     assert [(r["row"], r["peer"]) for r in recs] == [("inv 4x4 batched", "torch.linalg"), ("inv 4x4 batched", "scipy")]
     assert all(r["agree"] for r in recs)
+
+
+def _overhead(name, extra, low, high, verdict, drift_us=0.0):
+    return {"name": name, "op": "x", "extra_us": extra, "extra_low_us": low, "extra_high_us": high,
+            "drift_us": drift_us, "verdict": verdict}
+
+
+def test_host_overhead_verdicts_are_compared():
+    first = {**_report([]), "host_overhead": [_overhead("det 3x3", 2.9, 2.4, 3.4, "meets"),
+                                              _overhead("solve 256x9x9", 5.8, 5.2, 6.4, "misses")]}
+    second = {**_report([]), "host_overhead": [_overhead("det 3x3", 3.1, 2.6, 3.6, "meets"),
+                                               _overhead("solve 256x9x9", 5.1, 4.1, 6.1, "inconclusive")]}
+    recs = {r["row"]: r for r in cv.compare(first, second)}
+    assert recs["det 3x3"]["agree"] and recs["det 3x3"]["peer"] == cv.OVERHEAD
+    assert not recs["solve 256x9x9"]["agree"]
+    assert recs["solve 256x9x9"]["near"] == "low edges +5.2 / +4.1 vs +5 us"
+    assert cv._cell(recs["det 3x3"]["first"]) == "+2.9 us [2.4, 3.4] meets"
+
+
+def test_drift_is_derived_by_the_documented_method():
+    # Two pairs; every row's interval in log is +-1.96 se around its ratio, widened by the drift the
+    # run recorded (0.042): the derivation must undo that widening, and then 2 tau^2 is the mean
+    # excess of the squared run-to-run differences over se1^2 + se2^2.
+    import math
+
+    z, drift, se = 1.959963984540054, 0.042, 0.01
+
+    def peer(ratio):
+        w = math.exp(z * (se + drift))
+        return {**_peer(ratio, ratio / w, ratio * w, "inconclusive"), "drift": drift}
+
+    def run(r1, r2, extra):
+        rep = _report([_row("a", peer(r1)), _row("b", peer(r2))])
+        w = math.exp(z * se)
+        rep["host_overhead"] = [_overhead("x", extra, extra / w - z * 0.1, extra * w + z * 0.1, "meets", 0.1)]
+        return rep
+
+    pairs = [(run(1.0, 2.0, 3.0), run(1.1, 2.0, 3.3)), (run(1.0, 2.2, 3.0), run(1.0, 2.0, 3.0))]
+    got = cv.derive_drift(pairs)
+    d = [math.log(1.1), 0.0, 0.0, math.log(1.1)]
+    want = math.sqrt(sum(x * x - 2 * se * se for x in d) / 4 / 2)
+    assert got["torch.linalg"]["rows"] == 4 and math.isclose(got["torch.linalg"]["tau"], want, rel_tol=1e-6)
+    assert got["torch.linalg"]["worst"][0] in ("a", "b")
+    # the overhead's se in log is not exactly se (the interval is symmetric in us, not in log): ~se
+    want_o = math.sqrt((math.log(1.1) ** 2 + 0.0) / 2 / 2)
+    assert got[cv.OVERHEAD]["rows"] == 2 and abs(got[cv.OVERHEAD]["tau"] - want_o) < 0.01
+    assert cv.derive_drift([(run(1.0, 2.0, 3.0), run(1.0, 2.0, 3.0))])["torch.linalg"]["tau"] == 0.0
+
+
+def test_drift_cli_takes_pairs(tmp_path):
+    paths = []
+    for i, r in enumerate([1.0, 1.1, 1.0, 1.0]):
+        p = tmp_path / f"{i}.json"
+        p.write_text(json.dumps(_report([_row("a", {**_peer(r, r / 1.1, r * 1.1, "inconclusive"), "drift": 0.042})])))
+        paths.append(str(p))
+    out = subprocess.run([sys.executable, str(SCRIPT), "--drift", *paths], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "| torch.linalg | 2 |" in out.stdout
+    odd = subprocess.run([sys.executable, str(SCRIPT), "--drift", *paths[:3]], capture_output=True, text=True)
+    assert odd.returncode == 2 and "pairs" in odd.stderr

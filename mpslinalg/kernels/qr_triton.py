@@ -35,6 +35,29 @@ def fits(M: int, N: int) -> bool:
 
 
 @triton.jit
+def _cload(ptr, off, mask, COMPLEX: tl.constexpr):
+    """``(re, im)`` of the 2-D tile of elements at float offsets ``off`` (``2 x`` the element index for
+    complex64; ``im`` zero for float32): complex as one 8-byte load an element, not two 4-byte ones."""
+    if COMPLEX:
+        two = tl.arange(0, 2)[None, None, :]
+        re, im = tl.split(tl.load(ptr + off[:, :, None] + two, mask=mask[:, :, None] & (two < 2), other=0.0))
+    else:
+        re = tl.load(ptr + off, mask=mask, other=0.0)
+        im = tl.zeros_like(re)
+    return re, im
+
+
+@triton.jit
+def _cstore(ptr, off, re, im, mask, COMPLEX: tl.constexpr):
+    """Store the 2-D tile ``re + i im`` (``re`` only for float32) at float offsets ``off`` (as :func:`_cload`)."""
+    if COMPLEX:
+        two = tl.arange(0, 2)[None, None, :]
+        tl.store(ptr + off[:, :, None] + two, tl.join(re, im), mask=mask[:, :, None] & (two < 2))
+    else:
+        tl.store(ptr + off, re, mask=mask)
+
+
+@triton.jit
 def _larfg(xr, xi, rows, j, COMPLEX: tl.constexpr):
     """LAPACK ``clarfg`` of the column ``x`` (a vector over ``rows``) at row ``j``: returns ``(vr, vi,
     dr, di, tr, ti)``, the reflector ``v`` below ``j`` (zero at and above ``j``; its unit entry at ``j``

@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .qr_triton import _pow2, _qr_small_kernel, fits
+from .qr_triton import _cload, _cstore, _pow2, _qr_small_kernel, fits
 from .svd_triton_rot import _pow2i
 
 __all__ = ["complete", "finish", "fits"]
@@ -76,10 +76,7 @@ def _finish_kernel(X, V, CPERM, RPERM, EXP, FIN, ROT, S_OUT, S_RAW, VOUT, VJ, IN
     live = cols < n
     inside = (rows[:, None] < n) & live[None, :]
     off = (b * n * n + rows[:, None] * n + cols[None, :]) * CW
-    xr = tl.load(X + off, mask=inside, other=0.0)
-    xi = tl.zeros([NP, NP], dtype=tl.float32)
-    if COMPLEX:
-        xi = tl.load(X + off + 1, mask=inside, other=0.0)
+    xr, xi = _cload(X, off, inside, COMPLEX)
     # sigma_j = ||x_j 2^-k|| 2^k, 2^k <= max |re|, |im| < 2^(k+1): no square under- or overflows,
     # and scaling by a power of two is exact (one multiply an element, no division)
     m = tl.max(tl.maximum(tl.abs(xr), tl.abs(xi)), axis=0)
@@ -107,22 +104,16 @@ def _finish_kernel(X, V, CPERM, RPERM, EXP, FIN, ROT, S_OUT, S_RAW, VOUT, VJ, IN
         rs = tl.math.div_rn(1.0, tl.where(s > 0.0, s, 1.0))  # one division a column (torch: one an element)
         if ROWS_BACK:  # the outputs of svd_impl: NaN for a non-finite input
             rs = tl.where(fin, rs, float("nan"))
-        tl.store(VOUT + dst, xr * rs[None, :], mask=inside)
-        if COMPLEX:
-            tl.store(VOUT + dst + 1, xi * rs[None, :], mask=inside)
+        _cstore(VOUT, dst, xr * rs[None, :], xi * rs[None, :], inside, COMPLEX)
         urow = rows
         if ROWS_BACK:  # U_A = Prᵀ Vj: row i of Vj is row rperm[i] of U_A
             urow = tl.load(RPERM + b * n + rows, mask=rows < n, other=0)
         vdst = (b * n * n + urow[:, None] * n + rank[None, :]) * CW  # Vj[:, rank[j]] = V[:, j]
-        vr = tl.load(V + off, mask=inside, other=0.0)
+        vr, vi = _cload(V, off, inside, COMPLEX)
         if ROWS_BACK:
             vr = tl.where(fin, vr, float("nan"))
-        tl.store(VJ + vdst, vr, mask=inside)
-        if COMPLEX:
-            vi = tl.load(V + off + 1, mask=inside, other=0.0)
-            if ROWS_BACK:
-                vi = tl.where(fin, vi, float("nan"))
-            tl.store(VJ + vdst + 1, vi, mask=inside)
+            vi = tl.where(fin, vi, float("nan"))
+        _cstore(VJ, vdst, vr, vi, inside, COMPLEX)
 
 
 def finish(X: torch.Tensor, V: torch.Tensor | None, cperm: torch.Tensor, e: torch.Tensor, finite: torch.Tensor,

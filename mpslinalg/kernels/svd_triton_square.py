@@ -27,6 +27,7 @@ import triton
 import triton.language as tl
 
 from . import qr_triton_blocked as qb
+from .qr_triton import _cload, _cstore
 from .svd_triton_rot import _pow2i
 
 __all__ = ["COMPLETES_V", "ENABLED", "fits", "prep", "svd_tall"]
@@ -56,10 +57,7 @@ def _prep_kernel(A, W, RPERM, CPERM, EXP, FIN, n, COMPLEX: tl.constexpr, NP: tl.
     cols = tl.arange(0, NP)
     inside = (rows[:, None] < n) & (cols[None, :] < n)
     off = (rows[:, None] * n + cols[None, :]) * CW
-    ar = tl.load(A + b * n * n * CW + off, mask=inside, other=0.0)
-    ai = tl.zeros([NP, NP], dtype=tl.float32)
-    if COMPLEX:
-        ai = tl.load(A + b * n * n * CW + off + 1, mask=inside, other=0.0)
+    ar, ai = _cload(A + b * n * n * CW, off, inside, COMPLEX)
     # each part tested (tl.maximum drops a NaN operand); NaN compares false
     ok = (tl.abs(ar) <= 3.4028234663852886e38) & (tl.abs(ai) <= 3.4028234663852886e38)
     fin = tl.min(tl.min(ok.to(tl.int32), axis=1), axis=0) != 0
@@ -94,9 +92,7 @@ def _prep_kernel(A, W, RPERM, CPERM, EXP, FIN, n, COMPLEX: tl.constexpr, NP: tl.
     rrank = tl.sum(((rk[:, None] > rk[None, :]) | ((rk[:, None] == rk[None, :]) & before)).to(tl.int32), axis=0)
     crank = tl.sum(((ck[:, None] > ck[None, :]) | ((ck[:, None] == ck[None, :]) & before)).to(tl.int32), axis=0)
     dst = (b * n * n + rrank[:, None] * n + crank[None, :]) * CW  # W[rank of row i, rank of column j]
-    tl.store(W + dst, ar, mask=inside)
-    if COMPLEX:
-        tl.store(W + dst + 1, ai, mask=inside)
+    _cstore(W, dst, ar, ai, inside, COMPLEX)
     tl.store(RPERM + b * n + rrank, cols.to(tl.int64), mask=cols < n)  # rrank, crank: indexed by cols
     tl.store(CPERM + b * n + crank, cols.to(tl.int64), mask=cols < n)
     tl.store(EXP + b, e)

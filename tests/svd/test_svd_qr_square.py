@@ -1,0 +1,182 @@
+"""The square SVD route of CUDA (issue 12: complex64 4096x64x64 <= 20 ms): the blocked Householder QR
+(``mpslinalg.kernels.qr_triton_blocked``), the prep kernel and the route through ``svd_impl``
+(``mpslinalg.kernels.svd_triton_square``).
+
+Bounds (u = 2^-24):
+
+* blocked QR: the packed reflectors and ``tau`` against LAPACK's ``geqrf`` in float64 within the
+  perturbation bound of two backward-stable Householder factorisations, ``2·√2 κ₂ · 30 m u √n``
+  (the helper of ``tests/qr/test_qr_kernels.py``; at scale 1 only: the bound is absolute in ``‖A‖``
+  while the reflectors are O(1)), and ``xQRT01`` ratios ``‖A − QR‖/(m‖A‖u)``, ``‖I − QᴴQ‖/(m u)``
+  < 30 (LAPACK's threshold), also at 1e±30 (the scaled norm: no square under- or overflows);
+  ``tau = 0`` exactly for an already-zero column; ``X`` is ``Rᴴ`` bit for bit (a copy).
+* prep: the same bits as the torch ops it replaces in ``mpslinalg.svd`` (scaling by a power of two
+  is exact; the sorts are stable), and for all-subnormal matrices (where torch's ``2^-e`` overflows)
+  ``W = A·2^-e`` exactly with ``max |w_ij|`` in ``[1/2, 1)``.
+* the route: LAPACK ``xDRVBD`` ratios < 50 (issue 12), every σ of a two-sided graded matrix within
+  ``30·n·κ(B)·u`` relative (``test_svd_accuracy``'s bound), 1e±30 inputs, NaN input → ``info = 1``
+  and NaN outputs, an exactly zero matrix → σ exactly 0 with orthonormal completed ``U``/``V``, and
+  the torch-op route's σ to ``30·n·u·σ₁`` (both backward stable: Weyl). CUDA: no host sync.
+
+On the CPU the kernels run in Triton's interpreter (a subprocess); on CUDA compiled (marked ``cuda``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+
+import pytest
+import torch
+from svd.harness import assert_svd_ratios, run_interpreted
+from svd.sync_check import no_cuda_sync
+
+UNIT = 2.0**-24  # float32 unit roundoff
+
+
+def _randn(shape, dtype, seed):
+    return torch.randn(*shape, dtype=dtype, generator=torch.Generator().manual_seed(seed))
+
+
+def _blocked_qr(device: str, sizes=(64, 40, 17, 2)) -> None:
+    from qr.test_qr_kernels import _check_geqrf
+
+    from mpslinalg.kernels import qr_triton_blocked as qb
+    from reference import metrics
+
+    for dtype in (torch.complex64, torch.float32):
+        for n in sizes:
+            for scale in (1.0, 1e30, 1e-30):
+                A = _randn((3, n, n), dtype, n) * scale
+                A[1, :, 0] = 0  # tau = 0
+                QR, tau = A.clone().to(device), torch.full((3, n), float("nan"), dtype=dtype, device=device)
+                Q, X = torch.full_like(QR, float("nan")), torch.full_like(QR, float("nan"))
+                qb.geqrf_square(QR, tau, Q, X)
+                QR, tau, Q, X = QR.cpu(), tau.cpu(), Q.cpu(), X.cpu()
+                assert float(tau[1, 0].abs()) == 0.0
+                assert torch.equal(X, QR.triu().mH.resolve_conj()), (dtype, n)
+                if scale == 1.0:  # its absolute bound mixes R's scale and the reflectors' (O(1))
+                    _check_geqrf(A[[0, 2]], QR[[0, 2]], tau[[0, 2]])
+                res, orth = metrics.qr_ratios(A, Q, QR.triu())
+                assert float(res.max()) < 30 and float(orth.max()) < 30, (dtype, n, scale)
+            # without Q and X: the same factorisation
+            QR2, tau2 = A.clone().to(device), torch.empty(3, n, dtype=dtype, device=device)
+            qb.geqrf_square(QR2, tau2)
+            assert torch.equal(QR2.cpu(), QR) and torch.equal(tau2.cpu(), tau)
+
+
+def _torch_prep(A):
+    """The torch ops of ``mpslinalg.svd._svd_tall`` that ``prep`` replaces."""
+    svdmod = importlib.import_module("mpslinalg.svd")
+    n = A.shape[-1]
+    As, e, finite = svdmod._pow2_scale(A)
+    As = As.masked_fill(~finite[:, None, None], 0)
+    rperm = As.abs().amax(-1).argsort(dim=-1, descending=True, stable=True)
+    As = As.gather(-2, rperm[:, :, None].expand(-1, -1, n))
+    cperm = torch.linalg.vector_norm(As, dim=-2).argsort(dim=-1, descending=True, stable=True)
+    return As.gather(-1, cperm[:, None, :].expand(-1, n, -1)), rperm, cperm, e, finite
+
+
+def _prep(device: str, sizes=(64, 10)) -> None:
+    from mpslinalg.kernels import svd_triton_square as sq
+
+    for dtype in (torch.complex64, torch.float32):
+        for n in sizes:
+            A = _randn((7, n, n), dtype, n + 1)
+            A[1] *= 1e30
+            A[2] *= 1e-30
+            A[3, 2, 1] = float("nan")
+            A[4, 0, 3] = float("inf")
+            A[5] = 0
+            A[6, :, 1] = 0  # a zero column and rows of equal keys
+            A[6, 3] = A[6, 4]
+            A = A.to(device)
+            before = A.clone()
+            got = sq.prep(A)
+            assert torch.equal(A.nan_to_num(), before.nan_to_num()) and torch.equal(A.isnan(), before.isnan())
+            for name, x, y in zip(("W", "rperm", "cperm", "e", "finite"), got, _torch_prep(A)):
+                assert torch.equal(x.cpu(), y.to(x.dtype).cpu()), (dtype, n, name)
+            # all entries subnormal: W = A 2^-e exactly, max |w| in [1/2, 1)
+            S = (A[:1] / A[:1].abs().max() * 2.0**-130).nan_to_num()
+            W, rperm, cperm, e, _ = sq.prep(S)
+            assert int(e[0]) <= -129
+            ref = S[0].cpu().to(torch.complex128 if dtype.is_complex else torch.float64) * 2.0 ** -int(e[0])
+            assert 0.5 <= float(ref.abs().max()) < 1.0
+            ref = ref[rperm[0].cpu()][:, cperm[0].cpu()]
+            assert torch.equal(W[0].cpu(), ref.to(dtype))  # exact: a power of two
+            keys = ref.abs().amax(-1)
+            assert bool((keys[:-1] >= keys[1:]).all())
+
+
+@contextlib.contextmanager
+def _square_route(on: bool = True):
+    """The square route switched on (and float32's one-kernel SVD up to 32 off, so it serves those
+    orders too) or off."""
+    from mpslinalg.kernels import svd_triton_fused as sf
+    from mpslinalg.kernels import svd_triton_square as sq
+
+    saved = sq.ENABLED, sf.ENABLED
+    sq.ENABLED, sf.ENABLED = on, (not on) and saved[1]
+    try:
+        yield
+    finally:
+        sq.ENABLED, sf.ENABLED = saved
+
+
+def _route(device: str, sizes=(16, 6)) -> None:
+    import mpslinalg as LA
+    from mpslinalg.kernels import svd_cuda
+    from mpslinalg.kernels import svd_triton_square as sq
+
+    svdmod = importlib.import_module("mpslinalg.svd")
+    for dtype in (torch.complex64, torch.float32):
+        wide = torch.complex128 if dtype.is_complex else torch.float64
+        for n in sizes:
+            A = _randn((6, n, n), dtype, 3 * n)
+            A[1] *= 1e30
+            A[2] *= 1e-30
+            A[3, 1, 1] = float("nan")
+            A[4] = 0
+            d = torch.logspace(0, -3, n)
+            B = A[5].clone()
+            A[5] = B * d[:, None] * d[None, :]  # graded D B D
+            A = A.to(device)
+            with _square_route():
+                assert svd_cuda.whole_kernel(A, True) is sq  # the route under test
+                U, S, Vh, info = LA.svd_ex(A)
+            assert info.tolist() == [0, 0, 0, 1, 0, 0], info
+            good = [0, 1, 2, 4, 5]
+            assert_svd_ratios(A[good].cpu(), U[good].cpu(), S[good].cpu(), Vh[good].cpu(), 50, (dtype, n))
+            assert bool(S[3].isnan().all() and U[3].isnan().all() and Vh[3].isnan().all())
+            assert float(S[4].abs().max()) == 0.0
+            ref = torch.linalg.svdvals(A[5].cpu().to(wide))
+            kappa_b = float(torch.linalg.cond(B.to(wide)))
+            assert float(((S[5].cpu().double() - ref) / ref).abs().max()) <= 30 * n * kappa_b * UNIT
+            with _square_route(False):
+                S0 = svdmod.svd_impl(A, False, False)[1]
+            with _square_route():
+                S1 = svdmod.svd_impl(A, False, False)[1]  # sigma only: no Q in the QR
+            for Sx in (S, S1):
+                diff = (Sx[good] - S0[good]).abs().amax(-1) / S0[good, 0].clamp_min(1e-38)
+                assert float(diff.max()) <= 30 * n * UNIT, (dtype, n)
+
+
+def test_blocked_qr_interpreted():
+    run_interpreted("svd.test_svd_qr_square", "t._blocked_qr('cpu', (64, 17, 2))")
+
+
+def test_prep_and_route_interpreted():
+    run_interpreted("svd.test_svd_qr_square", "t._prep('cpu'); t._route('cpu')")
+
+
+@pytest.mark.cuda
+def test_square_route_cuda():
+    _blocked_qr("cuda")
+    _prep("cuda")
+    _route("cuda", (64, 34, 16, 6))
+    A = _randn((64, 64, 64), torch.complex64, 1).cuda()
+    import mpslinalg as LA
+
+    with _square_route():
+        no_cuda_sync([lambda: LA.svd_ex(A), lambda: LA.svd_ex(A, full_matrices=False),
+                      lambda: importlib.import_module("mpslinalg.svd").svd_impl(A, False, False)])

@@ -22,6 +22,7 @@ Variants, to measure the design rather than only the code:
   matrices per simdgroup buys;
 * ``2 rows``: float32 32x32 with two rows per lane, two matrices per simdgroup
   (``TUNING.small_rows = 2``: the per-column pivot search and publication shared by two matrices);
+* ``fma``: 32x32 staged with fused multiply-adds in the trailing update (``TUNING.small_fma``);
 * ``public solve_ex``: the whole library call on the emulator backend, eager (host overhead of the
   front door, the binding layer and the ctypes launch included).
 
@@ -147,11 +148,11 @@ def _kern(dtype, stage):
     return K._MetalKernels(torch.device(DEV), dtype)
 
 
-def _lu_small_launch(kern, LU, piv, info, W, stage, rows=1):
-    """lu_small at an explicit width, load variant and rows per lane (the library picks W from
-    the shape, the rest from TUNING)."""
+def _lu_small_launch(kern, LU, piv, info, W, stage, rows=1, fma=0):
+    """lu_small at an explicit width, load variant, rows per lane and update arithmetic (the
+    library picks W from the shape, the rest from TUNING)."""
     B, M, N = LU.shape
-    k = kern._kernel("lu_small", W, stage, *((rows,) if rows > 1 else ()))
+    k = kern._kernel("lu_small", W, stage, *((rows,) if rows > 1 or fma else ()), *((1,) if fma else ()))
     grid = K._small_grid(B, W // rows)
     return lambda: k(LU, piv, info, M, N, B, **grid)
 
@@ -163,9 +164,11 @@ def _solve_launch(kern, A, B, X, info, W, stage):
     return lambda: fn(A, B, X, info, n, k, nb, **grid)
 
 
-def lu_rows(bw, rows, scale):
+def lu_rows(bw, rows, scale, quick=False):
     for dtype, batch, n in ((torch.float32, 65536 // scale, 32), (torch.complex64, 65536 // scale, 32),
                             (torch.complex64, 4096 // scale, 32), (torch.float32, 2048 // scale, 9)):
+        if quick and n != 32:
+            continue
         tag = "c64" if dtype.is_complex else "f32"
         A = _randn((batch, n, n), dtype, n)
         ref_piv = torch.linalg.lu_factor_ex(A).pivots
@@ -173,37 +176,41 @@ def lu_rows(bw, rows, scale):
         peer_g = graph_ms(lambda A=A: torch.linalg.lu_factor_ex(A))
         nbytes = 2 * A.nbytes + batch * n * 4 + batch * 4
         widths = [K._small_lanes(n)] + ([32] if K._small_lanes(n) != 32 else [])
-        variants = [(W, stage, 1) for W in widths for stage in (1, 0)]
-        if dtype == torch.float32 and n > 16:
-            variants += [(32, stage, 2) for stage in (1, 0)]
-        for W, stage, rpl in variants:
+        variants = [(W, stage, 1, 0) for W in widths for stage in ((1,) if quick else (1, 0))]
+        if n == 32:
+            variants += [(32, 1, 1, 1)]
+        if dtype == torch.float32 and n > 16 and not quick:
+            variants += [(32, stage, 2, 0) for stage in (1, 0)]
+        for W, stage, rpl, fma in variants:
             kern = _kern(dtype, stage)
             LU = A.clone()
             piv = torch.empty(batch, n, dtype=torch.int32, device=DEV)
             info = torch.empty(batch, dtype=torch.int32, device=DEV)
-            launch = _lu_small_launch(kern, LU, piv, info, W, stage, rpl)
+            launch = _lu_small_launch(kern, LU, piv, info, W, stage, rpl, fma)
             launch()  # check once, on the original A
             differ = int((piv != ref_piv).any(-1).sum())
             ok = f"xGET01 max {_lu_ratio(A, LU, piv):.2f}; pivots differ from torch in {differ} of {batch}"
             t = graph_ms(launch)
             rows.append(dict(case=f"lu_small {tag} {batch}x{n}x{n}",
                              variant=f"W={W} {'staged' if stage else 'direct'}"
-                             + (f", {rpl} rows" if rpl > 1 else ""), ours_ms=t,
+                             + (f", {rpl} rows" if rpl > 1 else "") + (", fma" if fma else ""), ours_ms=t,
                              peer="torch.linalg.lu_factor_ex", peer_eager_ms=peer_e,
                              peer_graph_ms=peer_g, bw=nbytes / (t * 1e-3) / bw, check=ok))
             print(_fmt(rows[-1]), flush=True)
 
 
-def solve_rows(bw, rows, scale):
+def solve_rows(bw, rows, scale, quick=False):
     for dtype, batch, n, k in ((torch.float32, 2048 // scale, 9, 1), (torch.complex64, 2048 // scale, 9, 1),
                                (torch.float32, 65536 // scale, 9, 1)):
+        if quick and (dtype != torch.float32 or batch != 2048 // scale):
+            continue
         tag = "c64" if dtype.is_complex else "f32"
         A = _randn((batch, n, n), dtype, 10 + n)
         B = _randn((batch, n, k), dtype, 20 + n)
         peer_e = eager_ms(lambda A=A, B=B: torch.linalg.solve(A, B))
         peer_ex_g = graph_ms(lambda A=A, B=B: torch.linalg.solve_ex(A, B))
         nbytes = A.nbytes + 2 * B.nbytes + batch * 4
-        for W in (K._small_lanes(n), 32):
+        for W in (K._small_lanes(n),) if quick else (K._small_lanes(n), 32):
             for stage in (1, 0):
                 kern = _kern(dtype, stage)
                 X = torch.empty_like(B)
@@ -240,6 +247,8 @@ def _fmt(r) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=pathlib.Path, default=None, help="folder for bench_lu_small.json")
+    ap.add_argument("--quick", action="store_true",
+                    help="only the 32x32 rows (staged, and fma) and the RANSAC float32 2048x9x9 solve")
     ap.add_argument("--device", default="cuda",
                     help="cuda (the H200 measurement), mps (a Mac: the Metal kernels, eager) or cpu (smoke run)")
     args = ap.parse_args()
@@ -257,8 +266,8 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     rows: list[dict] = []
     scale = 256 if DEV == "cpu" else 1
-    lu_rows(bw, rows, scale)
-    solve_rows(bw, rows, scale)
+    lu_rows(bw, rows, scale, args.quick)
+    solve_rows(bw, rows, scale, args.quick)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "bench_lu_small.json").write_text(json.dumps(dict(copy_bandwidth=bw, rows=rows), indent=1))

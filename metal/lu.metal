@@ -821,6 +821,29 @@ inline void lu_stage_out(device T* dst, threadgroup const T* tl, int rows, int w
   }
 }
 
+// The same for a full tile (32 * W elements: 32 / W matrices of W x W), fully unrolled: every
+// load is in flight before the first store, and no index arithmetic per element (the loop above
+// waits for each group of loads and spends ~8 instructions per element on its indices).
+template <typename T, int W>
+__attribute__((always_inline)) inline void lu_stage_in_full(threadgroup T* tl, device const T* src, int lane) {
+  T v[W];
+#pragma unroll
+  for (int i = 0; i < W; ++i) {
+    v[i] = src[lane + 32 * i];
+  }
+#pragma unroll
+  for (int i = 0; i < W; ++i) {
+    tl[(i * (32 / W) + lane / W) * LU_SMALL_LD + lane % W] = v[i];
+  }
+}
+template <typename T, int W>
+__attribute__((always_inline)) inline void lu_stage_out_full(device T* dst, threadgroup const T* tl, int lane) {
+#pragma unroll
+  for (int i = 0; i < W; ++i) {
+    dst[lane + 32 * i] = tl[(i * (32 / W) + lane / W) * LU_SMALL_LD + lane % W];
+  }
+}
+
 // One lane's row (width w <= C) into registers: from the tile row R (STAGE) or from device memory.
 // These helpers and lu_regs_getf2 are forced inline: a call would pass the register rows through
 // local memory (clang left lu_regs_getf2 out of line at W = 32).
@@ -866,7 +889,9 @@ __attribute__((always_inline)) inline void lu_row_out(thread const T (&x)[C], bo
 // of one; each row's arithmetic is the same, operation for operation. The two rows are separate
 // arrays: clang keeps an array of more than 32 elements in memory (SROA's slice limit).
 // Elements of one broadcast row: W columns, KC right-hand sides, the reciprocal, the sfmin flag.
-#define LU_BC_LEN(W, KC) ((W) + (KC) + 2)
+#define LU_BC_LEN(W, KC) ((W) + (KC) + 2 + ((KC) == 0))
+// Registers of a lane's right-hand sides: KC (lu_small has KC = 0 and passes one unused register).
+#define LU_RHS_LEN(KC) ((KC) > 0 ? (KC) : 1)
 
 // Row k's bid for the pivot of column j: the pair (key, ~(position * 32 + s)), or (0, 0) when the
 // row is not a candidate; kept if it beats (key, nidx) in lexicographic order.
@@ -882,10 +907,11 @@ __attribute__((always_inline)) inline void lu_row_bid(thread const T (&a)[W], in
   }
 }
 
-// The pivot row's lane: its row from column j, its right-hand sides, 1 / pivot and the sfmin flag.
+// The pivot row's lane: its row from column j, its right-hand sides, 1 / pivot (rp, computed
+// before) and the sfmin flag.
 template <typename T, int W, int KC>
-__attribute__((always_inline)) inline void lu_row_publish(thread const T (&a)[W], thread const T (&x)[KC], int j,
-                                                          threadgroup T* prow) {
+__attribute__((always_inline)) inline void lu_row_publish(thread const T (&a)[W], thread const T (&x)[LU_RHS_LEN(KC)],
+                                                          int j, T rp, threadgroup T* prow) {
 #pragma unroll
   for (int c = j; c < W; ++c) {
     prow[c] = a[c];
@@ -894,8 +920,19 @@ __attribute__((always_inline)) inline void lu_row_publish(thread const T (&a)[W]
   for (int c = 0; c < KC; ++c) {
     prow[W + c] = x[c];
   }
-  prow[W + KC] = lu_recip(a[j]);
+  prow[W + KC] = rp;
   prow[W + KC + 1] = lu_use_recip(a[j]) ? s_one<T>() : s_zero<T>();
+}
+
+// a - l * u rounded once per operation (FMA = 0: getf2's operations, as the sequential reference),
+// or with fused multiply-adds (FMA = 1: one rounding per real product-sum; complex: four fma
+// instead of four products and four sums).
+template <int FMA>
+inline float lu_sub_mul(float a, float l, float u) { return FMA ? fma(-l, u, a) : a - l * u; }
+template <int FMA>
+inline float2 lu_sub_mul(float2 a, float2 l, float2 u) {
+  return FMA ? float2(fma(-l.x, u.x, fma(l.y, u.y, a.x)), fma(-l.x, u.y, fma(-l.y, u.x, a.y)))
+             : a - cmul(l, u);
 }
 
 // Step j for one row (original index r) once the pivot row (position p) is published: its pivot
@@ -903,8 +940,8 @@ __attribute__((always_inline)) inline void lu_row_publish(thread const T (&a)[W]
 // and the rank-1 update. The padding columns (n..W-1, k..KC-1: zeros at the start) are updated
 // too, unguarded: they are never a pivot column and never stored, and a guard per column costs
 // more than the product it skips when n = W.
-template <typename T, int W, int KC>
-__attribute__((always_inline)) inline void lu_row_step(thread T (&a)[W], thread T (&x)[KC], thread int& pos,
+template <typename T, int W, int KC, int FMA>
+__attribute__((always_inline)) inline void lu_row_step(thread T (&a)[W], thread T (&x)[LU_RHS_LEN(KC)], thread int& pos,
                                                        thread int& my_piv, int r, int j, int p, int m, T pivot,
                                                        threadgroup const T* prow) {
   if (r == j) {
@@ -922,18 +959,19 @@ __attribute__((always_inline)) inline void lu_row_step(thread T (&a)[W], thread 
   if (below) {
 #pragma unroll
     for (int c = j + 1; c < W; ++c) {
-      a[c] -= s_mul(a[j], prow[c]);
+      a[c] = lu_sub_mul<FMA>(a[c], a[j], prow[c]);
     }
 #pragma unroll
     for (int c = 0; c < KC; ++c) {
-      x[c] -= s_mul(a[j], prow[W + c]);
+      x[c] = lu_sub_mul<FMA>(x[c], a[j], prow[W + c]);
     }
   }
 }
 
-template <typename T, int W, int KC, int R>
-__attribute__((always_inline)) inline int lu_regs_getf2(thread T (&a0)[W], thread T (&x0)[KC], thread T (&a1)[W],
-                                                        thread T (&x1)[KC], int m, int n, int s, ushort lane,
+template <typename T, int W, int KC, int R, int FMA>
+__attribute__((always_inline)) inline int lu_regs_getf2(thread T (&a0)[W], thread T (&x0)[LU_RHS_LEN(KC)],
+                                                        thread T (&a1)[W], thread T (&x1)[LU_RHS_LEN(KC)], int m,
+                                                        int n, int s, ushort lane,
                                                         thread int (&pos)[R], thread int (&my_piv)[R],
                                                         thread ushort (&wl_of)[W], threadgroup T* bc) {
   constexpr int L = W / R;  // lanes per matrix
@@ -954,9 +992,16 @@ __attribute__((always_inline)) inline int lu_regs_getf2(thread T (&a0)[W], threa
     //    (the lane's own best row first when R = 2, then the segment's)
     uint key = 0u, nidx = 0u;
     lu_row_bid(a0, pos[0], s, j, m, key, nidx);
+    const uint nidx0 = nidx;
     if (R == 2) {
       lu_row_bid(a1, pos[R - 1], s, j, m, key, nidx);
     }
+    // 1 / pivot of the lane's own bid, by every lane while the reduction runs (off the column's
+    // critical path; the pivot lane publishes its own: the same operations on the same value). A
+    // lane without a candidate row takes 1 (no slow path of the reciprocal).
+    const bool second = R == 2 && nidx != nidx0;
+    const T mine = nidx == 0u ? s_one<T>() : (second ? a1[j] : a0[j]);
+    const T rp = lu_recip(mine);
     uint win;
     if (L == 32) {  // the whole simdgroup: two of its own reductions (hardware ones on Apple GPUs)
       const uint best = simd_max(key);
@@ -969,10 +1014,10 @@ __attribute__((always_inline)) inline int lu_regs_getf2(thread T (&a0)[W], threa
     wl_of[j] = wl;
     threadgroup T* prow = bc + (j & 1) * LU_BC_LEN(W, KC);
     if (lane == wl) {  // 2. publish the pivot row
-      if (R == 1 || pos[0] == p) {
-        lu_row_publish(a0, x0, j, prow);
+      if (!second) {
+        lu_row_publish<T, W, KC>(a0, x0, j, rp, prow);
       } else {
-        lu_row_publish(a1, x1, j, prow);
+        lu_row_publish<T, W, KC>(a1, x1, j, rp, prow);
       }
     }
     simdgroup_barrier(mem_flags::mem_threadgroup);
@@ -981,9 +1026,9 @@ __attribute__((always_inline)) inline int lu_regs_getf2(thread T (&a0)[W], threa
       info = j + 1;  // a zero pivot means a zero column: p == j, nothing is swapped or scaled
     }
     // 3. interchange, scale, update
-    lu_row_step(a0, x0, pos[0], my_piv[0], s, j, p, m, pivot, prow);
+    lu_row_step<T, W, KC, FMA>(a0, x0, pos[0], my_piv[0], s, j, p, m, pivot, prow);
     if (R == 2) {
-      lu_row_step(a1, x1, pos[R - 1], my_piv[R - 1], s + L, j, p, m, pivot, prow);
+      lu_row_step<T, W, KC, FMA>(a1, x1, pos[R - 1], my_piv[R - 1], s + L, j, p, m, pivot, prow);
     }
   }
   return info;
@@ -1007,8 +1052,13 @@ __attribute__((always_inline)) inline void lu_rows_move(thread T (&x0)[W], threa
     if (n_r <= 0) {
       continue;  // uniform over the simdgroup
     }
+    const bool full = n_r == PER && m == W && w == W;  // uniform over the simdgroup
     if (STAGE && dir == 0) {
-      lu_stage_in(tl, first + (long)lo * m * w, n_r * m, w, (int)lane);
+      if (full) {
+        lu_stage_in_full<T, W>(tl, first + (long)lo * m * w, (int)lane);
+      } else {
+        lu_stage_in(tl, first + (long)lo * m * w, n_r * m, w, (int)lane);
+      }
       simdgroup_barrier(mem_flags::mem_threadgroup);
     }
     const bool mine = q >= lo && q < lo + n_r;
@@ -1029,7 +1079,11 @@ __attribute__((always_inline)) inline void lu_rows_move(thread T (&x0)[W], threa
     if (STAGE) {
       simdgroup_barrier(mem_flags::mem_threadgroup);  // the tile's reads before its next writes
       if (dir == 1) {
-        lu_stage_out(first + (long)lo * m * w, tl, n_r * m, w, (int)lane);
+        if (full) {
+          lu_stage_out_full<T, W>(first + (long)lo * m * w, tl, (int)lane);
+        } else {
+          lu_stage_out(first + (long)lo * m * w, tl, n_r * m, w, (int)lane);
+        }
         simdgroup_barrier(mem_flags::mem_threadgroup);
       }
     }
@@ -1041,7 +1095,7 @@ __attribute__((always_inline)) inline void lu_rows_move(thread T (&x0)[W], threa
 // Whole-matrix LU of M x N matrices with M, N <= W (LAPACK getf2: whole rows are interchanged, so
 // no lu_laswp is needed afterwards), R rows per lane (32 * R / W matrices per simdgroup). info[b]
 // is written: 0 or the first zero pivot (1-based).
-template <typename T, int W, int STAGE, int R>
+template <typename T, int W, int STAGE, int R, int FMA>
 [[max_total_threads_per_threadgroup(64)]]  // = 32 * LU_SMALL_SIMDGROUPS
 kernel void lu_small(device T* A [[buffer(0)]],
                      device int* piv [[buffer(1)]],
@@ -1054,7 +1108,7 @@ kernel void lu_small(device T* A [[buffer(0)]],
                      ushort sg [[simdgroup_index_in_threadgroup]]) {
   constexpr int L = W / R;  // lanes per matrix
   threadgroup T tile[STAGE ? LU_SMALL_SIMDGROUPS * 32 * LU_SMALL_LD : 1];
-  threadgroup T bcast[LU_SMALL_SIMDGROUPS * (32 / L) * 2 * LU_BC_LEN(W, 1)];
+  threadgroup T bcast[LU_SMALL_SIMDGROUPS * (32 / L) * 2 * LU_BC_LEN(W, 0)];
   const int m = (int)M;
   const int n = (int)N;
   const int k = min(m, n);
@@ -1066,7 +1120,7 @@ kernel void lu_small(device T* A [[buffer(0)]],
   threadgroup T* tl = tile + (STAGE ? (int)sg * 32 * LU_SMALL_LD : 0);
   T a0[W];
   T a1[W];  // R = 2 only (unused, optimised away, when R = 1)
-  T none0[1] = {s_zero<T>()};  // lu_small has no right-hand sides (one unused, zero column)
+  T none0[1] = {s_zero<T>()};  // lu_small has no right-hand sides (KC = 0: one unused register)
   T none1[1] = {s_zero<T>()};
   int pos[R];
   int my_piv[R];
@@ -1076,8 +1130,8 @@ kernel void lu_small(device T* A [[buffer(0)]],
     pos[i] = s + i * L;
   }
   lu_rows_move<T, W, R, STAGE>(a0, a1, 0, tl, A + b0 * M * N, cnt, m, n, q, s, pos, lane);
-  threadgroup T* bc = bcast + ((int)sg * (32 / L) + q) * 2 * LU_BC_LEN(W, 1);
-  const int inf = lu_regs_getf2<T, W, 1, R>(a0, none0, a1, none1, m, n, s, lane, pos, my_piv, wl_of, bc);
+  threadgroup T* bc = bcast + ((int)sg * (32 / L) + q) * 2 * LU_BC_LEN(W, 0);
+  const int inf = lu_regs_getf2<T, W, 0, R, FMA>(a0, none0, a1, none1, m, n, s, lane, pos, my_piv, wl_of, bc);
   lu_rows_move<T, W, R, STAGE>(a0, a1, 1, tl, A + b0 * M * N, cnt, m, n, q, s, pos, lane);
 #pragma unroll
   for (int i = 0; i < R; ++i) {
@@ -1143,7 +1197,7 @@ kernel void lu_small_solve(device const T* A [[buffer(0)]],
   int pos[1];
   int my_piv[1];
   threadgroup T* bc = bcast + ((int)sg * (32 / W) + q) * 2 * LU_BC_LEN(W, KC);
-  const int inf = lu_regs_getf2<T, W, KC, 1>(a, x, a_unused, x_unused, n, n, r, lane, pos, my_piv, wl_of, bc);
+  const int inf = lu_regs_getf2<T, W, KC, 1, 0>(a, x, a_unused, x_unused, n, n, r, lane, pos, my_piv, wl_of, bc);
   // back substitution U X = B': x_j = b'_j / u_jj from the lane at position j, then rows above
 #pragma unroll
   for (int j = W - 1; j >= 0; --j) {
@@ -1176,13 +1230,18 @@ kernel void lu_small_solve(device const T* A [[buffer(0)]],
 // Host names lu_small_<dtype>_<W>_<STAGE> and lu_small_solve_<dtype>_<W>_<KC>_<STAGE>
 // (mpslinalg/lu/kernels.py picks W and KC from the shapes, STAGE from TUNING.small_stage; the
 // other STAGE is instantiated for the shapes benchmarks/bench_lu_small.py compares).
-#define LU_SMALL_INSTANTIATE(W, S)                                         \
-  MPSL_INSTANTIATE("lu_small_f32_" #W "_" #S, lu_small, float, W, S, 1)    \
-  MPSL_INSTANTIATE("lu_small_c64_" #W "_" #S, lu_small, float2, W, S, 1)
+#define LU_SMALL_INSTANTIATE(W, S)                                            \
+  MPSL_INSTANTIATE("lu_small_f32_" #W "_" #S, lu_small, float, W, S, 1, 0)    \
+  MPSL_INSTANTIATE("lu_small_c64_" #W "_" #S, lu_small, float2, W, S, 1, 0)
+// Fused multiply-adds in the update (lu_sub_mul): not the sequential getf2 bit for bit.
+// Host names lu_small_<dtype>_<W>_<S>_1_1 (one row per lane, FMA = 1).
+#define LU_SMALL_INSTANTIATE_FMA(W, S)                                             \
+  MPSL_INSTANTIATE("lu_small_f32_" #W "_" #S "_1_1", lu_small, float, W, S, 1, 1)  \
+  MPSL_INSTANTIATE("lu_small_c64_" #W "_" #S "_1_1", lu_small, float2, W, S, 1, 1)
 // Two rows per lane: float32 only (a complex64 lane would hold 128 floats of matrix: past the
 // register file, and clang keeps the rows in memory when it cannot unroll the columns).
 #define LU_SMALL_INSTANTIATE_ROWS(W, S, R) \
-  MPSL_INSTANTIATE("lu_small_f32_" #W "_" #S "_" #R, lu_small, float, W, S, R)
+  MPSL_INSTANTIATE("lu_small_f32_" #W "_" #S "_" #R, lu_small, float, W, S, R, 0)
 #define LU_SMALL_SOLVE_INSTANTIATE(W, KC, S)                                             \
   MPSL_INSTANTIATE("lu_small_solve_f32_" #W "_" #KC "_" #S, lu_small_solve, float, W, KC, S) \
   MPSL_INSTANTIATE("lu_small_solve_c64_" #W "_" #KC "_" #S, lu_small_solve, float2, W, KC, S)
@@ -1354,6 +1413,7 @@ LU_SMALL_INSTANTIATE(16, 0)
 LU_SMALL_INSTANTIATE(16, 1)
 LU_SMALL_INSTANTIATE(32, 0)
 LU_SMALL_INSTANTIATE(32, 1)
+LU_SMALL_INSTANTIATE_FMA(32, 1)
 LU_SMALL_INSTANTIATE_ROWS(32, 0, 2)
 LU_SMALL_INSTANTIATE_ROWS(32, 1, 2)
 LU_SMALL_SOLVE_INSTANTIATE(8, 1, 0)

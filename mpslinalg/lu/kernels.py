@@ -40,6 +40,11 @@ class Tuning:
         simdgroup) or 2 (two matrices per simdgroup, 16 lanes each: the per-column pivot search,
         publication and barrier are shared by two matrices; 128 registers per lane instead of 72,
         so fewer simdgroups resident: docs/ops/lu.md has the measurement behind the default 1).
+    small_fma : int
+        ``lu_small`` at 32 lanes, staged, one row per lane: 1 updates the trailing rows with fused
+        multiply-adds (one rounding per product-sum; complex: four ``fma`` instead of four products
+        and four sums), 0 with getf2's separate products and differences, bit for bit the
+        sequential float32 ``getf2``.
     panel_threads : int
         Threads per threadgroup of ``lu_panel`` and ``lu_panel_step`` (a power of two, 32 to 256).
     panel_rows : int
@@ -92,6 +97,7 @@ class Tuning:
     small_max: int = 32
     small_stage: int = 1
     small_rows: int = 1
+    small_fma: int = 0
     panel_threads: int = 256
     panel_rows: int = 32
     # H200 2026-12-01, rounds 1 and 2: 16 rows per group 2-3% faster at c64 n=1024 (4.14 / 4.17 vs
@@ -262,6 +268,8 @@ def _check_tuning() -> None:
     if TUNING.small_stage not in (0, 1):
         raise ValueError(f"mpslinalg.lu.TUNING.small_stage must be 0 or 1 (lu_small's two load "
                          f"variants), got {TUNING.small_stage!r}")
+    if TUNING.small_fma not in (0, 1):
+        raise ValueError(f"mpslinalg.lu.TUNING.small_fma must be 0 or 1, got {TUNING.small_fma!r}")
     if TUNING.small_rows not in (1, 2):
         raise ValueError(f"mpslinalg.lu.TUNING.small_rows must be 1 or 2 (lu_small's rows per lane), "
                          f"got {TUNING.small_rows!r}")
@@ -320,6 +328,8 @@ class _MetalKernels:
         W = _small_lanes(max(M, N))
         rows = TUNING.small_rows if W == 32 and self.dtype == torch.float32 else 1  # instantiated
         params = (W, TUNING.small_stage) + ((rows,) if rows > 1 else ())
+        if TUNING.small_fma and W == 32 and TUNING.small_stage == 1 and rows == 1:  # instantiated
+            params += (1, 1)  # lu_small_<dtype>_32_1_<rows = 1>_<fma = 1>
         self._kernel("lu_small", *params)(LU, piv, info, M, N, B, **_small_grid(B, W // rows))
 
     def small_solve(self, A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, info: torch.Tensor) -> None:

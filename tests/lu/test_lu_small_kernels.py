@@ -15,6 +15,10 @@ Bounds and why:
 * complex64 factors: LAPACK's ``xGET01`` ratio ``‖PᵀA − LU‖₁/(n ‖A‖₁ u) < 30`` (u = 2⁻²⁴;
   Higham Thm 9.3 with modest growth on random matrices); complex products round differently from
   torch's, so bit equality is not claimed there.
+* The fused multiply-add variant (``TUNING.small_fma``, 32 lanes, staged): one rounding per
+  product-sum, so not the sequential ``getf2`` bit for bit; LAPACK's pivots on random data and the
+  ``xGET01`` ratio as for complex64 (the backward-error bound does not depend on how each
+  ``a - l u`` is rounded, one or two roundings of at most u each).
 * Solves: LAPACK's ``xGET02`` ratio ``‖B − AX‖₁/(‖A‖₁‖X‖₁ u) < 30`` (Higham Thm 9.4).
 * ``info`` is exact (a zero column ``j`` gives a zero pivot at exactly ``j + 1``) and is written by
   the kernel (a garbage-filled buffer comes back 0 where no pivot is zero).
@@ -58,10 +62,11 @@ def kernels(lib, monkeypatch):
     """``kernels(dtype, order, seed, stage)``: the library's ``_MetalKernels`` launching in that
     emulator thread order, with guard pages behind every buffer, with that load variant."""
 
-    def make(dtype, order, seed, stage, rows=1):
+    def make(dtype, order, seed, stage, rows=1, fma=0):
         monkeypatch.setattr(lu_mod, "load_library", lambda family, device: InOrder(lib, order, seed, guard=True))
         monkeypatch.setattr(lu_mod.TUNING, "small_stage", stage)
         monkeypatch.setattr(lu_mod.TUNING, "small_rows", rows)
+        monkeypatch.setattr(lu_mod.TUNING, "small_fma", fma)
         return lu_mod._MetalKernels(torch.device("cpu"), dtype)
 
     return make
@@ -124,6 +129,26 @@ def test_lu_small_every_width(kernels, order, seed, stage, dtype, rows):
             assert torch.equal(ref_piv, piv) and torch.equal(LU, ref), (m, n)
         else:
             assert float(metrics.lu_factor_ratio(A, LU, piv).max()) < metrics.PASS_RATIO, (m, n)
+
+
+@pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DID)
+def test_lu_small_fma_variant(kernels, order, seed, dtype):
+    """TUNING.small_fma (32 lanes, staged): LAPACK's pivots, info, the xGET01 ratio; a zero column
+    stays exactly zero under fma too, so info is exact."""
+    kern = kernels(dtype, order, seed, 1, fma=1)
+    for m, n, b in [(17, 17, 3), (32, 32, 3), (32, 20, 2), (20, 32, 2), (25, 25, 1)]:
+        A = matrices.random(m, n, batch=(b,), dtype=dtype, seed=m * 100 + n)
+        LU = A.clone()
+        piv = torch.full((b, min(m, n)), -3, dtype=torch.int32)
+        info = torch.full((b,), -7, dtype=torch.int32)
+        kern.small(LU, piv, info)
+        assert torch.equal(piv, lapack.getrf_pivots(A)), (m, n)
+        assert torch.equal(info, torch.zeros(b, dtype=torch.int32)), (m, n)
+        assert float(metrics.lu_factor_ratio(A, LU, piv).max()) < metrics.PASS_RATIO, (m, n)
+        A[b - 1, :, min(m, n) - 1] = 0  # the last pivot column is zero
+        kern.small(A.clone(), piv, info)
+        assert info.tolist() == [0] * (b - 1) + [min(m, n)], (m, n)
 
 
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
@@ -192,6 +217,10 @@ def test_small_solve_rejects_what_it_cannot_hold(lib, monkeypatch):
     monkeypatch.setattr(lu_mod.TUNING, "small_rows", 4)
     with pytest.raises(ValueError, match="small_rows must be 1 or 2"):
         lu_mod._MetalKernels(torch.device("cpu"), torch.float32)
+    monkeypatch.setattr(lu_mod.TUNING, "small_rows", 1)
+    monkeypatch.setattr(lu_mod.TUNING, "small_fma", 2)
+    with pytest.raises(ValueError, match="small_fma must be 0 or 1"):
+        lu_mod._MetalKernels(torch.device("cpu"), torch.float32)
 
 
 @pytest.mark.parametrize("stage", STAGES, ids=SID)
@@ -241,6 +270,25 @@ def test_on_the_cuda_target(monkeypatch, stage, dtype, rows):
         kern.small_solve(A.cuda(), B.cuda(), X, info)
         assert torch.equal(info.cpu(), torch.zeros(b, dtype=torch.int32)), (n, k)
         assert float(metrics.solve_ratio(A, X.cpu(), B).max()) < metrics.PASS_RATIO, (n, k)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", DTYPES, ids=DID)
+def test_fma_variant_on_the_cuda_target(monkeypatch, dtype):
+    """TUNING.small_fma on the GPU: LAPACK's pivots, info and the xGET01 ratio, full and partial
+    last simdgroups."""
+    monkeypatch.setattr(lu_mod.TUNING, "small_stage", 1)
+    monkeypatch.setattr(lu_mod.TUNING, "small_fma", 1)
+    kern = lu_mod._MetalKernels(torch.device("cuda"), dtype)
+    for m, n, b in [(32, 32, 1025), (32, 32, 3), (32, 20, 2), (20, 32, 2), (17, 17, 3)]:
+        A = matrices.random(m, n, batch=(b,), dtype=dtype, seed=m * 100 + n)
+        LU = A.cuda()
+        piv = torch.zeros(b, min(m, n), dtype=torch.int32, device="cuda")
+        info = torch.full((b,), -7, dtype=torch.int32, device="cuda")
+        kern.small(LU, piv, info)
+        assert torch.equal(piv.cpu(), lapack.getrf_pivots(A)), (m, n)
+        assert torch.equal(info.cpu(), torch.zeros(b, dtype=torch.int32)), (m, n)
+        assert float(metrics.lu_factor_ratio(A, LU.cpu(), piv.cpu()).max()) < metrics.PASS_RATIO, (m, n)
 
 
 def test_grid_refuses_batches_past_32_bit_thread_indices():

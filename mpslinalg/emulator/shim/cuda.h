@@ -163,8 +163,18 @@ inline unsigned __mpsle_simd_lanes() {
 inline unsigned __mpsle_simd_mask(unsigned n) { return n >= 32u ? 0xFFFFFFFFu : (1u << n) - 1u; }
 inline unsigned __mpsle_lane_id() { return MPSLE_SREG(laneid); }
 
+// Full simdgroups (every threadgroup whose size is a multiple of 32) take the collectives' fast
+// paths: an immediate full mask, which ptxas compiles to the bare instruction. With a mask in a
+// register it emits a convergence check per collective (MATCH.ANY, REDUX.OR, VOTEU.ANY, a
+// divergent-branch test: 5-6 instructions on sm_90), measured in lu_small's per-column cost.
 inline void threadgroup_barrier(mem_flags) { __syncthreads(); }
-inline void simdgroup_barrier(mem_flags) { __nvvm_bar_warp_sync(__mpsle_simd_mask(__mpsle_simd_lanes())); }
+inline void simdgroup_barrier(mem_flags) {
+  const unsigned n = __mpsle_simd_lanes();
+  if (n == 32u)
+    __nvvm_bar_warp_sync(0xFFFFFFFFu);
+  else
+    __nvvm_bar_warp_sync(__mpsle_simd_mask(n));
+}
 
 // ---------------------------------------------------------------------------------------------
 // simdgroup collectives (width 32; lanes = consecutive thread indices = the warp's lanes)
@@ -186,16 +196,41 @@ template <bool XOR = false, class T> inline T __mpsle_shfl(unsigned mask, T x, u
   return r;
 }
 
-// Reductions: a butterfly on full simdgroups (every lane computes the same sums, since
-// a + b == b + a exactly), lane order 0, 1, ..., n-1 on partial ones.
+// One redux.sync (sm_80+) for the integer reductions of a full simdgroup: min, max, sum, and, or,
+// xor of 32-bit integers are exact in any order, so the result is the butterfly's (a single
+// instruction instead of five dependent shuffle rounds). __mpsle_redux_<name> returns false where
+// no such instruction exists (other types, products, older GPUs): the butterfly runs.
+#define MPSLE_NO_REDUX(name) \
+  template <class T> inline bool __mpsle_redux_##name(T, T &) { return false; }
+MPSLE_NO_REDUX(simd_sum) MPSLE_NO_REDUX(simd_product) MPSLE_NO_REDUX(simd_min) MPSLE_NO_REDUX(simd_max)
+MPSLE_NO_REDUX(simd_and) MPSLE_NO_REDUX(simd_or) MPSLE_NO_REDUX(simd_xor)
+#undef MPSLE_NO_REDUX
+#if __CUDA_ARCH__ >= 800
+#define MPSLE_REDUX(name, T, builtin, A)                                 \
+  inline bool __mpsle_redux_##name(T x, T &r) {                          \
+    r = (T)builtin((A)x, (int)0xFFFFFFFFu);                              \
+    return true;                                                         \
+  }
+MPSLE_REDUX(simd_sum, int, __nvvm_redux_sync_add, int) MPSLE_REDUX(simd_sum, unsigned, __nvvm_redux_sync_add, int)
+MPSLE_REDUX(simd_min, int, __nvvm_redux_sync_min, int) MPSLE_REDUX(simd_min, unsigned, __nvvm_redux_sync_umin, unsigned)
+MPSLE_REDUX(simd_max, int, __nvvm_redux_sync_max, int) MPSLE_REDUX(simd_max, unsigned, __nvvm_redux_sync_umax, unsigned)
+MPSLE_REDUX(simd_and, int, __nvvm_redux_sync_and, int) MPSLE_REDUX(simd_and, unsigned, __nvvm_redux_sync_and, int)
+MPSLE_REDUX(simd_or, int, __nvvm_redux_sync_or, int) MPSLE_REDUX(simd_or, unsigned, __nvvm_redux_sync_or, int)
+MPSLE_REDUX(simd_xor, int, __nvvm_redux_sync_xor, int) MPSLE_REDUX(simd_xor, unsigned, __nvvm_redux_sync_xor, int)
+#undef MPSLE_REDUX
+#endif
+
+// Reductions: redux.sync or a butterfly on full simdgroups (every lane computes the same sums,
+// since a + b == b + a exactly), lane order 0, 1, ..., n-1 on partial ones.
 #define MPSLE_REDUCE(name, expr)                                   \
   template <class T> inline T name(T x) {                          \
     const unsigned n = __mpsle_simd_lanes();                       \
     const unsigned m = __mpsle_simd_mask(n);                       \
     T a = x;                                                       \
     if (n == 32u) {                                                \
+      if (__mpsle_redux_##name(x, a)) return a;                    \
       for (unsigned d = 16; d > 0; d >>= 1) {                      \
-        T y = __mpsle_shfl<true>(m, a, d);                         \
+        T y = __mpsle_shfl<true>(0xFFFFFFFFu, a, d);               \
         a = expr;                                                  \
       }                                                            \
       return a;                                                    \
@@ -234,13 +269,16 @@ MPSLE_SIMD_SCANS(MPSLE_SCAN)
     const unsigned lane = __mpsle_lane_id();                       \
     const long s = (src);                                          \
     const bool ok = s >= 0 && s < (long)n;                         \
-    T y = __mpsle_shfl(__mpsle_simd_mask(n), x, ok ? (unsigned)s : lane); \
+    const unsigned from = ok ? (unsigned)s : lane;                 \
+    T y = n == 32u ? __mpsle_shfl(0xFFFFFFFFu, x, from)            \
+                   : __mpsle_shfl(__mpsle_simd_mask(n), x, from);  \
     return ok ? y : x;                                             \
   }
 MPSLE_SIMD_SHUFFLES(MPSLE_SHUF)
 #undef MPSLE_SHUF
 template <class T> inline T simd_broadcast_first(T x) {
-  return __mpsle_shfl(__mpsle_simd_mask(__mpsle_simd_lanes()), x, 0);
+  const unsigned n = __mpsle_simd_lanes();
+  return n == 32u ? __mpsle_shfl(0xFFFFFFFFu, x, 0) : __mpsle_shfl(__mpsle_simd_mask(n), x, 0);
 }
 
 // the first *active* thread of the simdgroup (lowest lane of the active mask)
@@ -250,10 +288,18 @@ inline bool simd_is_first() {
 }
 
 inline simd_vote simd_ballot(bool p) {
-  return simd_vote((unsigned long)__nvvm_vote_ballot_sync(__mpsle_simd_mask(__mpsle_simd_lanes()), p));
+  const unsigned n = __mpsle_simd_lanes();
+  return simd_vote((unsigned long)(n == 32u ? __nvvm_vote_ballot_sync(0xFFFFFFFFu, p)
+                                            : __nvvm_vote_ballot_sync(__mpsle_simd_mask(n), p)));
 }
-inline bool simd_any(bool p) { return __nvvm_vote_any_sync(__mpsle_simd_mask(__mpsle_simd_lanes()), p); }
-inline bool simd_all(bool p) { return __nvvm_vote_all_sync(__mpsle_simd_mask(__mpsle_simd_lanes()), p); }
+inline bool simd_any(bool p) {
+  const unsigned n = __mpsle_simd_lanes();
+  return n == 32u ? __nvvm_vote_any_sync(0xFFFFFFFFu, p) : __nvvm_vote_any_sync(__mpsle_simd_mask(n), p);
+}
+inline bool simd_all(bool p) {
+  const unsigned n = __mpsle_simd_lanes();
+  return n == 32u ? __nvvm_vote_all_sync(0xFFFFFFFFu, p) : __nvvm_vote_all_sync(__mpsle_simd_mask(n), p);
+}
 
 // ---------------------------------------------------------------------------------------------
 // simdgroup matrices (simdgroup_matrix.h): the warp is the simdgroup. Every operation starts with

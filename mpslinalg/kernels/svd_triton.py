@@ -37,6 +37,8 @@ float32 and complex64 (interleaved pairs, as ``torch.view_as_real``).
 
 from __future__ import annotations
 
+import os
+
 import torch
 import triton
 import triton.language as tl
@@ -71,6 +73,10 @@ REG_KERNELS = ("auto", "registers", "pairs", "halving")
 REG_JOINT_REDUCE = True
 #: The halving kernel: the rotation angle from approximate division and square roots (:func:`_rotation_p`).
 REG_FAST_ROTATION = True
+#: The halving kernel: squared column norms carried and updated after each rotation (LAPACK xGSVJ0's
+#: SVA, summed again at each level and after cancellation), so a round sums only ``x_pᴴ x_q``.
+#: Off until measured on the GPU (environment: MPSLINALG_SVD_TRACK_NORMS=1).
+REG_TRACK_NORMS = os.environ.get("MPSLINALG_SVD_TRACK_NORMS", "0") == "1"
 _REG_FAILED: list[str] = []  # why the register variant did not build, once it did not
 #: Largest ``m`` (and ``n <= m``) of the one-matrix-per-lane kernel of the whole SVD (generated code
 #: grows as m²n² and so does the compile time: complex64 4x4 took ~4 min of Triton + ptxas on a loaded
@@ -628,6 +634,8 @@ def jacobi(X: torch.Tensor, V: torch.Tensor | None, sweeps: int, tol: float, cto
             extra = {}
             if kern is not regs.jacobi_reg_kernel:
                 extra["FAST"] = REG_FAST_ROTATION and kern is regs.jacobi_halving_kernel
+            if kern is regs.jacobi_halving_kernel:
+                extra["TRACK"] = REG_TRACK_NORMS
             if TILE_MAXNREG:  # a register cap: two programs of 8 warps on an SM instead of one
                 extra["maxnreg"] = TILE_MAXNREG
             kern[(Bn,)](x, v, rot, n, sweeps, float(tol), float(ctol), COMPLEX=cplx, WANT_V=V is not None, NP=np_,

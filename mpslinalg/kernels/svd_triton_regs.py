@@ -36,7 +36,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .svd_triton_rot import _rotate_complex, _rotate_real, _rotation, _rotation_p, _store_pq
+from .svd_triton_rot import _rotate_complex, _rotate_real, _rotation, _rotation_p, _rotation_t, _store_pq
 
 __all__ = ["jacobi_halving_kernel", "jacobi_pairs_kernel", "jacobi_reg_kernel"]
 
@@ -246,6 +246,20 @@ def _halve(P, Q, src, odd, t):
 
 
 @triton.jit
+def _apply_pair(c, sr, si, xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, COMPLEX: tl.constexpr, WANT_V: tl.constexpr):
+    """The round's rotations ``(c, se)`` (one per pair) applied to the ``P``/``Q`` tiles of ``X`` (and ``V``)."""
+    if COMPLEX:
+        xpr, xpi, xqr, xqi = _rotate_complex(xpr, xpi, xqr, xqi, c[None, :], sr[None, :], si[None, :])
+        if WANT_V:
+            vpr, vpi, vqr, vqi = _rotate_complex(vpr, vpi, vqr, vqi, c[None, :], sr[None, :], si[None, :])
+    else:
+        xpr, xqr = _rotate_real(xpr, xqr, c[None, :], sr[None, :])
+        if WANT_V:
+            vpr, vqr = _rotate_real(vpr, vqr, c[None, :], sr[None, :])
+    return xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi
+
+
+@triton.jit
 def _rotate_pair(xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, tol, ctol, live,
                  COMPLEX: tl.constexpr, WANT_V: tl.constexpr, JOINT: tl.constexpr, FAST: tl.constexpr):
     """One round's rotations of the pairs ``(P[:, k], Q[:, k])`` of ``X`` (and ``V``)."""
@@ -258,27 +272,73 @@ def _rotate_pair(xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, tol, ctol, live,
             bb = tl.sum(xqr * xqr + xqi * xqi, axis=0)
             gr = tl.sum(xpr * xqr + xpi * xqi, axis=0)
             gi = tl.sum(xpr * xqi - xpi * xqr, axis=0)
-        sig, c, sr, si = _rotation_p(a, bb, gr, gi, tol, ctol, live, COMPLEX, FAST)
-        xpr, xpi, xqr, xqi = _rotate_complex(xpr, xpi, xqr, xqi, c[None, :], sr[None, :], si[None, :])
-        if WANT_V:
-            vpr, vpi, vqr, vqi = _rotate_complex(vpr, vpi, vqr, vqi, c[None, :], sr[None, :], si[None, :])
     else:
         a = tl.sum(xpr * xpr, axis=0)
         bb = tl.sum(xqr * xqr, axis=0)
         gr = tl.sum(xpr * xqr, axis=0)
-        sig, c, sr, si = _rotation_p(a, bb, gr, gr, tol, ctol, live, COMPLEX, FAST)
-        xpr, xqr = _rotate_real(xpr, xqr, c[None, :], sr[None, :])
-        if WANT_V:
-            vpr, vqr = _rotate_real(vpr, vqr, c[None, :], sr[None, :])
+        gi = gr
+    sig, c, sr, si = _rotation_p(a, bb, gr, gi, tol, ctol, live, COMPLEX, FAST)
+    xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi = _apply_pair(c, sr, si, xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi,
+                                                         COMPLEX, WANT_V)
     return sig, xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi
+
+
+@triton.jit
+def _sum2(a0, b0, a1, b1):
+    return a0 + a1, b0 + b1
+
+
+@triton.jit
+def _norms2(xpr, xpi, xqr, xqi, COMPLEX: tl.constexpr):
+    """The squared column norms of the ``P`` and ``Q`` tiles (one reduction)."""
+    if COMPLEX:
+        nP, nQ = tl.reduce((xpr * xpr + xpi * xpi, xqr * xqr + xqi * xqi), 0, _sum2)
+    else:
+        nP, nQ = tl.reduce((xpr * xpr, xqr * xqr), 0, _sum2)
+    return nP, nQ
+
+
+#: LAPACK xGSVJ0's ROOTEPS test on squared norms: an updated norm² below sqrt(u) (u = 2^-24) of
+#: its old value lost digits to cancellation in ``a − t|g|`` (LAPACK then recomputes it).
+_ROOTEPS = tl.constexpr(2.0**-12)
+
+
+@triton.jit
+def _rotate_pair_tracked(xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, tol, ctol, live,
+                         COMPLEX: tl.constexpr, WANT_V: tl.constexpr, FAST: tl.constexpr):
+    """:func:`_rotate_pair` with the squared column norms ``nP``, ``nQ`` carried (LAPACK ``xGSVJ0``'s
+    ``SVA``): only ``g = x_pᴴ x_q`` is a column sum, and the rotated pair's norms become ``a − t|g|``,
+    ``b + t|g|``.
+
+    A norm whose update fell below ``ROOTEPS`` of its old value (cancellation) is marked stale (−1)
+    instead of summed again (a branch here made ptxas spill the tiles): a pair with a stale column is
+    not rotated, and counts as work left, until the level's fresh sums (``jacobi_halving_kernel``), so
+    no rotation ever uses an inaccurate norm and no sweep that skipped a pair ends the iteration."""
+    if COMPLEX:
+        gr, gi = tl.reduce((xpr * xqr + xpi * xqi, xpr * xqi - xpi * xqr), 0, _sum2)
+    else:
+        gr = tl.sum(xpr * xqr, axis=0)
+        gi = gr
+    stale_in = (nP < 0.0) | (nQ < 0.0)
+    sig, c, sr, si, tg = _rotation_t(tl.abs(nP), tl.abs(nQ), gr, gi, tol, ctol, live & ~stale_in, COMPLEX, FAST)
+    sig = sig | (stale_in & live)
+    xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi = _apply_pair(c, sr, si, xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi,
+                                                         COMPLEX, WANT_V)
+    nP1 = nP - tg  # tg = 0 where not rotated: the norms (stale marks included) stay as they were
+    nQ1 = nQ + tg
+    nP1 = tl.where((tg != 0.0) & (nP1 <= _ROOTEPS * nP), -1.0, nP1)
+    nQ1 = tl.where((tg != 0.0) & (nQ1 <= _ROOTEPS * nQ), -1.0, nQ1)
+    return sig, xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP1, nQ1
 
 
 @triton.jit
 def jacobi_halving_kernel(X, V, ROT, n, sweeps, tol, ctol,
                           COMPLEX: tl.constexpr, WANT_V: tl.constexpr, NP: tl.constexpr, JOINT: tl.constexpr,
-                        FAST: tl.constexpr):
+                          FAST: tl.constexpr, TRACK: tl.constexpr = False):
     """One matrix per program, ``n = NP`` a power of two, the recursive-halving ordering (module
-    docstring); the contract of :func:`jacobi_pairs_kernel`."""
+    docstring); the contract of :func:`jacobi_pairs_kernel`. ``TRACK``: the squared column norms are
+    summed at the start of each level and updated after each rotation (:func:`_rotate_pair_tracked`),
+    so a round sums only ``g``."""
     b = tl.program_id(0).to(tl.int64)
     CW: tl.constexpr = 2 if COMPLEX else 1
     HP: tl.constexpr = NP // 2
@@ -317,9 +377,18 @@ def jacobi_halving_kernel(X, V, ROT, n, sweeps, tol, ctol,
         s = HP  # level: pairs P block j x Q block j (blocks of s positions), Q rolled s times
         while s >= 1:
             idx_roll = (k // s) * s + (k % s + 1) % s
+            if TRACK:  # fresh sums at each level: the updates' rounding errors never pile up past one level
+                nP, nQ = _norms2(xpr, xpi, xqr, xqi, COMPLEX)
+                idx_roll1 = (k1 // s) * s + (k1 % s + 1) % s
             for _r in range(0, s):
-                sig, xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi = _rotate_pair(
-                    xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, tol, ctol, live, COMPLEX, WANT_V, JOINT, FAST)
+                if TRACK:
+                    sig, xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ = _rotate_pair_tracked(
+                        xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, tol, ctol, live, COMPLEX, WANT_V, FAST)
+                    if s > 1:
+                        nQ = tl.gather(nQ, idx_roll1, axis=0)
+                else:
+                    sig, xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi = _rotate_pair(
+                        xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, tol, ctol, live, COMPLEX, WANT_V, JOINT, FAST)
                 mine = mine | sig.to(tl.int32)
                 if s > 1:
                     xqr = _roll(xqr, idx_roll)

@@ -37,6 +37,15 @@ def _rotation_p(a, b, gr, gi, tol, ctol, active, COMPLEX: tl.constexpr, FAST: tl
     division, square root and reciprocal square root (a few ulps: the rotation stays unitary to
     ``O(u)``), while the rotate/convergence decisions and ``ζ`` keep the correctly rounded ones
     (``sqrt.approx`` flushes subnormal norms to zero: the thresholds must not see that)."""
+    sig, c, sr, si, _tg = _rotation_t(a, b, gr, gi, tol, ctol, active, COMPLEX, FAST)
+    return sig, c, sr, si
+
+
+@triton.jit
+def _rotation_t(a, b, gr, gi, tol, ctol, active, COMPLEX: tl.constexpr, FAST: tl.constexpr):
+    """:func:`_rotation_p` and ``tg = t·|g|`` (0 where nothing is rotated): the rotated pair's squared
+    column norms are ``a − tg`` and ``b + tg`` (``t`` the smaller root of ``t² + 2ζt − 1 = 0``), the
+    update of LAPACK ``xGSVJ0``'s ``SVA`` that the norm-tracking kernels use instead of two sums."""
     if COMPLEX:
         gm = tl.maximum(tl.abs(gr), tl.abs(gi))  # |g| without underflow of the squares
         gs = tl.where(gm > 0.0, gm, 1.0)
@@ -73,7 +82,7 @@ def _rotation_p(a, b, gr, gi, tol, ctol, active, COMPLEX: tl.constexpr, FAST: tl
         if COMPLEX:
             si = tl.where(rot, ct * tl.math.div_rn(gi, safe), 0.0)
     c = tl.where(rot, c, 1.0)
-    return sig, c, sr, si
+    return sig, c, sr, si, tl.where(rot, t * ag, 0.0)
 
 
 @triton.jit

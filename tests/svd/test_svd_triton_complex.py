@@ -179,10 +179,107 @@ def _finish(device: str) -> None:
         assert float((got[3][:4] - ref[3][:4]).abs().max()) <= 8 * u
 
 
+def _tracked_norms(device: str) -> None:
+    """``svd_triton.REG_TRACK_NORMS`` (the halving kernel carries the squared column norms, LAPACK
+    xGSVJ0's update, and sums only ``x_pᴴ x_q``) keeps the untracked kernel's results: converged,
+    ``X0 V = X`` to ``30·n·u·‖X0‖``, ``V`` orthonormal to ``30·n·u``, the sorted column norms within
+    ``30·n·u·‖X0‖`` of the untracked kernel's (Weyl: both backward stable), and every σ of the graded
+    matrices within the one-sided Jacobi bound ``30·n·κ(B)·u`` of float64 LAPACK (Demmel & Veselić;
+    ``κ(B)`` of ``X0`` with unit columns, as ``test_svd_accuracy``), and converged on the true column
+    norms (``|x_iᴴ x_j| <= 4nu·‖x_i‖‖x_j‖``). Matrix 1 has two equal columns:
+    their rotation cancels ``a − t|g|`` to 0 (the ROOTEPS test marks the norm stale), and its sweeps
+    must still end in a converged, orthonormal result."""
+    from mpslinalg.kernels import svd_triton as st
+
+    u = _u()
+    for n, dtype in ((8, torch.complex64), (16, torch.complex64), (16, torch.float32)):
+        g = torch.Generator().manual_seed(n)
+        X0 = torch.randn(4, n, n, dtype=dtype, generator=g)
+        X0[1, :, 3] = X0[1, :, 1]
+        D = torch.logspace(0, -6, n)
+        X0[2] = X0[2] * D
+        X0[3] = D[:, None] * X0[3] * D
+        X0 = X0.to(device)
+        eye = torch.eye(n, dtype=dtype, device=device).expand(4, n, n).contiguous()
+        out = {}
+        for track in (False, True):
+            saved = st.TILE_KERNEL, dict(st.LANE_MAX), st.REG_TRACK_NORMS
+            st.TILE_KERNEL, st.LANE_MAX, st.REG_TRACK_NORMS = "halving", {torch.float32: 0, torch.complex64: 0}, track
+            try:
+                out[track] = st.jacobi(X0.clone(), eye.clone(), 30, math.sqrt(n) * u, 2 * n * u)
+            finally:
+                st.TILE_KERNEL, st.LANE_MAX, st.REG_TRACK_NORMS = saved
+        X, V, rot = out[True]
+        scale = float(X0.abs().max()) * n
+        assert not bool(rot.any())
+        # converged on the true norms: |x_iᴴ x_j| <= 2·ctol·‖x_i‖‖x_j‖ (ctol = 2nu, doubled for the
+        # last sweep's rotations below it and the rounding of the sums)
+        X64 = X.cpu().to(torch.complex128)
+        nrm = torch.linalg.vector_norm(X64, dim=-2)
+        cos = (X64.mH @ X64).abs() / (nrm[..., :, None] * nrm[..., None, :]).clamp_min(1e-300)
+        cos = cos - torch.diag_embed(cos.diagonal(dim1=-2, dim2=-1))
+        assert float(cos.max()) <= 2 * 2 * n * u
+        assert float((X0 @ V - X).abs().max()) <= 30 * n * u * scale
+        assert float((V.mH @ V - torch.eye(n, device=device)).abs().max()) <= 30 * n * u
+        norms = torch.linalg.vector_norm(X, dim=-2).sort(-1)[0]
+        ref = torch.linalg.vector_norm(out[False][0], dim=-2).sort(-1)[0]
+        assert float((norms - ref).abs().max()) <= 30 * n * u * scale
+        X64 = X0[2:].cpu().to(torch.complex128 if dtype.is_complex else torch.float64)
+        sigma = torch.linalg.svdvals(X64).flip(-1)
+        kappa_B = torch.linalg.cond(X64 / torch.linalg.vector_norm(X64, dim=-2, keepdim=True))
+        rel = ((norms[2:].cpu().double() - sigma) / sigma).abs().amax(-1)
+        assert bool((rel <= 30 * n * kappa_B * u).all()), (rel, kappa_B)
+
+
+def _tracked_update(device: str) -> None:
+    """``svd_triton_regs._rotate_pair_tracked``'s norm update (``a − t|g|``, ``b + t|g|``) is the rotated
+    columns' squared norms to ``30·m·u·(a + b)`` (the sums' ``γ_m`` and a few roundings of ``t|g|``,
+    LAPACK's threshold 30); an update that cancelled below ``ROOTEPS = 2^-12`` of the old norm (equal
+    columns: exactly to 0; nearly parallel ones) is marked stale (−1) instead; a pair entering stale is
+    not rotated (its columns bit-identical) and counts as work left."""
+    from svd import tracked_kernel as tk
+
+    u = _u()
+    m, h = 16, 8
+    g = torch.Generator().manual_seed(7)
+    P = torch.randn(m, h, dtype=torch.complex64, generator=g)
+    Q = torch.randn(m, h, dtype=torch.complex64, generator=g)
+    Q[:, 1] = P[:, 1]  # equal columns: a' = a − |g| = 0
+    Q[:, 2] = P[:, 2] * (0.6 + 0.8j) + 1e-3 * Q[:, 2]  # nearly parallel: a'/a ~ 1e-6
+    Q[:, 4] = 1e3 * Q[:, 4]  # b >> a
+    q5 = Q[:, 5].to(torch.complex128)
+    p5 = P[:, 5].to(torch.complex128)
+    Q[:, 5] = (q5 - p5 * (p5.conj() @ q5) / (p5.conj() @ p5)).to(torch.complex64)  # |g| ~ u: no rotation
+    a = torch.linalg.vector_norm(P.double(), dim=0) ** 2
+    b = torch.linalg.vector_norm(Q.double(), dim=0) ** 2
+    for stale0 in (False, True):
+        Pd, Qd = P.clone().to(device), Q.clone().to(device)
+        out = torch.empty(4, h, device=device)
+        sig = torch.empty(h, dtype=torch.int32, device=device)
+        tk.rotate_tracked[(1,)](torch.view_as_real(Pd), torch.view_as_real(Qd), out, sig, math.sqrt(m) * u,
+                                2 * m * u, NP=m, HP=h, STALE0=stale0)
+        nP1, nQ1, fP, fQ = (x.cpu().double() for x in out)
+        stale = (nP1 < 0) | (nQ1 < 0)
+        assert bool(stale[1]) and bool(stale[2]) and float(nP1[1]) == -1.0
+        keep = ~stale
+        bound = 30 * m * u * (a + b)
+        assert bool(((nP1 - fP).abs() <= bound)[keep].all()) and bool(((nQ1 - fQ).abs() <= bound)[keep].all())
+        assert int(keep.sum()) >= h - 2 - int(stale0)
+        assert float(nP1[5]) == float(out[2, 5]) and int(sig[5].item()) == 0  # not rotated: fresh = carried
+        assert bool(sig[3].item()) and bool(sig[4].item())
+        if stale0:
+            assert float(nP1[0]) == -1.0 and bool(sig[0].item())
+            assert torch.equal(Pd[:, 0].cpu(), P[:, 0]) and torch.equal(Qd[:, 0].cpu(), Q[:, 0])
+
+
 def test_complex_speedups_interpreted():
     run_interpreted("svd.test_svd_triton_complex",
                     "t._completion('cpu'); t._completion_through_svd('cpu'); t._joint_reduce('cpu')\n"
                     "t._pairs_kernel('cpu'); t._finish('cpu')")
+
+
+def test_tracked_norms_interpreted():
+    run_interpreted("svd.test_svd_triton_complex", "t._tracked_update('cpu'); t._tracked_norms('cpu')")
 
 
 @pytest.mark.cuda
@@ -192,6 +289,8 @@ def test_complex_speedups_cuda():
     _joint_reduce("cuda")
     _pairs_kernel("cuda")
     _finish("cuda")
+    _tracked_update("cuda")
+    _tracked_norms("cuda")
 
 
 @pytest.mark.cuda

@@ -339,7 +339,8 @@ def _kernel_lu_cases(device, quick) -> list[Case]:
     """Issue 16: lu_factor on the kernel backends (c64 n = 1024, 4096; f32 n = 1024, 4096), and
     with ``--tune`` the blocked LU's open tuning questions (the H200 rounds of 2026-12-01 settled
     the rest: 64 register slots 10-40% slower everywhere, nb = 64 15% slower, panel_look 4 16%
-    slower, one-group panels at every size 2.6x slower; docs/ops/lu.md)."""
+    slower, one-group panels at every size 2.6x slower, 16 rows per group only for panels of at
+    most 1024 rows, complex64 k = 16 slower, the matrix-unit update no faster; docs/ops/lu.md)."""
     if device.type != "cuda":
         return []
     rows = []
@@ -351,13 +352,18 @@ def _kernel_lu_cases(device, quick) -> list[Case]:
         if case is not None:
             rows.append(case)
     if TUNE:
-        # 16 rows per group (1024: 3% faster in round 1; 4096: twice the groups), complex64 k = 16
-        # (its variant no longer spills), float32 with and without the matrix-unit variant
+        # lu_panel_look's column-major panel buffers (coalesced column loads), its rolled column loop
+        # (a tenth of the code: the unrolled kernels stall on instruction fetch), both, and with the
+        # one-group panels in registers (lu_panel_regs; float32: up to 512 rows), and with blocks of
+        # 64 columns over panels of 32 (one rank-64 trailing update a block)
         c64, f32 = torch.complex64, torch.float32
-        for dtype, n, kws in ((c64, 1024, ({"panel_rows": 16}, {"panel_look": 16})),
-                              (c64, 4096, ({"panel_rows": 16},)),
-                              (f32, 1024, ({"look_mma": True}, {"panel_rows": 16})),
-                              (f32, 4096, ({"look_mma": True},))):
+        cm, roll, both = {"panel_colmajor": True}, {"look_roll": True}, {"panel_colmajor": True, "look_roll": True}
+        regs = {**both, "panel_regs": True}
+        outer = {**regs, "panel_outer": 64}  # and one trailing update per 64 columns
+        slots = {**regs, "look_slots": ("cuda", 64)}  # twice the rows per thread: half the dispatches
+        v64 = (cm, roll, both, regs, outer, slots)
+        v32 = v64 + ({**regs, "panel_single_rows": 512},)
+        for dtype, n, kws in ((c64, 1024, v64), (c64, 4096, v64), (f32, 1024, v32), (f32, 4096, v32)):
             A = _randn((n, n), dtype, device, 40 + n)
             for kw in kws:
                 label = ", ".join(f"{k}={v}" for k, v in kw.items())

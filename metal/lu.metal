@@ -452,10 +452,13 @@ kernel void lu_panel_step(device T* A [[buffer(0)]],
 // row to Sout, the final ones included (A's rows are still being read); the second dispatch (phase
 // 2) then moves the rows made final by the first, positions [o, o + s), from its Sin to A. A panel
 // done in one dispatch is copied to Sin first (phase 0: it writes A while reading).
-// MMA = 1 (float32, KL = 8 or 16 only): the trailing rows' update, own rows x KL times KL x w, as
+// VAR = 1, MMA (float32, KL = 8 or 16 only): the trailing rows' update, own rows x KL times KL x w, as
 // 8 x 8 products on Apple's matrix units (simdgroup_matrix) into a threadgroup tile, then
 // subtracted (LAPACK's order: the product, then A - product) instead of KL sequential
 // multiply-subtracts per entry; a tuning variant (TUNING.look_mma), see docs/ops/lu.md.
+// VAR = 2, ROLL: the small LU's column loop rolled, one body for every column (lu_look_column;
+// TUNING.look_roll): the unrolled kernels are 80-250 KB of sm_90 code, streamed through the
+// instruction cache once a dispatch (the H200's stalls on instruction fetch: 35%).
 constant constexpr int LU_LOOK_MAX_ROWS = 64;  // R: rows (positions) per group
 constant constexpr int LU_LOOK_MAX_W = 64;     // panel width
 
@@ -484,7 +487,126 @@ inline void lu_look_mma(threadgroup float2*, threadgroup const float2*, threadgr
 inline float lu_look_sub(float v, threadgroup const float* P, int idx) { return v - P[idx]; }
 inline float2 lu_look_sub(float2 v, threadgroup const float2*, int) { return v; }
 
-template <typename T, int KL, int SLOTS, int MMA>
+// Step j of lu_panel_look's small LU (position cs + j, j < nk; threads hold RPT rows x KL columns
+// in x, their positions in pos): the pivot and its row in two barriers (each simdgroup's best
+// candidate by butterflies, whose lane publishes it with its row's KL entries; one threadgroup
+// round picks the winner, the sequential scan's: lu_pivot_beats is a total order), the
+// interchange, the scaling and the rank-1 update of the rows below. ROLL = false: column j is
+// x[i * KL + j] (the caller unrolls j); ROLL = true: column j is x[i * KL], and every row rotates
+// its KL entries one place left, the finished column (its L entry, or U's for pivot rows) going to
+// the end, so after KL steps (steps j >= nk only rotate) x is back in column order and every step
+// runs the same code. Same arithmetic in the same order either way.
+template <typename T, int KL, int RPT, bool ROLL>
+inline void lu_look_column(thread T (&x)[RPT * KL], thread int (&pos)[RPT], int j, int nk, int cs, int m, int t,
+                           int nt, threadgroup float* red_v, threadgroup int* red_i, threadgroup T* red_row,
+                           bool writer, device int* pv, thread int& first_zero) {
+  if (j >= nk) {
+    if (ROLL) {
+#pragma unroll
+      for (int i = 0; i < RPT; ++i) {
+        const T head = x[i * KL];
+#pragma unroll
+        for (int q = 0; q < KL - 1; ++q) {
+          x[i * KL + q] = x[i * KL + q + 1];
+        }
+        x[i * KL + KL - 1] = head;
+      }
+    }
+    return;
+  }
+  const int jx = ROLL ? 0 : j;  // column j's place in a row of x
+  const int cj = cs + j;
+  float best = -1.0f;
+  int bi = m;
+#pragma unroll
+  for (int i = 0; i < RPT; ++i) {
+    if (pos[i] >= cj) {
+      const float v = s_abs1(x[i * KL + jx]);
+      if (lu_pivot_beats(v, pos[i], best, bi)) {
+        best = v;
+        bi = pos[i];
+      }
+    }
+  }
+  lu_pivot_simd(best, bi);
+  threadgroup_barrier(mem_flags::mem_threadgroup);  // the previous column's reads are done
+  const int sg = t / 32;
+  if (t % 32 == 0) {
+    red_v[sg] = best;
+    red_i[sg] = bi;
+  }
+#pragma unroll
+  for (int i = 0; i < RPT; ++i) {
+    if (pos[i] == bi) {  // this simdgroup's best row is this lane's
+#pragma unroll
+      for (int q = 0; q < KL; ++q) {
+        red_row[sg * KL + q] = x[i * KL + q];
+      }
+    }
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  best = red_v[0];
+  bi = red_i[0];
+  int ws = 0;
+  for (int q = 1; q < nt / 32; ++q) {
+    if (lu_pivot_beats(red_v[q], red_i[q], best, bi)) {
+      best = red_v[q];
+      bi = red_i[q];
+      ws = q;
+    }
+  }
+  const int p = (bi >= m) ? cj : bi;  // bi < m: position cj < m is always a candidate
+  threadgroup const T* pslice = red_row + ws * KL;  // the pivot row's KL entries (ROLL: from column j)
+  const T pivot = pslice[jx];
+  const bool nonzero = !s_is_zero(pivot);
+  if (writer && t == 0) {
+    pv[cj] = p + 1;
+  }
+  if (!nonzero && first_zero < 0) {
+    first_zero = cj;
+  }
+  const bool recip = lu_use_recip(pivot);
+  const T rp = lu_recip(pivot);
+#pragma unroll
+  for (int i = 0; i < RPT; ++i) {
+    if (nonzero && p != cj) {  // the interchange of positions cj and p
+      if (pos[i] == p) {
+        pos[i] = cj;
+      } else if (pos[i] == cj) {
+        pos[i] = p;
+      }
+    }
+    if (ROLL) {
+      const bool below = pos[i] > cj;
+      T l = x[i * KL];
+      if (below && nonzero) {
+        l = lu_scale(l, pivot, rp, recip);
+      }
+#pragma unroll
+      for (int q = 0; q < KL - 1; ++q) {  // entries KL - 1 - j and on are earlier columns' L
+        const T y = x[i * KL + q + 1];
+        x[i * KL + q] = (below && q < KL - 1 - j) ? y - s_mul(l, pslice[q + 1]) : y;
+      }
+      x[i * KL + KL - 1] = l;
+    } else if (pos[i] > cj) {
+      T l = x[i * KL + j];
+      if (nonzero) {
+        l = lu_scale(l, pivot, rp, recip);
+      }
+      x[i * KL + j] = l;
+#pragma unroll
+      // a constant trip count (q > j tested inside), which clang unrolls before the j loop,
+      // except complex64 k = 16, which spills so and not from j + 1 (sm_90, docs/ops/lu.md)
+      for (int q = (sizeof(T) == 4 || KL < 16) ? 0 : j + 1; q < KL; ++q) {
+        if (q > j) {
+          x[i * KL + q] -= s_mul(l, pslice[q]);
+        }
+      }
+    }
+  }
+}
+
+template <typename T, int KL, int SLOTS, int VAR>
 [[max_total_threads_per_threadgroup(256)]]  // = LU_PANEL_MAX_THREADS
 kernel void lu_panel_look(device T* A [[buffer(0)]],
                           device const T* Sin [[buffer(1)]],
@@ -508,6 +630,8 @@ kernel void lu_panel_look(device T* A [[buffer(0)]],
                           uint ntg [[threads_per_threadgroup]],
                           uint tg [[threadgroup_position_in_grid]]) {
   constexpr int RPT = SLOTS * (sizeof(T) == 4 ? 2 : 1) / KL;  // active rows per thread
+  constexpr bool MMA = VAR == 1;   // the trailing update on the matrix units
+  constexpr bool ROLL = VAR == 2;  // the small LU's column loop rolled (lu_look_column)
   threadgroup float red_v[LU_PANEL_MAX_THREADS];
   threadgroup int red_i[LU_PANEL_MAX_THREADS];
   threadgroup T red_row[LU_PANEL_MAX_THREADS / 32 * KL];  // each simdgroup's best row's KL entries
@@ -565,89 +689,18 @@ kernel void lu_panel_look(device T* A [[buffer(0)]],
   }
   const bool writer = rlo <= cs;  // the group owning position cs writes piv and info
   int first_zero = -1;
+  device int* pv = piv + (long)b * K;
+  if (ROLL) {
+    // one loop body for every column (the registers rotate one column a step), small enough to
+    // stay in the instruction cache; the unrolled form streams tens of KiB of code a dispatch
+#pragma unroll 1
+    for (int j = 0; j < KL; ++j) {
+      lu_look_column<T, KL, RPT, true>(x, pos, j, nk, cs, m, t, nt, red_v, red_i, red_row, writer, pv, first_zero);
+    }
+  } else {
 #pragma unroll
-  for (int j = 0; j < KL; ++j) {
-    if (j < nk) {
-      const int cj = cs + j;
-      float best = -1.0f;
-      int bi = m;
-#pragma unroll
-      for (int i = 0; i < RPT; ++i) {
-        if (pos[i] >= cj) {
-          const float v = s_abs1(x[i * KL + j]);
-          if (lu_pivot_beats(v, pos[i], best, bi)) {
-            best = v;
-            bi = pos[i];
-          }
-        }
-      }
-      // the pivot and its row in two barriers: each simdgroup's best candidate (butterfly), whose
-      // lane publishes it with its row's KL entries; one threadgroup round picks the winner (the
-      // sequential scan's, lu_pivot_beats is a total order) and every thread reads its row there
-      lu_pivot_simd(best, bi);
-      threadgroup_barrier(mem_flags::mem_threadgroup);  // the previous column's reads are done
-      const int sg = t / 32;
-      if (t % 32 == 0) {
-        red_v[sg] = best;
-        red_i[sg] = bi;
-      }
-#pragma unroll
-      for (int i = 0; i < RPT; ++i) {
-        if (pos[i] == bi) {  // this simdgroup's best row is this lane's
-#pragma unroll
-          for (int q = 0; q < KL; ++q) {
-            red_row[sg * KL + q] = x[i * KL + q];
-          }
-        }
-      }
-      threadgroup_barrier(mem_flags::mem_threadgroup);
-      best = red_v[0];
-      bi = red_i[0];
-      int ws = 0;
-      for (int q = 1; q < nt / 32; ++q) {
-        if (lu_pivot_beats(red_v[q], red_i[q], best, bi)) {
-          best = red_v[q];
-          bi = red_i[q];
-          ws = q;
-        }
-      }
-      const int p = (bi >= m) ? cj : bi;  // bi < m: position cj < m is always a candidate
-      threadgroup const T* pslice = red_row + ws * KL;  // the pivot row's KL entries
-      const T pivot = pslice[j];
-      const bool nonzero = !s_is_zero(pivot);
-      if (writer && t == 0) {
-        piv[(long)b * K + cj] = p + 1;
-      }
-      if (!nonzero && first_zero < 0) {
-        first_zero = cj;
-      }
-      const bool recip = s_abs(pivot) >= S_SFMIN;
-      const T rp = lu_recip(pivot);
-#pragma unroll
-      for (int i = 0; i < RPT; ++i) {
-        if (nonzero && p != cj) {  // the interchange of positions cj and p
-          if (pos[i] == p) {
-            pos[i] = cj;
-          } else if (pos[i] == cj) {
-            pos[i] = p;
-          }
-        }
-        if (pos[i] > cj) {
-          T l = x[i * KL + j];
-          if (nonzero) {
-            l = lu_scale(l, pivot, rp, recip);
-          }
-          x[i * KL + j] = l;
-#pragma unroll
-          // a constant trip count (q > j tested inside), which clang unrolls before the j loop,
-          // except complex64 k = 16, which spills so and not from j + 1 (sm_90, docs/ops/lu.md)
-          for (int q = (sizeof(T) == 4 || KL < 16) ? 0 : j + 1; q < KL; ++q) {
-            if (q > j) {
-              x[i * KL + q] -= s_mul(l, pslice[q]);
-            }
-          }
-        }
-      }
+    for (int j = 0; j < KL; ++j) {
+      lu_look_column<T, KL, RPT, false>(x, pos, j, nk, cs, m, t, nt, red_v, red_i, red_row, writer, pv, first_zero);
     }
   }
   if (writer && t == 0 && first_zero >= 0 && info[b] == 0) {
@@ -738,6 +791,76 @@ kernel void lu_panel_look(device T* A [[buffer(0)]],
       a[q * n + c0 + c] = v;
     } else {
       sout[q * sr + c * sc] = v;
+    }
+  }
+}
+
+// ---- lu_panel_regs -------------------------------------------------------------------------------
+//
+// The panel contract (rows [o, M) x columns [o, o + w), w <= LU_REGS_W) by ONE threadgroup per
+// matrix with the whole panel in registers: thread t holds the rows o + t + i * ntg (i < RPT,
+// RPT = SLOTS / LU_REGS_W rows, twice as many for float32; the host checks M - o <= ntg * RPT),
+// and the small LU runs as lu_panel_look's rolled column loop (lu_look_column: two barriers a
+// column, no device-memory round trip) before each row is written to its final position. Same
+// pivots, arithmetic, NaN, zero-pivot, info and sfmin rules as lu_panel. Grid: threads = B * ntg,
+// group_size = ntg (a power of two, 32..256).
+constant constexpr int LU_REGS_W = 32;
+
+template <typename T, int SLOTS>
+[[max_total_threads_per_threadgroup(256)]]  // = LU_PANEL_MAX_THREADS
+kernel void lu_panel_regs(device T* A [[buffer(0)]],
+                          device int* piv [[buffer(1)]],
+                          device int* info [[buffer(2)]],
+                          constant long& M [[buffer(3)]],
+                          constant long& N [[buffer(4)]],
+                          constant long& K [[buffer(5)]],
+                          constant long& o [[buffer(6)]],
+                          constant long& w [[buffer(7)]],
+                          uint tid [[thread_index_in_threadgroup]],
+                          uint ntg [[threads_per_threadgroup]],
+                          uint b [[threadgroup_position_in_grid]]) {
+  constexpr int RPT = SLOTS * (sizeof(T) == 4 ? 2 : 1) / LU_REGS_W;
+  threadgroup float red_v[LU_PANEL_MAX_THREADS];
+  threadgroup int red_i[LU_PANEL_MAX_THREADS];
+  threadgroup T red_row[LU_PANEL_MAX_THREADS / 32 * LU_REGS_W];
+  const int m = (int)M;
+  const int n = (int)N;
+  const int c0 = (int)o;
+  const int nw = (int)w;
+  const int t = (int)tid;
+  const int nt = (int)ntg;
+  device T* a = A + (long)b * M * N + c0;  // 64-bit base offset; 32-bit inside the matrix
+  T x[RPT * LU_REGS_W];
+  int pos[RPT];  // current position of the row held (-1: none)
+#pragma unroll
+  for (int i = 0; i < RPT; ++i) {
+    const int r = c0 + t + i * nt;
+    pos[i] = r < m ? r : -1;
+#pragma unroll
+    for (int j = 0; j < LU_REGS_W; ++j) {
+      x[i * LU_REGS_W + j] = (r < m && j < nw) ? a[r * n + j] : s_zero<T>();
+    }
+  }
+  int first_zero = -1;
+  const int kl = min(m - c0, nw);
+#pragma unroll 1
+  for (int j = 0; j < LU_REGS_W; ++j) {
+    lu_look_column<T, LU_REGS_W, RPT, true>(x, pos, j, kl, c0, m, t, nt, red_v, red_i, red_row, true,
+                                            piv + (long)b * K, first_zero);
+  }
+  if (t == 0 && first_zero >= 0 && info[b] == 0) {
+    info[b] = first_zero + 1;
+  }
+  threadgroup_barrier(mem_flags::mem_device);  // every row of the panel is read before any is written
+#pragma unroll
+  for (int i = 0; i < RPT; ++i) {
+    if (pos[i] >= 0) {
+#pragma unroll
+      for (int j = 0; j < LU_REGS_W; ++j) {
+        if (j < nw) {
+          a[pos[i] * n + j] = x[i * LU_REGS_W + j];
+        }
+      }
     }
   }
 }
@@ -1394,6 +1517,8 @@ kernel void lu_laswp_block(device T* A [[buffer(0)]],
 
 MPSL_INSTANTIATE_DTYPES(lu_panel)
 MPSL_INSTANTIATE_DTYPES(lu_panel_step)
+MPSL_INSTANTIATE("lu_panel_regs_f32_32", lu_panel_regs, float, 32)
+MPSL_INSTANTIATE("lu_panel_regs_c64_32", lu_panel_regs, float2, 32)
 #define LU_INSTANTIATE_LOOK(KL, SLOTS)                                                         \
   MPSL_INSTANTIATE("lu_panel_look_f32_" #KL "_" #SLOTS, lu_panel_look, float, KL, SLOTS, 0)   \
   MPSL_INSTANTIATE("lu_panel_look_c64_" #KL "_" #SLOTS, lu_panel_look, float2, KL, SLOTS, 0)
@@ -1401,12 +1526,21 @@ LU_INSTANTIATE_LOOK(2, 32)
 LU_INSTANTIATE_LOOK(4, 32)
 LU_INSTANTIATE_LOOK(8, 32)
 LU_INSTANTIATE_LOOK(16, 32)
-LU_INSTANTIATE_LOOK(2, 64)
-LU_INSTANTIATE_LOOK(4, 64)
-LU_INSTANTIATE_LOOK(8, 64)
-LU_INSTANTIATE_LOOK(16, 64)
 MPSL_INSTANTIATE("lu_panel_look_f32_8_32_1", lu_panel_look, float, 8, 32, 1)
 MPSL_INSTANTIATE("lu_panel_look_f32_16_32_1", lu_panel_look, float, 16, 32, 1)
+// the 64-slot budget only rolled (its unrolled kernels were 150-250 KB of sm_90 code each, slower than
+// 32 slots on the H200, and most of ptxas' time for this file)
+#define LU_INSTANTIATE_LOOK_ROLL(KL, SLOTS)                                                              \
+  MPSL_INSTANTIATE("lu_panel_look_f32_" #KL "_" #SLOTS "_2", lu_panel_look, float, KL, SLOTS, 2)   \
+  MPSL_INSTANTIATE("lu_panel_look_c64_" #KL "_" #SLOTS "_2", lu_panel_look, float2, KL, SLOTS, 2)
+LU_INSTANTIATE_LOOK_ROLL(2, 32)
+LU_INSTANTIATE_LOOK_ROLL(4, 32)
+LU_INSTANTIATE_LOOK_ROLL(8, 32)
+LU_INSTANTIATE_LOOK_ROLL(16, 32)
+LU_INSTANTIATE_LOOK_ROLL(2, 64)
+LU_INSTANTIATE_LOOK_ROLL(4, 64)
+LU_INSTANTIATE_LOOK_ROLL(8, 64)
+LU_INSTANTIATE_LOOK_ROLL(16, 64)
 LU_SMALL_INSTANTIATE(8, 0)
 LU_SMALL_INSTANTIATE(8, 1)
 LU_SMALL_INSTANTIATE(16, 0)

@@ -78,40 +78,58 @@ def _split(k: int, nb: int) -> int:
     return max(nb, (k // 2) // nb * nb)
 
 
-def _getrf_blocked(LU, piv, info, nb: int, kern: _MetalKernels, gemm: str) -> None:
+def _getrf_blocked(LU, piv, info, nb: int, kern: _MetalKernels, gemm: str, outer: int = 0) -> None:
     """Right-looking blocked LU (LAPACK ``getrf``) on the kernel backends, in place.
 
-    Per block of ``nb`` columns at ``o``: the panel ``[o, M) x [o, o+nb)`` (``lu_panel``, one
-    threadgroup per matrix, when it has at most ``TUNING.panel_single_rows`` rows; else several
-    threadgroups per matrix: ``lu_panel_look``, ``k`` columns per dispatch, where its active rows
-    fit, else ``lu_panel_step``, one dispatch per column), its interchanges on the columns left and
-    right of the panel (one ``lu_laswp_block``: LAPACK's two ``laswp`` calls as one gather of the
-    rows they move), ``U12 <- L11^{-1} A12`` (the triangular family's ``trsm_small``, in place),
-    ``A22 <- A22 - L21 U12`` (one GEMM).
+    Per block of ``nb`` columns at ``o``: the panel ``[o, M) x [o, o+nb)`` (``lu_panel_regs`` or
+    ``lu_panel``, one threadgroup per matrix, when it has at most ``TUNING.panel_single_rows``
+    rows; else several threadgroups per matrix: ``lu_panel_look``, ``k`` columns per dispatch,
+    where its active rows fit, else ``lu_panel_step``, one dispatch per column), its interchanges
+    on the columns left and right of the panel (one ``lu_laswp_block``: LAPACK's two ``laswp``
+    calls as one gather of the rows they move), ``U12 <- L11^{-1} A12`` (the triangular family's
+    ``trsm_small``, in place), ``A22 <- A22 - L21 U12`` (one GEMM).
+
+    ``outer > nb`` (``TUNING.panel_outer``): blocks of ``outer`` columns, each factored as above
+    with the interchanges and updates kept inside its columns, then its interchanges on the other
+    columns and ONE trailing update of rank ``outer`` (LAPACK's ``getrf`` over a blocked panel):
+    the trailing matrix is read and written once per ``outer`` columns instead of once per ``nb``.
     """
     B, M, N = LU.shape
     K = min(M, N)
+    NB = outer if outer > nb else nb
     tall = M > TUNING.panel_single_rows
     scratch = kern.panel_scratch(LU, nb) if tall else None
     bufs = kern.look_buffers(LU, nb) if tall and kern.look_cap() > 1 else None
-    for o in range(0, K, nb):
-        w = min(nb, N - o)
-        kl = min(M - o, w)
-        if M - o <= TUNING.panel_single_rows:
-            kern.panel(LU, piv, info, o, w)
-        elif bufs is None or not kern.panel_look(LU, piv, info, o, w, bufs):
-            kern.panel_steps(LU, piv, info, o, w, scratch)
-        kern.swap_around(LU, piv, o, o + kl, w)  # the columns left and right of the panel
-        if o + w >= N:
-            continue
-        A12 = LU[:, o:o + kl, o + w:]
-        # in place: trsm_small reads a thread's whole column of B before it writes that column of X
-        # (and columns are never shared), so X may be B (kl <= nb <= 64: one dispatch, no copy)
-        _trsm_small_metal(LU[:, o:o + kl, o:o + kl], A12, A12, False, True)
-        DISPATCHES["trsm"] += 1
-        if M > o + kl:
-            _gemm_sub(LU[:, o + kl:, o + w:], LU[:, o + kl:, o:o + kl], A12, gemm)
-            DISPATCHES["gemm"] += 1
+    for O in range(0, K, NB):
+        W = min(NB, N - O)
+        KW = min(M - O, W)
+        for o in range(O, O + KW, nb):
+            w = min(nb, O + W - o)
+            if M - o <= TUNING.panel_single_rows:
+                kern.panel(LU, piv, info, o, w)
+            elif bufs is None or not kern.panel_look(LU, piv, info, o, w, bufs):
+                kern.panel_steps(LU, piv, info, o, w, scratch)
+            kl = min(M - o, w)
+            if NB > nb:  # the rest of the outer block's columns
+                kern.swap_around(LU, piv, o, o + kl, w, O, O + W)
+            if o + w < O + W:
+                _block_update(LU, o, kl, o + w, O + W, gemm)
+        kern.swap_around(LU, piv, O, O + KW, W)  # the columns left and right of the outer block
+        if O + W < N:
+            _block_update(LU, O, KW, O + W, N, gemm)
+
+
+def _block_update(LU, o: int, kl: int, c0: int, c1: int, gemm: str) -> None:
+    """Columns ``[c0, c1)`` after the panel at ``o`` with ``kl`` pivots: ``U12 <- L11^{-1} A12``
+    and ``A22 <- A22 - L21 U12`` (kernel backends: one ``trsm_small`` dispatch, one GEMM)."""
+    A12 = LU[:, o:o + kl, c0:c1]
+    # in place: trsm_small reads a thread's whole column of B before it writes that column of X
+    # (and columns are never shared), so X may be B (kl <= 64: one dispatch, no copy)
+    _trsm_small_metal(LU[:, o:o + kl, o:o + kl], A12, A12, False, True)
+    DISPATCHES["trsm"] += 1
+    if LU.shape[-2] > o + kl:
+        _gemm_sub(LU[:, o + kl:, c0:c1], LU[:, o + kl:, o:o + kl], A12, gemm)
+        DISPATCHES["gemm"] += 1
 
 
 def _update(LU, o: int, n1: int, w: int, gemm: str) -> None:
@@ -188,7 +206,7 @@ def _getrf(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         elif M <= TUNING.small_max and N <= TUNING.small_max:
             kern.small(LU, piv, info)
         else:
-            _getrf_blocked(LU, piv, info, TUNING.panel_nb, kern, TUNING.gemm.get(dev, "4m"))
+            _getrf_blocked(LU, piv, info, TUNING.panel_nb, kern, TUNING.gemm.get(dev, "4m"), TUNING.panel_outer)
     return LU.reshape(*batch, M, N), piv.reshape(*batch, K), info.reshape(batch)
 
 

@@ -67,6 +67,21 @@ class Tuning:
         (``simdgroup_matrix``) instead of ``k`` multiply-subtracts per entry. Off by default: the
         product is ``32 x k x w`` per group, far too small to be throughput-bound, and it costs a
         16 KiB threadgroup tile and a barrier (docs/ops/lu.md has the H200 proxy timing both ways).
+    panel_outer : int
+        0 (off) or 64: blocks of 64 columns, each factored as blocks of ``panel_nb`` with the
+        interchanges and updates kept inside it, then one trailing update of rank 64 (the trailing
+        matrix is read and written half as often with ``panel_nb`` 32).
+    panel_regs : bool
+        Panels of at most ``panel_single_rows`` rows, at most 32 columns and at most
+        ``panel_threads`` rows (twice that for float32) by ``lu_panel_regs`` (the whole panel in one
+        group's registers, two barriers a column) instead of ``lu_panel`` (device memory, five
+        barriers a column).
+    look_roll : bool
+        ``lu_panel_look`` without ``look_mma`` (always with 64 ``look_slots``): the small LU's
+        column loop rolled
+        (one loop body for every column, the registers rotating a column a step) instead of
+        unrolled: about a tenth of the code, which the unrolled kernels (80-250 KB of sm_90
+        code) stream through the instruction cache on every dispatch. Same arithmetic.
     panel_colmajor : bool
         ``lu_panel_look``'s two panel buffers column-major (``[B, nb, M]``: a warp's loads of a
         column, the access every group repeats over all active rows, are one coalesced
@@ -75,7 +90,8 @@ class Tuning:
         ``lu_panel_look``'s register budget per device type: 32 or 64 complex values (64 or 128
         floats) a thread. 64 fits the H200's 255 registers a thread (a tall panel has at most one
         group per core, so the registers cost no occupancy); 32 on a Mac, where 256 threads a group
-        leave about 128 registers a thread (64 values would spill).
+        leave about 128 registers a thread (64 values would spill). 64 runs the rolled variant
+        (``look_roll``) only.
     panel_single_rows : int
         Panels with at most this many rows (0: none) are factored by one threadgroup in one
         dispatch (``lu_panel``); taller ones by ``ceil(rows / panel_rows)`` threadgroups in ``w + 1``
@@ -108,6 +124,9 @@ class Tuning:
     panel_look: dict = field(default_factory=lambda: {"float32": 16, "complex64": 8})
     look_slots: dict = field(default_factory=lambda: {"cpu": 32, "cuda": 32, "mps": 32})
     look_mma: bool = False
+    look_roll: bool = False
+    panel_regs: bool = False
+    panel_outer: int = 0
     panel_colmajor: bool = False
     panel_single_rows: int = 256
     # CUDA: cuSOLVER's getrf is the best leaf at every size on the H200 (2026-11-30, complex64
@@ -245,6 +264,9 @@ _LOOK_SLOTS = (32, 64)
 _LOOK_MAX_ROWS = 64
 _LOOK_MAX_W = 64
 
+#: lu_panel_regs: most columns (LU_REGS_W; its register slots, 32 complex values a thread).
+_REGS_W = 32
+
 #: lu_laswp_block: most interchanges per dispatch (LU_SWAP_MAX) and threads per group (LU_SWAP_THREADS).
 SWAP_BLOCK_MAX = 64
 _SWAP_THREADS = 256
@@ -285,7 +307,10 @@ def _check_tuning() -> None:
             and 1 <= rs[1] <= _LOOK_MAX_ROWS):
         raise ValueError(f"mpslinalg.lu.TUNING.panel_rows_short must be (rows >= 0, R in [1, {_LOOK_MAX_ROWS}]), "
                          f"got {rs!r}")
-    for name in ("look_mma", "panel_colmajor"):
+    if TUNING.panel_outer not in (0, SWAP_BLOCK_MAX) or not isinstance(TUNING.panel_outer, int):
+        raise ValueError(f"mpslinalg.lu.TUNING.panel_outer must be 0 or {SWAP_BLOCK_MAX} (lu_laswp_block's most "
+                         f"interchanges a dispatch), got {TUNING.panel_outer!r}")
+    for name in ("look_mma", "look_roll", "panel_colmajor", "panel_regs"):
         if not isinstance(getattr(TUNING, name), bool):
             raise ValueError(f"mpslinalg.lu.TUNING.{name} must be a bool, got {getattr(TUNING, name)!r}")
     if not all(v in _LOOK_SLOTS and isinstance(v, int) for v in TUNING.look_slots.values()):
@@ -344,11 +369,24 @@ class _MetalKernels:
         stage = TUNING.small_stage if kc == 1 else 1  # only the staged variant exists for kc = 8
         self._kernel("lu_small_solve", W, kc, stage)(A, B, X, info, n, k, nb, **_small_grid(nb, W))
 
+    def regs_fit(self, M: int, o: int, w: int) -> bool:
+        """The panel at ``o`` fits ``lu_panel_regs``: at most ``_REGS_W`` columns and one row per
+        thread (two for float32)."""
+        rows = TUNING.panel_threads * (2 if self.dtype == torch.float32 else 1)
+        return w <= _REGS_W and M - o <= rows
+
     def panel(self, LU: torch.Tensor, piv: torch.Tensor, info: torch.Tensor, o: int, w: int) -> None:
+        """The panel contract by one threadgroup per matrix: ``lu_panel_regs`` where the panel fits
+        its registers and ``TUNING.panel_regs`` asks for it, else ``lu_panel``."""
         B, M, N = LU.shape
         _check_int32(M, N)
+        if not (0 <= o < M and 0 < w and o + w <= N):
+            raise ValueError(f"lu_panel: the panel [{o}, {M}) x [{o}, {o + w}) is not inside a {M}x{N} matrix")
         K = piv.shape[-1]
         g = TUNING.panel_threads
+        if TUNING.panel_regs and self.regs_fit(M, o, w):
+            self._kernel("lu_panel_regs", _REGS_W)(LU, piv, info, M, N, K, o, w, threads=B * g, group_size=g)
+            return
         self._kernel("lu_panel")(LU, piv, info, M, N, K, o, w, threads=B * g, group_size=g)
 
     def panel_scratch(self, LU: torch.Tensor, nb: int) -> tuple[torch.Tensor, ...]:
@@ -436,8 +474,13 @@ class _MetalKernels:
         K = piv.shape[-1]
         kl = min(M - o, w)
         starts = list(range(0, kl, k))
-        # the matrix-unit variant exists for float32, k >= 8, 32 slots
-        mma = (1,) if TUNING.look_mma and self.dtype == torch.float32 and k >= 8 and self.look_slots == 32 else ()
+        # the matrix-unit variant (1) exists for float32, k >= 8, 32 slots; the rolled one (2) for both
+        # budgets, and it is the only one with 64 slots
+        var = ()
+        if TUNING.look_mma and self.dtype == torch.float32 and k >= 8 and self.look_slots == 32:
+            var = (1,)
+        elif TUNING.look_roll or self.look_slots == 64:
+            var = (2,)
         if len(starts) == 1:  # the only dispatch writes A: it cannot read the panel there too
             S[0][:, o:, :w].copy_(LU[:, o:, o:o + w])
             DISPATCHES["copy"] += 1
@@ -446,20 +489,25 @@ class _MetalKernels:
             last = int(d == len(starts) - 1)
             # phase 1: read the panel from LU, write only Sout; 2: move the rows it made final to LU
             phase = 0 if len(starts) == 1 else (1 if d == 0 else 2 if d == 1 else 0)
-            look = self._kernel("lu_panel_look", k, self.look_slots, *mma)
+            look = self._kernel("lu_panel_look", k, self.look_slots, *var)
             look(LU, *(X.mT if cm else X for X in (S[d % 2], S[(d + 1) % 2])), piv, info, M, N, K, o, w, ls,
                  s0, kc, G, R, last, phase, cm, threads=B * G * g, group_size=g)
         return True
 
-    def swap_around(self, X: torch.Tensor, piv: torch.Tensor, k1: int, k2: int, w: int) -> None:
-        """The interchanges ``piv[:, k1:k2]`` (at most ``SWAP_BLOCK_MAX``) on every column of ``X``
-        but the panel's ``[k1, k1 + w)``, left and right of it, in one dispatch: one permutation
-        gather of the rows they move (``lu_laswp_block``), LAPACK ``getrf``'s two ``laswp`` calls
-        per block."""
+    def swap_around(self, X: torch.Tensor, piv: torch.Tensor, k1: int, k2: int, w: int, lo: int = 0,
+                    hi: int | None = None) -> None:
+        """The interchanges ``piv[:, k1:k2]`` (at most ``SWAP_BLOCK_MAX``) on the columns ``[lo, hi)``
+        (default: all) of ``X`` but the panel's ``[k1, k1 + w)``, left and right of it, in one
+        dispatch: one permutation gather of the rows they move (``lu_laswp_block``), LAPACK
+        ``getrf``'s two ``laswp`` calls per block."""
         B, M, N = X.shape
         _check_int32(M, N)
+        hi = N if hi is None else hi
+        if not 0 <= lo <= k1 <= k1 + w <= hi <= N:
+            raise ValueError(f"lu_laswp_block: the panel columns [{k1}, {k1 + w}) must lie inside [{lo}, {hi}) "
+                             f"within the {N} columns")
         cnt = k2 - k1
-        nc = N - w
+        nc = hi - lo - w
         if cnt <= 0 or nc <= 0:
             return
         if cnt > SWAP_BLOCK_MAX:
@@ -469,7 +517,7 @@ class _MetalKernels:
         if threads > 2**32 - _SWAP_THREADS:  # thread_position_in_grid is a 32-bit uint
             raise ValueError(f"mpslinalg: lu_laswp_block would need {threads} GPU threads for a batch of {B} "
                              f"{M}x{N} matrices, more than one dispatch indexes with 32 bits; split the batch")
-        self._kernel("lu_laswp_block")(X, piv, M, N, piv.shape[-1], k1, cnt, 0, nc, k1, w, 0, ngc,
+        self._kernel("lu_laswp_block")(X, piv, M, N, piv.shape[-1], k1, cnt, lo, nc, k1, w, 0, ngc,
                                        threads=threads, group_size=_SWAP_THREADS)
 
     def swap(self, X: torch.Tensor, piv: torch.Tensor, k1: int, k2: int, c0: int, nc: int,

@@ -46,10 +46,12 @@ def blocked(lib, monkeypatch):
     per dispatch, ``lu_panel_step``; ``slots``: lu_panel_look's register budget; ``mma``: its
     float32 matrix-unit variant; ``short``: TUNING.panel_rows_short, off unless asked for, so
     that ``rows`` is what every group gets; ``colmajor``: lu_panel_look's column-major panel
-    buffers). The public op then runs the same way."""
+    buffers; ``roll``: its rolled column loop; ``regs``: one-group panels in registers,
+    ``lu_panel_regs``; ``outer``: blocks of that many columns with one trailing update each). The
+    public op then runs the same way."""
 
     def make(dtype, order, seed, nb=16, rows=16, single=0, threads=32, look=1, slots=32, mma=False, short=(0, 64),
-             colmajor=False):
+             colmajor=False, roll=False, regs=False, outer=0):
         monkeypatch.setattr(lu_mod, "load_library", lambda family, device: InOrder(lib, order, seed))
         for name, v in (("panel_nb", nb), ("panel_rows", rows), ("panel_single_rows", single),
                         ("panel_threads", threads), ("panel_look", look)):
@@ -58,6 +60,9 @@ def blocked(lib, monkeypatch):
         monkeypatch.setattr(lu_mod.TUNING, "look_mma", mma)
         monkeypatch.setattr(lu_mod.TUNING, "panel_rows_short", short)
         monkeypatch.setattr(lu_mod.TUNING, "panel_colmajor", colmajor)
+        monkeypatch.setattr(lu_mod.TUNING, "look_roll", roll)
+        monkeypatch.setattr(lu_mod.TUNING, "panel_regs", regs)
+        monkeypatch.setattr(lu_mod.TUNING, "panel_outer", outer)
         return lu_mod._MetalKernels(torch.device("cpu"), dtype)
 
     return make
@@ -91,16 +96,19 @@ def _panel_look(kern, A, o, w):
 @pytest.mark.parametrize("look,slots,threads", [(2, 32, 32), (4, 32, 32), (8, 32, 32), (16, 32, 64), (8, 64, 32),
                                                 (16, 64, 32)])
 @pytest.mark.parametrize("rows", [16, 4])
-@pytest.mark.parametrize("colmajor", [False, True], ids=["rowmajor", "colmajor"])
-def test_panel_look_several_groups_matches_lapack(blocked, order, seed, dtype, look, slots, threads, rows, colmajor):
+@pytest.mark.parametrize("colmajor,roll", [(False, False), (True, False), (True, True)],
+                         ids=["rowmajor", "colmajor", "colmajor-roll"])
+def test_panel_look_several_groups_matches_lapack(blocked, order, seed, dtype, look, slots, threads, rows, colmajor,
+                                                  roll):
     """k columns per dispatch, every group repeating the small LU of all active rows: pivots
     exactly LAPACK's, the ratio < 30, nothing outside the panel touched; 70 rows over 5 groups of
     16 (the last one 6 rows) or 18 groups of 4 (fewer than k: whole groups' rows are final after
     the first dispatch, which writes them to the buffer only, and the second moves them to A),
     panels at offsets, one narrower than k and one with fewer rows than columns; both register
-    budgets (32 and 64 slots), row- and column-major panel buffers. The panel buffers start as
-    NaN: a read of an entry not written first shows."""
-    kern = blocked(dtype, order, seed, rows=rows, look=look, slots=slots, threads=threads, colmajor=colmajor)
+    budgets (32 and 64 slots), row- and column-major panel buffers, the column loop unrolled and
+    rolled. The panel buffers start as NaN: a read of an entry not written first shows."""
+    kern = blocked(dtype, order, seed, rows=rows, look=look, slots=slots, threads=threads, colmajor=colmajor,
+                   roll=roll)
     M, N = 70, 80
     A = matrices.random(M, N, batch=(2,), dtype=dtype, seed=71)
     for o, w in [(0, 16), (7, 12), (40, 20), (60, 16), (3, 3)]:
@@ -170,10 +178,12 @@ def test_short_panels_use_smaller_groups(blocked, order, seed):
 
 
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
-def test_panel_look_zero_columns_set_info_and_stay_finite(blocked, order, seed):
+@pytest.mark.parametrize("roll", [False, True], ids=["unrolled", "rolled"])
+def test_panel_look_zero_columns_set_info_and_stay_finite(blocked, order, seed, roll):
     """Zero columns inside one dispatch's k columns and in different dispatches: info is the first
-    (the group owning the dispatch's first position writes it once, in column order)."""
-    kern = blocked(torch.complex64, order, seed, rows=8, look=8)
+    (the group owning the dispatch's first position writes it once, in column order); the column
+    loop unrolled and rolled."""
+    kern = blocked(torch.complex64, order, seed, rows=8, look=8, roll=roll)
     A = matrices.random(40, 12, batch=(4,), dtype=torch.complex64, seed=4)
     A[0, :, 4] = 0  # info 5
     A[1, :, 0] = 0  # info 1
@@ -208,6 +218,62 @@ def test_panel_look_fits_only_where_the_active_rows_fit(blocked):
     for dtype, k in ((torch.float32, 16), (torch.complex64, 8)):
         kern = blocked(dtype, "inorder", 0, look={"float32": 16, "complex64": 8})
         assert kern.look_k(64, 0, 16) == k
+
+
+def _panel_one_group(kern, A, o, w):
+    """``_MetalKernels.panel`` (one threadgroup per matrix) on rows [o, M) x columns [o, o+w) of a
+    copy of ``A``."""
+    LU = A.clone()
+    B, M, N = A.shape
+    piv = torch.zeros(B, min(M, N), dtype=torch.int32)
+    info = torch.zeros(B, dtype=torch.int32)
+    kern.panel(LU, piv, info, o, w)
+    return LU, piv, info
+
+
+@pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DID)
+def test_panel_regs_matches_lapack(blocked, order, seed, dtype):
+    """lu_panel_regs (the whole panel in one group's registers, 32 threads: 32 complex64 or 64
+    float32 rows): pivots exactly LAPACK's, the ratio < 30, nothing outside the panel touched;
+    full and narrower panels (w < 32: the rotation-only steps), fewer rows than columns, panels at
+    offsets, and the most rows that fit; a panel one row taller goes to lu_panel (same results)."""
+    kern = blocked(dtype, order, seed, threads=32, regs=True)
+    cap = 64 if dtype == torch.float32 else 32
+    M, N = cap + 10, 80
+    A = matrices.random(M, N, batch=(2,), dtype=dtype, seed=73)
+    launched = []
+    kernel = kern._kernel
+    kern._kernel = lambda *names: launched.append(names[0]) or kernel(*names)
+    for o, w, fits in [(10, 32, True), (20, 7, True), (M - 5, 8, True), (10, 1, True), (9, 32, False)]:
+        launched.clear()
+        assert kern.regs_fit(M, o, w) == fits
+        LU, piv, info = _panel_one_group(kern, A, o, w)
+        assert launched == ["lu_panel_regs" if fits else "lu_panel"]
+        kl = min(M - o, w)
+        panel = A[:, o:, o:o + w]
+        assert torch.equal(piv[:, o:o + kl] - o, lapack.getrf_pivots(panel))
+        assert float(metrics.lu_factor_ratio(panel, LU[:, o:, o:o + w], piv[:, o:o + kl] - o).max()) < PASS
+        assert torch.equal(LU[:, :, :o], A[:, :, :o])
+        assert torch.equal(LU[:, :, o + w:], A[:, :, o + w:])
+        assert torch.equal(LU[:, :o, :], A[:, :o, :])
+        assert torch.equal(info, torch.zeros(2, dtype=torch.int32))
+
+
+@pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
+def test_panel_regs_zero_columns_set_info_and_stay_finite(blocked, order, seed):
+    """lu_panel_regs: a zero pivot column sets info to the first one, nothing is divided by it."""
+    kern = blocked(torch.complex64, order, seed, threads=32, regs=True)
+    A = matrices.random(30, 12, batch=(3,), dtype=torch.complex64, seed=6)
+    A[0, :, 4] = 0  # info 5
+    A[1, :, 0] = 0  # info 1
+    A[2, :, 9] = 0
+    A[2, :, 7] = 0  # info 8
+    LU, piv, info = _panel_one_group(kern, A, 0, 12)
+    assert info.tolist() == [5, 1, 8]
+    assert bool(torch.isfinite(LU).all())
+    assert torch.equal(piv, lapack.getrf_pivots(A))
+    assert float(metrics.lu_factor_ratio(A, LU, piv).max()) < PASS
 
 
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
@@ -265,14 +331,16 @@ NAN, INF = float("nan"), float("inf")
 
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DID)
-@pytest.mark.parametrize("look,mma", [(1, False), (8, False), (16, True)])
-def test_blocked_nan_pivots_and_propagation_match_torch_cpu(blocked, order, seed, dtype, look, mma):
+@pytest.mark.parametrize("look,mma,roll", [(1, False, False), (8, False, False), (16, True, False), (8, False, True)],
+                         ids=["step", "look8", "look16mma", "look8roll"])
+def test_blocked_nan_pivots_and_propagation_match_torch_cpu(blocked, order, seed, dtype, look, mma, roll):
     """NaN input through the blocked LU with every panel shared by several groups: the pivots and
     the NaN pattern of LU equal torch's CPU LAPACK's (MKL picks the first NaN of a column for
     n >= 17), with the NaN in the first, a middle and the last block, and in a pivot-search
     candidate of a group other than the diagonal's; also through lu_panel_look's float32
-    matrix-unit variant (its zero k-padding must not turn inf * 0 into NaN)."""
-    blocked(dtype, order, seed, rows=8, look=look, mma=mma)  # patches the public op's kernels
+    matrix-unit variant (its zero k-padding must not turn inf * 0 into NaN) and its rolled column loop
+    (a row's finished entries rotate past the update by selects, never by a multiply with 0)."""
+    blocked(dtype, order, seed, rows=8, look=look, mma=mma, roll=roll)  # patches the public op's kernels
     n = 50
     g = torch.Generator().manual_seed(n)
     for setup in [[(5, 0, NAN)], [(0, 0, NAN)], [(30, 0, NAN), (12, 0, NAN)], [(3, 0, INF), (44, 0, NAN)],
@@ -288,31 +356,45 @@ def test_blocked_nan_pivots_and_propagation_match_torch_cpu(blocked, order, seed
         assert int(info) == 0, setup
 
 
-def _panel_steps_per_call(M, N, nb, rows_single, look=1, threads=32, slots=32):
+def _panel_steps_per_call(M, N, nb, rows_single, look=1, threads=32, slots=32, regs=0, outer=0):
     """The dispatches the blocked LU issues (its design, docs/ops/lu.md): per block at o a panel
-    (one lu_panel if it has <= rows_single rows; else, where the M - o active rows fit k <= look
+    (one lu_panel_regs if it has <= rows_single rows and at most ``regs`` rows (0: never), else one
+    lu_panel if it has <= rows_single rows; else, where the M - o active rows fit k <= look
     columns per dispatch, ceil(min(M - o, w) / k) lu_panel_look, after one copy if that is 1; else
-    min(M - o, w) + 1 lu_panel_step), one
-    lu_laswp_block when there are columns left or right of it (one dispatch for both sides), and
-    one TRSM + GEMM for every block with columns to its right (no GEMM without rows below)."""
+    min(M - o, w) + 1 lu_panel_step), one lu_laswp_block when there are columns left or right of
+    it (one dispatch for both sides), and one TRSM + GEMM for every block with columns to its right
+    (no GEMM without rows below). ``outer`` > nb: the blocks of nb columns inside each block of
+    ``outer`` columns keep their interchanges (one lu_laswp_block where the outer block has other
+    columns) and updates (TRSM + GEMM) inside it; then the outer block's interchanges and update as
+    one block's."""
     K = min(M, N)
-    count = {"lu_panel": 0, "lu_panel_step": 0, "lu_panel_look": 0, "copy": 0, "lu_laswp_block": 0,
-             "trsm": 0, "gemm": 0}
-    for o in range(0, K, nb):
-        w = min(nb, N - o)
-        kl = min(M - o, w)
-        k = next((k for k in (16, 8, 4, 2) if k <= look and M - o <= threads * slots // k), 0)
-        if M - o <= rows_single:
-            count["lu_panel"] += 1
-        elif k:
-            count["copy"] += kl <= k  # a panel of one dispatch is copied to the buffer first
-            count["lu_panel_look"] += -(-kl // k)
-        else:
-            count["lu_panel_step"] += kl + 1
-        count["lu_laswp_block"] += N > w
-        if o + w < N:
+    NB = outer if outer > nb else nb
+    count = {"lu_panel_regs": 0, "lu_panel": 0, "lu_panel_step": 0, "lu_panel_look": 0, "copy": 0,
+             "lu_laswp_block": 0, "trsm": 0, "gemm": 0}
+    for O in range(0, K, NB):
+        W = min(NB, N - O)
+        KW = min(M - O, W)
+        for o in range(O, O + KW, nb):
+            w = min(nb, O + W - o)
+            kl = min(M - o, w)
+            k = next((k for k in (16, 8, 4, 2) if k <= look and M - o <= threads * slots // k), 0)
+            if M - o <= rows_single and M - o <= regs:
+                count["lu_panel_regs"] += 1
+            elif M - o <= rows_single:
+                count["lu_panel"] += 1
+            elif k:
+                count["copy"] += kl <= k  # a panel of one dispatch is copied to the buffer first
+                count["lu_panel_look"] += -(-kl // k)
+            else:
+                count["lu_panel_step"] += kl + 1
+            count["lu_laswp_block"] += NB > nb and W > w
+            if o + w < O + W:
+                count["trsm"] += 1
+                count["gemm"] += M > o + kl
+        count["lu_laswp_block"] += N > W
+        if O + W < N:
             count["trsm"] += 1
-            count["gemm"] += M > o + kl
+            count["gemm"] += M > O + KW
     return {k: v for k, v in count.items() if v}
 
 
@@ -322,24 +404,53 @@ SHAPES = [(100, 100), (130, 70), (70, 130), (33, 33)]
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DID)
 @pytest.mark.parametrize("m,n", SHAPES, ids=[f"{m}x{n}" for m, n in SHAPES])
-@pytest.mark.parametrize("look,colmajor", [(1, False), (4, False), (4, True)], ids=["look1", "look4", "look4cm"])
-def test_blocked_getrf_vs_lapack(blocked, order, seed, dtype, m, n, look, colmajor):
+@pytest.mark.parametrize("look,colmajor,roll",
+                         [(1, False, False), (4, False, False), (4, True, False), (4, True, True)],
+                         ids=["look1", "look4", "look4cm", "look4cm-roll"])
+@pytest.mark.parametrize("regs", [False, True], ids=["device", "regs"])
+def test_blocked_getrf_vs_lapack(blocked, order, seed, dtype, m, n, look, colmajor, roll, regs):
     """The whole getrf on the emulator backend (public op), panels shared by several groups (and,
     with panel_single_rows = 40, the short last panels on one group: both paths in one call), one
     column per dispatch or 4 (lu_panel_look; with 32 threads 130 rows do not fit 4 columns: 2 do)
     against LAPACK: equal pivots, ratio < 30, info 0, and exactly the designed dispatches; row- and
-    column-major panel buffers."""
+    column-major panel buffers, the column loop unrolled and rolled, one-group panels in device
+    memory or in registers (lu_panel_regs: 32 threads hold 32 complex64 or 64 float32 rows, so the
+    short panels of at most 40 rows are split between both kernels by the rows they have)."""
     for single in (0, 40):
-        blocked(dtype, order, seed, rows=16, single=single, look=look, colmajor=colmajor)
+        blocked(dtype, order, seed, rows=16, single=single, look=look, colmajor=colmajor, roll=roll, regs=regs)
         A = matrices.random(m, n, batch=(2,), dtype=dtype, seed=m + n)
         lu_mod.DISPATCHES.clear()
         with LA.use_backend("emulator"):
             LU, piv, info = LA.lu_factor_ex(A)
         slots = 64 if dtype == torch.float32 else 32
-        assert dict(lu_mod.DISPATCHES) == _panel_steps_per_call(m, n, 16, single, look, slots=slots)
+        assert dict(lu_mod.DISPATCHES) == _panel_steps_per_call(m, n, 16, single, look, slots=slots,
+                                                                regs=regs and (slots // 32) * 32)
         assert torch.equal(piv, lapack.getrf_pivots(A))
         assert float(metrics.lu_factor_ratio(A, LU, piv).max()) < PASS
         assert torch.equal(info, torch.zeros(2, dtype=torch.int32))
+
+
+OUTER_SHAPES = [(100, 100), (130, 70), (70, 130), (150, 150)]
+
+
+@pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DID)
+@pytest.mark.parametrize("m,n", OUTER_SHAPES, ids=[f"{m}x{n}" for m, n in OUTER_SHAPES])
+def test_blocked_getrf_outer_blocks_vs_lapack(blocked, order, seed, dtype, m, n):
+    """TUNING.panel_outer = 64 over blocks of 16 (four inner panels a block, their interchanges and
+    updates inside the block, then one rank-64 trailing update): equal pivots, ratio < 30, info
+    0, exactly the designed dispatches; with the rolled, column-major lu_panel_look and
+    lu_panel_regs for the short panels (panel_single_rows 40), as the fastest tuning would run."""
+    blocked(dtype, order, seed, rows=16, single=40, look=4, colmajor=True, roll=True, regs=True, outer=64)
+    A = matrices.random(m, n, batch=(2,), dtype=dtype, seed=m * n)
+    lu_mod.DISPATCHES.clear()
+    with LA.use_backend("emulator"):
+        LU, piv, info = LA.lu_factor_ex(A)
+    slots = 64 if dtype == torch.float32 else 32
+    assert dict(lu_mod.DISPATCHES) == _panel_steps_per_call(m, n, 16, 40, 4, slots=slots, regs=slots, outer=64)
+    assert torch.equal(piv, lapack.getrf_pivots(A))
+    assert float(metrics.lu_factor_ratio(A, LU, piv).max()) < PASS
+    assert torch.equal(info, torch.zeros(2, dtype=torch.int32))
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DID)
@@ -375,7 +486,8 @@ def test_laswp_block_exact(blocked, order, seed, dtype):
     """lu_laswp_block (one permutation gather) equals LAPACK's sequential swaps exactly on the
     columns left and right of a panel, the panel's own columns untouched: repeated targets, targets
     inside and outside the range, targets equal to their row, 64 interchanges (the most per
-    dispatch), more than 32 columns (two column groups), and invalid pivots (skipped)."""
+    dispatch), more than 32 columns (two column groups), only a range of columns (lo, hi), and invalid
+    pivots (skipped)."""
     kern = blocked(dtype, order, seed)
     B, M, N = 2, 140, 75
     X = matrices.random(M, N, batch=(B,), dtype=dtype, seed=9)
@@ -390,6 +502,12 @@ def test_laswp_block_exact(blocked, order, seed, dtype):
         kern.swap_around(Y, piv, k1, k2, w)
         cols = [c for c in range(N) if not k1 <= c < k1 + w]
         assert torch.equal(Y, _swapped(X, piv, k1, k2, cols)), (k1, k2, w)
+    # inside a column range (the outer blocks' inner panels): only [lo, hi) but the panel
+    for k1, k2, w, lo, hi in [(16, 32, 16, 0, 64), (32, 48, 16, 0, 64), (40, 50, 10, 40, 75), (5, 9, 4, 5, 9)]:
+        Y = X.clone()
+        kern.swap_around(Y, piv, k1, k2, w, lo, hi)
+        cols = [c for c in range(lo, hi) if not k1 <= c < k1 + w]
+        assert torch.equal(Y, _swapped(X, piv, k1, k2, cols)), (k1, k2, w, lo, hi)
     bad = piv.clone()
     bad[0, 4], bad[1, 6] = 0, M + 7  # invalid (a user's): skipped, never out of bounds
     Y = X.clone()
@@ -400,7 +518,8 @@ def test_laswp_block_exact(blocked, order, seed, dtype):
 @pytest.mark.parametrize("field,value", [("panel_nb", 48), ("panel_nb", 128), ("panel_nb", 64.0),
                                          ("panel_rows", 0), ("panel_single_rows", -1), ("panel_look", 3),
                                          ("panel_look", 32), ("panel_look", {"float32": 12}),
-                                         ("panel_rows_short", (100, 0)), ("panel_rows_short", [100, 16])])
+                                         ("panel_rows_short", (100, 0)), ("panel_rows_short", [100, 16]),
+                                         ("panel_outer", 32), ("panel_outer", 128), ("panel_regs", 1)])
 def test_blocked_tuning_outside_limits_is_a_clear_error(monkeypatch, field, value):
     monkeypatch.setattr(lu_mod.TUNING, field, value)
     with pytest.raises(ValueError, match=f"TUNING.{field}"):
@@ -425,11 +544,13 @@ def test_panel_rows_beyond_the_register_block_is_a_clear_error(blocked):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", DTYPES, ids=DID)
-@pytest.mark.parametrize("threads,look,single,mma,cm", [(256, 8, 0, False, False), (32, 8, 0, False, False),
-                                                        (256, 1, 0, False, False), (256, 8, 256, False, False),
-                                                        (256, 16, 0, True, False), (32, 8, 0, False, True)],
-                         ids=["look8", "look2to8", "step", "onegroup", "look16mma", "look2to8cm"])
-def test_blocked_getrf_on_the_cuda_target(monkeypatch, dtype, threads, look, single, mma, cm):
+@pytest.mark.parametrize("threads,look,single,variant,cm", [(256, 8, 0, "", False), (32, 8, 0, "", False),
+                                                            (256, 1, 0, "", False), (256, 8, 256, "", False),
+                                                            (256, 16, 0, "mma", False), (32, 8, 0, "", True),
+                                                            (32, 8, 0, "roll", True), (256, 8, 256, "regs+roll", True)],
+                         ids=["look8", "look2to8", "step", "onegroup", "look16mma", "look2to8cm", "look2to8cm-roll",
+                              "onegroup-regs-roll-cm"])
+def test_blocked_getrf_on_the_cuda_target(monkeypatch, dtype, threads, look, single, variant, cm):
     """The blocked LU's kernels on an NVIDIA GPU (the emulator's cuda target: real parallel
     threadgroups; the H200 run puts this test under compute-sanitizer racecheck): tall panels
     shared by several groups (``lu_panel_look`` with k = 8, or, with 32 threads, k = 2, 4 and 8 as
@@ -438,9 +559,11 @@ def test_blocked_getrf_on_the_cuda_target(monkeypatch, dtype, threads, look, sin
     with LAPACK's (cuBLAS's GEMM rounding may decide a near-tie differently), but must be valid
     LAPACK pivots (row ``i`` swapped with a row ``>= i``). ``lu_laswp_block`` alone: exactly the
     sequential swaps. ``look16mma``: k = 16, float32 through the matrix-unit variant; ``look2to8cm``:
-    column-major panel buffers."""
+    column-major panel buffers; ``-roll``: the rolled column loop; ``-regs``: the one-group panels
+    in registers (lu_panel_regs)."""
     for name, v in (("panel_nb", 32), ("panel_rows", 32), ("panel_single_rows", single),
-                    ("panel_threads", threads), ("panel_look", look), ("look_mma", mma), ("panel_colmajor", cm)):
+                    ("panel_threads", threads), ("panel_look", look), ("look_mma", variant == "mma"),
+                    ("look_roll", "roll" in variant), ("panel_regs", "regs" in variant), ("panel_colmajor", cm)):
         monkeypatch.setattr(lu_mod.TUNING, name, v)
     A = matrices.random(300, 300, batch=(2,), dtype=dtype, seed=300)
     with LA.use_backend("emulator"):

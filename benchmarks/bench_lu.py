@@ -324,9 +324,9 @@ def _kernel_lu_case(name, A, device, **tune) -> Case | None:
         return None
     peer = {"torch.linalg (cuSOLVER)": lambda: torch.linalg.lu_factor_ex(A)}
     peer_graph = _graphed(lambda: torch.linalg.lu_factor_ex(A), device)
-    if PROFILE and not tune:  # the default tuning only
+    if PROFILE and (not tune or tune.get("panel_regs")):  # the default tuning and the fastest candidates
         _kernel_profile(name, ours, device)
-        if peer_graph is not None:
+        if peer_graph is not None and not tune:
             _kernel_profile(f"{name}: cuSOLVER", peer_graph, device)
     if peer_graph is not None:
         peer["torch.linalg graph"] = peer_graph

@@ -6,7 +6,7 @@ ours costs at most ``torch.linalg``'s plus :data:`TARGET_US` microseconds on the
 with one torch thread, interleaved round by round (:func:`.timing.time_interleaved`, the process's
 CPU time on the CPU), in :data:`PASSES` passes over the cases; the verdict reads the pooled per-round
 differences ``ours - torch`` and their 95% interval (:func:`.timing.median_interval`) widened by the
-run-to-run drift (:data:`OVERHEAD_DRIFT`, or the case's own between its passes): ``meets`` when the
+run-to-run drift (:data:`OVERHEAD_DRIFT`): ``meets`` when the
 whole interval is at most the target, ``misses`` when it is wholly above, else ``inconclusive``.
 
 Used by ``benchmarks/bench_overhead.py`` (the table, JSON and markdown) and by the main job (one
@@ -46,19 +46,20 @@ SETTINGS = {
     True: {"warmup": 3, "repeat": 21, "min_time": 0.1, "max_time": 1.0, "min_samples": 11},
 }
 #: Passes over the cases, alternately in reverse order, pooled: as in the main job's rows, a case's
-#: rounds then sample the machine at three times, and their spread is the case's own drift.
+#: rounds then sample the machine at three times (one pass in a transient state, e.g. ``det`` 3x3
+#: at +7.2 µs against +3.3 and +2.7, no longer sets the verdict).
 PASSES = 3
 #: Run-to-run drift of a case's extra time, relative (standard deviation of ``log extra``): the
 #: machine's state scales the Python of both calls, so their difference moves in proportion.
 #: Derived as :data:`.timing.RUN_DRIFT` (the mean excess of the squared run-to-run differences of
-#: ``log extra`` over the within-run intervals' variances is ``2 τ²``) from pairs of consecutive
-#: ``python -m mpslinalg --only "host overhead"`` runs, the process clock and one count per sample:
-#: two pairs from one frozen snapshot (3e8c7d4, 2026-12-01 21:20, load 6.9-7.6), the 32 case pairs
-#: whose interval was tight (all; se of ``log extra`` 0.001-0.02, the widening undone) gave
-#: τ = 0.0475 (extras moved by up to 19%: inv 3x3 2.90/3.47 µs). The verdict widens the interval
-#: by ``1.96 max(τ |extra|, the case's own drift between its passes)`` µs on each side, so a case
-#: at +3 µs meets with room for the next run and one at +5 µs is inconclusive in every run.
-OVERHEAD_DRIFT = 0.048
+#: ``log extra`` over the within-run intervals' variances is ``2 τ²``; ``scripts/compare_verdicts.py
+#: --drift``), with the process clock, one count per sample and the passes: two pairs of
+#: ``--only "host overhead"`` runs and one pair of full runs from frozen snapshots (3e8c7d4 and
+#: dacba27, 2026-12-01 21:20-21:35, load 6.6-8.6), 47 tight case pairs: τ = 0.065 (the largest move:
+#: ``solve`` 256x9x9, +5.4 then +7.2 µs). The verdict widens the interval by ``1.96 τ |extra|`` µs on
+#: each side (by 13%): a case at +3.5 µs meets with room for the next run; one at +5-7 µs sits on
+#: the target, inconclusive or misses.
+OVERHEAD_DRIFT = 0.065
 
 
 @dataclass(frozen=True)
@@ -163,20 +164,6 @@ def _extra_us(t: dict) -> list[float]:
     return [1e6 * (o - p) for o, p in zip(t["ours"].samples[:n], t["torch"].samples[:n])]
 
 
-def _drift_us(passes: list[list[float]], extra: float) -> float:
-    """The larger of :data:`OVERHEAD_DRIFT` x ``|extra|`` and the case's own drift between its passes
-    (µs): ``var(pass medians) − mean(se²)``, the se of a median being ``1.2533 IQR / 1.349 / sqrt(n)``
-    (:func:`.timing.pass_drift`'s method, on differences)."""
-    meds, se2 = [], []
-    for xs in passes:
-        if len(xs) >= 2:
-            q1, _, q3 = statistics.quantiles(xs, n=4, method="inclusive")
-            meds.append(statistics.median(xs))
-            se2.append((1.2533 * (q3 - q1) / 1.349) ** 2 / len(xs))
-    own = math.sqrt(max(statistics.variance(meds) - statistics.fmean(se2), 0.0)) if len(meds) >= 2 else 0.0
-    return max(OVERHEAD_DRIFT * abs(extra), own)
-
-
 def measure(selected: list[OverheadCase] | None = None, *, quick: bool = False,
             device: str = "cpu") -> list[dict]:
     """Time every case with one torch thread (``device``: where the cases' inputs live, for the
@@ -190,8 +177,9 @@ def measure(selected: list[OverheadCase] | None = None, *, quick: bool = False,
     list of dict
         ``name``, ``op``, ``ours_us``, ``torch_us`` (medians per call), ``extra_us`` (median of the
         per-round differences ours - torch), ``extra_low_us``/``extra_high_us`` (its 95% interval
-        widened by ``1.96 drift_us``; None when unbounded), ``drift_us``, ``pass_extra_us`` (each
-        pass's median), ``rounds``, ``verdict`` (``meets``/``misses``/``inconclusive`` against
+        widened by ``1.96 drift_us``; None when unbounded), ``drift_us`` (:data:`OVERHEAD_DRIFT` x
+        ``|extra_us|``), ``pass_extra_us`` (each pass's median), ``rounds``, ``verdict``
+        (``meets``/``misses``/``inconclusive`` against
         :data:`TARGET_US`); or ``name``, ``op``, ``error`` when ours raised.
     """
     threads = torch.get_num_threads()
@@ -225,7 +213,7 @@ def measure(selected: list[OverheadCase] | None = None, *, quick: bool = False,
             ours = [x for t in ts for x in t["ours"].samples]
             peer = [x for t in ts for x in t["torch"].samples]
             mid = statistics.median(extra)
-            drift = _drift_us(per, mid)
+            drift = OVERHEAD_DRIFT * abs(mid)  # the machine's state scales both calls' Python
             low, high = median_interval(extra)
             low, high = low - 1.96 * drift, high + 1.96 * drift
             verdict = "meets" if high <= TARGET_US else "misses" if low > TARGET_US else "inconclusive"

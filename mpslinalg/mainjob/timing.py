@@ -41,8 +41,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-__all__ = ["CPU_CLOCKS", "Comparison", "Timing", "compare", "compare_passes", "pass_drift", "resolve_device",
-           "synchronize", "time_callable", "time_interleaved"]
+__all__ = ["CPU_CLOCKS", "PEER_DRIFT", "Comparison", "Timing", "compare", "compare_passes", "pass_drift",
+           "resolve_device", "synchronize", "time_callable", "time_interleaved"]
 
 #: On the CPU a sample should last at least this long (seconds); shorter calls are repeated.
 _CPU_MIN_SAMPLE = 1e-4
@@ -62,28 +62,36 @@ VERDICT_MARGIN = 1.10
 #: Confidence of the interval :func:`compare` puts around the median ratio.
 CONFIDENCE = 0.95
 #: Standard deviation of a row's log ratio from one run to the next that its within-run interval
-#: does not show (the machine's state changes between runs, not between rounds). Derived from pairs
-#: of consecutive ``python -m mpslinalg --quick`` runs on the shared 2-core CPU: over the rows whose
-#: interval was tight (log half-width / 1.96 < 0.05), the mean of ``Δ² − se₁² − se₂²`` (Δ: difference
-#: of the two runs' log ratios, se: each run's interval half-width / 1.96, the widening undone) is
-#: ``2 τ²``. Wall-clock samples (2026-12-01 afternoon, load 7-8, 12 rows): τ = 0.0235. Samples of the
-#: process's CPU time (``cpu_clock="process"``, the main job's CPU clock since the evening): the
-#: within-run intervals are 2-5x narrower, the run-to-run differences are not, and two pairs of
-#: frozen-snapshot runs (load 5.5-9.3; 37 and 38 rows) gave τ = 0.044 and 0.026, pooled 0.036 over
-#: 75 rows. Re-derived the same way over all six pairs of frozen-snapshot runs of that evening (four
-#: quick, two full; load 2.2-9.3; 224 tight row pairs, both peers): τ = 0.042 (torch.linalg column
-#: 0.042 over 143, SciPy 0.044 over 81: the peers do not differ in what drifts; the rows do, see
-#: :func:`pass_drift`). :func:`compare` widens each interval by ``exp(±1.96 τ)`` (by 8.6%) so a
-#: verdict also holds for the next run.
+#: does not show (the machine's state changes between runs, not between rounds), for the
+#: torch.linalg column; SciPy's is :data:`SCIPY_DRIFT`. The method: over pairs of consecutive
+#: frozen-snapshot runs, on the rows whose interval was tight (log half-width / 1.96 < 0.05), the
+#: mean of ``Δ² − se₁² − se₂²`` (Δ: difference of the two runs' log ratios, se: each run's interval
+#: half-width / 1.96, the run's recorded widening undone) is ``2 τ²``; ``scripts/compare_verdicts.py
+#: --drift A1 A2 B1 B2`` computes it per column. History: wall-clock samples 0.0235 (afternoon of
+#: 2026-12-01, 12 rows); the process's CPU time 0.036 (two pairs, 75 rows), 0.042 over all six pairs
+#: of that evening (224 rows; torch.linalg 0.042, SciPy 0.044: one window of seconds per row). Since
+#: each row is timed in three passes spread over its run (main job ``PASSES``), two pairs of full
+#: runs (19838ae and dacba27, 2026-12-01 21:08-21:35, load 5.7-8.6) gave torch.linalg 0.0247 over 46
+#: row pairs and SciPy 0.0451 over 27: pooling three windows halved the routed rows' drift, not
+#: SciPy's, whose BLAS (OpenBLAS, against torch's MKL) reacts differently to the machine's state
+#: (DeltaNet's ``strtrs`` slowed by 65% when the core was slow, torch's trsm by 24%).
+#: :func:`compare` widens each interval by ``exp(±1.96 τ)`` so a verdict also holds for the next run.
 #:
-#: What a threshold verdict can and cannot do: for a run whose interval is tight, "slower" needs the
-#: median below ``1 / (VERDICT_MARGIN * exp(1.96 τ))`` = 0.837 (a ~3% within-run half-width puts
-#: it at ~0.81). The next run's median differs by ``~N(0, 2 τ²)`` in log, so a row whose ratio sits
-#: within ~2 τ of that boundary (true ratios ~0.77-0.86; mirrored, ~1.16-1.33 for "faster") flips
-#: between runs with a probability up to one half, whatever the sampling: more samples sharpen the
-#: boundary, they do not move it. Such rows are stable only when their drift is smaller, or as
-#: "inconclusive" when their own passes show their drift (:func:`compare_passes`).
-RUN_DRIFT = 0.042
+#: What a threshold verdict can and cannot do: with a tight interval, "slower" needs the median
+#: below ``1 / (VERDICT_MARGIN exp(1.96 τ))`` (0.866 here, 0.832 for SciPy; a ~3% within-run
+#: half-width moves it to ~0.84 and ~0.81) and "faster" above ``VERDICT_MARGIN exp(1.96 τ)``
+#: (1.155, 1.201; ~1.19 and ~1.24). The next run's median differs by ``~N(0, 2 τ²)`` in log, so a
+#: row whose ratio sits within ~2 τ of such a boundary flips between runs with a probability up to
+#: one half, whatever the sampling: more samples sharpen the boundary, they do not move it, and a
+#: wider interval only moves the boundary onto other rows. Every deterministic rule on one run's
+#: data has such a boundary; what is in our hands is τ (the passes), and that no row sits on one.
+#: The SciPy rows at 0.81-0.84x (complex ``det`` and ``inv``, torch's own calls against LAPACK's)
+#: and ``qr`` 512² at 1.19-1.23x are on it (docs/routing.md, "Verdicts that repeat").
+RUN_DRIFT = 0.025
+#: The SciPy column's run-to-run drift (:data:`RUN_DRIFT`'s method and runs).
+SCIPY_DRIFT = 0.045
+#: Drift per peer name where it is not :data:`RUN_DRIFT`.
+PEER_DRIFT = {"scipy": SCIPY_DRIFT}
 
 
 @dataclass(frozen=True)
@@ -174,6 +182,8 @@ class Comparison:
         The run-to-run drift (standard deviation of the log ratio) the interval was widened by.
     pass_ratios : tuple of float
         Median ratio of each pass (:func:`compare_passes`); empty for one pass.
+    own_drift : float
+        The row's drift between its passes (:func:`pass_drift`), for the record.
     """
 
     ratio: float
@@ -183,6 +193,7 @@ class Comparison:
     verdict: str
     drift: float = 0.0
     pass_ratios: tuple[float, ...] = ()
+    own_drift: float = 0.0
 
     def to_dict(self) -> dict:
         """JSON-ready dict (``inf`` becomes ``None``)."""
@@ -293,23 +304,25 @@ def compare_passes(ours: list[Timing], peer: list[Timing], *, floor: float = RUN
                    margin: float = VERDICT_MARGIN, confidence: float = CONFIDENCE) -> Comparison:
     """:func:`compare` of a row timed in several passes (pass ``i`` of both from one interleaved run).
 
-    The passes' paired rounds are pooled; the interval is widened by the larger of ``floor`` (the
-    drift every row shows between runs, :data:`RUN_DRIFT`) and the row's own drift between its
-    passes (:func:`pass_drift`): a row whose ratio moves with the machine's state is called faster
-    or slower only when it is so in every state its run saw.
+    The passes' paired rounds are pooled (their median averages the machine states the passes
+    saw) and the interval is widened by ``floor``, the column's run-to-run drift. The row's own
+    drift between its passes (:func:`pass_drift`) is recorded, not used: estimated from three
+    passes it is itself noisy (one pass in a transient state doubled it), and widening by it made
+    verdicts flip that agreed without it (host overhead, 2026-12-01: 4 of 16).
 
     Returns
     -------
     Comparison
-        With ``drift`` (the widening used) and ``pass_ratios`` (each pass's median ratio).
+        With ``drift`` (the widening used), ``own_drift`` and ``pass_ratios`` (each pass's median
+        ratio).
     """
     if not ours or len(ours) != len(peer):
         raise ValueError(f"compare_passes: expected the same number (>= 1) of passes, got {len(ours)} and {len(peer)}")
     pooled = _pool(ours, peer)
-    drift = max(float(floor), pass_drift(ours, peer))
-    c = compare(pooled[0], pooled[1], margin=margin, confidence=confidence, drift=drift)
+    c = compare(pooled[0], pooled[1], margin=margin, confidence=confidence, drift=float(floor))
     ratios = tuple(math.exp(statistics.median(r)) for o, p in zip(ours, peer) if (r := _log_ratios(o, p)))
-    return Comparison(c.ratio, c.low, c.high, c.n, c.verdict, c.drift, ratios if len(ours) > 1 else ())
+    return Comparison(c.ratio, c.low, c.high, c.n, c.verdict, c.drift, ratios if len(ours) > 1 else (),
+                      pass_drift(ours, peer))
 
 
 def _pool(ours: list[Timing], peer: list[Timing]) -> tuple[Timing, Timing]:

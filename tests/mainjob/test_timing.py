@@ -16,6 +16,7 @@ import torch
 
 from mpslinalg.mainjob.report import Progress, format_table
 from mpslinalg.mainjob.timing import (
+    PEER_DRIFT,
     RUN_DRIFT,
     Timing,
     compare,
@@ -189,6 +190,7 @@ def _pass(ratio: float, n: int = 20, jitter: float = 0.01) -> tuple[Timing, Timi
 
 
 def test_pass_drift_is_the_spread_of_the_pass_medians_beyond_their_noise():
+    assert PEER_DRIFT["scipy"] > RUN_DRIFT > 0  # SciPy's BLAS drifts apart from torch's (timing.py)
     z = 1.959963984540054
     # passes that agree: no drift of their own (their medians differ by less than their noise)
     same = [_pass(1.25), _pass(1.25), _pass(1.25)]
@@ -202,17 +204,17 @@ def test_pass_drift_is_the_spread_of_the_pass_medians_beyond_their_noise():
     mean = sum(logs) / 3
     sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / 2)  # the per-pass noise here is ~1e-3 of it
     assert math.isclose(tau, sd, rel_tol=1e-3), (tau, sd)
-    c = compare_passes([o for o, _ in moved], [p for _, p in moved])
-    # pooled median 1.25 with a tight interval: faster by the floor alone, not with the row's drift
-    assert math.isclose(c.ratio, 1.25, rel_tol=0.01) and c.drift == tau
+    c = compare_passes([o for o, _ in moved], [p for _, p in moved], floor=0.05)
+    # the passes are pooled (median 1.25, tight) and widened by the floor; the row's own drift is
+    # recorded, not used (from three passes it is too noisy to decide by: see compare_passes)
+    assert math.isclose(c.ratio, 1.25, rel_tol=0.01) and c.drift == 0.05 and c.own_drift == tau
     pooled = [Timing.from_samples([s for t in side for s in t.samples]) for side in zip(*moved)]
-    assert compare(*pooled).verdict == "faster"  # RUN_DRIFT's widening alone
-    assert math.isclose(c.low, compare(*pooled, drift=0).low / math.exp(z * tau)) and c.verdict == "inconclusive"
+    assert math.isclose(c.low, compare(*pooled, drift=0).low / math.exp(z * 0.05)) and c.verdict == "faster"
     assert compare_passes([same[0][0]], [same[0][1]]).pass_ratios == ()  # one pass: none listed
     with pytest.raises(ValueError, match="passes"):
         compare_passes([same[0][0]], [])
     d = c.to_dict()
-    assert json.loads(json.dumps(d))["pass_ratios"] == list(c.pass_ratios) and d["drift"] == tau
+    assert json.loads(json.dumps(d))["pass_ratios"] == list(c.pass_ratios) and d["own_drift"] == tau
 
 
 def test_interleaved_work_of_three_times_the_cost_is_called_slower():

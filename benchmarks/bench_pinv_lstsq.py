@@ -44,25 +44,19 @@ def cases(device: torch.device, quick: bool) -> list[Case]:
             device=device, dtype=dtype, shape=tuple(A.shape),
             ours=lambda A=A: mpslinalg.pinv(A), peer={"torch.linalg": lambda A=A: torch.linalg.pinv(A)},
             bytes_moved=2 * A.nbytes, sync_check=True))
-    A = _randn((batch, 32, 32), torch.float32, device, 1)
-    B = _randn((batch, 32, 4), torch.float32, device, 2)
-    for driver in DRIVERS:
-        out.append(Case(
-            name=f"lstsq {driver} {batch}x32x32 4 RHS", workload="batched least squares (driver as named)",
-            device=device, dtype=torch.float32, shape=f"{tuple(A.shape)} {tuple(B.shape)}",
-            ours=_lstsq(mpslinalg.lstsq, A, B, driver),
-            peer={"torch.linalg": _lstsq(torch.linalg.lstsq, A, B, driver)},
-            bytes_moved=A.nbytes + 2 * B.nbytes, sync_check=True))
-    # overdetermined: the usual least-squares shape (line/plane fits, regression)
-    A = _randn((batch, 64, 16), torch.float32, device, 3)
-    B = _randn((batch, 64, 4), torch.float32, device, 4)
-    for driver in ("gels", "gelsd"):
-        out.append(Case(
-            name=f"lstsq {driver} {batch}x64x16 4 RHS", workload="overdetermined fits",
-            device=device, dtype=torch.float32, shape=f"{tuple(A.shape)} {tuple(B.shape)}",
-            ours=_lstsq(mpslinalg.lstsq, A, B, driver),
-            peer={"torch.linalg": _lstsq(torch.linalg.lstsq, A, B, driver)},
-            bytes_moved=A.nbytes + 2 * B.nbytes, sync_check=True))
+    # square with every driver; overdetermined, the usual least-squares shape (line/plane fits,
+    # regression), with the QR and SVD drivers
+    for m, n, drivers, workload, seed in ((32, 32, DRIVERS, "batched least squares (driver as named)", 1),
+                                          (64, 16, ("gels", "gelsd"), "overdetermined fits", 3)):
+        A = _randn((batch, m, n), torch.float32, device, seed)
+        B = _randn((batch, m, 4), torch.float32, device, seed + 1)
+        for driver in drivers:
+            out.append(Case(
+                name=f"lstsq {driver} {batch}x{m}x{n} 4 RHS", workload=workload,
+                device=device, dtype=torch.float32, shape=f"{tuple(A.shape)} {tuple(B.shape)}",
+                ours=_lstsq(mpslinalg.lstsq, A, B, driver),
+                peer={"torch.linalg": _lstsq(torch.linalg.lstsq, A, B, driver)},
+                bytes_moved=A.nbytes + 2 * B.nbytes, sync_check=True))
     return out
 
 

@@ -34,6 +34,7 @@ import threading
 
 import pytest
 import torch
+from helpers import adjugate
 
 import mpslinalg
 from mpslinalg import routing
@@ -259,11 +260,7 @@ def test_singular_det_gradient_is_the_adjugate():
     # there). Bound: the SVD-based adjugate of a backward-stable SVD (‖ΔA‖ ≤ 30 n u ‖A‖) moves the
     # null vectors by ‖ΔA‖/σ₂: 60 n² u (σ₁/σ₂) ‖C‖_F.
     A = torch.tensor([[1.0, 2, 3], [4, 5, 6], [7, 8, 9]], dtype=torch.float64)
-    C = torch.empty_like(A)
-    for i in range(3):
-        for j in range(3):
-            minor = A[[k for k in range(3) if k != i]][:, [k for k in range(3) if k != j]]
-            C[i, j] = (-1) ** (i + j) * (minor[0, 0] * minor[1, 1] - minor[0, 1] * minor[1, 0])
+    C = adjugate(A).mT  # the cofactor matrix
     s = torch.linalg.svdvals(A)
     with mpslinalg.enabled(devices="cpu", when="always"):
         _, (G,) = _grad(torch.det, A)
@@ -584,11 +581,7 @@ def test_det_keeps_our_derivative_outside_the_table(routing_table, monkeypatch):
     # test_singular_det_gradient_is_the_adjugate.
     monkeypatch.setitem(routing.WHEN, "cpu", {})
     A = torch.tensor([[1.0, 2, 3], [4, 5, 6], [7, 8, 9]], dtype=torch.float64)
-    C = torch.empty_like(A)
-    for i in range(3):
-        for j in range(3):
-            minor = A[[k for k in range(3) if k != i]][:, [k for k in range(3) if k != j]]
-            C[i, j] = (-1) ** (i + j) * (minor[0, 0] * minor[1, 1] - minor[0, 1] * minor[1, 0])
+    C = adjugate(A).mT  # the cofactor matrix
     s = torch.linalg.svdvals(A)
     X = A.clone().requires_grad_()
     routing.reset_decisions()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import adjugate
 
 import mpslinalg as LA
 from reference import matrices, metrics
@@ -70,17 +71,6 @@ def test_singular_nan_empty(backend, backend_device, gpu_dtype):
         assert torch.equal(ss.cpu(), rs) and torch.equal(ll.cpu(), rl)
 
 
-def _adjugate(A):
-    n = A.shape[-1]
-    adj = torch.zeros_like(A)
-    for i in range(n):
-        for j in range(n):
-            rows = [r for r in range(n) if r != i]
-            cols = [c for c in range(n) if c != j]
-            adj[j, i] = (-1) ** (i + j) * torch.linalg.det(A[rows][:, cols])
-    return adj
-
-
 @pytest.mark.parametrize("dtype", [torch.float64, torch.complex128])
 @pytest.mark.parametrize("rank", [5, 4])  # n - 1, n - 2
 def test_det_gradient_at_singular_matrix_is_adjugate(dtype, rank):
@@ -94,7 +84,7 @@ def test_det_gradient_at_singular_matrix_is_adjugate(dtype, rank):
     d = LA.det(A)
     assert d.item() == 0
     (gA,) = torch.autograd.grad(d.real if dtype.is_complex else d, A)
-    ref = _adjugate(A.detach()).mH
+    ref = adjugate(A.detach()).mH
     # cofactors of a float64 matrix: rounding ~ n! n u relative to their size; 1e-10 is far above
     assert float((gA - ref).abs().max()) <= 1e-10 * max(1.0, float(ref.abs().max()))
     if rank == 5:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import adjugate
 
 import mpslinalg as LA
 from mpslinalg.lu import ops as lu_ops
@@ -37,19 +38,6 @@ N = 8
 
 def _wide(t: torch.Tensor) -> torch.Tensor:
     return t.to(torch.complex128 if t.is_complex() else torch.float64)
-
-
-def _adjugate(A: torch.Tensor) -> torch.Tensor:
-    """Cofactor adjugate of ``[..., n, n]`` in float64/complex128."""
-    A = _wide(A)
-    n = A.shape[-1]
-    out = torch.empty_like(A)
-    for i in range(n):
-        for j in range(n):
-            rows = [r for r in range(n) if r != i]
-            cols = [c for c in range(n) if c != j]
-            out[..., j, i] = (-1) ** (i + j) * torch.linalg.det(A[..., rows, :][..., :, cols])
-    return out
 
 
 def _rank1_gradient(A: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -77,7 +65,7 @@ def test_rank1_formula_nonsingular(dtype):
     A = torch.cat([A, mx.graded(N, decades=4.0, side="rows", batch=(2,), dtype=dtype, seed=9)])
     g = torch.randn(A.shape[0], dtype=dtype, generator=torch.Generator().manual_seed(1))
     G, kappa_p = _rank1_gradient(A, g)
-    G_ref = g.to(_wide(A).dtype)[:, None, None] * _adjugate(A).mH
+    G_ref = g.to(_wide(A).dtype)[:, None, None] * adjugate(A).mH
     kappa = torch.maximum(torch.linalg.cond(_wide(A)), kappa_p)
     ratio = _ratio(G, G_ref, N, kappa, dtype)
     assert float(ratio.max()) <= 30, ratio
@@ -98,7 +86,7 @@ def _singular_batch(dtype: torch.dtype) -> torch.Tensor:
 
 def _check_rank_n_minus_1(A: torch.Tensor, G: torch.Tensor, kappa_p: torch.Tensor, dtype: torch.dtype) -> None:
     """``G = adj(A)ᴴ`` (g = 1) within ``2 · 30 · n² u κ̃ ‖G*‖``, κ̃ = max(σ₁/σ_{n−1}, κ₂(M'))."""
-    G_ref = _adjugate(A).mH
+    G_ref = adjugate(A).mH
     s = torch.linalg.svdvals(_wide(A))
     kappa = torch.maximum(s[..., 0] / s[..., -2], kappa_p)
     bound = 2 * 30 * N * N * metrics.unit_roundoff(dtype) * kappa * metrics.norm1(G_ref)
@@ -138,7 +126,7 @@ def test_cpu_takes_the_svd_where_lu_does_not_reveal_the_rank():
     A[2, 3] = A[2, 4]
     X = A.clone().requires_grad_()
     (G,) = torch.autograd.grad(LA.det(X).real.sum(), X)
-    G_ref = _adjugate(A).mH
+    G_ref = adjugate(A).mH
     s = torch.linalg.svdvals(_wide(A))
     bound = 2 * 30 * N * N * metrics.unit_roundoff(dtype) * (s[..., 0] / s[..., -2]) * metrics.norm1(G_ref)
     assert bool((metrics.norm1(_wide(G) - G_ref) <= bound).all())

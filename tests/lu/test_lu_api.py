@@ -16,6 +16,7 @@ import math
 
 import pytest
 import torch
+from helpers import gaussian
 
 import mpslinalg as LA
 from reference import matrices
@@ -31,11 +32,7 @@ def _A(dtype, batch=(3,), seed=0, n=N):
 
 
 def _B(shape, dtype, seed=1):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(shape, generator=g, dtype=torch.float64)
-    if dtype.is_complex:
-        x = torch.complex(x, torch.randn(shape, generator=g, dtype=torch.float64))
-    return x.to(dtype)
+    return gaussian(shape, dtype, seed)
 
 
 def _rel(x, ref):

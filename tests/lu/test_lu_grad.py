@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import gaussian
 from torch.autograd import gradcheck, gradgradcheck
 
 import mpslinalg as LA
@@ -27,12 +28,7 @@ def _A(dtype, seed=0, batch=()):
 
 
 def _B(dtype, k=2, seed=1, left=True):
-    g = torch.Generator().manual_seed(seed)
-    shape = (N, k) if left else (k, N)
-    x = torch.randn(shape, generator=g, dtype=torch.float64)
-    if dtype.is_complex:
-        x = torch.complex(x, torch.randn(shape, generator=g, dtype=torch.float64))
-    return x.to(dtype)
+    return gaussian((N, k) if left else (k, N), dtype, seed)
 
 
 def _check(f, *xs, second=True):

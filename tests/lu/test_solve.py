@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import gaussian
 
 import mpslinalg as LA
 from reference import lapack, matrices, metrics
@@ -24,20 +25,12 @@ from reference import mp as rmp
 PASS = metrics.PASS_RATIO
 
 
-def _rhs(shape, dtype, seed):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(shape, generator=g, dtype=torch.float64)
-    if dtype.is_complex:
-        x = torch.complex(x, torch.randn(shape, generator=g, dtype=torch.float64))
-    return x.to(dtype)
-
-
 @pytest.mark.parametrize("left", [True, False], ids=["left", "right"])
 @pytest.mark.parametrize("adjoint", [False, True], ids=["A", "AH"])
 @pytest.mark.parametrize("n", [9, 40])
 def test_lu_solve_ratio(backend, backend_device, gpu_dtype, left, adjoint, n):
     A = matrices.random(n, n, batch=(2,), dtype=gpu_dtype, seed=n)
-    B = _rhs((2, n, 3) if left else (2, 3, n), gpu_dtype, n + 1)
+    B = gaussian((2, n, 3) if left else (2, 3, n), gpu_dtype, n + 1)
     LU, piv = torch.linalg.lu_factor(A)
     X = LA.lu_solve(LU.to(backend_device), piv.to(backend_device), B.to(backend_device), left=left,
                     adjoint=adjoint).cpu()
@@ -48,7 +41,7 @@ def test_lu_solve_ratio(backend, backend_device, gpu_dtype, left, adjoint, n):
 @pytest.mark.parametrize("n", [5, 24, 48])
 def test_solve_ratio_and_info(backend, backend_device, gpu_dtype, n):
     A = matrices.random(n, n, batch=(3,), dtype=gpu_dtype, seed=2 * n)
-    B = _rhs((3, n, 4), gpu_dtype, 3)
+    B = gaussian((3, n, 4), gpu_dtype, 3)
     A0, B0 = A.clone(), B.clone()
     X, info = LA.solve_ex(A.to(backend_device), B.to(backend_device))
     assert torch.equal(A, A0) and torch.equal(B, B0)
@@ -62,7 +55,7 @@ def test_solve_ratio_and_info(backend, backend_device, gpu_dtype, n):
 def test_forward_error_vs_mpmath(backend, backend_device, gpu_dtype, kappa):
     n = 20
     A = matrices.with_condition(n, kappa, batch=(2,), dtype=gpu_dtype, seed=int(kappa))
-    B = _rhs((2, n, 2), gpu_dtype, 5)
+    B = gaussian((2, n, 2), gpu_dtype, 5)
     X = LA.solve(A.to(backend_device), B.to(backend_device)).cpu()
     Xref = rmp.solve(A, B)
     k1 = torch.linalg.cond(A.to(torch.complex128 if gpu_dtype.is_complex else torch.float64), p=1)
@@ -73,25 +66,25 @@ def test_forward_error_vs_mpmath(backend, backend_device, gpu_dtype, kappa):
 
 def test_vector_and_broadcast_rhs(backend, backend_device):
     A = matrices.random(12, 12, batch=(2, 1), dtype=torch.float32, seed=1).to(backend_device)
-    b = _rhs((12,), torch.float32, 2).to(backend_device)
+    b = gaussian((12,), torch.float32, 2).to(backend_device)
     x = LA.solve(A, b)
     ref = torch.linalg.solve(A.cpu(), b.cpu())
     assert x.shape == ref.shape == (2, 1, 12)
-    B = _rhs((3, 12, 2), torch.float32, 4).to(backend_device)
+    B = gaussian((3, 12, 2), torch.float32, 4).to(backend_device)
     X, info = LA.solve_ex(A, B)
     R = torch.linalg.solve_ex(A.cpu(), B.cpu())
     assert X.shape == R.result.shape and info.shape == R.info.shape
     Ae, Be = A.cpu().expand(2, 3, 12, 12), B.cpu().expand(2, 3, 12, 2)
     assert float(metrics.solve_ratio(Ae, X.cpu(), Be).max()) < PASS
     # batch of vectors: B.shape == A.shape[:-1]
-    bv = _rhs((2, 1, 12), torch.float32, 6).to(backend_device)
+    bv = gaussian((2, 1, 12), torch.float32, 6).to(backend_device)
     assert LA.solve(A, bv).shape == torch.linalg.solve(A.cpu(), bv.cpu()).shape
 
 
 def test_singular_raises_with_batch_element(backend, backend_device):
     A = matrices.random(10, 10, batch=(3,), dtype=torch.complex64, seed=3)
     A[2, :, 4] = 0
-    B = _rhs((3, 10, 1), torch.complex64, 1)
+    B = gaussian((3, 10, 1), torch.complex64, 1)
     X, info = LA.solve_ex(A.to(backend_device), B.to(backend_device))
     assert info.tolist() == [0, 0, 5]
     with pytest.raises(torch.linalg.LinAlgError, match="Batch element 2"):
@@ -102,7 +95,7 @@ def test_singular_raises_with_batch_element(backend, backend_device):
 
 def test_small_matrices_are_routed_and_accurate(backend, backend_device):
     A = matrices.random(3, 3, batch=(50,), dtype=torch.float32, seed=8)
-    B = _rhs((50, 3, 2), torch.float32, 9)
+    B = gaussian((50, 3, 2), torch.float32, 9)
     X = LA.solve(A.to(backend_device), B.to(backend_device)).cpu()
     assert float(metrics.solve_ratio(A, X, B).max()) < PASS
 
@@ -110,7 +103,7 @@ def test_small_matrices_are_routed_and_accurate(backend, backend_device):
 def test_float64_complex128_cpu():
     for dtype in (torch.float64, torch.complex128):
         A = matrices.random(30, 30, batch=(2,), dtype=dtype, seed=1)
-        B = _rhs((2, 30, 3), dtype, 2)
+        B = gaussian((2, 30, 3), dtype, 2)
         X = LA.solve(A, B)
         assert float(metrics.solve_ratio(A, X, B).max()) < PASS
         assert float(metrics.forward_error(X, lapack.solve(A, B)).max()) < 1e-10

@@ -13,20 +13,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import gaussian
 from torch.autograd import gradcheck
 
 import mpslinalg as LA
 from reference import matrices
 
 N = 5
-
-
-def _B(dtype, shape, seed):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(shape, generator=g, dtype=torch.float64)
-    if dtype.is_complex:
-        x = torch.complex(x, torch.randn(shape, generator=g, dtype=torch.float64))
-    return x.to(dtype)
 
 
 _OPS = {
@@ -45,7 +38,7 @@ def test_forward_mode_matches_finite_differences(dtype, op):
     A = matrices.with_condition(N, 10.0, batch=(2,), dtype=dtype, seed=3)
     xs = [A]
     if has_b:
-        xs.append(_B(dtype, (2, N, 3) if op == "solve_left" else (2, 3, N), seed=4))
+        xs.append(gaussian((2, N, 3) if op == "solve_left" else (2, 3, N), dtype, 4))
     xs = [x.detach().clone().requires_grad_() for x in xs]
     if op == "slogdet" and not dtype.is_complex:
         f = lambda a: LA.slogdet(a).logabsdet  # noqa: E731  (the real sign is piecewise constant)

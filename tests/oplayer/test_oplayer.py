@@ -11,7 +11,7 @@ import warnings
 import pytest
 import torch
 import torch.autograd.forward_ad as fwAD
-from helpers import NoHostSync
+from helpers import NoHostSync, adjugate
 
 import mpslinalg as LA
 import reference.matrices as mx
@@ -100,18 +100,6 @@ def test_det_slogdet_empty_differentiable(dtype):
         assert A.grad.shape == A.shape
 
 
-def _adjugate_exact(a: torch.Tensor) -> torch.Tensor:
-    """The adjugate by cofactors in float64 (exact for small integer matrices)."""
-    n = a.shape[-1]
-    out = torch.empty_like(a)
-    for i in range(n):
-        for j in range(n):
-            keep_r = [r for r in range(n) if r != i]
-            keep_c = [c for c in range(n) if c != j]
-            out[j, i] = (-1) ** (i + j) * torch.linalg.det(a[keep_r][:, keep_c])
-    return out
-
-
 def test_det_hessian_at_rank_deficient_integer_matrix():
     # Issue 14.7: det's second derivative at an exactly singular matrix must not depend on the
     # rounding-level determinant LU produces (7e-14 instead of 0). Truth: d²det/dA_ij dA_kl is the
@@ -128,7 +116,7 @@ def test_det_hessian_at_rank_deficient_integer_matrix():
         for m in range(5):
             Ek = torch.zeros(5, 5, dtype=torch.float64)
             Ek[k, m] = h
-            ref[:, :, k, m] = ((_adjugate_exact(A + Ek) - _adjugate_exact(A - Ek)) / (2 * h)).T
+            ref[:, :, k, m] = ((adjugate(A + Ek) - adjugate(A - Ek)) / (2 * h)).T
     scale = ref.abs().max()
     assert float((H - ref).abs().max()) <= 1e-4 * scale
 

@@ -17,13 +17,10 @@ from __future__ import annotations
 
 import importlib
 import math
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
-from helpers import require_emulator
+from helpers import require_emulator, run_interpreted
 
 from mpslinalg.kernels import kernel_name, load_library, use_backend
 from reference import matrices, metrics
@@ -35,7 +32,6 @@ OID = [f"{o}{s}" for o, s in ORDERS]
 DTYPES = [torch.float32, torch.complex64]
 DID = ["float32", "complex64"]
 U = 2.0**-24
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture(scope="module")
@@ -152,15 +148,7 @@ def _triton_check(device: str) -> None:
 
 
 def test_triton_interpreted():
-    import importlib.util
-
-    if importlib.util.find_spec("triton") is None:
-        pytest.skip("Triton is not installed (it ships with CUDA builds of torch)")
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.path.join(ROOT, "tests"))
-    code = "import qr.test_qr_kernels as t; t._triton_check('cpu'); print('ok')"
-    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=900,
-                         cwd=ROOT)
-    assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stderr[-3000:]
+    run_interpreted("import qr.test_qr_kernels as t; t._triton_check('cpu')")
 
 
 @pytest.mark.cuda

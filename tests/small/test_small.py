@@ -18,7 +18,7 @@ import math
 
 import pytest
 import torch
-from helpers import require_emulator
+from helpers import require_emulator, run_interpreted
 
 import mpslinalg
 import reference.matrices as mx
@@ -600,22 +600,8 @@ def _check_triton_against_program(device: str):
 
 
 def test_triton_kernel_interpreted():
-    # Runs the generated Triton source in Triton's CPU interpreter, where Triton is installed. A
-    # subprocess, because TRITON_INTERPRET must be set before triton is imported.
-    import importlib.util
-    import os
-    import subprocess
-    import sys
-
-    if importlib.util.find_spec("triton") is None:
-        pytest.skip("Triton is not installed (it ships with CUDA builds of torch)")
-    tests_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # for `from helpers import ...`
-    env = dict(os.environ, TRITON_INTERPRET="1",
-               PYTHONPATH=os.pathsep.join(filter(None, [tests_dir, os.environ.get("PYTHONPATH")])))
-    code = "import tests.small.test_small as t; t._check_triton_against_program('cpu'); print('ok')"
-    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
-                         cwd=os.path.dirname(tests_dir))
-    assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stderr[-3000:]
+    # Runs the generated Triton source in Triton's CPU interpreter, where Triton is installed.
+    run_interpreted("import tests.small.test_small as t; t._check_triton_against_program('cpu')", timeout=300)
 
 
 @pytest.mark.cuda

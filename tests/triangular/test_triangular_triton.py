@@ -15,12 +15,10 @@ on CUDA compiled (marked ``cuda``).
 from __future__ import annotations
 
 import itertools
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
+from helpers import run_interpreted
 
 import mpslinalg
 from mpslinalg import triangular as tri
@@ -28,7 +26,6 @@ from mpslinalg.triangular import kernels as tri_kernels
 from reference import matrices, metrics
 
 VARIANTS = list(itertools.product([False, True], repeat=3))  # (upper, left, unit)
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _check(device: str) -> None:
@@ -68,15 +65,7 @@ def _check_variants(device: str) -> None:
 def test_triton_kernel_interpreted():
     # Where Triton is installed (it ships with CUDA builds of torch); the CUDA test below runs the
     # compiled kernel on the H200.
-    import importlib.util
-
-    if importlib.util.find_spec("triton") is None:
-        pytest.skip("Triton is not installed (it ships with CUDA builds of torch)")
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    code = "import tests.triangular.test_triangular_triton as t; t._check('cpu'); print('ok')"
-    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600,
-                         cwd=ROOT)
-    assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stderr[-3000:]
+    run_interpreted("import tests.triangular.test_triangular_triton as t; t._check('cpu')", timeout=600)
 
 
 @pytest.mark.cuda

@@ -35,6 +35,8 @@ VARIANTS = [
     ("default", {}),
     ("tracked norms", {"REG_TRACK_NORMS": True}),
     ("tracked norms, 8 warps", {"REG_TRACK_NORMS": True, "TILE_WARPS": 8}),
+    ("unrolled by 2", {"REG_UNROLL2": True}),
+    ("tracked norms, unrolled by 2", {"REG_TRACK_NORMS": True, "REG_UNROLL2": True}),
 ]
 
 

@@ -77,6 +77,10 @@ REG_FAST_ROTATION = True
 #: SVA, summed again at each level and after cancellation), so a round sums only ``x_pᴴ x_q``.
 #: Off until measured on the GPU (environment: MPSLINALG_SVD_TRACK_NORMS=1).
 REG_TRACK_NORMS = os.environ.get("MPSLINALG_SVD_TRACK_NORMS", "0") == "1"
+#: The halving kernel: two rounds per loop iteration (same operations in the same order: bit-identical
+#: results); sm_90 SASS (Triton 3.6) had ~64 register copies a round for the rolled Q tiles, ~16 unrolled.
+#: Off until measured on the GPU (environment: MPSLINALG_SVD_UNROLL2=1).
+REG_UNROLL2 = os.environ.get("MPSLINALG_SVD_UNROLL2", "0") == "1"
 _REG_FAILED: list[str] = []  # why the register variant did not build, once it did not
 #: Largest ``m`` (and ``n <= m``) of the one-matrix-per-lane kernel of the whole SVD (generated code
 #: grows as m²n² and so does the compile time: complex64 4x4 took ~4 min of Triton + ptxas on a loaded
@@ -636,6 +640,7 @@ def jacobi(X: torch.Tensor, V: torch.Tensor | None, sweeps: int, tol: float, cto
                 extra["FAST"] = REG_FAST_ROTATION and kern is regs.jacobi_halving_kernel
             if kern is regs.jacobi_halving_kernel:
                 extra["TRACK"] = REG_TRACK_NORMS
+                extra["UNROLL2"] = REG_UNROLL2
             if TILE_MAXNREG:  # a register cap: two programs of 8 warps on an SM instead of one
                 extra["maxnreg"] = TILE_MAXNREG
             kern[(Bn,)](x, v, rot, n, sweeps, float(tol), float(ctol), COMPLEX=cplx, WANT_V=V is not None, NP=np_,

@@ -332,9 +332,35 @@ def _rotate_pair_tracked(xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, tol, ct
 
 
 @triton.jit
+def _round(xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, mine, idx_roll, idx_roll1, tol, ctol, live,
+           COMPLEX: tl.constexpr, WANT_V: tl.constexpr, JOINT: tl.constexpr, FAST: tl.constexpr,
+           TRACK: tl.constexpr, ROLL):
+    """One round of the halving kernel: the pairs rotated (:func:`_rotate_pair_tracked` with ``TRACK``,
+    else :func:`_rotate_pair`), then, with ``ROLL``, ``Q`` (and its norms) rolled within the blocks."""
+    if TRACK:
+        sig, xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ = _rotate_pair_tracked(
+            xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, tol, ctol, live, COMPLEX, WANT_V, FAST)
+    else:
+        sig, xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi = _rotate_pair(
+            xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, tol, ctol, live, COMPLEX, WANT_V, JOINT, FAST)
+    mine = mine | sig.to(tl.int32)
+    if ROLL:
+        if TRACK:
+            nQ = tl.gather(nQ, idx_roll1, axis=0)
+        xqr = _roll(xqr, idx_roll)
+        if COMPLEX:
+            xqi = _roll(xqi, idx_roll)
+        if WANT_V:
+            vqr = _roll(vqr, idx_roll)
+            if COMPLEX:
+                vqi = _roll(vqi, idx_roll)
+    return xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, mine
+
+
+@triton.jit
 def jacobi_halving_kernel(X, V, ROT, n, sweeps, tol, ctol,
                           COMPLEX: tl.constexpr, WANT_V: tl.constexpr, NP: tl.constexpr, JOINT: tl.constexpr,
-                          FAST: tl.constexpr, TRACK: tl.constexpr = False):
+                          FAST: tl.constexpr, TRACK: tl.constexpr = False, UNROLL2: tl.constexpr = False):
     """One matrix per program, ``n = NP`` a power of two, the recursive-halving ordering (module
     docstring); the contract of :func:`jacobi_pairs_kernel`. ``TRACK``: the squared column norms are
     summed at the start of each level and updated after each rotation (:func:`_rotate_pair_tracked`),
@@ -371,33 +397,34 @@ def jacobi_halving_kernel(X, V, ROT, n, sweeps, tol, ctol,
             vqi = tl.load(vb + off_q + 1)
     last = tl.zeros([HP], dtype=tl.int32)
     busy = tl.max(live.to(tl.int32), axis=0)
+    nP = tl.zeros([HP], dtype=tl.float32)  # the tracked norms (TRACK; else unused)
+    nQ = nP
     sweep = 0
     while (sweep < sweeps) & (busy > 0):
         mine = tl.zeros([HP], dtype=tl.int32)
         s = HP  # level: pairs P block j x Q block j (blocks of s positions), Q rolled s times
         while s >= 1:
             idx_roll = (k // s) * s + (k % s + 1) % s
+            idx_roll1 = (k1 // s) * s + (k1 % s + 1) % s
             if TRACK:  # fresh sums at each level: the updates' rounding errors never pile up past one level
                 nP, nQ = _norms2(xpr, xpi, xqr, xqi, COMPLEX)
-                idx_roll1 = (k1 // s) * s + (k1 % s + 1) % s
-            for _r in range(0, s):
-                if TRACK:
-                    sig, xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ = _rotate_pair_tracked(
-                        xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, tol, ctol, live, COMPLEX, WANT_V, FAST)
-                    if s > 1:
-                        nQ = tl.gather(nQ, idx_roll1, axis=0)
-                else:
-                    sig, xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi = _rotate_pair(
-                        xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, tol, ctol, live, COMPLEX, WANT_V, JOINT, FAST)
-                mine = mine | sig.to(tl.int32)
-                if s > 1:
-                    xqr = _roll(xqr, idx_roll)
-                    if COMPLEX:
-                        xqi = _roll(xqi, idx_roll)
-                    if WANT_V:
-                        vqr = _roll(vqr, idx_roll)
-                        if COMPLEX:
-                            vqi = _roll(vqi, idx_roll)
+            if UNROLL2:  # two rounds per iteration (s even above the last level): fewer register copies
+                for _r in range(0, s // 2):
+                    xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, mine = _round(
+                        xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, mine, idx_roll, idx_roll1, tol, ctol, live,
+                        COMPLEX, WANT_V, JOINT, FAST, TRACK, True)
+                    xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, mine = _round(
+                        xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, mine, idx_roll, idx_roll1, tol, ctol, live,
+                        COMPLEX, WANT_V, JOINT, FAST, TRACK, True)
+                if s == 1:
+                    xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, mine = _round(
+                        xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, mine, idx_roll, idx_roll1, tol, ctol, live,
+                        COMPLEX, WANT_V, JOINT, FAST, TRACK, False)
+            else:
+                for _r in range(0, s):
+                    xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, mine = _round(
+                        xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, mine, idx_roll, idx_roll1, tol, ctol, live,
+                        COMPLEX, WANT_V, JOINT, FAST, TRACK, s > 1)
             t = s // 2
             if t >= 1:
                 odd = ((k // t) % 2) == 1

@@ -188,7 +188,8 @@ def _tracked_norms(device: str) -> None:
     ``κ(B)`` of ``X0`` with unit columns, as ``test_svd_accuracy``), and converged on the true column
     norms (``|x_iᴴ x_j| <= 4nu·‖x_i‖‖x_j‖``). Matrix 1 has two equal columns:
     their rotation cancels ``a − t|g|`` to 0 (the ROOTEPS test marks the norm stale), and its sweeps
-    must still end in a converged, orthonormal result."""
+    must still end in a converged, orthonormal result. ``svd_triton.REG_UNROLL2`` (two rounds per loop
+    iteration) gives bit-identical results, tracked or not."""
     from mpslinalg.kernels import svd_triton as st
 
     u = _u()
@@ -203,12 +204,17 @@ def _tracked_norms(device: str) -> None:
         eye = torch.eye(n, dtype=dtype, device=device).expand(4, n, n).contiguous()
         out = {}
         for track in (False, True):
-            saved = st.TILE_KERNEL, dict(st.LANE_MAX), st.REG_TRACK_NORMS
-            st.TILE_KERNEL, st.LANE_MAX, st.REG_TRACK_NORMS = "halving", {torch.float32: 0, torch.complex64: 0}, track
-            try:
-                out[track] = st.jacobi(X0.clone(), eye.clone(), 30, math.sqrt(n) * u, 2 * n * u)
-            finally:
-                st.TILE_KERNEL, st.LANE_MAX, st.REG_TRACK_NORMS = saved
+            for unroll in (False, True):
+                saved = st.TILE_KERNEL, dict(st.LANE_MAX), st.REG_TRACK_NORMS, st.REG_UNROLL2
+                st.TILE_KERNEL, st.LANE_MAX = "halving", {torch.float32: 0, torch.complex64: 0}
+                st.REG_TRACK_NORMS, st.REG_UNROLL2 = track, unroll
+                try:
+                    out[track, unroll] = st.jacobi(X0.clone(), eye.clone(), 30, math.sqrt(n) * u, 2 * n * u)
+                finally:
+                    st.TILE_KERNEL, st.LANE_MAX, st.REG_TRACK_NORMS, st.REG_UNROLL2 = saved
+            # REG_UNROLL2: two rounds per loop iteration, the same operations in the same order
+            assert all(torch.equal(x, y) for x, y in zip(out[track, True], out[track, False]))
+        out = {track: out[track, False] for track in (False, True)}
         X, V, rot = out[True]
         scale = float(X0.abs().max()) * n
         assert not bool(rot.any())

@@ -58,20 +58,20 @@ def _cdot(ar, ai, br, bi, CONJ_A: tl.constexpr):
 
 
 @triton.jit
-def _qr_blocked_kernel(A, TAU, Q, X, N, COMPLEX: tl.constexpr, WANT_Q: tl.constexpr, WANT_X: tl.constexpr,
-                       NP: tl.constexpr, NB: tl.constexpr):
-    b = tl.program_id(0).to(tl.int64)
+def _geqrf_tile(base, tau_base, N, COMPLEX: tl.constexpr, WANT_Q: tl.constexpr, NP: tl.constexpr,
+                NB: tl.constexpr):
+    """The blocked ``geqrf`` of the ``N x N`` matrix at ``base`` (in place; ``tau`` at ``tau_base``) by
+    the calling program; returns ``Q`` as an ``[NP, NP]`` tile pair (zeros without ``WANT_Q``)."""
     CW: tl.constexpr = 2 if COMPLEX else 1  # floats per element
     rows = tl.arange(0, NP)
     cols = tl.arange(0, NP)
     pc = tl.arange(0, NB)  # panel columns
     pr = tl.arange(0, NB)  # rows of the NB x NB / NB x NP tiles
-    base = A + b * N * N * CW
-    inside = (rows[:, None] < N) & (cols[None, :] < N)
     offs = (rows[:, None] * N + cols[None, :]) * CW
+    Qr = tl.zeros([NP, NP], dtype=tl.float32)
+    Qi = tl.zeros([NP, NP], dtype=tl.float32)
     if WANT_Q:
         Qr = tl.where((rows[:, None] == cols[None, :]), 1.0, 0.0)
-        Qi = tl.zeros([NP, NP], dtype=tl.float32)
     for k in range(0, N, NB):
         tl.debug_barrier()  # the previous trailing update's stores are visible
         pcol = k + pc
@@ -108,9 +108,9 @@ def _qr_blocked_kernel(A, TAU, Q, X, N, COMPLEX: tl.constexpr, WANT_Q: tl.conste
         if COMPLEX:
             tl.store(base + poffs + 1, Pi, mask=pin)
         pk = pcol < N
-        tl.store(TAU + (b * N + pcol) * CW, taur, mask=pk)
+        tl.store(tau_base + pcol * CW, taur, mask=pk)
         if COMPLEX:
-            tl.store(TAU + (b * N + pcol) * CW + 1, taui, mask=pk)
+            tl.store(tau_base + pcol * CW + 1, taui, mask=pk)
         # V: the panel's reflectors with their unit entries (zero above)
         Vr = tl.where(rows[:, None] > pcol[None, :], Pr, tl.where(rows[:, None] == pcol[None, :], 1.0, 0.0))
         Vi = tl.where(rows[:, None] > pcol[None, :], Pi, 0.0)
@@ -148,6 +148,20 @@ def _qr_blocked_kernel(A, TAU, Q, X, N, COMPLEX: tl.constexpr, WANT_Q: tl.conste
             Dr, Di = _cdot(Zr, Zi, tl.trans(Vr), -tl.trans(Vi), False)
             Qr = Qr - Dr
             Qi = Qi - Di
+    return Qr, Qi
+
+
+@triton.jit
+def _qr_blocked_kernel(A, TAU, Q, X, N, COMPLEX: tl.constexpr, WANT_Q: tl.constexpr, WANT_X: tl.constexpr,
+                       NP: tl.constexpr, NB: tl.constexpr):
+    b = tl.program_id(0).to(tl.int64)
+    CW: tl.constexpr = 2 if COMPLEX else 1  # floats per element
+    rows = tl.arange(0, NP)
+    cols = tl.arange(0, NP)
+    base = A + b * N * N * CW
+    inside = (rows[:, None] < N) & (cols[None, :] < N)
+    offs = (rows[:, None] * N + cols[None, :]) * CW
+    Qr, Qi = _geqrf_tile(base, TAU + b * N * CW, N, COMPLEX, WANT_Q, NP, NB)
     if WANT_Q:
         tl.store(Q + b * N * N * CW + offs, Qr, mask=inside)
         if COMPLEX:

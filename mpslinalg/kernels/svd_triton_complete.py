@@ -16,10 +16,12 @@ import torch
 import triton
 import triton.language as tl
 
+from . import qr_triton_blocked as qb
 from .qr_triton import _cload, _cstore, _pow2, _qr_small_kernel, fits
+from .qr_triton_blocked import _geqrf_tile
 from .svd_triton_rot import _pow2i
 
-__all__ = ["complete", "finish", "fits"]
+__all__ = ["complete", "complete_inplace", "finish", "fits"]
 
 
 @triton.jit
@@ -59,6 +61,43 @@ def complete(Ux: torch.Tensor, zero: torch.Tensor) -> torch.Tensor:
         _complete_kernel[(Bn,)](view(QR), view(tau), view(Q), need, m, n, min(m, n), COMPLEX=cplx, MP=mp,
                                 NP=np_, num_warps=warps)
     return torch.where(zero[:, None, :], Q, Ux)
+
+
+@triton.jit
+def _complete_inplace_kernel(V, S, WORK, TAU, n, COMPLEX: tl.constexpr, NP: tl.constexpr, NB: tl.constexpr):
+    b = tl.program_id(0).to(tl.int64)
+    CW: tl.constexpr = 2 if COMPLEX else 1
+    rows = tl.arange(0, NP)
+    cols = tl.arange(0, NP)
+    s = tl.load(S + b * n + cols, mask=cols < n, other=0.0)
+    zero = (cols < n) & (s <= tl.load(S + b * n) * 1.0842021724855044e-19)  # sqrt(tiny) sigma_1; NaN: none
+    if tl.sum(zero.to(tl.int32), axis=0) > 0:
+        inside = (rows[:, None] < n) & (cols[None, :] < n)
+        off = (rows[:, None] * n + cols[None, :]) * CW
+        vr, vi = _cload(V + b * n * n * CW, off, inside, COMPLEX)
+        _cstore(WORK + b * n * n * CW, off, vr, vi, inside, COMPLEX)
+        tl.debug_barrier()
+        qr, qi = _geqrf_tile(WORK + b * n * n * CW, TAU + b * n * CW, n, COMPLEX, True, NP, NB)
+        _cstore(V + b * n * n * CW, off, qr, qi, inside & zero[None, :], COMPLEX)
+
+
+def complete_inplace(V: torch.Tensor, S: torch.Tensor) -> None:
+    """:func:`mpslinalg.svd._complete`'s rule in one launch, in place: the columns ``j`` of the square
+    ``V [B, n, n]`` (contiguous, ``n <= 64``) with ``S[:, j] <= √tiny · S[:, 0]`` replaced by the same
+    columns of the ``Q`` of a Householder QR of ``V`` (the blocked kernel,
+    :func:`mpslinalg.kernels.qr_triton_blocked._geqrf_tile`, run only by the programs whose matrix has
+    such a column; NaN ``S``: none)."""
+    Bn, m, n = V.shape
+    if m != n or not qb.fits(n) or not V.is_contiguous():
+        raise ValueError(f"complete_inplace: expected contiguous square V of order <= {qb.MAX_N}, got {tuple(V.shape)}")
+    if Bn == 0:
+        return
+    cplx = V.is_complex()
+    view = torch.view_as_real if cplx else (lambda t: t)
+    work = torch.empty_like(V)
+    tau = V.new_empty(Bn, n)
+    _complete_inplace_kernel[(Bn,)](view(V), S.contiguous(), view(work), view(tau), n, COMPLEX=cplx,
+                                    NP=max(_pow2(n), qb.NB), NB=qb.NB, num_warps=qb.NUM_WARPS)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""CUDA (Triton) SVD of batches of square matrices of even order up to 64 in four launches: the route of
+"""CUDA (Triton) SVD of batches of square matrices of even order up to 64 in five launches: the route of
 :func:`mpslinalg.kernels.svd_cuda.whole_kernel` for the orders the one-kernel SVDs do not serve
 (complex64 4096 x 64x64 is issue 12's target).
 
@@ -14,7 +14,8 @@ The algorithm is :mod:`mpslinalg.svd`'s (steps 1-5), its torch-op passes fused:
 4. :func:`mpslinalg.kernels.svd_triton_complete.finish` with the row permutation: ``S``, ``info``,
    ``V_A`` and ``U_A`` (rows put back, NaN for a non-finite input) in one launch.
 
-The caller (:func:`mpslinalg.svd._svd_tall`) completes ``V``'s zero-σ columns (``COMPLETES_V`` False).
+5. :func:`mpslinalg.kernels.svd_triton_complete.complete_inplace`: ``V``'s zero-σ columns completed
+   (the programs of matrices without one return at once).
 Imported lazily on CUDA (and under ``TRITON_INTERPRET=1`` in the tests).
 """
 
@@ -34,8 +35,8 @@ __all__ = ["COMPLETES_V", "ENABLED", "fits", "prep", "svd_tall"]
 
 #: Whether :func:`mpslinalg.kernels.svd_cuda.whole_kernel` routes square batches here.
 ENABLED = False  # until the H200 measures it (benchmarks/bench_svd_c64.py)
-#: The caller completes ``V``'s zero-σ columns.
-COMPLETES_V = False
+#: ``V``'s zero-σ columns are completed here (:func:`mpslinalg.kernels.svd_triton_complete.complete_inplace`).
+COMPLETES_V = True
 
 
 def fits(m: int, n: int, dtype: torch.dtype) -> bool:
@@ -126,7 +127,7 @@ def prep(A: torch.Tensor):
 
 
 def svd_tall(A: torch.Tensor, full: bool, compute_uv: bool, sweeps: int):
-    """SVD of the square batch ``A [B, n, n]`` (:func:`fits`; contiguous, not modified) in four launches.
+    """SVD of the square batch ``A [B, n, n]`` (:func:`fits`; contiguous, not modified) in five launches.
 
     Parameters
     ----------
@@ -142,7 +143,7 @@ def svd_tall(A: torch.Tensor, full: bool, compute_uv: bool, sweeps: int):
     Returns
     -------
     U, S, V, info : torch.Tensor
-        ``V``, not ``Vh`` (its zero-σ columns not yet completed); ``U``/``V`` None without
+        ``V``, not ``Vh`` (zero-σ columns completed); ``U``/``V`` None without
         ``compute_uv``; NaN outputs and ``info = 1`` for a non-finite matrix, ``info = 2`` not converged.
     """
     from . import svd_triton, svd_triton_complete
@@ -156,4 +157,6 @@ def svd_tall(A: torch.Tensor, full: bool, compute_uv: bool, sweeps: int):
     u = 2.0**-24
     X, V, rotated = svd_triton.jacobi(X, Q, sweeps, math.sqrt(n) * u, 2 * n * u)
     _, S_out, info, V_A, U_A = svd_triton_complete.finish(X, V, cperm, e, finite, rotated, rperm=rperm)
+    if compute_uv:
+        svd_triton_complete.complete_inplace(V_A, S_out)
     return U_A, S_out, V_A, info

@@ -15,7 +15,7 @@ Bounds (u = 2^-24):
   ``W = A·2^-e`` exactly with ``max |w_ij|`` in ``[1/2, 1)``.
 * the route: LAPACK ``xDRVBD`` ratios < 50 (issue 12), every σ of a two-sided graded matrix within
   ``30·n·κ(B)·u`` relative (``test_svd_accuracy``'s bound), 1e±30 inputs, NaN input → ``info = 1``
-  and NaN outputs, an exactly zero matrix → σ exactly 0 with orthonormal completed ``U``/``V``, and
+  and NaN outputs, an exactly zero and a rank-``n/2`` matrix → σ exactly 0 / orthonormal completed ``U``/``V``, and
   the torch-op route's σ to ``30·n·u·σ₁`` (both backward stable: Weyl). CUDA: no host sync.
 
 On the CPU the kernels run in Triton's interpreter (a subprocess); on CUDA compiled (marked ``cuda``).
@@ -132,7 +132,8 @@ def _route(device: str, sizes=(16, 6)) -> None:
     for dtype in (torch.complex64, torch.float32):
         wide = torch.complex128 if dtype.is_complex else torch.float64
         for n in sizes:
-            A = _randn((6, n, n), dtype, 3 * n)
+            A = _randn((7, n, n), dtype, 3 * n)
+            A[6] = A[6][:, : n // 2] @ A[6][: n // 2, :]  # rank n/2: half of V completed
             A[1] *= 1e30
             A[2] *= 1e-30
             A[3, 1, 1] = float("nan")
@@ -144,8 +145,8 @@ def _route(device: str, sizes=(16, 6)) -> None:
             with _square_route():
                 assert svd_cuda.whole_kernel(A, True) is sq  # the route under test
                 U, S, Vh, info = LA.svd_ex(A)
-            assert info.tolist() == [0, 0, 0, 1, 0, 0], info
-            good = [0, 1, 2, 4, 5]
+            assert info.tolist() == [0, 0, 0, 1, 0, 0, 0], info
+            good = [0, 1, 2, 4, 5, 6]
             assert_svd_ratios(A[good].cpu(), U[good].cpu(), S[good].cpu(), Vh[good].cpu(), 50, (dtype, n))
             assert bool(S[3].isnan().all() and U[3].isnan().all() and Vh[3].isnan().all())
             assert float(S[4].abs().max()) == 0.0

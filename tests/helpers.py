@@ -65,7 +65,7 @@ class NoHostSync:
     """
 
     _FORBIDDEN = ("_local_scalar_dense", "nonzero", "masked_select", "unique", "_unique2",
-                  "unique_consecutive", "equal", "is_nonzero")
+                  "unique_consecutive", "unique_dim", "equal", "is_nonzero")
 
     def __enter__(self):
         from torch.utils._python_dispatch import TorchDispatchMode

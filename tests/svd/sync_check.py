@@ -1,10 +1,12 @@
-"""``no_host_sync()``: a dispatch mode that fails a test when an op reads a device value on the host;
-``no_cuda_sync(calls)``: the same check on a CUDA device, by its sync debug mode.
+"""``no_host_sync()``: fails a test when an op reads a device value on the host, with other
+families' entry points exempt; ``no_cuda_sync(calls)``: the same check on a CUDA device, by its sync
+debug mode.
 
-On the CPU nothing synchronises, so the check looks for what would: ``.item()``, ``bool()``,
-``int()`` of a tensor (``aten._local_scalar_dense`` / ``aten.is_nonzero``) and data-dependent output
-shapes (``aten.nonzero``, ``aten.masked_select``, ``aten.unique*``). On a GPU each of these waits for
-the device.
+On the CPU nothing synchronises, so the check (``helpers.NoHostSync``, the tests' one dispatch mode
+for it) looks for what would: ``.item()``, ``bool()``, ``int()`` of a tensor
+(``aten._local_scalar_dense`` / ``aten.is_nonzero``) and data-dependent output shapes
+(``aten.nonzero``, ``aten.masked_select``, ``aten.unique*``). On a GPU each of these waits for the
+device.
 """
 
 from __future__ import annotations
@@ -12,18 +14,8 @@ from __future__ import annotations
 import contextlib
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
-
-_SYNCING = {"_local_scalar_dense", "is_nonzero", "nonzero", "masked_select", "_unique2",
-            "unique_consecutive", "unique_dim", "equal"}
-
-
-class _NoSync(TorchDispatchMode):
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        name = func._schema.name.split("::")[-1]
-        if name in _SYNCING:
-            raise AssertionError(f"host synchronisation: aten::{name}")
-        return func(*args, **(kwargs or {}))
+from helpers import NoHostSync
+from torch.utils._python_dispatch import _disable_current_modes
 
 
 def _unchecked(fn):
@@ -49,7 +41,7 @@ def no_host_sync(exempt=()):
     for mod, name, fn in saved:
         setattr(mod, name, _unchecked(fn))
     try:
-        with _NoSync():
+        with NoHostSync():
             yield
     finally:
         for mod, name, fn in saved:

@@ -26,6 +26,7 @@ import pytest
 import torch
 from helpers import ORDER_IDS as OID
 from helpers import ORDERS, InOrder, require_emulator
+from lu.kernel_calls import factor
 
 from mpslinalg.kernels import load_library
 from reference import lapack, matrices, metrics
@@ -65,11 +66,7 @@ def test_lu_small(kernels, order, seed, dtype):
     kern = kernels(dtype, order, seed)
     for m, n in [(9, 9), (32, 32), (12, 5), (5, 12)]:
         A = matrices.random(m, n, batch=(3,), dtype=dtype, seed=m * 100 + n)
-        LU = A.clone()
-        k = min(m, n)
-        piv = torch.zeros(3, k, dtype=torch.int32)
-        info = torch.zeros(3, dtype=torch.int32)
-        kern.small(LU, piv, info)
+        LU, piv, info = factor(kern, "small", A)
         assert torch.equal(piv, lapack.getrf_pivots(A))
         assert torch.equal(info, torch.zeros(3, dtype=torch.int32))
         assert float(_ratio(A, LU, piv).max()) < metrics.PASS_RATIO
@@ -108,13 +105,7 @@ def test_zero_pivot_sets_info_and_no_nan(kernels, order, seed, kernel):
     A[1, :, 0] = 0  # info 1
     A[2, :, 7] = 0
     A[2, :, 9] = 0  # first zero pivot wins: info 8
-    LU = A.clone()
-    piv = torch.zeros(3, n, dtype=torch.int32)
-    info = torch.zeros(3, dtype=torch.int32)
-    if kernel == "small":
-        kern.small(LU, piv, info)
-    else:
-        kern.panel(LU, piv, info, 0, n)
+    LU, piv, info = factor(kern, kernel, A, n)
     assert info.tolist() == [5, 1, 8]
     assert bool(torch.isfinite(LU).all())  # a zero pivot is never divided by
     assert float(_ratio(A, LU, piv).max()) < metrics.PASS_RATIO
@@ -197,13 +188,7 @@ def test_inf_pivot(kernels, order, seed, dtype):
     for name, m in (("small", 9), ("panel", 40)):
         A = matrices.random(m, m, batch=(2,), dtype=dtype, seed=31)
         A[:, 0, 0] = float("inf")
-        LU = A.clone()
-        piv = torch.zeros(2, m, dtype=torch.int32)
-        info = torch.zeros(2, dtype=torch.int32)
-        if name == "small":
-            kern.small(LU, piv, info)
-        else:
-            kern.panel(LU, piv, info, 0, 8)
+        LU, piv, info = factor(kern, name, A, 8)
         assert torch.equal(piv[:, 0], torch.ones(2, dtype=torch.int32)), name
         assert torch.equal(LU[:, 0, :], A[:, 0, :]), name
         if dtype.is_complex:
@@ -276,13 +261,8 @@ def test_subnormal_pivot_is_divided_not_inverted(kernels, order, seed, dtype, ke
         assert bool(X.isfinite().all()) and info.tolist() == [0, 0]
         assert float(metrics.solve_ratio(A, X, B).max()) < metrics.PASS_RATIO
         return
-    LU = A.clone()
-    piv = torch.zeros(2, n, dtype=torch.int32)
-    info = torch.zeros(2, dtype=torch.int32)
-    if kernel == "small":
-        kern.small(LU, piv, info)
-    else:
-        kern.panel(LU, piv, info, 0, 8)
+    LU, piv, info = factor(kern, kernel, A, 8)
+    if kernel == "panel":
         A, LU, piv = A[:, :, :8], LU[:, :, :8], piv[:, :8]  # the panel's own factorisation
     assert bool(LU.isfinite().all()) and info.tolist() == [0, 0]
     assert piv[:, 0].tolist() == [1, 1]

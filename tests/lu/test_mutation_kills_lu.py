@@ -23,6 +23,7 @@ import importlib
 import pytest
 import torch
 from helpers import ORDER_IDS, ORDERS, InOrder, NoHostSync, require_emulator
+from lu.kernel_calls import factor
 
 import mpslinalg as LA
 from mpslinalg.kernels import load_library
@@ -147,13 +148,7 @@ def test_pivot_ties_go_to_the_first_row_in_every_kernel(lib, monkeypatch, order,
     monkeypatch.setattr(lu_mod.TUNING, "panel_threads", threads)
     kern = kern_mod._MetalKernels(torch.device("cpu"), torch.float32)
     A = matrices.wilkinson_growth(n, dtype=torch.float32)[None]
-    LU = A.clone()
-    piv = torch.zeros(1, n, dtype=torch.int32)
-    info = torch.zeros(1, dtype=torch.int32)
-    if kernel == "small":
-        kern.small(LU, piv, info)
-    else:
-        kern.panel(LU, piv, info, 0, n)
+    LU, piv, info = factor(kern, kernel, A, n)
     assert piv[0].tolist() == list(range(1, n + 1)) == lapack.getrf_pivots(A[0]).tolist()
     assert float(metrics.lu_factor_ratio(A, LU, piv)) == 0.0  # exact elimination
 

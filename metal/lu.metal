@@ -1427,7 +1427,15 @@ kernel void lu_laswp(device T* A [[buffer(0)]],
 // LU_SWAP_THREADS, ngc = ceil(nc / 32): a group owns 32 columns (one per lane, coalesced) of one
 // matrix, its simdgroups split the slots. Groups own disjoint columns, so the one barrier orders
 // every read before every write. Pivots outside [1, M] are skipped, as in lu_laswp.
+// trsm != 0 (cnt <= LU_SWAP_TRSM_MAX, forward only): the columns right of the skipped panel
+// (c >= skip_lo + skip_n) also get the blocked LU's U12 <- L11^{-1} A12, L11 the unit lower
+// triangle of A[k1 .. k1+cnt) x [k1 .. k1+cnt) (the factored panel, which no group writes): their
+// rows k1 .. k1+cnt-1 after the interchanges are read by simdgroup 0 (one column a lane) into
+// registers, solved by forward substitution (column order, x[r] -= L[r][i] x[i] for r > i, as
+// LAPACK's trsm; a rolled loop, the registers rotating one row a step) with L11 staged in
+// threadgroup memory, and written once; the other simdgroups skip those rows.
 constant constexpr int LU_SWAP_MAX = 64;
+constant constexpr int LU_SWAP_TRSM_MAX = 32;
 constant constexpr int LU_SWAP_THREADS = 256;
 constant constexpr int LU_SWAP_PER_THREAD = 2 * LU_SWAP_MAX / (LU_SWAP_THREADS / 32);
 
@@ -1446,8 +1454,10 @@ kernel void lu_laswp_block(device T* A [[buffer(0)]],
                            constant long& skip_n [[buffer(10)]],
                            constant long& reverse [[buffer(11)]],
                            constant long& ngc [[buffer(12)]],
+                           constant long& trsm [[buffer(13)]],
                            uint tid [[thread_index_in_threadgroup]],
                            uint tg [[threadgroup_position_in_grid]]) {
+  threadgroup T lt[LU_SWAP_TRSM_MAX * LU_SWAP_TRSM_MAX];  // trsm: L11 (row-major, stride TRSM_MAX)
   threadgroup int q_of[LU_SWAP_MAX];        // the target row of interchange i (-1: none)
   threadgroup int dst[2 * LU_SWAP_MAX];     // slot -> the row it writes (-1: unused slot)
   threadgroup int src[2 * LU_SWAP_MAX];     // slot -> the row its entry comes from
@@ -1487,6 +1497,15 @@ kernel void lu_laswp_block(device T* A [[buffer(0)]],
     dst[s] = (used && y != x) ? x : -1;  // an entry that stays where it is is not moved
     src[s] = y;
   }
+  device T* a = A + (long)b * M * N;
+  const bool solve = trsm != 0;  // uniform; the host checks nk <= LU_SWAP_TRSM_MAX
+  if (solve) {
+    for (int e = t; e < nk * nk; e += LU_SWAP_THREADS) {
+      const int r = e / nk;
+      const int i = e % nk;
+      lt[r * LU_SWAP_TRSM_MAX + i] = a[(lo + r) * n + lo + i];
+    }
+  }
   threadgroup_barrier(mem_flags::mem_threadgroup);
   const int lane = t % 32;
   const int sg = t / 32;
@@ -1496,19 +1515,44 @@ kernel void lu_laswp_block(device T* A [[buffer(0)]],
     c += (int)skip_n;
   }
   const bool have = j < (int)nc;
-  device T* a = A + (long)b * M * N;
+  const bool right = solve && c >= (int)(skip_lo + skip_n);  // this lane's column gets the TRSM
   T v[LU_SWAP_PER_THREAD];
 #pragma unroll
   for (int k = 0; k < LU_SWAP_PER_THREAD; ++k) {
     const int s = sg + k * (LU_SWAP_THREADS / 32);
-    v[k] = (have && s < 2 * nk && dst[s] >= 0) ? a[src[s] * n + c] : s_zero<T>();
+    v[k] = (have && s < 2 * nk && dst[s] >= 0 && !(right && s < nk)) ? a[src[s] * n + c] : s_zero<T>();
+  }
+  T x[LU_SWAP_TRSM_MAX];  // simdgroup 0, right columns: rows lo .. lo+nk-1 after the interchanges
+  if (solve && sg == 0) {
+#pragma unroll
+    for (int i = 0; i < LU_SWAP_TRSM_MAX; ++i) {
+      x[i] = (have && right && i < nk) ? a[src[i] * n + c] : s_zero<T>();
+    }
   }
   threadgroup_barrier(mem_flags::mem_device);  // every read of the group's columns before any write
 #pragma unroll
   for (int k = 0; k < LU_SWAP_PER_THREAD; ++k) {
     const int s = sg + k * (LU_SWAP_THREADS / 32);
-    if (have && s < 2 * nk && dst[s] >= 0) {
+    if (have && s < 2 * nk && dst[s] >= 0 && !(right && s < nk)) {
       a[dst[s] * n + c] = v[k];
+    }
+  }
+  if (solve && sg == 0 && have && right) {
+#pragma unroll 1
+    for (int i = 0; i < LU_SWAP_TRSM_MAX; ++i) {  // x[0] is row i, final; rows i+1.. lose L[r][i] x_i
+      const T head = x[0];
+#pragma unroll
+      for (int q = 0; q < LU_SWAP_TRSM_MAX - 1; ++q) {
+        const int r = min(i + 1 + q, LU_SWAP_TRSM_MAX - 1);
+        x[q] = (i + 1 + q < nk) ? x[q + 1] - s_mul(lt[r * LU_SWAP_TRSM_MAX + i], head) : x[q + 1];
+      }
+      x[LU_SWAP_TRSM_MAX - 1] = head;
+    }
+#pragma unroll
+    for (int i = 0; i < LU_SWAP_TRSM_MAX; ++i) {
+      if (i < nk) {
+        a[(lo + i) * n + c] = x[i];
+      }
     }
   }
 }

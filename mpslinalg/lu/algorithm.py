@@ -12,7 +12,16 @@ from ..oplayer import checks as E
 from ..oplayer import functorch_active as _functorch
 from ..triangular import solve_triangular, trsm
 from ..triangular.kernels import _trsm_small_metal
-from .kernels import _TORCH_KERNELS, DISPATCHES, TUNING, _kernels, _MetalKernels, _on_kernels, _swaps_to_perm
+from .kernels import (
+    _TORCH_KERNELS,
+    DISPATCHES,
+    SWAP_TRSM_MAX,
+    TUNING,
+    _kernels,
+    _MetalKernels,
+    _on_kernels,
+    _swaps_to_perm,
+)
 from .kernels import SMALL_SOLVE_MAX_RHS as _SOLVE_RHS
 
 # --------------------------------------------------------------------------------------------------
@@ -110,23 +119,27 @@ def _getrf_blocked(LU, piv, info, nb: int, kern: _MetalKernels, gemm: str, outer
             elif bufs is None or not kern.panel_look(LU, piv, info, o, w, bufs):
                 kern.panel_steps(LU, piv, info, o, w, scratch)
             kl = min(M - o, w)
+            fused = TUNING.swap_trsm and kl <= SWAP_TRSM_MAX and o + w < O + W
             if NB > nb:  # the rest of the outer block's columns
-                kern.swap_around(LU, piv, o, o + kl, w, O, O + W)
+                kern.swap_around(LU, piv, o, o + kl, w, O, O + W, trsm=fused)
             if o + w < O + W:
-                _block_update(LU, o, kl, o + w, O + W, gemm)
-        kern.swap_around(LU, piv, O, O + KW, W)  # the columns left and right of the outer block
+                _block_update(LU, o, kl, o + w, O + W, gemm, solved=fused)
+        fused = TUNING.swap_trsm and KW <= SWAP_TRSM_MAX and O + W < N
+        kern.swap_around(LU, piv, O, O + KW, W, trsm=fused)  # the columns left and right of the outer block
         if O + W < N:
-            _block_update(LU, O, KW, O + W, N, gemm)
+            _block_update(LU, O, KW, O + W, N, gemm, solved=fused)
 
 
-def _block_update(LU, o: int, kl: int, c0: int, c1: int, gemm: str) -> None:
+def _block_update(LU, o: int, kl: int, c0: int, c1: int, gemm: str, solved: bool = False) -> None:
     """Columns ``[c0, c1)`` after the panel at ``o`` with ``kl`` pivots: ``U12 <- L11^{-1} A12``
-    and ``A22 <- A22 - L21 U12`` (kernel backends: one ``trsm_small`` dispatch, one GEMM)."""
+    (unless ``solved``: the interchanges' dispatch did it) and ``A22 <- A22 - L21 U12`` (kernel
+    backends: one ``trsm_small`` dispatch, one GEMM)."""
     A12 = LU[:, o:o + kl, c0:c1]
-    # in place: trsm_small reads a thread's whole column of B before it writes that column of X
-    # (and columns are never shared), so X may be B (kl <= 64: one dispatch, no copy)
-    _trsm_small_metal(LU[:, o:o + kl, o:o + kl], A12, A12, False, True)
-    DISPATCHES["trsm"] += 1
+    if not solved:
+        # in place: trsm_small reads a thread's whole column of B before it writes that column of X
+        # (and columns are never shared), so X may be B (kl <= 64: one dispatch, no copy)
+        _trsm_small_metal(LU[:, o:o + kl, o:o + kl], A12, A12, False, True)
+        DISPATCHES["trsm"] += 1
     if LU.shape[-2] > o + kl:
         _gemm_sub(LU[:, o + kl:, c0:c1], LU[:, o + kl:, o:o + kl], A12, gemm)
         DISPATCHES["gemm"] += 1

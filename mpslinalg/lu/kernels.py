@@ -67,6 +67,11 @@ class Tuning:
         (``simdgroup_matrix``) instead of ``k`` multiply-subtracts per entry. Off by default: the
         product is ``32 x k x w`` per group, far too small to be throughput-bound, and it costs a
         16 KiB threadgroup tile and a barrier (docs/ops/lu.md has the H200 proxy timing both ways).
+    swap_trsm : bool
+        The block's ``U12 <- L11^{-1} A12`` inside its ``lu_laswp_block`` (for blocks of at most
+        ``SWAP_TRSM_MAX`` columns; one dispatch a block instead of two: the interchanges' gather
+        then the triangular solve of the rows it moved into place) instead of a ``trsm_small``
+        dispatch.
     panel_outer : int
         0 (off) or 64: blocks of 64 columns, each factored as blocks of ``panel_nb`` with the
         interchanges and updates kept inside it, then one trailing update of rank 64 (the trailing
@@ -127,6 +132,7 @@ class Tuning:
     look_roll: bool = False
     panel_regs: bool = False
     panel_outer: int = 0
+    swap_trsm: bool = False
     panel_colmajor: bool = False
     panel_single_rows: int = 256
     # CUDA: cuSOLVER's getrf is the best leaf at every size on the H200 (2026-11-30, complex64
@@ -269,6 +275,8 @@ _REGS_W = 32
 
 #: lu_laswp_block: most interchanges per dispatch (LU_SWAP_MAX) and threads per group (LU_SWAP_THREADS).
 SWAP_BLOCK_MAX = 64
+#: lu_laswp_block with its fused triangular solve: most interchanges (rows of L11; LU_SWAP_TRSM_MAX).
+SWAP_TRSM_MAX = 32
 _SWAP_THREADS = 256
 
 #: Kernel dispatches issued by :class:`_MetalKernels` (by kernel template name) and matrix-product
@@ -310,7 +318,7 @@ def _check_tuning() -> None:
     if TUNING.panel_outer not in (0, SWAP_BLOCK_MAX) or not isinstance(TUNING.panel_outer, int):
         raise ValueError(f"mpslinalg.lu.TUNING.panel_outer must be 0 or {SWAP_BLOCK_MAX} (lu_laswp_block's most "
                          f"interchanges a dispatch), got {TUNING.panel_outer!r}")
-    for name in ("look_mma", "look_roll", "panel_colmajor", "panel_regs"):
+    for name in ("look_mma", "look_roll", "panel_colmajor", "panel_regs", "swap_trsm"):
         if not isinstance(getattr(TUNING, name), bool):
             raise ValueError(f"mpslinalg.lu.TUNING.{name} must be a bool, got {getattr(TUNING, name)!r}")
     if not all(v in _LOOK_SLOTS and isinstance(v, int) for v in TUNING.look_slots.values()):
@@ -495,11 +503,13 @@ class _MetalKernels:
         return True
 
     def swap_around(self, X: torch.Tensor, piv: torch.Tensor, k1: int, k2: int, w: int, lo: int = 0,
-                    hi: int | None = None) -> None:
+                    hi: int | None = None, trsm: bool = False) -> None:
         """The interchanges ``piv[:, k1:k2]`` (at most ``SWAP_BLOCK_MAX``) on the columns ``[lo, hi)``
         (default: all) of ``X`` but the panel's ``[k1, k1 + w)``, left and right of it, in one
         dispatch: one permutation gather of the rows they move (``lu_laswp_block``), LAPACK
-        ``getrf``'s two ``laswp`` calls per block."""
+        ``getrf``'s two ``laswp`` calls per block. ``trsm`` (at most ``SWAP_TRSM_MAX``
+        interchanges): also ``X[k1:k2, c] <- L11^{-1} X[k1:k2, c]`` for the columns right of the
+        panel, ``L11`` the unit lower triangle of ``X[k1:k2, k1:k2]``."""
         B, M, N = X.shape
         _check_int32(M, N)
         hi = N if hi is None else hi
@@ -510,14 +520,15 @@ class _MetalKernels:
         nc = hi - lo - w
         if cnt <= 0 or nc <= 0:
             return
-        if cnt > SWAP_BLOCK_MAX:
-            raise ValueError(f"lu_laswp_block applies at most {SWAP_BLOCK_MAX} interchanges, got {cnt}")
+        if cnt > SWAP_BLOCK_MAX or (trsm and (cnt > SWAP_TRSM_MAX or k2 > k1 + w)):
+            raise ValueError(f"lu_laswp_block applies at most {SWAP_BLOCK_MAX} interchanges ({SWAP_TRSM_MAX} with "
+                             f"the triangular solve, whose L11 is the panel's), got {cnt} (panel width {w})")
         ngc = -(-nc // 32)  # 32 columns per threadgroup
         threads = B * ngc * _SWAP_THREADS
         if threads > 2**32 - _SWAP_THREADS:  # thread_position_in_grid is a 32-bit uint
             raise ValueError(f"mpslinalg: lu_laswp_block would need {threads} GPU threads for a batch of {B} "
                              f"{M}x{N} matrices, more than one dispatch indexes with 32 bits; split the batch")
-        self._kernel("lu_laswp_block")(X, piv, M, N, piv.shape[-1], k1, cnt, lo, nc, k1, w, 0, ngc,
+        self._kernel("lu_laswp_block")(X, piv, M, N, piv.shape[-1], k1, cnt, lo, nc, k1, w, 0, ngc, int(trsm),
                                        threads=threads, group_size=_SWAP_THREADS)
 
     def swap(self, X: torch.Tensor, piv: torch.Tensor, k1: int, k2: int, c0: int, nc: int,

@@ -47,11 +47,12 @@ def blocked(lib, monkeypatch):
     float32 matrix-unit variant; ``short``: TUNING.panel_rows_short, off unless asked for, so
     that ``rows`` is what every group gets; ``colmajor``: lu_panel_look's column-major panel
     buffers; ``roll``: its rolled column loop; ``regs``: one-group panels in registers,
-    ``lu_panel_regs``; ``outer``: blocks of that many columns with one trailing update each). The
-    public op then runs the same way."""
+    ``lu_panel_regs``; ``outer``: blocks of that many columns with one trailing update each;
+    ``swap_trsm``: the block's TRSM inside its lu_laswp_block). The public op then runs the same
+    way."""
 
     def make(dtype, order, seed, nb=16, rows=16, single=0, threads=32, look=1, slots=32, mma=False, short=(0, 64),
-             colmajor=False, roll=False, regs=False, outer=0):
+             colmajor=False, roll=False, regs=False, outer=0, swap_trsm=False):
         monkeypatch.setattr(lu_mod, "load_library", lambda family, device: InOrder(lib, order, seed))
         for name, v in (("panel_nb", nb), ("panel_rows", rows), ("panel_single_rows", single),
                         ("panel_threads", threads), ("panel_look", look)):
@@ -63,6 +64,7 @@ def blocked(lib, monkeypatch):
         monkeypatch.setattr(lu_mod.TUNING, "look_roll", roll)
         monkeypatch.setattr(lu_mod.TUNING, "panel_regs", regs)
         monkeypatch.setattr(lu_mod.TUNING, "panel_outer", outer)
+        monkeypatch.setattr(lu_mod.TUNING, "swap_trsm", swap_trsm)
         return lu_mod._MetalKernels(torch.device("cpu"), dtype)
 
     return make
@@ -356,7 +358,7 @@ def test_blocked_nan_pivots_and_propagation_match_torch_cpu(blocked, order, seed
         assert int(info) == 0, setup
 
 
-def _panel_steps_per_call(M, N, nb, rows_single, look=1, threads=32, slots=32, regs=0, outer=0):
+def _panel_steps_per_call(M, N, nb, rows_single, look=1, threads=32, slots=32, regs=0, outer=0, swap_trsm=False):
     """The dispatches the blocked LU issues (its design, docs/ops/lu.md): per block at o a panel
     (one lu_panel_regs if it has <= rows_single rows and at most ``regs`` rows (0: never), else one
     lu_panel if it has <= rows_single rows; else, where the M - o active rows fit k <= look
@@ -366,7 +368,8 @@ def _panel_steps_per_call(M, N, nb, rows_single, look=1, threads=32, slots=32, r
     (no GEMM without rows below). ``outer`` > nb: the blocks of nb columns inside each block of
     ``outer`` columns keep their interchanges (one lu_laswp_block where the outer block has other
     columns) and updates (TRSM + GEMM) inside it; then the outer block's interchanges and update as
-    one block's."""
+    one block's. ``swap_trsm``: no TRSM dispatch where the block has at most 32 pivots (its
+    lu_laswp_block solves)."""
     K = min(M, N)
     NB = outer if outer > nb else nb
     count = {"lu_panel_regs": 0, "lu_panel": 0, "lu_panel_step": 0, "lu_panel_look": 0, "copy": 0,
@@ -389,11 +392,11 @@ def _panel_steps_per_call(M, N, nb, rows_single, look=1, threads=32, slots=32, r
                 count["lu_panel_step"] += kl + 1
             count["lu_laswp_block"] += NB > nb and W > w
             if o + w < O + W:
-                count["trsm"] += 1
+                count["trsm"] += not (swap_trsm and kl <= 32)
                 count["gemm"] += M > o + kl
         count["lu_laswp_block"] += N > W
         if O + W < N:
-            count["trsm"] += 1
+            count["trsm"] += not (swap_trsm and KW <= 32)
             count["gemm"] += M > O + KW
     return {k: v for k, v in count.items() if v}
 
@@ -436,18 +439,24 @@ OUTER_SHAPES = [(100, 100), (130, 70), (70, 130), (150, 150)]
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DID)
 @pytest.mark.parametrize("m,n", OUTER_SHAPES, ids=[f"{m}x{n}" for m, n in OUTER_SHAPES])
-def test_blocked_getrf_outer_blocks_vs_lapack(blocked, order, seed, dtype, m, n):
+@pytest.mark.parametrize("outer,swap_trsm", [(64, False), (64, True), (0, True)], ids=["outer", "outer-swaptrsm",
+                                                                                       "swaptrsm"])
+def test_blocked_getrf_outer_blocks_vs_lapack(blocked, order, seed, dtype, m, n, outer, swap_trsm):
     """TUNING.panel_outer = 64 over blocks of 16 (four inner panels a block, their interchanges and
     updates inside the block, then one rank-64 trailing update): equal pivots, ratio < 30, info
     0, exactly the designed dispatches; with the rolled, column-major lu_panel_look and
-    lu_panel_regs for the short panels (panel_single_rows 40), as the fastest tuning would run."""
-    blocked(dtype, order, seed, rows=16, single=40, look=4, colmajor=True, roll=True, regs=True, outer=64)
+    lu_panel_regs for the short panels (panel_single_rows 40), as the fastest tuning would run;
+    with the blocks' TRSM inside lu_laswp_block (``swap_trsm``: the inner blocks of 16 columns and,
+    without outer blocks, every block; the outer blocks' 64 rows keep trsm_small)."""
+    blocked(dtype, order, seed, rows=16, single=40, look=4, colmajor=True, roll=True, regs=True, outer=outer,
+            swap_trsm=swap_trsm)
     A = matrices.random(m, n, batch=(2,), dtype=dtype, seed=m * n)
     lu_mod.DISPATCHES.clear()
     with LA.use_backend("emulator"):
         LU, piv, info = LA.lu_factor_ex(A)
     slots = 64 if dtype == torch.float32 else 32
-    assert dict(lu_mod.DISPATCHES) == _panel_steps_per_call(m, n, 16, 40, 4, slots=slots, regs=slots, outer=64)
+    assert dict(lu_mod.DISPATCHES) == _panel_steps_per_call(m, n, 16, 40, 4, slots=slots, regs=slots, outer=outer,
+                                                            swap_trsm=swap_trsm)
     assert torch.equal(piv, lapack.getrf_pivots(A))
     assert float(metrics.lu_factor_ratio(A, LU, piv).max()) < PASS
     assert torch.equal(info, torch.zeros(2, dtype=torch.int32))
@@ -486,7 +495,8 @@ def test_laswp_block_exact(blocked, order, seed, dtype):
     """lu_laswp_block (one permutation gather) equals LAPACK's sequential swaps exactly on the
     columns left and right of a panel, the panel's own columns untouched: repeated targets, targets
     inside and outside the range, targets equal to their row, 64 interchanges (the most per
-    dispatch), more than 32 columns (two column groups), only a range of columns (lo, hi), and invalid
+    dispatch), more than 32 columns (two column groups), only a range of columns (lo, hi), with the
+    fused triangular solve of the block's rows on the columns right of the panel, and invalid
     pivots (skipped)."""
     kern = blocked(dtype, order, seed)
     B, M, N = 2, 140, 75
@@ -508,6 +518,29 @@ def test_laswp_block_exact(blocked, order, seed, dtype):
         kern.swap_around(Y, piv, k1, k2, w, lo, hi)
         cols = [c for c in range(lo, hi) if not k1 <= c < k1 + w]
         assert torch.equal(Y, _swapped(X, piv, k1, k2, cols)), (k1, k2, w, lo, hi)
+    # with the triangular solve of the rows moved into place (columns right of the panel): the
+    # residual ratio ||B - L11 X||_1 / (n ||L11||_1 ||X||_1 u) < 30 (LAPACK's xTRT02 form; Higham
+    # Thm 8.5: forward substitution is backward stable, |dL| <= gamma_n |L|), the rest exact.
+    # L11's entries in [-1, 1], as partial pivoting's
+    for k1, k2, w, lo, hi in [(3, 20, 17, 0, N), (0, 32, 32, 0, N), (10, 11, 1, 0, N), (16, 32, 16, 0, 64),
+                              (40, 50, 10, 40, 75)]:
+        Xt = X.clone()
+        Xt[:, k1:k2, k1:k2] = 2 * torch.rand(B, k2 - k1, k2 - k1, generator=g).to(dtype) - 1
+        Y = Xt.clone()
+        kern.swap_around(Y, piv, k1, k2, w, lo, hi, trsm=True)
+        cols = [c for c in range(lo, hi) if not k1 <= c < k1 + w]
+        ref = _swapped(Xt, piv, k1, k2, cols)
+        right = [c for c in cols if c >= k1 + w]
+        top = list(range(k1, k2))
+        others = torch.ones(M, N, dtype=torch.bool)
+        others[k1:k2, k1 + w:hi] = False
+        assert torch.equal(Y[:, others], ref[:, others]), (k1, k2, w, lo, hi)
+        L = torch.tril(Xt[:, k1:k2, k1:k2].to(torch.complex128), -1) + torch.eye(k2 - k1)
+        Xs = Y[:, top][:, :, right].to(torch.complex128)
+        Bs = ref[:, top][:, :, right].to(torch.complex128)
+        res = torch.linalg.matrix_norm(Bs - L @ Xs, ord=1)
+        den = (k2 - k1) * torch.linalg.matrix_norm(L, ord=1) * torch.linalg.matrix_norm(Xs, ord=1) * 2.0 ** -24
+        assert float((res / den).max()) < PASS, (k1, k2, w, lo, hi)
     bad = piv.clone()
     bad[0, 4], bad[1, 6] = 0, M + 7  # invalid (a user's): skipped, never out of bounds
     Y = X.clone()

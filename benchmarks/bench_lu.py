@@ -354,15 +354,17 @@ def _kernel_lu_cases(device, quick) -> list[Case]:
     if TUNE:
         # lu_panel_look's column-major panel buffers (coalesced column loads), its rolled column loop
         # (a tenth of the code: the unrolled kernels stall on instruction fetch), both, and with the
-        # one-group panels in registers (lu_panel_regs; float32: up to 512 rows), and with blocks of
-        # 64 columns over panels of 32 (one rank-64 trailing update a block)
+        # one-group panels in registers (lu_panel_regs; float32: up to 512 rows), the TRSM inside the
+        # interchanges' dispatch, blocks of 64 columns over panels of 32 (one rank-64 trailing update
+        # a block), 64 register slots
         c64, f32 = torch.complex64, torch.float32
         cm, roll, both = {"panel_colmajor": True}, {"look_roll": True}, {"panel_colmajor": True, "look_roll": True}
         regs = {**both, "panel_regs": True}
-        outer = {**regs, "panel_outer": 64}  # and one trailing update per 64 columns
-        slots = {**regs, "look_slots": ("cuda", 64)}  # twice the rows per thread: half the dispatches
-        v64 = (cm, roll, both, regs, outer, slots)
-        v32 = v64 + ({**regs, "panel_single_rows": 512},)
+        fused = {**regs, "swap_trsm": True}  # the TRSM inside the interchanges' dispatch
+        outer = {**fused, "panel_outer": 64}  # and one trailing update per 64 columns
+        slots = {**fused, "look_slots": ("cuda", 64)}  # twice the rows per thread: half the dispatches
+        v64 = (cm, roll, both, regs, fused, outer, slots)
+        v32 = v64 + ({**fused, "panel_single_rows": 512},)
         for dtype, n, kws in ((c64, 1024, v64), (c64, 4096, v64), (f32, 1024, v32), (f32, 4096, v32)):
             A = _randn((n, n), dtype, device, 40 + n)
             for kw in kws:

@@ -1,5 +1,5 @@
-"""What several SVD test modules share: the LAPACK-ratio assertion, seeded inputs, and the run of a
-Triton check in the interpreter with the SVD's CUDA dispatch.
+"""What several SVD test modules share: the LAPACK-ratio assertion and the run of a Triton check in
+the interpreter with the SVD's CUDA dispatch (seeded inputs: ``helpers.gaussian``).
 
 Imported as ``svd.harness`` (``tests/`` is on the path both under pytest and in the interpreter's
 subprocess).
@@ -8,7 +8,6 @@ subprocess).
 from __future__ import annotations
 
 import helpers
-import torch
 
 from reference import metrics
 
@@ -24,15 +23,6 @@ def assert_svd_ratios(A, U, S, Vh, threshold: float, what=None) -> None:
     worst = {k: float(getattr(r, k).max()) for k in ("recon", "u_orth", "v_orth")}
     order = float(r.order.max())
     assert all(v < threshold for v in worst.values()) and order == 0, (what, worst, order)
-
-
-def randn(shape, dtype: torch.dtype, seed: int) -> torch.Tensor:
-    """Seeded standard normal ``shape`` tensor; real dtypes drawn in float64 and rounded, so a
-    float32 and a float64 test see the same matrix to rounding."""
-    g = torch.Generator().manual_seed(seed)
-    if dtype.is_complex:
-        return torch.randn(*shape, dtype=dtype, generator=g)
-    return torch.randn(*shape, dtype=torch.float64, generator=g).to(dtype)
 
 
 def run_interpreted(module: str, code: str) -> None:

@@ -20,7 +20,8 @@ import sys
 
 import pytest
 import torch
-from svd.harness import assert_svd_ratios, randn
+from helpers import gaussian
+from svd.harness import assert_svd_ratios
 
 import mpslinalg as LA
 from reference.metrics import unit_roundoff
@@ -50,7 +51,7 @@ def test_the_cpu_runs_the_c_kernel(monkeypatch):
     calls = []
     real = svd_c.svd_tall
     monkeypatch.setattr(svd_c, "svd_tall", lambda *a, **k: calls.append(a[0].shape) or real(*a, **k))
-    A = randn((4, 6, 5), torch.float32, 0)
+    A = gaussian((4, 6, 5), torch.float32, 0)
     LA.svd(A)
     LA.svdvals(A.mT)
     assert calls == [(4, 6, 5), (4, 6, 5)]  # the wide one as its conjugate transpose
@@ -61,7 +62,7 @@ def test_the_cpu_runs_the_c_kernel(monkeypatch):
                          ids=str)
 @pytest.mark.parametrize("full", [True, False])
 def test_lapack_ratios_both_paths(path, dtype, shape, full):
-    A = randn(shape, dtype, 1)
+    A = gaussian(shape, dtype, 1)
     A0 = A.clone()
     U, S, Vh = LA.svd(A, full_matrices=full)
     assert torch.equal(A, A0)
@@ -77,7 +78,7 @@ def test_tiny_columns_are_relatively_accurate(dtype):
     # the smallest stays above 1e-300 so that no product in the rotations is subnormal
     n = 5
     d = torch.tensor([1.0, 1e-80, 1e-160, 1e-200, 1e-250], dtype=torch.float64)
-    Q, _ = torch.linalg.qr(randn((7, n), dtype, 2))
+    Q, _ = torch.linalg.qr(gaussian((7, n), dtype, 2))
     S = LA.svdvals(Q * d.to(dtype))
     u = unit_roundoff(dtype)
     rel = ((S - d) / d).abs().max()
@@ -89,7 +90,7 @@ def test_tiny_columns_are_relatively_accurate(dtype):
 @pytest.mark.parametrize("dtype", HOST, ids=str)
 def test_zero_and_rank_deficient(path, dtype):
     A = torch.zeros(2, 6, 4, dtype=dtype)
-    A[1, :, :2] = randn((6, 2), dtype, 3)
+    A[1, :, :2] = gaussian((6, 2), dtype, 3)
     U, S, Vh = LA.svd(A)
     assert torch.equal(S[0], torch.zeros(4, dtype=S.dtype)) and bool((S[1, 2:] == 0).all())
     _assert_svd(A, U, S, Vh)
@@ -98,7 +99,7 @@ def test_zero_and_rank_deficient(path, dtype):
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")], ids=["nan", "inf"])
 @pytest.mark.parametrize("dtype", HOST, ids=str)
 def test_nonfinite_info_1_and_nan(dtype, bad):
-    A = randn((3, 5, 4), dtype, 4)
+    A = gaussian((3, 5, 4), dtype, 4)
     A[1, 2, 3] = bad
     U, S, Vh, info = LA.svd_ex(A)
     assert info.tolist() == [0, 1, 0]
@@ -111,16 +112,16 @@ def test_nonfinite_info_1_and_nan(dtype, bad):
 def test_sweep_bound_gives_info_2(monkeypatch):
     # one sweep cannot orthogonalise a random 16x16 (de Rijk's cyclic Jacobi needs ~5): info 2
     monkeypatch.setattr(svd_mod.TUNING, "max_sweeps", 1)
-    U, S, Vh, info = LA.svd_ex(randn((3, 16, 16), torch.float32, 5))
+    U, S, Vh, info = LA.svd_ex(gaussian((3, 16, 16), torch.float32, 5))
     assert info.tolist() == [2, 2, 2]
     monkeypatch.setattr(svd_mod.TUNING, "max_sweeps", 30)
-    assert LA.svd_ex(randn((3, 16, 16), torch.float32, 5)).info.tolist() == [0, 0, 0]
+    assert LA.svd_ex(gaussian((3, 16, 16), torch.float32, 5)).info.tolist() == [0, 0, 0]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.complex64], ids=str)
 def test_extreme_scales_same_digits(path, dtype):
     # scaling by a power of two is exact: the same digits come out at 2^±100
-    A = randn((2, 7, 5), dtype, 6)
+    A = gaussian((2, 7, 5), dtype, 6)
     S = LA.svdvals(A)
     for s in (2.0**100, 2.0**-100):
         torch.testing.assert_close(LA.svdvals(A * s), S * s, rtol=0, atol=0)
@@ -130,7 +131,7 @@ def test_graded_relative_accuracy_both_paths(path):
     # two-sided graded A = D1 B D2, B well conditioned: every σ to c·κ(B)·u relative (Demmel &
     # Veselić); rows and columns are sorted before the QR (a reversed order loses the grading)
     n = 8
-    B = randn((n, n), torch.float64, 7)
+    B = gaussian((n, n), torch.float64, 7)
     kB = float(torch.linalg.cond(B))
     g = torch.logspace(0, -3, n, dtype=torch.float64)
     A = (g[:, None] * B * g[None, :]).flip(0)
@@ -165,7 +166,7 @@ def test_without_a_compiler_the_torch_op_path_serves_and_warns_once(tmp_path):
 @pytest.mark.parametrize("driver", ["gels", "gelsd", "gelss"])
 def test_lstsq_cpu_drivers_are_lapacks(driver):
     # the CPU route is one LAPACK call: the same bits as torch.linalg.lstsq
-    A, B = randn((3, 9, 4), torch.float64, 8), randn((3, 9, 2), torch.float64, 9)
+    A, B = gaussian((3, 9, 4), torch.float64, 8), gaussian((3, 9, 2), torch.float64, 9)
     ours, theirs = LA.lstsq(A, B, driver=driver), torch.linalg.lstsq(A, B, driver=driver)
     torch.testing.assert_close(ours.solution, theirs.solution, rtol=0, atol=0)
     if driver != "gels":
@@ -178,7 +179,7 @@ def test_pinv_cpu_full_rank_by_qr_else_lapacks(dtype, shape):
     # well conditioned (κ < 1e3): LAPACK's QR route, A⁺ = R⁻¹Qᴴ; it and torch's V Σ⁻¹ Uᴴ are both
     # within c·κ·u of A⁺ (perturbation of a full-rank pseudo-inverse, Wedin), so they agree to
     # 2·30·κ·u relative; the Moore–Penrose conditions are test_pinv.py's
-    A = randn(shape, dtype, 10)
+    A = gaussian(shape, dtype, 10)
     kappa = float(torch.linalg.cond(A).max())
     X, P = LA.pinv(A), torch.linalg.pinv(A)
     assert kappa < 1e3 and not torch.equal(X, P)  # the QR route ran (different rounding)
@@ -198,7 +199,7 @@ def test_pinv_cpu_full_rank_by_qr_else_lapacks(dtype, shape):
 def test_rank_norm_cond_cpu_use_lapacks_singular_values():
     # absolute accuracy is their contract (as torch.linalg's): the CPU takes LAPACK's svdvals, so the
     # results are torch's bit for bit; with autograd the family's differentiable svdvals serves
-    A = randn((3, 9, 4), torch.float64, 11)
+    A = gaussian((3, 9, 4), torch.float64, 11)
     S = torch.linalg.svdvals(A)
     assert torch.equal(LA.matrix_rank(A), torch.linalg.matrix_rank(A))
     assert torch.equal(LA.matrix_norm(A, 2), S[..., 0]) and torch.equal(LA.matrix_norm(A, "nuc"), S.sum(-1))
@@ -220,7 +221,7 @@ def test_gelsy_in_c_equals_the_torch_op_version(monkeypatch, dtype, shape):
     u = unit_roundoff(dtype)
     for rank in (None, 3):
         A = _matrix(shape, dtype, rank=rank, cond=100.0, seed=12)
-        B = randn((*shape[:-1], 2), dtype, 13)
+        B = gaussian((*shape[:-1], 2), dtype, 13)
         A[0, 1, 1] = float("nan")  # a non-finite matrix: rank -1, NaN solution
         ours = LA.lstsq(A, B, driver="gelsy")
         with monkeypatch.context() as mp:

@@ -25,22 +25,15 @@ import importlib
 import pytest
 import torch
 from helpers import ORDER_IDS as OID
-from helpers import ORDERS, InOrder, require_emulator
+from helpers import ORDERS, InOrder
 from lu.kernel_calls import factor
 
-from mpslinalg.kernels import load_library
 from reference import lapack, matrices, metrics
 
 lu_mod = importlib.import_module("mpslinalg.lu.kernels")
 
 DTYPES = [torch.float32, torch.complex64]
 DID = ["float32", "complex64"]
-
-
-@pytest.fixture(scope="module")
-def lib():
-    require_emulator()
-    return load_library("lu", "cpu")
 
 
 @pytest.fixture

@@ -26,7 +26,6 @@ from helpers import ORDER_IDS, ORDERS, InOrder, NoHostSync, require_emulator
 from lu.kernel_calls import factor
 
 import mpslinalg as LA
-from mpslinalg.kernels import load_library
 from reference import lapack, matrices, metrics
 
 lu_mod = importlib.import_module("mpslinalg.lu")
@@ -42,12 +41,6 @@ _PATHS = [
     ("emulator", 40, False),  # the recursion with lu_panel / lu_laswp
 ]
 _PATH_IDS = [f"{b}-{n}{'-leaves' if s else ''}" for b, n, s in _PATHS]
-
-
-@pytest.fixture(scope="module")
-def lib():
-    require_emulator()
-    return load_library("lu", "cpu")
 
 
 @pytest.fixture

@@ -37,6 +37,8 @@ VARIANTS = [
     ("tracked norms, 8 warps", {"REG_TRACK_NORMS": True, "TILE_WARPS": 8}),
     ("unrolled by 2", {"REG_UNROLL2": True}),
     ("tracked norms, unrolled by 2", {"REG_TRACK_NORMS": True, "REG_UNROLL2": True}),
+    ("scaled rotations", {"REG_SCALED_ROTATIONS": True}),
+    ("scaled rotations, unrolled by 2", {"REG_SCALED_ROTATIONS": True, "REG_UNROLL2": True}),
 ]
 
 

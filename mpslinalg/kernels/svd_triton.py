@@ -81,6 +81,11 @@ REG_TRACK_NORMS = os.environ.get("MPSLINALG_SVD_TRACK_NORMS", "0") == "1"
 #: results); sm_90 SASS (Triton 3.6) had ~64 register copies a round for the rolled Q tiles, ~16 unrolled.
 #: Off until measured on the GPU (environment: MPSLINALG_SVD_UNROLL2=1).
 REG_UNROLL2 = os.environ.get("MPSLINALG_SVD_UNROLL2", "0") == "1"
+#: The halving kernel: LAPACK xGSVJ0's fast scaled rotations (columns kept as ``x = d·y``: two
+#: multiply-adds per real output instead of three; the norms tracked as REG_TRACK_NORMS). sm_90 SASS
+#: (Triton 3.6) per round, unrolled and tracked: 625 instructions vs 722 unscaled. Off until measured on the
+#: GPU (environment: MPSLINALG_SVD_SCALED=1).
+REG_SCALED_ROTATIONS = os.environ.get("MPSLINALG_SVD_SCALED", "0") == "1"
 _REG_FAILED: list[str] = []  # why the register variant did not build, once it did not
 #: Largest ``m`` (and ``n <= m``) of the one-matrix-per-lane kernel of the whole SVD (generated code
 #: grows as m²n² and so does the compile time: complex64 4x4 took ~4 min of Triton + ptxas on a loaded
@@ -641,6 +646,7 @@ def jacobi(X: torch.Tensor, V: torch.Tensor | None, sweeps: int, tol: float, cto
             if kern is regs.jacobi_halving_kernel:
                 extra["TRACK"] = REG_TRACK_NORMS
                 extra["UNROLL2"] = REG_UNROLL2
+                extra["SCALED"] = REG_SCALED_ROTATIONS
             if TILE_MAXNREG:  # a register cap: two programs of 8 warps on an SM instead of one
                 extra["maxnreg"] = TILE_MAXNREG
             kern[(Bn,)](x, v, rot, n, sweeps, float(tol), float(ctol), COMPLEX=cplx, WANT_V=V is not None, NP=np_,

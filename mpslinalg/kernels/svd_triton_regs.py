@@ -324,20 +324,99 @@ def _rotate_pair_tracked(xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, tol, ct
     sig = sig | (stale_in & live)
     xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi = _apply_pair(c, sr, si, xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi,
                                                          COMPLEX, WANT_V)
-    nP1 = nP - tg  # tg = 0 where not rotated: the norms (stale marks included) stay as they were
-    nQ1 = nQ + tg
-    nP1 = tl.where((tg != 0.0) & (nP1 <= _ROOTEPS * nP), -1.0, nP1)
-    nQ1 = tl.where((tg != 0.0) & (nQ1 <= _ROOTEPS * nQ), -1.0, nQ1)
+    nP1, nQ1 = _update_norms(nP, nQ, tg)
     return sig, xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP1, nQ1
 
 
 @triton.jit
-def _round(xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, mine, idx_roll, idx_roll1, tol, ctol, live,
+def _update_norms(nP, nQ, tg):
+    """The rotated pair's squared norms ``a − t|g|``, ``b + t|g|``; ``-1`` (stale) where the update cancelled
+    below ``ROOTEPS`` of the old norm (``tg = 0`` where nothing rotated: stale marks stay)."""
+    nP1 = nP - tg
+    nQ1 = nQ + tg
+    nP1 = tl.where((tg != 0.0) & (nP1 <= _ROOTEPS * nP), -1.0, nP1)
+    nQ1 = tl.where((tg != 0.0) & (nQ1 <= _ROOTEPS * nQ), -1.0, nQ1)
+    return nP1, nQ1
+
+
+@triton.jit
+def _axpy_pair(xpr, xpi, xqr, xqi, ar, ai, br, bi, COMPLEX: tl.constexpr):
+    """``(y_p − α y_q, y_q + β y_p)`` with ``α = ar − i·ai``, ``β = br + i·bi`` (per pair): two
+    multiply-adds per real output (the scaled rotation's form, no multiply by ``c``)."""
+    if COMPLEX:
+        npr = (xpr - ar * xqr) - ai * xqi
+        npi = (xpi - ar * xqi) + ai * xqr
+        nqr = (xqr + br * xpr) - bi * xpi
+        nqi = (xqi + br * xpi) + bi * xpr
+    else:
+        npr = xpr - ar * xqr
+        npi = xpi
+        nqr = xqr + br * xpr
+        nqi = xqi
+    return npr, npi, nqr, nqi
+
+
+@triton.jit
+def _rotate_pair_scaled(xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, dP, dQ, tol, ctol, live,
+                        COMPLEX: tl.constexpr, WANT_V: tl.constexpr, FAST: tl.constexpr):
+    """:func:`_rotate_pair_tracked` on scaled columns (LAPACK ``xGSVJ0``'s fast scaled rotations, its
+    ``D``): the tiles hold ``y`` with ``x = d·y`` (``dP``, ``dQ`` per column), so the rotation
+    ``x_p' = c x_p − conj(se) x_q``, ``x_q' = se x_p + c x_q`` becomes ``d_p' = c d_p``, ``y_p' = y_p − α y_q``,
+    ``d_q' = c d_q``, ``y_q' = y_q + β y_p`` with ``α = conj(se)·d_q/(c d_p)``, ``β = se·d_p/(c d_q)``: two
+    multiply-adds per real output instead of three. ``g = d_p d_q·(y_pᴴ y_q)``; the norms are carried
+    as in :func:`_rotate_pair_tracked`. ``c ≥ 1/√2`` (the smaller angle), so ``d ≥ 2^-16`` after the at
+    most 32 rotations of a level, at whose end the kernel multiplies ``d`` back in."""
+    if COMPLEX:
+        gr, gi = tl.reduce((xpr * xqr + xpi * xqi, xpr * xqi - xpi * xqr), 0, _sum2)
+    else:
+        gr = tl.sum(xpr * xqr, axis=0)
+        gi = gr
+    dd = dP * dQ
+    stale_in = (nP < 0.0) | (nQ < 0.0)
+    sig, c, sr, si, tg = _rotation_t(tl.abs(nP), tl.abs(nQ), gr * dd, gi * dd, tol, ctol, live & ~stale_in,
+                                     COMPLEX, FAST)
+    sig = sig | (stale_in & live)
+    cP = c * dP
+    cQ = c * dQ
+    if FAST:
+        ra = dQ / cP
+        rb = dP / cQ
+    else:
+        ra = tl.math.div_rn(dQ, cP)
+        rb = tl.math.div_rn(dP, cQ)
+    ar = (sr * ra)[None, :]
+    ai = (si * ra)[None, :]
+    br = (sr * rb)[None, :]
+    bi = (si * rb)[None, :]
+    xpr, xpi, xqr, xqi = _axpy_pair(xpr, xpi, xqr, xqi, ar, ai, br, bi, COMPLEX)
+    if WANT_V:
+        vpr, vpi, vqr, vqi = _axpy_pair(vpr, vpi, vqr, vqi, ar, ai, br, bi, COMPLEX)
+    nP1, nQ1 = _update_norms(nP, nQ, tg)
+    return sig, xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP1, nQ1, cP, cQ
+
+
+@triton.jit
+def _scale_pair(xpr, xpi, xqr, xqi, dP, dQ, COMPLEX: tl.constexpr):
+    """The ``P`` and ``Q`` tiles' columns times their scales ``dP``, ``dQ``."""
+    xpr = xpr * dP[None, :]
+    xqr = xqr * dQ[None, :]
+    if COMPLEX:
+        xpi = xpi * dP[None, :]
+        xqi = xqi * dQ[None, :]
+    return xpr, xpi, xqr, xqi
+
+
+@triton.jit
+def _round(xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, dP, dQ, mine, idx_roll, idx_roll1, tol, ctol, live,
            COMPLEX: tl.constexpr, WANT_V: tl.constexpr, JOINT: tl.constexpr, FAST: tl.constexpr,
-           TRACK: tl.constexpr, ROLL):
-    """One round of the halving kernel: the pairs rotated (:func:`_rotate_pair_tracked` with ``TRACK``,
-    else :func:`_rotate_pair`), then, with ``ROLL``, ``Q`` (and its norms) rolled within the blocks."""
-    if TRACK:
+           TRACK: tl.constexpr, SCALED: tl.constexpr, ROLL):
+    """One round of the halving kernel: the pairs rotated (:func:`_rotate_pair_scaled` with ``SCALED``,
+    :func:`_rotate_pair_tracked` with ``TRACK``, else :func:`_rotate_pair`), then, with ``ROLL``, ``Q``
+    (and its norms and scales) rolled within the blocks."""
+    if SCALED:
+        sig, xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, dP, dQ = _rotate_pair_scaled(
+            xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, dP, dQ, tol, ctol, live, COMPLEX, WANT_V, FAST)
+    elif TRACK:
         sig, xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ = _rotate_pair_tracked(
             xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, tol, ctol, live, COMPLEX, WANT_V, FAST)
     else:
@@ -345,8 +424,10 @@ def _round(xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, mine, idx_roll, idx_r
             xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, tol, ctol, live, COMPLEX, WANT_V, JOINT, FAST)
     mine = mine | sig.to(tl.int32)
     if ROLL:
-        if TRACK:
+        if TRACK or SCALED:
             nQ = tl.gather(nQ, idx_roll1, axis=0)
+        if SCALED:
+            dQ = tl.gather(dQ, idx_roll1, axis=0)
         xqr = _roll(xqr, idx_roll)
         if COMPLEX:
             xqi = _roll(xqi, idx_roll)
@@ -354,17 +435,19 @@ def _round(xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, mine, idx_roll, idx_r
             vqr = _roll(vqr, idx_roll)
             if COMPLEX:
                 vqi = _roll(vqi, idx_roll)
-    return xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, mine
+    return xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, dP, dQ, mine
 
 
 @triton.jit
 def jacobi_halving_kernel(X, V, ROT, n, sweeps, tol, ctol,
                           COMPLEX: tl.constexpr, WANT_V: tl.constexpr, NP: tl.constexpr, JOINT: tl.constexpr,
-                          FAST: tl.constexpr, TRACK: tl.constexpr = False, UNROLL2: tl.constexpr = False):
+                          FAST: tl.constexpr, TRACK: tl.constexpr = False, UNROLL2: tl.constexpr = False,
+                          SCALED: tl.constexpr = False):
     """One matrix per program, ``n = NP`` a power of two, the recursive-halving ordering (module
     docstring); the contract of :func:`jacobi_pairs_kernel`. ``TRACK``: the squared column norms are
     summed at the start of each level and updated after each rotation (:func:`_rotate_pair_tracked`),
-    so a round sums only ``g``."""
+    so a round sums only ``g``. ``SCALED`` (implies the tracked norms): the scaled rotations of
+    :func:`_rotate_pair_scaled`, the scales multiplied back in at the end of each level."""
     b = tl.program_id(0).to(tl.int64)
     CW: tl.constexpr = 2 if COMPLEX else 1
     HP: tl.constexpr = NP // 2
@@ -397,8 +480,10 @@ def jacobi_halving_kernel(X, V, ROT, n, sweeps, tol, ctol,
             vqi = tl.load(vb + off_q + 1)
     last = tl.zeros([HP], dtype=tl.int32)
     busy = tl.max(live.to(tl.int32), axis=0)
-    nP = tl.zeros([HP], dtype=tl.float32)  # the tracked norms (TRACK; else unused)
+    nP = tl.zeros([HP], dtype=tl.float32)  # the tracked norms (TRACK, SCALED; else unused)
     nQ = nP
+    dP = tl.full([HP], 1.0, tl.float32)  # the columns' scales (SCALED; else unused)
+    dQ = dP
     sweep = 0
     while (sweep < sweeps) & (busy > 0):
         mine = tl.zeros([HP], dtype=tl.int32)
@@ -406,25 +491,31 @@ def jacobi_halving_kernel(X, V, ROT, n, sweeps, tol, ctol,
         while s >= 1:
             idx_roll = (k // s) * s + (k % s + 1) % s
             idx_roll1 = (k1 // s) * s + (k1 % s + 1) % s
-            if TRACK:  # fresh sums at each level: the updates' rounding errors never pile up past one level
+            if TRACK or SCALED:  # fresh sums at each level: the updates' errors never pile up past a level
                 nP, nQ = _norms2(xpr, xpi, xqr, xqi, COMPLEX)
             if UNROLL2:  # two rounds per iteration (s even above the last level): fewer register copies
                 for _r in range(0, s // 2):
-                    xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, mine = _round(
-                        xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, mine, idx_roll, idx_roll1, tol, ctol, live,
-                        COMPLEX, WANT_V, JOINT, FAST, TRACK, True)
-                    xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, mine = _round(
-                        xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, mine, idx_roll, idx_roll1, tol, ctol, live,
-                        COMPLEX, WANT_V, JOINT, FAST, TRACK, True)
+                    xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, dP, dQ, mine = _round(
+                        xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, dP, dQ, mine, idx_roll, idx_roll1, tol,
+                        ctol, live, COMPLEX, WANT_V, JOINT, FAST, TRACK, SCALED, True)
+                    xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, dP, dQ, mine = _round(
+                        xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, dP, dQ, mine, idx_roll, idx_roll1, tol,
+                        ctol, live, COMPLEX, WANT_V, JOINT, FAST, TRACK, SCALED, True)
                 if s == 1:
-                    xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, mine = _round(
-                        xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, mine, idx_roll, idx_roll1, tol, ctol, live,
-                        COMPLEX, WANT_V, JOINT, FAST, TRACK, False)
+                    xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, dP, dQ, mine = _round(
+                        xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, dP, dQ, mine, idx_roll, idx_roll1, tol,
+                        ctol, live, COMPLEX, WANT_V, JOINT, FAST, TRACK, SCALED, False)
             else:
                 for _r in range(0, s):
-                    xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, mine = _round(
-                        xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, mine, idx_roll, idx_roll1, tol, ctol, live,
-                        COMPLEX, WANT_V, JOINT, FAST, TRACK, s > 1)
+                    xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, dP, dQ, mine = _round(
+                        xpr, xpi, xqr, xqi, vpr, vpi, vqr, vqi, nP, nQ, dP, dQ, mine, idx_roll, idx_roll1, tol,
+                        ctol, live, COMPLEX, WANT_V, JOINT, FAST, TRACK, SCALED, s > 1)
+            if SCALED:  # x = d·y back in the tiles (d = 1) before the columns move between levels
+                xpr, xpi, xqr, xqi = _scale_pair(xpr, xpi, xqr, xqi, dP, dQ, COMPLEX)
+                if WANT_V:
+                    vpr, vpi, vqr, vqi = _scale_pair(vpr, vpi, vqr, vqi, dP, dQ, COMPLEX)
+                dP = dP * 0.0 + 1.0  # not tl.full: Triton 3.6's layout pass crashed on that loop-carried constant
+                dQ = dQ * 0.0 + 1.0
             t = s // 2
             if t >= 1:
                 odd = ((k // t) % 2) == 1

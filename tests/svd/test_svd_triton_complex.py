@@ -179,19 +179,38 @@ def _finish(device: str) -> None:
         assert float((got[3][:4] - ref[3][:4]).abs().max()) <= 8 * u
 
 
-def _tracked_norms(device: str) -> None:
-    """``svd_triton.REG_TRACK_NORMS`` (the halving kernel carries the squared column norms, LAPACK
-    xGSVJ0's update, and sums only ``x_pᴴ x_q``) keeps the untracked kernel's results: converged,
-    ``X0 V = X`` to ``30·n·u·‖X0‖``, ``V`` orthonormal to ``30·n·u``, the sorted column norms within
-    ``30·n·u·‖X0‖`` of the untracked kernel's (Weyl: both backward stable), and every σ of the graded
-    matrices within the one-sided Jacobi bound ``30·n·κ(B)·u`` of float64 LAPACK (Demmel & Veselić;
-    ``κ(B)`` of ``X0`` with unit columns, as ``test_svd_accuracy``), and converged on the true column
-    norms (``|x_iᴴ x_j| <= 4nu·‖x_i‖‖x_j‖``). Matrix 1 has two equal columns:
-    their rotation cancels ``a − t|g|`` to 0 (the ROOTEPS test marks the norm stale), and its sweeps
-    must still end in a converged, orthonormal result. ``svd_triton.REG_UNROLL2`` (two rounds per loop
-    iteration) gives bit-identical results, tracked or not."""
+_HALVING_SWITCHES = ("REG_TRACK_NORMS", "REG_UNROLL2", "REG_SCALED_ROTATIONS")
+
+
+def _halving(X0: torch.Tensor, eye: torch.Tensor, *switches: bool):
+    """``svd_triton.jacobi`` by the halving kernel with ``_HALVING_SWITCHES`` set to ``switches``."""
     from mpslinalg.kernels import svd_triton as st
 
+    u = _u()
+    n = X0.shape[-1]
+    names = ("TILE_KERNEL", "LANE_MAX", *_HALVING_SWITCHES)
+    saved = [getattr(st, k) for k in names]
+    for k, v in zip(names, ("halving", {torch.float32: 0, torch.complex64: 0}, *switches)):
+        setattr(st, k, v)
+    try:
+        return st.jacobi(X0.clone(), eye.clone(), 30, math.sqrt(n) * u, 2 * n * u)
+    finally:
+        for k, v in zip(names, saved):
+            setattr(st, k, v)
+
+
+def _tracked_norms(device: str) -> None:
+    """The halving kernel's variants keep the plain kernel's results: ``svd_triton.REG_TRACK_NORMS``
+    (the squared column norms carried, LAPACK xGSVJ0's update; a round sums only ``x_pᴴ x_q``) and
+    ``REG_SCALED_ROTATIONS`` (xGSVJ0's fast scaled rotations, ``x = d·y``): converged, ``X0 V = X`` to
+    ``30·n·u·‖X0‖``, ``V`` orthonormal to ``30·n·u``, converged on the true column norms
+    (``|x_iᴴ x_j| <= 4nu·‖x_i‖‖x_j‖``), the sorted column norms within ``30·n·u·‖X0‖`` of the plain
+    kernel's (Weyl: all backward stable), and every σ of the graded matrices within the one-sided
+    Jacobi bound ``30·n·κ(B)·u`` of float64 LAPACK (Demmel & Veselić; ``κ(B)`` of ``X0`` with unit
+    columns, as ``test_svd_accuracy``). Matrix 1 has two equal columns: their rotation cancels
+    ``a − t|g|`` to 0 (the ROOTEPS test marks the norm stale), and its sweeps must still end in a
+    converged, orthonormal result. ``REG_UNROLL2`` (two rounds per loop iteration) gives bit-identical
+    results in every variant."""
     u = _u()
     for n, dtype in ((8, torch.complex64), (16, torch.complex64), (16, torch.float32)):
         g = torch.Generator().manual_seed(n)
@@ -202,39 +221,29 @@ def _tracked_norms(device: str) -> None:
         X0[3] = D[:, None] * X0[3] * D
         X0 = X0.to(device)
         eye = torch.eye(n, dtype=dtype, device=device).expand(4, n, n).contiguous()
-        out = {}
-        for track in (False, True):
-            for unroll in (False, True):
-                saved = st.TILE_KERNEL, dict(st.LANE_MAX), st.REG_TRACK_NORMS, st.REG_UNROLL2
-                st.TILE_KERNEL, st.LANE_MAX = "halving", {torch.float32: 0, torch.complex64: 0}
-                st.REG_TRACK_NORMS, st.REG_UNROLL2 = track, unroll
-                try:
-                    out[track, unroll] = st.jacobi(X0.clone(), eye.clone(), 30, math.sqrt(n) * u, 2 * n * u)
-                finally:
-                    st.TILE_KERNEL, st.LANE_MAX, st.REG_TRACK_NORMS, st.REG_UNROLL2 = saved
-            # REG_UNROLL2: two rounds per loop iteration, the same operations in the same order
-            assert all(torch.equal(x, y) for x, y in zip(out[track, True], out[track, False]))
-        out = {track: out[track, False] for track in (False, True)}
-        X, V, rot = out[True]
         scale = float(X0.abs().max()) * n
-        assert not bool(rot.any())
-        # converged on the true norms: |x_iᴴ x_j| <= 2·ctol·‖x_i‖‖x_j‖ (ctol = 2nu, doubled for the
-        # last sweep's rotations below it and the rounding of the sums)
-        X64 = X.cpu().to(torch.complex128)
-        nrm = torch.linalg.vector_norm(X64, dim=-2)
-        cos = (X64.mH @ X64).abs() / (nrm[..., :, None] * nrm[..., None, :]).clamp_min(1e-300)
-        cos = cos - torch.diag_embed(cos.diagonal(dim1=-2, dim2=-1))
-        assert float(cos.max()) <= 2 * 2 * n * u
-        assert float((X0 @ V - X).abs().max()) <= 30 * n * u * scale
-        assert float((V.mH @ V - torch.eye(n, device=device)).abs().max()) <= 30 * n * u
-        norms = torch.linalg.vector_norm(X, dim=-2).sort(-1)[0]
-        ref = torch.linalg.vector_norm(out[False][0], dim=-2).sort(-1)[0]
-        assert float((norms - ref).abs().max()) <= 30 * n * u * scale
-        X64 = X0[2:].cpu().to(torch.complex128 if dtype.is_complex else torch.float64)
-        sigma = torch.linalg.svdvals(X64).flip(-1)
-        kappa_B = torch.linalg.cond(X64 / torch.linalg.vector_norm(X64, dim=-2, keepdim=True))
-        rel = ((norms[2:].cpu().double() - sigma) / sigma).abs().amax(-1)
-        assert bool((rel <= 30 * n * kappa_B * u).all()), (rel, kappa_B)
+        ref = torch.linalg.vector_norm(_halving(X0, eye, False, False, False)[0], dim=-2).sort(-1)[0]
+        for track, scaled in ((True, False), (True, True)):
+            X, V, rot = _halving(X0, eye, track, False, scaled)
+            # REG_UNROLL2: two rounds per loop iteration, the same operations in the same order
+            assert all(torch.equal(x, y) for x, y in zip((X, V, rot), _halving(X0, eye, track, True, scaled)))
+            assert not bool(rot.any())
+            # converged on the true norms: |x_iᴴ x_j| <= 2·ctol·‖x_i‖‖x_j‖ (ctol = 2nu, doubled for the
+            # last sweep's rotations below it and the rounding of the sums)
+            X64 = X.cpu().to(torch.complex128)
+            nrm = torch.linalg.vector_norm(X64, dim=-2)
+            cos = (X64.mH @ X64).abs() / (nrm[..., :, None] * nrm[..., None, :]).clamp_min(1e-300)
+            cos = cos - torch.diag_embed(cos.diagonal(dim1=-2, dim2=-1))
+            assert float(cos.max()) <= 2 * 2 * n * u
+            assert float((X0 @ V - X).abs().max()) <= 30 * n * u * scale
+            assert float((V.mH @ V - torch.eye(n, device=device)).abs().max()) <= 30 * n * u
+            norms = torch.linalg.vector_norm(X, dim=-2).sort(-1)[0]
+            assert float((norms - ref).abs().max()) <= 30 * n * u * scale
+            A64 = X0[2:].cpu().to(torch.complex128 if dtype.is_complex else torch.float64)
+            sigma = torch.linalg.svdvals(A64).flip(-1)
+            kappa_B = torch.linalg.cond(A64 / torch.linalg.vector_norm(A64, dim=-2, keepdim=True))
+            rel = ((norms[2:].cpu().double() - sigma) / sigma).abs().amax(-1)
+            assert bool((rel <= 30 * n * kappa_B * u).all()), (scaled, rel, kappa_B)
 
 
 def _tracked_update(device: str) -> None:

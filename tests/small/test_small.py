@@ -30,15 +30,6 @@ from mpslinalg.oplayer.checks import LinAlgError, raise_for_info
 PASS = metrics.PASS_RATIO
 
 
-@pytest.fixture(autouse=True)
-def _front_door_always_small(monkeypatch):
-    """These are tests of the small family: the front door sends every n <= 4 call to it (by
-    default small CPU batches go to one torch.linalg call instead, mpslinalg.routing.WHEN)."""
-    from mpslinalg import routing
-
-    with routing.ours_always():
-        yield
-
 SIZES = [1, 2, 3, 4]
 
 

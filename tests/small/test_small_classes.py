@@ -43,17 +43,6 @@ IMPLS = ["program", "c", "leaf", "emulator-direct", "emulator-staged"]  # both l
 FACTOR = 4.0  # ours / LAPACK's maximum normalised error (derivation in the module docstring)
 
 
-@pytest.fixture(autouse=True)
-def _front_door_always_small(monkeypatch):
-    """These are tests of the small family: the front door sends every n <= 4 call to it (by
-    default small CPU batches go to one torch.linalg call instead, mpslinalg.routing.WHEN)."""
-    from mpslinalg import routing
-
-    with routing.ours_always():
-        yield
-
-
-
 def _impl(name: str):
     """``(inv, solve)`` of implementation ``name`` on contiguous (B, n, n) / (B, n, k) inputs."""
     if name == "program":

@@ -33,7 +33,7 @@ import torch
 from .. import routing
 from .timing import median_interval, time_interleaved
 
-__all__ = ["TARGET_US", "OverheadCase", "cases", "measure", "ours_cases"]
+__all__ = ["TARGET_US", "OverheadCase", "cases", "finish", "measure", "ours_cases", "run_pass", "start"]
 
 #: A call of ours may cost at most torch.linalg's plus this many microseconds (CPU, one thread).
 TARGET_US = 5.0
@@ -47,7 +47,10 @@ SETTINGS = {
 }
 #: Passes over the cases, alternately in reverse order, pooled: as in the main job's rows, a case's
 #: rounds then sample the machine at three times (one pass in a transient state, e.g. ``det`` 3x3
-#: at +7.2 µs against +3.3 and +2.7, no longer sets the verdict).
+#: at +7.2 µs against +3.3 and +2.7, no longer sets the verdict). The main job runs pass ``k``
+#: after its rows' pass ``k``, so the three are minutes apart: run at the end of the job, all three
+#: once fell in a window where these host-bound calls ran at 0.6x speed (torch's own ``det`` 3x3
+#: 19.8 µs against 11.4 in the next run) while the rows' BLAS-bound calls ran at 0.95x.
 PASSES = 3
 #: Run-to-run drift of a case's extra time, relative (standard deviation of ``log extra``): the
 #: machine's state scales the Python of both calls, so their difference moves in proportion.
@@ -170,7 +173,8 @@ def measure(selected: list[OverheadCase] | None = None, *, quick: bool = False,
     timer's synchronisation); one record per case.
 
     Each case is timed in :data:`PASSES` passes over all cases (alternately reversed), pooled; on the
-    CPU a sample reads the process's CPU time (one thread: the calls' own cost).
+    CPU a sample reads the process's CPU time (one thread: the calls' own cost). The main job runs
+    the same steps (:func:`start`, :func:`run_pass`, :func:`finish`) with its rows' passes between.
 
     Returns
     -------
@@ -179,53 +183,70 @@ def measure(selected: list[OverheadCase] | None = None, *, quick: bool = False,
         per-round differences ours - torch), ``extra_low_us``/``extra_high_us`` (its 95% interval
         widened by ``1.96 drift_us``; None when unbounded), ``drift_us`` (:data:`OVERHEAD_DRIFT` x
         ``|extra_us|``), ``pass_extra_us`` (each pass's median), ``rounds``, ``verdict``
-        (``meets``/``misses``/``inconclusive`` against
-        :data:`TARGET_US`); or ``name``, ``op``, ``error`` when ours raised.
+        (``meets``/``misses``/``inconclusive`` against :data:`TARGET_US`); or ``name``, ``op``,
+        ``error`` when ours raised.
     """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    clock = "process" if torch.device(device).type == "cpu" else "wall"
-    s = SETTINGS[quick]
+    state = start(selected, quick=quick, device=device)
+    for k in range(PASSES):
+        run_pass(state, k)
+    return finish(state)
+
+
+def start(selected: list[OverheadCase] | None = None, *, quick: bool = False, device: str = "cpu") -> dict:
+    """Call every case's ``ours`` once (a case that raises gets its error record) and return the state
+    :func:`run_pass` and :func:`finish` take."""
+    chosen = cases() if selected is None else selected
+    state: dict = {"cases": chosen, "records": [None] * len(chosen), "passes": {}, "quick": quick, "device": device}
+    for i, case in enumerate(chosen):
+        with routing.ours_always() if case.ours_always else contextlib.nullcontext():
+            try:
+                case.ours()
+            except Exception as exc:  # noqa: BLE001 - report the op, go on with the others
+                state["records"][i] = {"name": case.name, "op": case.op, "error": f"{type(exc).__name__}: {exc}"}
+                continue
+        state["passes"][i] = []
+    return state
+
+
+def run_pass(state: dict, k: int) -> None:
+    """Pass ``k`` over the cases of :func:`start` (reversed for odd ``k``), with one torch thread."""
+    s = SETTINGS[state["quick"]]
     per_pass = {"warmup": s["warmup"], "repeat": math.ceil(s["repeat"] / PASSES), "min_time": s["min_time"] / PASSES,
                 "max_time": s["max_time"] / PASSES, "min_samples": math.ceil(s["min_samples"] / PASSES)}
-    chosen = cases() if selected is None else selected
-    records: list[dict | None] = [None] * len(chosen)
-    passes: dict[int, list[dict]] = {}
+    clock = "process" if torch.device(state["device"]).type == "cpu" else "wall"
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
     try:
-        for i, case in enumerate(chosen):
+        for i in sorted(state["passes"], reverse=k % 2 == 1):
+            case = state["cases"][i]
             with routing.ours_always() if case.ours_always else contextlib.nullcontext():
-                try:
-                    case.ours()
-                except Exception as exc:  # noqa: BLE001 - report the op, go on with the others
-                    records[i] = {"name": case.name, "op": case.op, "error": f"{type(exc).__name__}: {exc}"}
-                    continue
-            passes[i] = []
-        for k in range(PASSES):
-            for i in sorted(passes, reverse=k % 2 == 1):
-                case = chosen[i]
-                with routing.ours_always() if case.ours_always else contextlib.nullcontext():
-                    passes[i].append(time_interleaved({"ours": case.ours, "torch": case.peer}, device=device,
-                                                      cpu_clock=clock, **per_pass))
-        for i, ts in passes.items():
-            case = chosen[i]
-            per = [_extra_us(t) for t in ts]
-            extra = [x for xs in per for x in xs]
-            ours = [x for t in ts for x in t["ours"].samples]
-            peer = [x for t in ts for x in t["torch"].samples]
-            mid = statistics.median(extra)
-            drift = OVERHEAD_DRIFT * abs(mid)  # the machine's state scales both calls' Python
-            low, high = median_interval(extra)
-            low, high = low - 1.96 * drift, high + 1.96 * drift
-            verdict = "meets" if high <= TARGET_US else "misses" if low > TARGET_US else "inconclusive"
-            records[i] = {
-                "name": case.name, "op": case.op, "ours_us": 1e6 * statistics.median(ours),
-                "torch_us": 1e6 * statistics.median(peer), "extra_us": mid,
-                "extra_low_us": None if low == -math.inf else low,
-                "extra_high_us": None if high == math.inf else high,
-                "drift_us": drift, "pass_extra_us": [statistics.median(xs) for xs in per if xs],
-                "rounds": len(extra), "verdict": verdict}
+                state["passes"][i].append(time_interleaved({"ours": case.ours, "torch": case.peer},
+                                                           device=state["device"], cpu_clock=clock, **per_pass))
     finally:
         torch.set_num_threads(threads)
+
+
+def finish(state: dict) -> list[dict]:
+    """The records of :func:`measure` from the passes run."""
+    records = list(state["records"])
+    for i, ts in state["passes"].items():
+        case = state["cases"][i]
+        per = [_extra_us(t) for t in ts]
+        extra = [x for xs in per for x in xs]
+        ours = [x for t in ts for x in t["ours"].samples]
+        peer = [x for t in ts for x in t["torch"].samples]
+        mid = statistics.median(extra)
+        drift = OVERHEAD_DRIFT * abs(mid)  # the machine's state scales both calls' Python
+        low, high = median_interval(extra)
+        low, high = low - 1.96 * drift, high + 1.96 * drift
+        verdict = "meets" if high <= TARGET_US else "misses" if low > TARGET_US else "inconclusive"
+        records[i] = {
+            "name": case.name, "op": case.op, "ours_us": 1e6 * statistics.median(ours),
+            "torch_us": 1e6 * statistics.median(peer), "extra_us": mid,
+            "extra_low_us": None if low == -math.inf else low,
+            "extra_high_us": None if high == math.inf else high,
+            "drift_us": drift, "pass_extra_us": [statistics.median(xs) for xs in per if xs],
+            "rounds": len(extra), "verdict": verdict}
     return [r for r in records if r is not None]
 
 

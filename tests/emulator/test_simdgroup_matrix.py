@@ -89,19 +89,26 @@ def _gemm32_inputs(batch, lda, ldb, ldc, b_transposed, gen):
     return a, b, c, exact, bound
 
 
-@pytest.mark.parametrize("b_transposed", [0, 1], ids=["B", "Bt"])
-def test_sgm_gemm32_threadgroup_memory(shader, order, b_transposed):
-    gen = torch.Generator().manual_seed(7 + b_transposed)
-    batch, lda, ldb, ldc = 3, 40, 35, 33
-    a, b, c, exact, bound = _gemm32_inputs(batch, lda, ldb, ldc, b_transposed, gen)
+def _gemm32_run(shader, order, kernel, a, b, c, p, exact, bound):
+    """Launch the 32x32 gemm ``kernel`` of simdgroup_matrix (128 threads a matrix) on ``a, b, c``
+    with parameters ``p``; its result (``c``'s first 32 columns) must be within ``bound`` of
+    ``exact`` elementwise, and ``c``'s padding columns beyond 32 unchanged."""
     args = [shader.tensor(t) for t in (a, b, c)]
-    p = [lda, ldb, ldc, b_transposed, 1, 32 * lda, 32 * ldb, 32 * ldc]
-    shader.run(shader.lib("simdgroup_matrix").gemm32_tg, *args, p, threads=128 * batch, group_size=128,
+    shader.run(getattr(shader.lib("simdgroup_matrix"), kernel), *args, p, threads=128 * a.shape[0], group_size=128,
                order=order[0], seed=order[1])
     out = args[2].cpu()
     err = (out[:, :, :32].double() - exact).abs()
     assert (err <= bound).all(), float((err / bound).max())
     assert torch.equal(out[:, :, 32:], c[:, :, 32:])  # the padding columns stay
+
+
+@pytest.mark.parametrize("b_transposed", [0, 1], ids=["B", "Bt"])
+def test_sgm_gemm32_threadgroup_memory(shader, order, b_transposed):
+    gen = torch.Generator().manual_seed(7 + b_transposed)
+    batch, lda, ldb, ldc = 3, 40, 35, 33
+    a, b, c, exact, bound = _gemm32_inputs(batch, lda, ldb, ldc, b_transposed, gen)
+    p = [lda, ldb, ldc, b_transposed, 1, 32 * lda, 32 * ldb, 32 * ldc]
+    _gemm32_run(shader, order, "gemm32_tg", a, b, c, p, exact, bound)
 
 
 def test_sgm_gemm32_scalar_baseline(shader, order):
@@ -112,28 +119,16 @@ def test_sgm_gemm32_scalar_baseline(shader, order):
     a, b, c, exact, _ = _gemm32_inputs(batch, lda, ldb, ldc, 0, gen)
     bound = gamma(33, U[torch.float32]) * (a[:, :, :32].double().abs() @ b[:, :, :32].double().abs()
                                            + c[:, :, :32].double().abs())
-    args = [shader.tensor(t) for t in (a, b, c)]
     p = [lda, ldb, ldc, 0, 1, 32 * lda, 32 * ldb, 32 * ldc]
-    shader.run(shader.lib("simdgroup_matrix").gemm32_scalar, *args, p, threads=128 * batch, group_size=128,
-               order=order[0], seed=order[1])
-    out = args[2].cpu()
-    err = (out[:, :, :32].double() - exact).abs()
-    assert (err <= bound).all(), float((err / bound).max())
-    assert torch.equal(out[:, :, 32:], c[:, :, 32:])
+    _gemm32_run(shader, order, "gemm32_scalar", a, b, c, p, exact, bound)
 
 
 def test_sgm_gemm32_device_memory(shader, order):
     gen = torch.Generator().manual_seed(11)
     batch, lda, ldb, ldc = 2, 37, 41, 34
     a, b, c, exact, bound = _gemm32_inputs(batch, lda, ldb, ldc, 0, gen)
-    args = [shader.tensor(t) for t in (a, b, c)]
     p = [lda, ldb, ldc, 32 * lda, 32 * ldb, 32 * ldc]
-    shader.run(shader.lib("simdgroup_matrix").gemm32_dev, *args, p, threads=128 * batch, group_size=128,
-               order=order[0], seed=order[1])
-    out = args[2].cpu()
-    err = (out[:, :, :32].double() - exact).abs()
-    assert (err <= bound).all(), float((err / bound).max())
-    assert torch.equal(out[:, :, 32:], c[:, :, 32:])
+    _gemm32_run(shader, order, "gemm32_dev", a, b, c, p, exact, bound)
 
 
 def test_sgm_layout_and_construction(shader, order):

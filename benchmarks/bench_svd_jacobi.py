@@ -39,6 +39,8 @@ VARIANTS = [
     ("tracked norms, unrolled by 2", {"REG_TRACK_NORMS": True, "REG_UNROLL2": True}),
     ("scaled rotations", {"REG_SCALED_ROTATIONS": True}),
     ("scaled rotations, unrolled by 2", {"REG_SCALED_ROTATIONS": True, "REG_UNROLL2": True}),
+    # sm_90 (Triton 3.6): 128 registers at 8 warps (2 programs, 16 warps an SM) against 255 at 4 (8 warps)
+    ("scaled rotations, unrolled by 2, 8 warps", {"REG_SCALED_ROTATIONS": True, "REG_UNROLL2": True, "TILE_WARPS": 8}),
 ]
 
 

@@ -180,12 +180,12 @@ def _qr(A: torch.Tensor) -> None:
     _row("square_qr (qr_triton._qr_small_kernel), R only", lambda: svd_cuda.square_qr(A.clone(), False))
     tau = A.new_empty(Bn, n)
     Q, X = torch.empty_like(A), torch.empty_like(A)
-    for nb in (16, 32):
-        for warps in (4, 8):
-            with _attrs(qb, NB=nb, NUM_WARPS=warps):
-                _row(f"geqrf_square NB {nb}, {warps} warps: Q and X = R^H",
-                     lambda: qb.geqrf_square(A.clone(), tau, Q, X))
-                _row(f"geqrf_square NB {nb}, {warps} warps: X only", lambda: qb.geqrf_square(A.clone(), tau, None, X))
+    for nb, warps, joint in ((16, 4, False), (16, 8, False), (32, 4, False), (32, 8, False), (16, 4, True),
+                             (16, 8, True), (32, 8, True)):
+        with _attrs(qb, NB=nb, NUM_WARPS=warps, JOINT_REDUCE=joint):
+            name = f"geqrf_square NB {nb}, {warps} warps{', joint reductions' if joint else ''}"
+            _row(f"{name}: Q and X = R^H", lambda: qb.geqrf_square(A.clone(), tau, Q, X))
+            _row(f"{name}: X only", lambda: qb.geqrf_square(A.clone(), tau, None, X))
     _row("copy of A (bandwidth reference)", lambda: A.clone())
     # agreement of the two kernels on this batch (R up to the signs LAPACK fixes: identical convention)
     R_old = svd_cuda.square_qr(A.clone(), False)[1]

@@ -31,12 +31,15 @@ import triton.language as tl
 
 from .qr_triton import _larfg, _pow2
 
-__all__ = ["NB", "NUM_WARPS", "fits", "geqrf_square"]
+__all__ = ["JOINT_REDUCE", "NB", "NUM_WARPS", "fits", "geqrf_square"]
 
 #: Largest order; panel width (``tl.dot`` needs all sizes >= 16); warps per program.
 MAX_N = 64
 NB = 16
 NUM_WARPS = 4
+#: The panel's reductions joined (column re/im in one, clarfg's alpha/max/sum of squares in one, vᴴ P in
+#: one: 3 a column instead of 8), the scaled sum of squares only outside [2^-40, 2^40]; off until measured.
+JOINT_REDUCE = False
 
 
 def fits(n: int) -> bool:
@@ -58,8 +61,13 @@ def _cdot(ar, ai, br, bi, CONJ_A: tl.constexpr):
 
 
 @triton.jit
+def _sum2(a1, b1, a2, b2):
+    return a1 + a2, b1 + b2
+
+
+@triton.jit
 def _geqrf_tile(base, tau_base, N, COMPLEX: tl.constexpr, WANT_Q: tl.constexpr, NP: tl.constexpr,
-                NB: tl.constexpr):
+                NB: tl.constexpr, JOINT: tl.constexpr):
     """The blocked ``geqrf`` of the ``N x N`` matrix at ``base`` (in place; ``tau`` at ``tau_base``) by
     the calling program; returns ``Q`` as an ``[NP, NP]`` tile pair (zeros without ``WANT_Q``)."""
     CW: tl.constexpr = 2 if COMPLEX else 1  # floats per element
@@ -86,15 +94,22 @@ def _geqrf_tile(base, tau_base, N, COMPLEX: tl.constexpr, WANT_Q: tl.constexpr, 
         for c in range(0, NB):
             j = k + c
             colc = pc[None, :] == c
-            xr = tl.sum(tl.where(colc, Pr, 0.0), axis=1)  # column j
-            xi = tl.sum(tl.where(colc, Pi, 0.0), axis=1)
+            if JOINT:  # re and im in one reduction each time
+                xr, xi = tl.reduce((tl.where(colc, Pr, 0.0), tl.where(colc, Pi, 0.0)), 1, _sum2)  # column j
+            else:
+                xr = tl.sum(tl.where(colc, Pr, 0.0), axis=1)
+                xi = tl.sum(tl.where(colc, Pi, 0.0), axis=1)
             below = rows > j
             at = rows == j
-            vr, vi, dgr, dgi, tr, ti = _larfg(xr, xi, rows, j, COMPLEX)
+            vr, vi, dgr, dgi, tr, ti = _larfg(xr, xi, rows, j, COMPLEX, JOINT)
             vr1 = tl.where(at, 1.0, vr)
             # Hᴴ = I - conj(tau) v vᴴ on the panel's columns right of c
-            wr = tl.sum(vr1[:, None] * Pr + vi[:, None] * Pi, axis=0)
-            wi = tl.sum(vr1[:, None] * Pi - vi[:, None] * Pr, axis=0)
+            if JOINT:
+                wr, wi = tl.reduce((vr1[:, None] * Pr + vi[:, None] * Pi, vr1[:, None] * Pi - vi[:, None] * Pr), 0,
+                                   _sum2)
+            else:
+                wr = tl.sum(vr1[:, None] * Pr + vi[:, None] * Pi, axis=0)
+                wi = tl.sum(vr1[:, None] * Pi - vi[:, None] * Pr, axis=0)
             fr = tr * wr + ti * wi
             fi = tr * wi - ti * wr
             right = pc[None, :] > c
@@ -153,7 +168,7 @@ def _geqrf_tile(base, tau_base, N, COMPLEX: tl.constexpr, WANT_Q: tl.constexpr, 
 
 @triton.jit
 def _qr_blocked_kernel(A, TAU, Q, X, N, COMPLEX: tl.constexpr, WANT_Q: tl.constexpr, WANT_X: tl.constexpr,
-                       NP: tl.constexpr, NB: tl.constexpr):
+                       NP: tl.constexpr, NB: tl.constexpr, JOINT: tl.constexpr):
     b = tl.program_id(0).to(tl.int64)
     CW: tl.constexpr = 2 if COMPLEX else 1  # floats per element
     rows = tl.arange(0, NP)
@@ -161,7 +176,7 @@ def _qr_blocked_kernel(A, TAU, Q, X, N, COMPLEX: tl.constexpr, WANT_Q: tl.conste
     base = A + b * N * N * CW
     inside = (rows[:, None] < N) & (cols[None, :] < N)
     offs = (rows[:, None] * N + cols[None, :]) * CW
-    Qr, Qi = _geqrf_tile(base, TAU + b * N * CW, N, COMPLEX, WANT_Q, NP, NB)
+    Qr, Qi = _geqrf_tile(base, TAU + b * N * CW, N, COMPLEX, WANT_Q, NP, NB, JOINT)
     if WANT_Q:
         tl.store(Q + b * N * N * CW + offs, Qr, mask=inside)
         if COMPLEX:
@@ -207,4 +222,4 @@ def geqrf_square(A: torch.Tensor, tau: torch.Tensor, Q: torch.Tensor | None = No
     a = view(A)
     _qr_blocked_kernel[(Bn,)](a, view(tau), view(Q) if Q is not None else a, view(X) if X is not None else a, n,
                               COMPLEX=cplx, WANT_Q=Q is not None, WANT_X=X is not None, NP=max(_pow2(n), NB),
-                              NB=NB, num_warps=num_warps or NUM_WARPS)
+                              NB=NB, JOINT=JOINT_REDUCE, num_warps=num_warps or NUM_WARPS)

@@ -64,7 +64,8 @@ def complete(Ux: torch.Tensor, zero: torch.Tensor) -> torch.Tensor:
 
 
 @triton.jit
-def _complete_inplace_kernel(V, S, WORK, TAU, n, COMPLEX: tl.constexpr, NP: tl.constexpr, NB: tl.constexpr):
+def _complete_inplace_kernel(V, S, WORK, TAU, n, COMPLEX: tl.constexpr, NP: tl.constexpr, NB: tl.constexpr,
+                             JOINT: tl.constexpr):
     b = tl.program_id(0).to(tl.int64)
     CW: tl.constexpr = 2 if COMPLEX else 1
     rows = tl.arange(0, NP)
@@ -77,7 +78,7 @@ def _complete_inplace_kernel(V, S, WORK, TAU, n, COMPLEX: tl.constexpr, NP: tl.c
         vr, vi = _cload(V + b * n * n * CW, off, inside, COMPLEX)
         _cstore(WORK + b * n * n * CW, off, vr, vi, inside, COMPLEX)
         tl.debug_barrier()
-        qr, qi = _geqrf_tile(WORK + b * n * n * CW, TAU + b * n * CW, n, COMPLEX, True, NP, NB)
+        qr, qi = _geqrf_tile(WORK + b * n * n * CW, TAU + b * n * CW, n, COMPLEX, True, NP, NB, JOINT)
         _cstore(V + b * n * n * CW, off, qr, qi, inside & zero[None, :], COMPLEX)
 
 
@@ -97,7 +98,8 @@ def complete_inplace(V: torch.Tensor, S: torch.Tensor) -> None:
     work = torch.empty_like(V)
     tau = V.new_empty(Bn, n)
     _complete_inplace_kernel[(Bn,)](view(V), S.contiguous(), view(work), view(tau), n, COMPLEX=cplx,
-                                    NP=max(_pow2(n), qb.NB), NB=qb.NB, num_warps=qb.NUM_WARPS)
+                                    NP=max(_pow2(n), qb.NB), NB=qb.NB, JOINT=qb.JOINT_REDUCE,
+                                    num_warps=qb.NUM_WARPS)
 
 
 # --------------------------------------------------------------------------------------------------

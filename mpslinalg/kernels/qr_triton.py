@@ -123,8 +123,9 @@ def _larfg(xr, xi, rows, j, COMPLEX: tl.constexpr, JOINT: tl.constexpr):
 
 
 @triton.jit
-def _qr_small_kernel(A, TAU, Q, M, N, K,
-                     COMPLEX: tl.constexpr, WANT_Q: tl.constexpr, MP: tl.constexpr, NP: tl.constexpr):
+def _qr_small_kernel(A, TAU, Q, X, M, N, K,
+                     COMPLEX: tl.constexpr, WANT_Q: tl.constexpr, WANT_X: tl.constexpr, MP: tl.constexpr,
+                     NP: tl.constexpr):
     b = tl.program_id(0).to(tl.int64)
     rows = tl.arange(0, MP)
     cols = tl.arange(0, NP)
@@ -164,6 +165,11 @@ def _qr_small_kernel(A, TAU, Q, M, N, K,
     tl.store(base + offs, Ar, mask=inside)
     if COMPLEX:
         tl.store(base + offs + 1, Ai, mask=inside)
+    if WANT_X:  # square: X = Rᴴ (the SVD's Jacobi input), from the tile still in registers
+        upper = inside & (rows[:, None] <= cols[None, :])
+        tl.store(X + b * M * N * CW + offs, tl.trans(tl.where(upper, Ar, 0.0)), mask=inside)
+        if COMPLEX:
+            tl.store(X + b * M * N * CW + offs + 1, -tl.trans(tl.where(upper, Ai, 0.0)), mask=inside)
     kin = cols < K
     tl.store(TAU + (b * K + cols) * CW, taur, mask=kin)
     if COMPLEX:
@@ -215,7 +221,7 @@ def geqrf_small(A: torch.Tensor, tau: torch.Tensor, Q: torch.Tensor | None = Non
     qr = (torch.view_as_real(Q) if cplx else Q) if Q is not None else ar
     mp, np_ = _pow2(M), _pow2(N)
     warps = 1 if mp * np_ <= 256 else (4 if mp * np_ <= 2048 else 8)
-    _qr_small_kernel[(Bn,)](ar, tr, qr, M, N, K, COMPLEX=cplx, WANT_Q=Q is not None, MP=mp, NP=np_,
+    _qr_small_kernel[(Bn,)](ar, tr, qr, ar, M, N, K, COMPLEX=cplx, WANT_Q=Q is not None, WANT_X=False, MP=mp, NP=np_,
                             num_warps=warps)
 
 

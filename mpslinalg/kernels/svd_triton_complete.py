@@ -27,7 +27,7 @@ __all__ = ["complete", "complete_inplace", "finish", "fits"]
 @triton.jit
 def _complete_kernel(A, TAU, Q, NEED, M, N, K, COMPLEX: tl.constexpr, MP: tl.constexpr, NP: tl.constexpr):
     if tl.load(NEED + tl.program_id(0)) != 0:
-        _qr_small_kernel(A, TAU, Q, M, N, K, COMPLEX=COMPLEX, WANT_Q=True, MP=MP, NP=NP)
+        _qr_small_kernel(A, TAU, Q, A, M, N, K, COMPLEX=COMPLEX, WANT_Q=True, WANT_X=False, MP=MP, NP=NP)
 
 
 def complete(Ux: torch.Tensor, zero: torch.Tensor) -> torch.Tensor:

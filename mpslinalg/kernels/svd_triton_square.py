@@ -8,8 +8,7 @@ The algorithm is :mod:`mpslinalg.svd`'s (steps 1-5), its torch-op passes fused:
    matrix zeroed), the row sort (max modulus) and column sort (2-norm, scaled by the column's largest
    part: no square under- or overflows), both stable descending, written as the permuted matrix and
    the permutations (torch ops: ~20 launches and ~8 passes over the batch);
-2. :func:`mpslinalg.kernels.qr_triton_blocked.geqrf_square`: the blocked Householder QR, writing ``Q``
-   and ``X = Rᴴ`` (no ``triu`` and transposed copy);
+2. the Householder QR (:data:`QR_KERNEL`), writing ``Q`` and ``X = Rᴴ`` (no ``triu`` and transposed copy);
 3. :func:`mpslinalg.kernels.svd_triton.jacobi` on ``X`` with ``V = Q`` (so ``V`` ends as ``U``'s columns);
 4. :func:`mpslinalg.kernels.svd_triton_complete.finish` with the row permutation: ``S``, ``info``,
    ``V_A`` and ``U_A`` (rows put back, NaN for a non-finite input) in one launch.
@@ -31,10 +30,15 @@ from . import qr_triton_blocked as qb
 from .qr_triton import _cload, _cstore
 from .svd_triton_rot import _pow2i
 
-__all__ = ["COMPLETES_V", "ENABLED", "fits", "prep", "svd_tall"]
+__all__ = ["COMPLETES_V", "ENABLED", "QR_KERNEL", "fits", "prep", "svd_tall"]
 
 #: Whether :func:`mpslinalg.kernels.svd_cuda.whole_kernel` routes square batches here.
 ENABLED = False  # until the H200 measures it (benchmarks/bench_svd_c64.py)
+#: The preconditioner's QR: ``"small"`` (:func:`mpslinalg.kernels.svd_cuda.square_qr_into`, the QR family's
+#: unblocked kernel in registers; H200 round 1 at 1024 x c64 64x64: Q and R 1.90 ms, R only 1.15) or
+#: ``"blocked"`` (:mod:`mpslinalg.kernels.qr_triton_blocked`: 2.72 / 2.05 at 8 warps, 19.9 / 10.7 at 4:
+#: its ``tl.dot`` products of inner size 64 spill, 8.7 KB of stack a thread at 4 warps).
+QR_KERNEL = "small"
 #: ``V``'s zero-σ columns are completed here (:func:`mpslinalg.kernels.svd_triton_complete.complete_inplace`).
 COMPLETES_V = True
 
@@ -101,7 +105,7 @@ def _prep_kernel(A, W, RPERM, CPERM, EXP, FIN, n, COMPLEX: tl.constexpr, NP: tl.
 
 
 def prep(A: torch.Tensor):
-    """Steps 1-2 of :mod:`mpslinalg.svd` on the contiguous square batch ``A [B, n, n]`` (not modified).
+    """Steps 1-2 of :mod:`mpslinalg.svd` on the square batch ``A [B, n, n]`` (not modified).
 
     Returns
     -------
@@ -111,6 +115,7 @@ def prep(A: torch.Tensor):
         2^-e``), the exponents ``e [B]`` int32 and ``finite [B]`` bool.
     """
     Bn, n, _ = A.shape
+    A = A.resolve_conj().resolve_neg().contiguous()  # the kernel reads memory: conj/neg bits materialised
     W = torch.empty_like(A)
     rperm = torch.empty(Bn, n, dtype=torch.int64, device=A.device)
     cperm = torch.empty_like(rperm)
@@ -153,7 +158,12 @@ def svd_tall(A: torch.Tensor, full: bool, compute_uv: bool, sweeps: int):
     tau = W.new_empty(Bn, n)
     Q = torch.empty_like(W) if compute_uv else None
     X = torch.empty_like(W)
-    qb.geqrf_square(W, tau, Q, X)
+    if QR_KERNEL == "blocked":
+        qb.geqrf_square(W, tau, Q, X)
+    else:
+        from .svd_cuda import square_qr_into
+
+        square_qr_into(W, tau, Q, X)
     u = 2.0**-24
     X, V, rotated = svd_triton.jacobi(X, Q, sweeps, math.sqrt(n) * u, 2 * n * u)
     _, S_out, info, V_A, U_A = svd_triton_complete.finish(X, V, cperm, e, finite, rotated, rperm=rperm)

@@ -42,6 +42,7 @@ def _blocked_qr(device: str, sizes=(64, 40, 17, 2)) -> None:
     from qr.test_qr_kernels import _check_geqrf
 
     from mpslinalg.kernels import qr_triton_blocked as qb
+    from mpslinalg.kernels.svd_cuda import square_qr_into
     from reference import metrics
 
     for dtype in (torch.complex64, torch.float32):
@@ -63,6 +64,14 @@ def _blocked_qr(device: str, sizes=(64, 40, 17, 2)) -> None:
             QR2, tau2 = A.clone().to(device), torch.empty(3, n, dtype=dtype, device=device)
             qb.geqrf_square(QR2, tau2)
             assert torch.equal(QR2.cpu(), QR) and torch.equal(tau2.cpu(), tau)
+            # the unblocked kernel's X = Rᴴ output (svd_cuda.square_qr_into, the route's QR_KERNEL "small")
+            QR3, tau3 = A.clone().to(device), torch.empty(3, n, dtype=dtype, device=device)
+            Q3, X3 = torch.empty_like(QR3), torch.full_like(QR3, float("nan"))
+            square_qr_into(QR3, tau3, Q3, X3)
+            QR3, Q3, X3 = QR3.cpu(), Q3.cpu(), X3.cpu()
+            assert torch.equal(X3, QR3.triu().mH.resolve_conj()), (dtype, n)
+            res, orth = metrics.qr_ratios(A, Q3, QR3.triu())
+            assert float(res.max()) < 30 and float(orth.max()) < 30, (dtype, n)
 
 
 def _torch_prep(A):
@@ -109,21 +118,21 @@ def _prep(device: str, sizes=(64, 10)) -> None:
 
 
 @contextlib.contextmanager
-def _square_route(on: bool = True):
+def _square_route(on: bool = True, qr: str | None = None):
     """The square route switched on (and float32's one-kernel SVD up to 32 off, so it serves those
-    orders too) or off."""
+    orders too) or off; ``qr``: its QR kernel."""
     from mpslinalg.kernels import svd_triton_fused as sf
     from mpslinalg.kernels import svd_triton_square as sq
 
-    saved = sq.ENABLED, sf.ENABLED
-    sq.ENABLED, sf.ENABLED = on, (not on) and saved[1]
+    saved = sq.ENABLED, sf.ENABLED, sq.QR_KERNEL
+    sq.ENABLED, sf.ENABLED, sq.QR_KERNEL = on, (not on) and saved[1], qr or saved[2]
     try:
         yield
     finally:
-        sq.ENABLED, sf.ENABLED = saved
+        sq.ENABLED, sf.ENABLED, sq.QR_KERNEL = saved
 
 
-def _route(device: str, sizes=(16, 6)) -> None:
+def _route(device: str, sizes=(16, 6), qr: str | None = None) -> None:
     import mpslinalg as LA
     from mpslinalg.kernels import svd_cuda
     from mpslinalg.kernels import svd_triton_square as sq
@@ -142,7 +151,7 @@ def _route(device: str, sizes=(16, 6)) -> None:
             B = A[5].clone()
             A[5] = B * d[:, None] * d[None, :]  # graded D B D
             A = A.to(device)
-            with _square_route():
+            with _square_route(qr=qr):
                 assert svd_cuda.whole_kernel(A, True) is sq  # the route under test
                 U, S, Vh, info = LA.svd_ex(A)
             assert info.tolist() == [0, 0, 0, 1, 0, 0, 0], info
@@ -153,9 +162,14 @@ def _route(device: str, sizes=(16, 6)) -> None:
             ref = torch.linalg.svdvals(A[5].cpu().to(wide))
             kappa_b = float(torch.linalg.cond(B.to(wide)))
             assert float(((S[5].cpu().double() - ref) / ref).abs().max()) <= 30 * n * kappa_b * UNIT
+            if dtype.is_complex:  # a conjugate view: its bits materialised (the kernels read memory)
+                with _square_route(qr=qr):
+                    got = LA.svd_ex(A.conj())[:3]
+                    want = LA.svd_ex(A.conj().resolve_conj())[:3]
+                assert all(torch.equal(x.nan_to_num(), y.nan_to_num()) for x, y in zip(got, want))
             with _square_route(False):
                 S0 = svdmod.svd_impl(A, False, False)[1]
-            with _square_route():
+            with _square_route(qr=qr):
                 S1 = svdmod.svd_impl(A, False, False)[1]  # sigma only: no Q in the QR
             for Sx in (S, S1):
                 diff = (Sx[good] - S0[good]).abs().amax(-1) / S0[good, 0].clamp_min(1e-38)
@@ -174,7 +188,8 @@ def test_prep_and_route_interpreted():
 def test_square_route_cuda():
     _blocked_qr("cuda")
     _prep("cuda")
-    _route("cuda", (64, 34, 16, 6))
+    for qr in ("small", "blocked"):
+        _route("cuda", (64, 34, 16, 6), qr)
     A = _randn((64, 64, 64), torch.complex64, 1).cuda()
     import mpslinalg as LA
 

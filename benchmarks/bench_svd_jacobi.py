@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\nsweeps with {name}: fraction still rotating after k sweeps (random rk | graded gk)\n\n"
                   f"{sweep_head}\n| {name} | " + " | ".join(f"{x:.3f}" for x in fr) + " |", flush=True)
             print(f"\naccuracy with {name}:\n\n| check | result | |\n|---|---|---|", flush=True)
-            ok &= _accuracy(A)
+            ok &= _accuracy(A, name)  # bench_svd_c64's gate, labelled by the variant
             print("\n| variant | piece | GPU ms | host wall ms |\n|---|---|---:|---:|", flush=True)
     return 0 if ok else 1
 

@@ -33,7 +33,7 @@ from .svd_triton_rot import _pow2i
 __all__ = ["COMPLETES_V", "ENABLED", "QR_KERNEL", "fits", "prep", "svd_tall"]
 
 #: Whether :func:`mpslinalg.kernels.svd_cuda.whole_kernel` routes square batches here.
-ENABLED = False  # until the H200 measures it (benchmarks/bench_svd_c64.py)
+ENABLED = True
 #: The preconditioner's QR: ``"small"`` (:func:`mpslinalg.kernels.svd_cuda.square_qr_into`, the QR family's
 #: unblocked kernel in registers; H200 round 1 at 1024 x c64 64x64: Q and R 1.90 ms, R only 1.15) or
 #: ``"blocked"`` (:mod:`mpslinalg.kernels.qr_triton_blocked`: 2.72 / 2.05 at 8 warps, 19.9 / 10.7 at 4:

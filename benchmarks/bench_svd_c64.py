@@ -5,9 +5,10 @@
     python benchmarks/bench_svd_c64.py             # both, the Jacobi alone, sweeps to convergence
     python benchmarks/bench_svd_c64.py --batch 256 # a smaller batch (quick look)
 
-Routes compared in the same run: ``default`` (whatever this checkout routes to) and ``square``
-(:mod:`mpslinalg.kernels.svd_triton_square` switched on: prep kernel, blocked QR, Jacobi, finish) and
-``torch ops`` (the preconditioning passes as torch ops around :func:`mpslinalg.kernels.svd_cuda.square_qr`).
+Routes compared in the same run: ``default`` (whatever this checkout routes to: since 1f28796
+:mod:`mpslinalg.kernels.svd_triton_square` - prep kernel, the unblocked QR with ``X = Rᴴ``, Jacobi,
+finish, completion in place), ``square, QR blocked`` (its ``QR_KERNEL = "blocked"``) and ``torch ops``
+(the route off: the preconditioning passes as torch ops around :func:`mpslinalg.kernels.svd_cuda.square_qr`).
 
 Tables (CUDA events, median of 5 after a warm-up; GPU time and the host's wall time per call):
 
@@ -96,7 +97,7 @@ def _routes():
         sq = importlib.import_module("mpslinalg.kernels.svd_triton_square")
     except ImportError:
         return out
-    out.append(("square", lambda: _attrs(sq, ENABLED=True)))
+    out.append(("square, QR blocked", lambda: _attrs(sq, ENABLED=True, QR_KERNEL="blocked")))
     out.append(("torch ops", lambda: _attrs(sq, ENABLED=False)))
     return out
 
@@ -180,8 +181,9 @@ def _qr(A: torch.Tensor) -> None:
     _row("square_qr (qr_triton._qr_small_kernel), R only", lambda: svd_cuda.square_qr(A.clone(), False))
     tau = A.new_empty(Bn, n)
     Q, X = torch.empty_like(A), torch.empty_like(A)
-    for nb, warps, joint in ((16, 4, False), (16, 8, False), (32, 4, False), (32, 8, False), (16, 4, True),
-                             (16, 8, True), (32, 8, True)):
+    _row("square_qr_into (the same kernel), Q and X = R^H", lambda: svd_cuda.square_qr_into(A.clone(), tau, Q, X))
+    _row("square_qr_into (the same kernel), X only", lambda: svd_cuda.square_qr_into(A.clone(), tau, None, X))
+    for nb, warps, joint in ((16, 8, False), (16, 16, False), (16, 8, True), (16, 16, True)):
         with _attrs(qb, NB=nb, NUM_WARPS=warps, JOINT_REDUCE=joint):
             name = f"geqrf_square NB {nb}, {warps} warps{', joint reductions' if joint else ''}"
             _row(f"{name}: Q and X = R^H", lambda: qb.geqrf_square(A.clone(), tau, Q, X))

@@ -183,9 +183,11 @@ def _qr(A: torch.Tensor) -> None:
     Q, X = torch.empty_like(A), torch.empty_like(A)
     _row("square_qr_into (the same kernel), Q and X = R^H", lambda: svd_cuda.square_qr_into(A.clone(), tau, Q, X))
     _row("square_qr_into (the same kernel), X only", lambda: svd_cuda.square_qr_into(A.clone(), tau, None, X))
-    for nb, warps, joint in ((16, 8, False), (16, 16, False), (16, 8, True), (16, 16, True)):
-        with _attrs(qb, NB=nb, NUM_WARPS=warps, JOINT_REDUCE=joint):
-            name = f"geqrf_square NB {nb}, {warps} warps{', joint reductions' if joint else ''}"
+    for chunked, warps, joint in ((False, 8, False), (True, 4, False), (True, 8, False), (True, 4, True),
+                                  (True, 8, True)):
+        with _attrs(qb, CHUNKED=chunked, NUM_WARPS=warps, JOINT_REDUCE=joint):
+            name = (f"geqrf_square {'chunked' if chunked else 'tiles'}, {warps} warps"
+                    f"{', joint reductions' if joint else ''}")
             _row(f"{name}: Q and X = R^H", lambda: qb.geqrf_square(A.clone(), tau, Q, X))
             _row(f"{name}: X only", lambda: qb.geqrf_square(A.clone(), tau, None, X))
     _row("copy of A (bandwidth reference)", lambda: A.clone())

@@ -38,7 +38,20 @@ def _randn(shape, dtype, seed):
     return torch.randn(*shape, dtype=dtype, generator=torch.Generator().manual_seed(seed))
 
 
-def _blocked_qr(device: str, sizes=(64, 40, 17, 2)) -> None:
+def _blocked_qr(device: str, sizes=(64, 40, 17, 2), variants=((False, False), (True, False), (False, True),
+                                                               (True, True))) -> None:
+    """Every ``(CHUNKED, JOINT_REDUCE)`` variant of the blocked kernel in ``variants``."""
+    from mpslinalg.kernels import qr_triton_blocked as qb
+
+    saved = qb.CHUNKED, qb.JOINT_REDUCE
+    try:
+        for qb.CHUNKED, qb.JOINT_REDUCE in variants:
+            _blocked_qr_variant(device, sizes)
+    finally:
+        qb.CHUNKED, qb.JOINT_REDUCE = saved
+
+
+def _blocked_qr_variant(device: str, sizes) -> None:
     from qr.test_qr_kernels import _check_geqrf
 
     from mpslinalg.kernels import qr_triton_blocked as qb
@@ -177,7 +190,8 @@ def _route(device: str, sizes=(16, 6), qr: str | None = None) -> None:
 
 
 def test_blocked_qr_interpreted():
-    run_interpreted("svd.test_svd_qr_square", "t._blocked_qr('cpu', (64, 17, 2))")
+    run_interpreted("svd.test_svd_qr_square", "t._blocked_qr('cpu', (64, 17, 2), ((False, False),))\n"
+                    "t._blocked_qr('cpu', (40, 2), ((True, False), (True, True)))")
 
 
 def test_prep_and_route_interpreted():

@@ -200,13 +200,19 @@ def test_prep_and_route_interpreted():
 
 @pytest.mark.cuda
 def test_square_route_cuda():
-    _blocked_qr("cuda")
+    """The route as it ships (QR_KERNEL "small"), its prep kernel, and no host sync."""
     _prep("cuda")
-    for qr in ("small", "blocked"):
-        _route("cuda", (64, 34, 16, 6), qr)
+    _route("cuda", (64, 34, 16, 6), "small")
     A = _randn((64, 64, 64), torch.complex64, 1).cuda()
     import mpslinalg as LA
 
     with _square_route():
         no_cuda_sync([lambda: LA.svd_ex(A), lambda: LA.svd_ex(A, full_matrices=False),
                       lambda: importlib.import_module("mpslinalg.svd").svd_impl(A, False, False)])
+
+
+@pytest.mark.cuda
+def test_blocked_qr_cuda():
+    """Every variant of the blocked QR, and the route with it."""
+    _blocked_qr("cuda")
+    _route("cuda", (64, 34), "blocked")

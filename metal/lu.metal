@@ -495,11 +495,14 @@ inline float2 lu_look_sub(float2 v, threadgroup const float2*, int) { return v; 
 // x[i * KL + j] (the caller unrolls j); ROLL = true: column j is x[i * KL], and every row rotates
 // its KL entries one place left, the finished column (its L entry, or U's for pivot rows) going to
 // the end, so after KL steps (steps j >= nk only rotate) x is back in column order and every step
-// runs the same code. Same arithmetic in the same order either way.
+// runs the same code. Same arithmetic in the same order either way. Always inlined: a call keeps x
+// in local memory (clang did not inline the larger instances; H200 round 1: 1.6x slower at n = 4096).
 template <typename T, int KL, int RPT, bool ROLL>
-inline void lu_look_column(thread T (&x)[RPT * KL], thread int (&pos)[RPT], int j, int nk, int cs, int m, int t,
-                           int nt, threadgroup float* red_v, threadgroup int* red_i, threadgroup T* red_row,
-                           bool writer, device int* pv, thread int& first_zero) {
+__attribute__((always_inline)) inline void lu_look_column(thread T (&x)[RPT * KL], thread int (&pos)[RPT], int j,
+                                                          int nk, int cs, int m, int t, int nt,
+                                                          threadgroup float* red_v, threadgroup int* red_i,
+                                                          threadgroup T* red_row, bool writer, device int* pv,
+                                                          thread int& first_zero) {
   if (j >= nk) {
     if (ROLL) {
 #pragma unroll

@@ -133,7 +133,9 @@ class Tuning:
     panel_regs: bool = False
     panel_outer: int = 0
     swap_trsm: bool = False
-    panel_colmajor: bool = False
+    # H200 2026-12-01 round 1, same run (ms, row-major / column-major): c64 n=1024 4.21 / 4.01, n=4096
+    # 55.3 / 46.7, f32 n=1024 3.36 / 3.24, n=4096 43.6 / 38.7 (n=4096 with the not-inlined column step)
+    panel_colmajor: bool = True
     panel_single_rows: int = 256
     # CUDA: cuSOLVER's getrf is the best leaf at every size on the H200 (2026-11-30, complex64
     # n = 4096: one call 15.8 ms, our recursion over 256-wide cuSOLVER leaves 170 ms — host-bound

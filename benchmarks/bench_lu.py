@@ -54,7 +54,7 @@ PROFILE = "--profile" in sys.argv
 if PROFILE:
     sys.argv.remove("--profile")
 #: ``--profile`` also profiles the tuning row that sets exactly these fields (the candidate default).
-PROFILE_TUNE = {"panel_colmajor", "look_roll", "panel_regs", "swap_trsm"}
+PROFILE_TUNE = {"look_roll", "panel_regs", "swap_trsm"}
 
 
 @contextlib.contextmanager
@@ -354,22 +354,14 @@ def _kernel_lu_cases(device, quick) -> list[Case]:
         if case is not None:
             rows.append(case)
     if TUNE:
-        # lu_panel_look's column-major panel buffers (coalesced column loads), its rolled column loop
-        # (a tenth of the code: the unrolled kernels stall on instruction fetch), both, and with the
-        # one-group panels in registers (lu_panel_regs; float32: up to 512 rows), the TRSM inside the
-        # interchanges' dispatch, blocks of 64 columns over panels of 32 (one rank-64 trailing update
-        # a block), 64 register slots
+        # (round 2; round 1 measured the column-major buffers, now the default, and showed the rest
+        # slow only because clang had not inlined the column step): lu_panel_look's rolled column loop,
+        # the one-group panels in registers with the TRSM inside the interchanges' dispatch, and both
         c64, f32 = torch.complex64, torch.float32
-        cm, roll, both = {"panel_colmajor": True}, {"look_roll": True}, {"panel_colmajor": True, "look_roll": True}
-        regs = {**both, "panel_regs": True}
-        fused = {**regs, "swap_trsm": True}  # the TRSM inside the interchanges' dispatch
-        outer = {**fused, "panel_outer": 64}  # and one trailing update per 64 columns
-        slots = {**fused, "look_slots": ("cuda", 64)}  # twice the rows per thread: half the dispatches
-        v64 = (cm, roll, both, regs, fused, outer, slots)
-        v32 = v64 + ({**fused, "panel_single_rows": 512},)
-        for dtype, n, kws in ((c64, 1024, v64), (c64, 4096, v64), (f32, 1024, v32), (f32, 4096, v32)):
+        roll, fused = {"look_roll": True}, {"panel_regs": True, "swap_trsm": True}
+        for dtype, n in ((c64, 1024), (c64, 4096), (f32, 1024), (f32, 4096)):
             A = _randn((n, n), dtype, device, 40 + n)
-            for kw in kws:
+            for kw in (roll, fused, {**roll, **fused}):
                 label = ", ".join(f"{k}={v}" for k, v in kw.items())
                 name = f"lu_factor {'complex64' if dtype.is_complex else 'float32'} n={n} [{label}]"
                 case = _kernel_lu_case(name, A, device, **kw)

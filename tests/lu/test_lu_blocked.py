@@ -580,9 +580,10 @@ def test_panel_rows_beyond_the_register_block_is_a_clear_error(blocked):
 @pytest.mark.parametrize("threads,look,single,variant,cm", [(256, 8, 0, "", False), (32, 8, 0, "", False),
                                                             (256, 1, 0, "", False), (256, 8, 256, "", False),
                                                             (256, 16, 0, "mma", False), (32, 8, 0, "", True),
-                                                            (32, 8, 0, "roll", True), (256, 8, 256, "regs+roll", True)],
+                                                            (32, 8, 0, "roll", True), (256, 8, 256, "regs+roll", True),
+                                                            (256, 8, 0, "swaptrsm", True)],
                          ids=["look8", "look2to8", "step", "onegroup", "look16mma", "look2to8cm", "look2to8cm-roll",
-                              "onegroup-regs-roll-cm"])
+                              "onegroup-regs-roll-cm", "look8cm-swaptrsm"])
 def test_blocked_getrf_on_the_cuda_target(monkeypatch, dtype, threads, look, single, variant, cm):
     """The blocked LU's kernels on an NVIDIA GPU (the emulator's cuda target: real parallel
     threadgroups; the H200 run puts this test under compute-sanitizer racecheck): tall panels
@@ -593,10 +594,11 @@ def test_blocked_getrf_on_the_cuda_target(monkeypatch, dtype, threads, look, sin
     LAPACK pivots (row ``i`` swapped with a row ``>= i``). ``lu_laswp_block`` alone: exactly the
     sequential swaps. ``look16mma``: k = 16, float32 through the matrix-unit variant; ``look2to8cm``:
     column-major panel buffers; ``-roll``: the rolled column loop; ``-regs``: the one-group panels
-    in registers (lu_panel_regs)."""
+    in registers (lu_panel_regs); ``-swaptrsm``: the blocks' TRSM inside lu_laswp_block."""
     for name, v in (("panel_nb", 32), ("panel_rows", 32), ("panel_single_rows", single),
                     ("panel_threads", threads), ("panel_look", look), ("look_mma", variant == "mma"),
-                    ("look_roll", "roll" in variant), ("panel_regs", "regs" in variant), ("panel_colmajor", cm)):
+                    ("look_roll", "roll" in variant), ("panel_regs", "regs" in variant), ("panel_colmajor", cm),
+                    ("swap_trsm", "swaptrsm" in variant)):
         monkeypatch.setattr(lu_mod.TUNING, name, v)
     A = matrices.random(300, 300, batch=(2,), dtype=dtype, seed=300)
     with LA.use_backend("emulator"):

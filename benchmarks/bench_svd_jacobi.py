@@ -2,6 +2,7 @@
 
     python benchmarks/bench_svd_jacobi.py                # the H200: ~2-3 minutes, markdown tables
     python benchmarks/bench_svd_jacobi.py --batch 256    # a quick look
+    python benchmarks/bench_svd_jacobi.py --variants 0,1 # VARIANTS[0] and [1] only
 
 For each variant of :mod:`mpslinalg.kernels.svd_triton` (module switches, set for the row only):
 
@@ -59,7 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="complex64 Jacobi variants on CUDA")
     p.add_argument("--batch", type=int, default=4096)
     p.add_argument("--n", type=int, default=64)
+    p.add_argument("--variants", default="", help="comma-separated indices into VARIANTS (default: all)")
     args = p.parse_args(argv)
+    chosen = [VARIANTS[int(i)] for i in args.variants.split(",")] if args.variants else VARIANTS
     if not torch.cuda.is_available():
         print("needs CUDA", file=sys.stderr)
         return 1
@@ -78,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     ks = list(range(2, 11))
     sweep_head = ("| variant | " + " | ".join(f"r{k}" for k in ks) + " | " + " | ".join(f"g{k}" for k in ks)
                   + " |\n|---|" + "---:|" * (2 * len(ks)))
-    for name, switches in VARIANTS:
+    for name, switches in chosen:
         with _attrs(st, **switches) as present:
             if not present:
                 continue

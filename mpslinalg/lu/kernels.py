@@ -40,11 +40,13 @@ class Tuning:
         simdgroup) or 2 (two matrices per simdgroup, 16 lanes each: the per-column pivot search,
         publication and barrier are shared by two matrices; 128 registers per lane instead of 72,
         so fewer simdgroups resident: docs/ops/lu.md has the measurement behind the default 1).
-    small_fma : int
-        ``lu_small`` at 32 lanes, staged, one row per lane: 1 updates the trailing rows with fused
-        multiply-adds (one rounding per product-sum; complex: four ``fma`` instead of four products
-        and four sums), 0 with getf2's separate products and differences, bit for bit the
-        sequential float32 ``getf2``.
+    small_fma : int or dict
+        ``lu_small`` at 32 lanes, staged, one row per lane, for every dtype or per dtype name: 1
+        updates the trailing rows with fused multiply-adds (one rounding per product-sum; complex:
+        four ``fma`` instead of four products and four sums), 0 with getf2's separate products and
+        differences (float32: bit for bit the sequential ``getf2``). Default ``{"float32": 0,
+        "complex64": 1}`` (H200, docs/ops/lu.md: complex64 faster with fma; float32 keeps the
+        bit-for-bit property, 8% slower than with fma).
     panel_threads : int
         Threads per threadgroup of ``lu_panel`` and ``lu_panel_step`` (a power of two, 32 to 256).
     panel_rows : int
@@ -118,7 +120,7 @@ class Tuning:
     small_max: int = 32
     small_stage: int = 1
     small_rows: int = 1
-    small_fma: int = 0
+    small_fma: dict = field(default_factory=lambda: {"float32": 0, "complex64": 1})
     panel_threads: int = 256
     panel_rows: int = 32
     # H200 2026-12-01, rounds 1 and 2: 16 rows per group 2-3% faster at c64 n=1024 (4.14 / 4.17 vs
@@ -245,6 +247,11 @@ SMALL_SOLVE_MAX_RHS = 8
 _SMALL_GROUP = 64
 
 
+def _per_dtype(setting, dtype: torch.dtype, default):
+    """A TUNING value given for every dtype or as a dict by dtype name (``"float32"``, ...)."""
+    return setting.get(str(dtype).removeprefix("torch."), default) if isinstance(setting, dict) else setting
+
+
 def _small_lanes(n: int) -> int:
     """Lanes per matrix of ``lu_small`` (one row per lane): the instantiated width 8, 16 or 32 >= n."""
     return 8 if n <= 8 else (16 if n <= 16 else 32)
@@ -300,8 +307,10 @@ def _check_tuning() -> None:
     if TUNING.small_stage not in (0, 1):
         raise ValueError(f"mpslinalg.lu.TUNING.small_stage must be 0 or 1 (lu_small's two load "
                          f"variants), got {TUNING.small_stage!r}")
-    if TUNING.small_fma not in (0, 1):
-        raise ValueError(f"mpslinalg.lu.TUNING.small_fma must be 0 or 1, got {TUNING.small_fma!r}")
+    fmas = TUNING.small_fma.values() if isinstance(TUNING.small_fma, dict) else [TUNING.small_fma]
+    if any(f not in (0, 1) for f in fmas):
+        raise ValueError(f"mpslinalg.lu.TUNING.small_fma must be 0 or 1 (or a dict of those by dtype name), "
+                         f"got {TUNING.small_fma!r}")
     if TUNING.small_rows not in (1, 2):
         raise ValueError(f"mpslinalg.lu.TUNING.small_rows must be 1 or 2 (lu_small's rows per lane), "
                          f"got {TUNING.small_rows!r}")
@@ -363,7 +372,8 @@ class _MetalKernels:
         W = _small_lanes(max(M, N))
         rows = TUNING.small_rows if W == 32 and self.dtype == torch.float32 else 1  # instantiated
         params = (W, TUNING.small_stage) + ((rows,) if rows > 1 else ())
-        if TUNING.small_fma and W == 32 and TUNING.small_stage == 1 and rows == 1:  # instantiated
+        fma = _per_dtype(TUNING.small_fma, self.dtype, 0)
+        if fma and W == 32 and TUNING.small_stage == 1 and rows == 1:  # instantiated
             params += (1, 1)  # lu_small_<dtype>_32_1_<rows = 1>_<fma = 1>
         self._kernel("lu_small", *params)(LU, piv, info, M, N, B, **_small_grid(B, W // rows))
 
@@ -443,8 +453,7 @@ class _MetalKernels:
 
     def look_cap(self) -> int:
         """``TUNING.panel_look`` for this dtype (1: ``lu_panel_look`` is not used)."""
-        cap = TUNING.panel_look
-        return cap.get(str(self.dtype).removeprefix("torch."), 8) if isinstance(cap, dict) else cap
+        return _per_dtype(TUNING.panel_look, self.dtype, 8)
 
     def look_buffers(self, LU: torch.Tensor, nb: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The two panel buffers of :meth:`panel_look` for panels of ``LU`` up to ``nb`` columns:

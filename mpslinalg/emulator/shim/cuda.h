@@ -161,19 +161,26 @@ inline unsigned __mpsle_simd_lanes() {
   return left < 32u ? left : 32u;
 }
 inline unsigned __mpsle_simd_mask(unsigned n) { return n >= 32u ? 0xFFFFFFFFu : (1u << n) - 1u; }
+// Every simdgroup of the calling thread's threadgroup is full (its size is a multiple of 32). A
+// function of %ntid only, the same for every thread of the group: the fast paths below branch on
+// it (a test of this simdgroup's lane count, which depends on %tid, needs one more register).
+inline bool __mpsle_full_groups() {
+  return ((MPSLE_SREG(ntid_x) * MPSLE_SREG(ntid_y) * MPSLE_SREG(ntid_z)) & 31u) == 0u;
+}
 inline unsigned __mpsle_lane_id() { return MPSLE_SREG(laneid); }
 
-// Full simdgroups (every threadgroup whose size is a multiple of 32) take the collectives' fast
-// paths: an immediate full mask, which ptxas compiles to the bare instruction. With a mask in a
-// register it emits a convergence check per collective (MATCH.ANY, REDUX.OR, VOTEU.ANY, a
+// Full simdgroups (threadgroups whose size is a multiple of 32) take a fast path in the barrier and
+// the reductions: an immediate full mask, which ptxas compiles to the bare instruction. With a mask
+// in a register it emits a convergence check per collective (MATCH.ANY, REDUX.OR, VOTEU.ANY, a
 // divergent-branch test: 5-6 instructions on sm_90), measured in lu_small's per-column cost.
+// Shuffles, broadcasts and votes keep the one path: a second copy of every shuffle grew
+// lu_panel_look's code by 18-27% (sm_90), kernels bound by instruction fetch.
 inline void threadgroup_barrier(mem_flags) { __syncthreads(); }
 inline void simdgroup_barrier(mem_flags) {
-  const unsigned n = __mpsle_simd_lanes();
-  if (n == 32u)
+  if (__mpsle_full_groups())
     __nvvm_bar_warp_sync(0xFFFFFFFFu);
   else
-    __nvvm_bar_warp_sync(__mpsle_simd_mask(n));
+    __nvvm_bar_warp_sync(__mpsle_simd_mask(__mpsle_simd_lanes()));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -224,10 +231,11 @@ MPSLE_REDUX(simd_xor, int, __nvvm_redux_sync_xor, int) MPSLE_REDUX(simd_xor, uns
 // since a + b == b + a exactly), lane order 0, 1, ..., n-1 on partial ones.
 #define MPSLE_REDUCE(name, expr)                                   \
   template <class T> inline T name(T x) {                          \
-    const unsigned n = __mpsle_simd_lanes();                       \
+    const bool full = __mpsle_full_groups();                       \
+    const unsigned n = full ? 32u : __mpsle_simd_lanes();          \
     const unsigned m = __mpsle_simd_mask(n);                       \
     T a = x;                                                       \
-    if (n == 32u) {                                                \
+    if (full || n == 32u) {                                        \
       if (__mpsle_redux_##name(x, a)) return a;                    \
       for (unsigned d = 16; d > 0; d >>= 1) {                      \
         T y = __mpsle_shfl<true>(0xFFFFFFFFu, a, d);               \
@@ -269,16 +277,13 @@ MPSLE_SIMD_SCANS(MPSLE_SCAN)
     const unsigned lane = __mpsle_lane_id();                       \
     const long s = (src);                                          \
     const bool ok = s >= 0 && s < (long)n;                         \
-    const unsigned from = ok ? (unsigned)s : lane;                 \
-    T y = n == 32u ? __mpsle_shfl(0xFFFFFFFFu, x, from)            \
-                   : __mpsle_shfl(__mpsle_simd_mask(n), x, from);  \
+    T y = __mpsle_shfl(__mpsle_simd_mask(n), x, ok ? (unsigned)s : lane); \
     return ok ? y : x;                                             \
   }
 MPSLE_SIMD_SHUFFLES(MPSLE_SHUF)
 #undef MPSLE_SHUF
 template <class T> inline T simd_broadcast_first(T x) {
-  const unsigned n = __mpsle_simd_lanes();
-  return n == 32u ? __mpsle_shfl(0xFFFFFFFFu, x, 0) : __mpsle_shfl(__mpsle_simd_mask(n), x, 0);
+  return __mpsle_shfl(__mpsle_simd_mask(__mpsle_simd_lanes()), x, 0);
 }
 
 // the first *active* thread of the simdgroup (lowest lane of the active mask)
@@ -288,18 +293,10 @@ inline bool simd_is_first() {
 }
 
 inline simd_vote simd_ballot(bool p) {
-  const unsigned n = __mpsle_simd_lanes();
-  return simd_vote((unsigned long)(n == 32u ? __nvvm_vote_ballot_sync(0xFFFFFFFFu, p)
-                                            : __nvvm_vote_ballot_sync(__mpsle_simd_mask(n), p)));
+  return simd_vote((unsigned long)__nvvm_vote_ballot_sync(__mpsle_simd_mask(__mpsle_simd_lanes()), p));
 }
-inline bool simd_any(bool p) {
-  const unsigned n = __mpsle_simd_lanes();
-  return n == 32u ? __nvvm_vote_any_sync(0xFFFFFFFFu, p) : __nvvm_vote_any_sync(__mpsle_simd_mask(n), p);
-}
-inline bool simd_all(bool p) {
-  const unsigned n = __mpsle_simd_lanes();
-  return n == 32u ? __nvvm_vote_all_sync(0xFFFFFFFFu, p) : __nvvm_vote_all_sync(__mpsle_simd_mask(n), p);
-}
+inline bool simd_any(bool p) { return __nvvm_vote_any_sync(__mpsle_simd_mask(__mpsle_simd_lanes()), p); }
+inline bool simd_all(bool p) { return __nvvm_vote_all_sync(__mpsle_simd_mask(__mpsle_simd_lanes()), p); }
 
 // ---------------------------------------------------------------------------------------------
 // simdgroup matrices (simdgroup_matrix.h): the warp is the simdgroup. Every operation starts with

@@ -84,8 +84,7 @@ class Tuning:
         group's registers, two barriers a column) instead of ``lu_panel`` (device memory, five
         barriers a column).
     look_roll : bool
-        ``lu_panel_look`` without ``look_mma`` (always with 64 ``look_slots``): the small LU's
-        column loop rolled
+        ``lu_panel_look`` without ``look_mma``: the small LU's column loop rolled
         (one loop body for every column, the registers rotating a column a step) instead of
         unrolled: about a tenth of the code, which the unrolled kernels (80-250 KB of sm_90
         code) stream through the instruction cache on every dispatch. Same arithmetic.
@@ -97,8 +96,9 @@ class Tuning:
         ``lu_panel_look``'s register budget per device type: 32 or 64 complex values (64 or 128
         floats) a thread. 64 fits the H200's 255 registers a thread (a tall panel has at most one
         group per core, so the registers cost no occupancy); 32 on a Mac, where 256 threads a group
-        leave about 128 registers a thread (64 values would spill). 64 runs the rolled variant
-        (``look_roll``) only.
+        leave about 128 registers a thread (64 values would spill). Only 32 is built since
+        2026-12-01 night: 64 was slower on the H200 in every round (docs/ops/lu.md), and its
+        kernels took much of ptxas' time for ``lu.metal`` (the build's 600 s limit).
     panel_single_rows : int
         Panels with at most this many rows (0: none) are factored by one threadgroup in one
         dispatch (``lu_panel``); taller ones by ``ceil(rows / panel_rows)`` threadgroups in ``w + 1``
@@ -275,7 +275,7 @@ _STEP_MAX_ROWS = 256
 #: lu_panel_look: columns per dispatch (instantiated), register slots per thread (complex64; float32
 #: twice as many), rows per group, width.
 _LOOK_K = (16, 8, 4, 2)
-_LOOK_SLOTS = (32, 64)
+_LOOK_SLOTS = (32,)
 _LOOK_MAX_ROWS = 64
 _LOOK_MAX_W = 64
 
@@ -493,12 +493,11 @@ class _MetalKernels:
         K = piv.shape[-1]
         kl = min(M - o, w)
         starts = list(range(0, kl, k))
-        # the matrix-unit variant (1) exists for float32, k >= 8, 32 slots; the rolled one (2) for both
-        # budgets, and it is the only one with 64 slots
+        # the matrix-unit variant (1) exists for float32, k >= 8; the rolled one (2) for every k
         var = ()
-        if TUNING.look_mma and self.dtype == torch.float32 and k >= 8 and self.look_slots == 32:
+        if TUNING.look_mma and self.dtype == torch.float32 and k >= 8:
             var = (1,)
-        elif TUNING.look_roll or self.look_slots == 64:
+        elif TUNING.look_roll:
             var = (2,)
         if len(starts) == 1:  # the only dispatch writes A: it cannot read the panel there too
             S[0][:, o:, :w].copy_(LU[:, o:, o:o + w])

@@ -23,6 +23,7 @@ Variants, to measure the design rather than only the code:
 * ``2 rows``: float32 32x32 with two rows per lane, two matrices per simdgroup
   (``TUNING.small_rows = 2``: the per-column pivot search and publication shared by two matrices);
 * ``fma``: 32x32 staged with fused multiply-adds in the trailing update (``TUNING.small_fma``);
+* ``rolled``: 32x32 staged with the column loop rolled (``TUNING.small_roll``; ~1/5 of the code);
 * ``public solve_ex``: the whole library call on the emulator backend, eager (host overhead of the
   front door, the binding layer and the ctypes launch included).
 
@@ -148,11 +149,11 @@ def _kern(dtype, stage):
     return K._MetalKernels(torch.device(DEV), dtype)
 
 
-def _lu_small_launch(kern, LU, piv, info, W, stage, rows=1, fma=0):
-    """lu_small at an explicit width, load variant, rows per lane and update arithmetic (the
-    library picks W from the shape, the rest from TUNING)."""
+def _lu_small_launch(kern, LU, piv, info, W, stage, rows=1, opt=0):
+    """lu_small at an explicit width, load variant, rows per lane and OPT (1 fma, 2 rolled, 3 both;
+    the library picks W from the shape, the rest from TUNING)."""
     B, M, N = LU.shape
-    k = kern._kernel("lu_small", W, stage, *((rows,) if rows > 1 or fma else ()), *((1,) if fma else ()))
+    k = kern._kernel("lu_small", W, stage, *((rows,) if rows > 1 or opt else ()), *((opt,) if opt else ()))
     grid = K._small_grid(B, W // rows)
     return lambda: k(LU, piv, info, M, N, B, **grid)
 
@@ -178,22 +179,23 @@ def lu_rows(bw, rows, scale, quick=False):
         widths = [K._small_lanes(n)] + ([32] if K._small_lanes(n) != 32 else [])
         variants = [(W, stage, 1, 0) for W in widths for stage in ((1,) if quick else (1, 0))]
         if n == 32:
-            variants += [(32, 1, 1, 1)]
+            variants += [(32, 1, 1, opt) for opt in (1, 2, 3)]
         if dtype == torch.float32 and n > 16 and not quick:
             variants += [(32, stage, 2, 0) for stage in (1, 0)]
-        for W, stage, rpl, fma in variants:
+        for W, stage, rpl, opt in variants:
             kern = _kern(dtype, stage)
             LU = A.clone()
             piv = torch.empty(batch, n, dtype=torch.int32, device=DEV)
             info = torch.empty(batch, dtype=torch.int32, device=DEV)
-            launch = _lu_small_launch(kern, LU, piv, info, W, stage, rpl, fma)
+            launch = _lu_small_launch(kern, LU, piv, info, W, stage, rpl, opt)
             launch()  # check once, on the original A
             differ = int((piv != ref_piv).any(-1).sum())
             ok = f"xGET01 max {_lu_ratio(A, LU, piv):.2f}; pivots differ from torch in {differ} of {batch}"
             t = graph_ms(launch)
             rows.append(dict(case=f"lu_small {tag} {batch}x{n}x{n}",
                              variant=f"W={W} {'staged' if stage else 'direct'}"
-                             + (f", {rpl} rows" if rpl > 1 else "") + (", fma" if fma else ""), ours_ms=t,
+                             + (f", {rpl} rows" if rpl > 1 else "")
+                             + {0: "", 1: ", fma", 2: ", rolled", 3: ", rolled, fma"}[opt], ours_ms=t,
                              peer="torch.linalg.lu_factor_ex", peer_eager_ms=peer_e,
                              peer_graph_ms=peer_g, bw=nbytes / (t * 1e-3) / bw, check=ok))
             print(_fmt(rows[-1]), flush=True)

@@ -1160,6 +1160,108 @@ __attribute__((always_inline)) inline int lu_regs_getf2(thread T (&a0)[W], threa
   return info;
 }
 
+// ---- lu_small's column loop rolled (OPT bit 2; W = 32, one row per lane) -------------------------
+//
+// One loop body per phase instead of 32 unrolled columns: complex64's unrolled kernel is ~300 KB of
+// sm_90 code, each instruction run once per matrix, and the H200 stalled 42% of its cycles on
+// instruction fetch. The row rotates one place left per step inside a window of WR registers:
+// column j is always a[0], the finished entry (the row's multiplier, or U's diagonal for the pivot
+// row) goes to a[WR - 1]. The phases (WR = 32, 24, 16, 8 for columns 0-7, 8-15, 16-23, 24-31)
+// keep a step's work near the columns it has left; after them column c sits in register
+// lu_roll_reg(c) (blocks of 8 in reverse order). Step j updates the real columns a[1 .. 31 - j]
+// of the rows below the pivot (the entries rotated in behind them stay): the same operations as
+// lu_row_step; steps past min(m, n) only rotate.
+inline constexpr int lu_roll_reg(int c) { return (3 - c / 8) * 8 + c % 8; }
+
+template <typename T, int WR, int FMA>
+__attribute__((always_inline)) inline void lu_roll_phase(thread T (&a)[32], int j0, int kmin, int m, int s,
+                                                         ushort lane, thread int& pos, thread int& my_piv,
+                                                         thread int& info, threadgroup T* bc) {
+#pragma unroll 1
+  for (int j = j0; j < j0 + 8; ++j) {
+    const T head = a[0];
+    if (j < kmin) {  // uniform
+      const bool cand = pos >= j && pos < m;
+      const uint key = cand ? lu_pivot_key(s_abs1(head)) : 0u;
+      const uint nidx = cand ? ~(uint)(pos * 32 + s) : 0u;
+      const T rp = lu_recip(cand ? head : s_one<T>());  // while the reduction runs, as lu_regs_getf2
+      const uint best = simd_max(key);
+      const uint win = simd_min((nidx != 0u && key == best) ? ~nidx : ~0u);
+      const int p = (int)(win >> 5);
+      threadgroup T* prow = bc + (j & 1) * LU_BC_LEN(32, 0);
+      if (lane == (ushort)(win & 31u)) {
+#pragma unroll
+        for (int c = 0; c < WR; ++c) {
+          prow[c] = a[c];
+        }
+        prow[32] = rp;
+        prow[33] = lu_use_recip(head) ? s_one<T>() : s_zero<T>();
+      }
+      simdgroup_barrier(mem_flags::mem_threadgroup);
+      const T pivot = prow[0];
+      if (s_is_zero(pivot) && info == 0) {
+        info = j + 1;
+      }
+      if (s == j) {
+        my_piv = p + 1;
+      }
+      if (pos == j) {
+        pos = p;
+      } else if (pos == p) {
+        pos = j;
+      }
+      const bool below = pos > j && pos < m;
+      T l = head;
+      if (below && !s_is_zero(pivot)) {
+        l = lu_scale(head, pivot, prow[32], !s_is_zero(prow[33]));
+      }
+#pragma unroll
+      for (int c = 1; c < WR; ++c) {
+        a[c - 1] = (below && c < 32 - j) ? lu_sub_mul<FMA>(a[c], l, prow[c]) : a[c];
+      }
+      a[WR - 1] = l;
+    } else {
+#pragma unroll
+      for (int c = 1; c < WR; ++c) {
+        a[c - 1] = a[c];
+      }
+      a[WR - 1] = head;
+    }
+  }
+}
+
+// The whole rolled factorization of a lane's row (the four phases, then column order again); tmp:
+// scratch registers. Returns info. Chosen by overload on lu_roll_tag: the other overload (no
+// rolled loop, or W < 32) is never called.
+template <bool ROLL, int FMA>
+struct lu_roll_tag {};
+template <typename T, int W, int FMA>
+__attribute__((always_inline)) inline int lu_roll_getf2(thread T (&)[W], thread T (&)[W], int, int, int, ushort,
+                                                        thread int&, thread int&, threadgroup T*,
+                                                        lu_roll_tag<false, FMA>) {
+  return 0;
+}
+template <typename T, int FMA>
+__attribute__((always_inline)) inline int lu_roll_getf2(thread T (&a)[32], thread T (&tmp)[32], int k, int m, int s,
+                                                        ushort lane, thread int& pos, thread int& my_piv,
+                                                        threadgroup T* bc, lu_roll_tag<true, FMA>) {
+  int info = 0;
+  my_piv = 0;
+  lu_roll_phase<T, 32, FMA>(a, 0, k, m, s, lane, pos, my_piv, info, bc);
+  lu_roll_phase<T, 24, FMA>(a, 8, k, m, s, lane, pos, my_piv, info, bc);
+  lu_roll_phase<T, 16, FMA>(a, 16, k, m, s, lane, pos, my_piv, info, bc);
+  lu_roll_phase<T, 8, FMA>(a, 24, k, m, s, lane, pos, my_piv, info, bc);
+#pragma unroll
+  for (int c = 0; c < 32; ++c) {
+    tmp[c] = a[lu_roll_reg(c)];  // back in column order (a register renaming)
+  }
+#pragma unroll
+  for (int c = 0; c < 32; ++c) {
+    a[c] = tmp[c];
+  }
+  return info;
+}
+
 // Rows between device memory and registers for a simdgroup of lu_small: its matrices b0 .. b0 +
 // cnt - 1 (contiguous, m x w each); lane (q, s) holds row s (x0) and, R = 2, row s + L (x1) of
 // matrix b0 + q. STAGE: through the simdgroup's 32-row tile, 32 / W matrices at a time (R rounds),
@@ -1221,7 +1323,9 @@ __attribute__((always_inline)) inline void lu_rows_move(thread T (&x0)[W], threa
 // Whole-matrix LU of M x N matrices with M, N <= W (LAPACK getf2: whole rows are interchanged, so
 // no lu_laswp is needed afterwards), R rows per lane (32 * R / W matrices per simdgroup). info[b]
 // is written: 0 or the first zero pivot (1-based).
-template <typename T, int W, int STAGE, int R, int FMA>
+// OPT: bit 1 fused multiply-adds in the update (lu_sub_mul), bit 2 the rolled column loop
+// (lu_roll_phase; W = 32, R = 1, STAGE = 1).
+template <typename T, int W, int STAGE, int R, int OPT>
 [[max_total_threads_per_threadgroup(64)]]  // = 32 * LU_SMALL_SIMDGROUPS
 kernel void lu_small(device T* A [[buffer(0)]],
                      device int* piv [[buffer(1)]],
@@ -1257,7 +1361,11 @@ kernel void lu_small(device T* A [[buffer(0)]],
   }
   lu_rows_move<T, W, R, STAGE>(a0, a1, 0, tl, A + b0 * M * N, cnt, m, n, q, s, pos, lane);
   threadgroup T* bc = bcast + ((int)sg * (32 / L) + q) * 2 * LU_BC_LEN(W, 0);
-  const int inf = lu_regs_getf2<T, W, 0, R, FMA>(a0, none0, a1, none1, m, n, s, lane, pos, my_piv, wl_of, bc);
+  static_assert(!(OPT & 2) || (W == 32 && R == 1), "the rolled column loop: 32 lanes, one row per lane");
+  const int inf = (OPT & 2) ? lu_roll_getf2(a0, a1, k, m, s, lane, pos[0], my_piv[0], bc,
+                                            lu_roll_tag<(OPT & 2) != 0 && W == 32 && R == 1, OPT & 1>())
+                            : lu_regs_getf2<T, W, 0, R, OPT & 1>(a0, none0, a1, none1, m, n, s, lane, pos, my_piv,
+                                                                 wl_of, bc);
   lu_rows_move<T, W, R, STAGE>(a0, a1, 1, tl, A + b0 * M * N, cnt, m, n, q, s, pos, lane);
 #pragma unroll
   for (int i = 0; i < R; ++i) {
@@ -1359,11 +1467,10 @@ kernel void lu_small_solve(device const T* A [[buffer(0)]],
 #define LU_SMALL_INSTANTIATE(W, S)                                            \
   MPSL_INSTANTIATE("lu_small_f32_" #W "_" #S, lu_small, float, W, S, 1, 0)    \
   MPSL_INSTANTIATE("lu_small_c64_" #W "_" #S, lu_small, float2, W, S, 1, 0)
-// Fused multiply-adds in the update (lu_sub_mul): not the sequential getf2 bit for bit.
-// Host names lu_small_<dtype>_<W>_<S>_1_1 (one row per lane, FMA = 1).
-#define LU_SMALL_INSTANTIATE_FMA(W, S)                                             \
-  MPSL_INSTANTIATE("lu_small_f32_" #W "_" #S "_1_1", lu_small, float, W, S, 1, 1)  \
-  MPSL_INSTANTIATE("lu_small_c64_" #W "_" #S "_1_1", lu_small, float2, W, S, 1, 1)
+// Host names lu_small_<dtype>_<W>_<S>_1_<OPT> (one row per lane): OPT 1 fma, 2 rolled, 3 both.
+#define LU_SMALL_INSTANTIATE_OPT(W, S, OPT)                                                \
+  MPSL_INSTANTIATE("lu_small_f32_" #W "_" #S "_1_" #OPT, lu_small, float, W, S, 1, OPT)    \
+  MPSL_INSTANTIATE("lu_small_c64_" #W "_" #S "_1_" #OPT, lu_small, float2, W, S, 1, OPT)
 // Two rows per lane: float32 only (a complex64 lane would hold 128 floats of matrix: past the
 // register file, and clang keeps the rows in memory when it cannot unroll the columns).
 #define LU_SMALL_INSTANTIATE_ROWS(W, S, R) \
@@ -1587,7 +1694,9 @@ LU_SMALL_INSTANTIATE(16, 0)
 LU_SMALL_INSTANTIATE(16, 1)
 LU_SMALL_INSTANTIATE(32, 0)
 LU_SMALL_INSTANTIATE(32, 1)
-LU_SMALL_INSTANTIATE_FMA(32, 1)
+LU_SMALL_INSTANTIATE_OPT(32, 1, 1)
+LU_SMALL_INSTANTIATE_OPT(32, 1, 2)
+LU_SMALL_INSTANTIATE_OPT(32, 1, 3)
 LU_SMALL_INSTANTIATE_ROWS(32, 0, 2)
 LU_SMALL_INSTANTIATE_ROWS(32, 1, 2)
 LU_SMALL_SOLVE_INSTANTIATE(8, 1, 0)

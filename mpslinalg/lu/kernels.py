@@ -47,6 +47,11 @@ class Tuning:
         differences (float32: bit for bit the sequential ``getf2``). Default ``{"float32": 0,
         "complex64": 1}`` (H200, docs/ops/lu.md: complex64 faster with fma; float32 keeps the
         bit-for-bit property, 8% slower than with fma).
+    small_roll : int or dict
+        ``lu_small`` at 32 lanes, one row per lane, for every dtype or per dtype name: 1 runs the
+        column loop rolled (one loop body per phase of 8 columns, the row's registers rotating a
+        column a step: ~1/5 of the unrolled code, which the GPU otherwise streams through its
+        instruction cache), 0 unrolled. Same arithmetic either way. Off until measured.
     panel_threads : int
         Threads per threadgroup of ``lu_panel`` and ``lu_panel_step`` (a power of two, 32 to 256).
     panel_rows : int
@@ -121,6 +126,7 @@ class Tuning:
     small_stage: int = 1
     small_rows: int = 1
     small_fma: dict = field(default_factory=lambda: {"float32": 0, "complex64": 1})
+    small_roll: int = 0
     panel_threads: int = 256
     panel_rows: int = 32
     # H200 2026-12-01, rounds 1 and 2: 16 rows per group 2-3% faster at c64 n=1024 (4.14 / 4.17 vs
@@ -307,10 +313,11 @@ def _check_tuning() -> None:
     if TUNING.small_stage not in (0, 1):
         raise ValueError(f"mpslinalg.lu.TUNING.small_stage must be 0 or 1 (lu_small's two load "
                          f"variants), got {TUNING.small_stage!r}")
-    fmas = TUNING.small_fma.values() if isinstance(TUNING.small_fma, dict) else [TUNING.small_fma]
-    if any(f not in (0, 1) for f in fmas):
-        raise ValueError(f"mpslinalg.lu.TUNING.small_fma must be 0 or 1 (or a dict of those by dtype name), "
-                         f"got {TUNING.small_fma!r}")
+    for name in ("small_fma", "small_roll"):
+        v = getattr(TUNING, name)
+        if any(f not in (0, 1) for f in (v.values() if isinstance(v, dict) else [v])):
+            raise ValueError(f"mpslinalg.lu.TUNING.{name} must be 0 or 1 (or a dict of those by dtype name), "
+                             f"got {v!r}")
     if TUNING.small_rows not in (1, 2):
         raise ValueError(f"mpslinalg.lu.TUNING.small_rows must be 1 or 2 (lu_small's rows per lane), "
                          f"got {TUNING.small_rows!r}")
@@ -372,9 +379,9 @@ class _MetalKernels:
         W = _small_lanes(max(M, N))
         rows = TUNING.small_rows if W == 32 and self.dtype == torch.float32 else 1  # instantiated
         params = (W, TUNING.small_stage) + ((rows,) if rows > 1 else ())
-        fma = _per_dtype(TUNING.small_fma, self.dtype, 0)
-        if fma and W == 32 and TUNING.small_stage == 1 and rows == 1:  # instantiated
-            params += (1, 1)  # lu_small_<dtype>_32_1_<rows = 1>_<fma = 1>
+        opt = _per_dtype(TUNING.small_fma, self.dtype, 0) + 2 * _per_dtype(TUNING.small_roll, self.dtype, 0)
+        if opt and W == 32 and TUNING.small_stage == 1 and rows == 1:  # instantiated
+            params += (1, opt)  # lu_small_<dtype>_32_1_<rows = 1>_<OPT: 1 fma, 2 rolled, 3 both>
         self._kernel("lu_small", *params)(LU, piv, info, M, N, B, **_small_grid(B, W // rows))
 
     def small_solve(self, A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, info: torch.Tensor) -> None:

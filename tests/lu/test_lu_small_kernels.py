@@ -62,11 +62,12 @@ def kernels(lib, monkeypatch):
     """``kernels(dtype, order, seed, stage)``: the library's ``_MetalKernels`` launching in that
     emulator thread order, with guard pages behind every buffer, with that load variant."""
 
-    def make(dtype, order, seed, stage, rows=1, fma=0):
+    def make(dtype, order, seed, stage, rows=1, fma=0, roll=0):
         monkeypatch.setattr(lu_mod, "load_library", lambda family, device: InOrder(lib, order, seed, guard=True))
         monkeypatch.setattr(lu_mod.TUNING, "small_stage", stage)
         monkeypatch.setattr(lu_mod.TUNING, "small_rows", rows)
         monkeypatch.setattr(lu_mod.TUNING, "small_fma", fma)
+        monkeypatch.setattr(lu_mod.TUNING, "small_roll", roll)
         return lu_mod._MetalKernels(torch.device("cpu"), dtype)
 
     return make
@@ -149,6 +150,42 @@ def test_lu_small_fma_variant(kernels, order, seed, dtype):
         A[b - 1, :, min(m, n) - 1] = 0  # the last pivot column is zero
         kern.small(A.clone(), piv, info)
         assert info.tolist() == [0] * (b - 1) + [min(m, n)], (m, n)
+
+
+@pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
+@pytest.mark.parametrize("dtype,fma", [(torch.float32, 0), (torch.complex64, 0), (torch.complex64, 1)],
+                         ids=["float32", "complex64", "complex64-fma"])
+def test_lu_small_rolled_equals_unrolled(kernels, order, seed, dtype, fma):
+    """TUNING.small_roll: the same operations as the unrolled loop, so the same bits (NaN where
+    NaN), pivots and info, on random data, every 32-wide shape, ties, zero columns, NaN/inf."""
+    for m, n, b in [(32, 32, 3), (17, 17, 3), (32, 20, 2), (20, 32, 2), (25, 25, 1), (9, 30, 2)]:
+        A = matrices.random(m, n, batch=(b,), dtype=dtype, seed=m * 100 + n)
+        if b > 1:
+            A[1, :, min(m, n) // 2] = 0  # a zero column: info
+        out = []
+        for roll in (0, 1):
+            kern = kernels(dtype, order, seed, 1, fma=fma, roll=roll)
+            LU = A.clone()
+            piv = torch.full((b, min(m, n)), -3, dtype=torch.int32)
+            info = torch.full((b,), -7, dtype=torch.int32)
+            kern.small(LU, piv, info)
+            out.append((LU, piv, info))
+        assert _equal_or_both_nan(out[0][0], out[1][0]), (m, n)
+        assert torch.equal(out[0][1], out[1][1]) and torch.equal(out[0][2], out[1][2]), (m, n)
+    g = torch.Generator().manual_seed(5)
+    A = torch.randint(-2, 3, (4, 32, 32), generator=g).to(dtype)  # exact ties
+    A[1, 3, 2] = float("nan")
+    A[2, 0, 0] = float("inf")
+    out = []
+    for roll in (0, 1):
+        kern = kernels(dtype, order, seed, 1, fma=fma, roll=roll)
+        LU = A.clone()
+        piv = torch.zeros(4, 32, dtype=torch.int32)
+        info = torch.full((4,), -1, dtype=torch.int32)
+        kern.small(LU, piv, info)
+        out.append((LU, piv, info))
+    assert _equal_or_both_nan(out[0][0], out[1][0])
+    assert torch.equal(out[0][1], out[1][1]) and torch.equal(out[0][2], out[1][2])
 
 
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)

@@ -73,8 +73,8 @@ SETTINGS = {
 #: moves a row's two sides differently when they are different code (SciPy's OpenBLAS against torch's
 #: MKL: DeltaNet read 1.10x in one run and 1.42x in the next, its per-second medians 1.03-1.66x);
 #: a row's rounds taken in one window of seconds saw one state. Three passes spread over the run see
-#: three, pooled (timing.compare_passes): the routed rows' run-to-run drift went from 0.042 to 0.025
-#: (timing.RUN_DRIFT), at no extra time.
+#: three, pooled (timing.compare_passes): the torch.linalg column's run-to-run drift went from 0.042
+#: to 0.029 (timing.RUN_DRIFT), at no extra time.
 PASSES = 3
 
 

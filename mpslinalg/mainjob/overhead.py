@@ -61,13 +61,14 @@ PASSES = 3
 #: machine's state scales the Python of both calls, so their difference moves in proportion.
 #: Derived as :data:`.timing.RUN_DRIFT` (the mean excess of the squared run-to-run differences of
 #: ``log extra`` over the within-run intervals' variances is ``2 τ²``; ``scripts/compare_verdicts.py
-#: --drift``), with the process clock, one count per sample and the passes: two pairs of
-#: ``--only "host overhead"`` runs and one pair of full runs from frozen snapshots (3e8c7d4 and
-#: dacba27, 2026-12-01 21:20-21:35, load 6.6-8.6), 47 tight case pairs: τ = 0.065 (the largest move:
-#: ``solve`` 256x9x9, +5.4 then +7.2 µs). The verdict widens the interval by ``1.96 τ |extra|`` µs on
-#: each side (by 13%): a case at +3.5 µs meets with room for the next run; one at +5-7 µs sits on
-#: the target, inconclusive or misses.
-OVERHEAD_DRIFT = 0.065
+#: --drift``), for the verdict as it is (process clock, one count per sample, the quietest of three
+#: passes between the rows' passes): four pairs of consecutive main-job runs from one frozen
+#: snapshot (2e33337, 2026-12-01 21:56-22:23, two full and two quick, load 5.0-8.4), 55 tight case
+#: pairs: τ = 0.090 (the largest move: ``slogdet`` 8x8, +5.5 then +3.0 µs, a whole quick section in
+#: a slow window). Earlier, pooled passes: 0.048 (two pairs of overhead-only runs), 0.065 (and one
+#: full pair). The verdict widens the interval by ``1.96 τ |extra|`` µs on each side (by 18%): a
+#: case at +3 µs meets with room for the next run; one at +5-7 µs sits on the target.
+OVERHEAD_DRIFT = 0.090
 
 
 @dataclass(frozen=True)

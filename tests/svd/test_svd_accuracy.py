@@ -34,10 +34,6 @@ svd_mod = importlib.import_module("mpslinalg.svd")
 RATIO = 50.0
 
 
-def _u(dtype: torch.dtype) -> float:
-    return torch.finfo(dtype).eps / 2
-
-
 def _dtypes(backend):
     if backend == "torch":
         return [torch.float32, torch.complex64, torch.float64, torch.complex128]
@@ -66,7 +62,7 @@ def test_lapack_ratios(backend, backend_device, full):
             recon, uo, vo, order = _ratios(A.cpu(), U.cpu(), S.cpu(), Vh.cpu())
             assert recon < RATIO and uo < RATIO and vo < RATIO and order == 0, (dtype, m, n)
             Sv = LA.svdvals(A)
-            assert float((Sv - S).abs().max()) <= 30 * k * _u(S.dtype) * float(S.max())
+            assert float((Sv - S).abs().max()) <= 30 * k * metrics.unit_roundoff(S.dtype) * float(S.max())
 
 
 def test_large_order_route():
@@ -115,7 +111,7 @@ def test_graded_relative_accuracy(backend, backend_device, side, m, n):
         assert float((S_ref[:, -1] / S_ref[:, 0]).min()) < 10 ** (-target + 1)  # really graded
         S = LA.svdvals(A.to(backend_device)).cpu().double()
         rel = ((S - S_ref).abs() / S_ref).amax(-1)
-        bound = 30 * n * kappa_B * _u(real)
+        bound = 30 * n * kappa_B * metrics.unit_roundoff(real)
         assert bool((rel <= bound).all()), (dtype, (rel / bound).max())
 
 
@@ -125,7 +121,7 @@ def test_graded_bound_rejects_gram_eigensolver():
     S_ref = ref_mp.svdvals(A, dps=30)
     S_gram = torch.linalg.eigvalsh(A.mH @ A).clamp_min(0).sqrt().flip(-1).double()
     rel = ((S_gram - S_ref).abs() / S_ref).amax(-1)
-    assert bool((rel > 30 * 8 * kappa_B * _u(torch.float32)).any())
+    assert bool((rel > 30 * 8 * kappa_B * metrics.unit_roundoff(torch.float32)).any())
 
 
 @pytest.mark.parametrize("scale", [1e30, 1e-30], ids=["1e30", "1e-30"])
@@ -138,7 +134,7 @@ def test_extreme_scales(backend, backend_device, scale):
         recon, uo, vo, order = _ratios(As.cpu(), U.cpu(), S.cpu(), Vh.cpu())
         assert recon < RATIO and uo < RATIO and vo < RATIO and order == 0
         S1 = LA.svdvals(A)
-        assert float(((S / scale - S1).abs() / S1[..., :1]).max()) <= 30 * 6 * _u(torch.float32)
+        assert float(((S / scale - S1).abs() / S1[..., :1]).max()) <= 30 * 6 * metrics.unit_roundoff(torch.float32)
 
 
 @pytest.mark.parametrize("m,n", [(6, 4), (4, 6), (5, 5)])
@@ -154,7 +150,8 @@ def test_rank_deficient_and_zero_full_matrices(backend, backend_device, m, n):
             assert recon < RATIO and uo < RATIO and vo < RATIO and order == 0
         assert bool((LA.svdvals(Z) == 0).all())  # exactly zero
         S = LA.svdvals(C)
-        assert bool((S[1:] == 0).all()) and abs(float(S[0]) - math.sqrt(m)) <= 4 * m * _u(torch.float32)
+        assert bool((S[1:] == 0).all())
+        assert abs(float(S[0]) - math.sqrt(m)) <= 4 * m * metrics.unit_roundoff(torch.float32)
 
 
 def test_nonfinite_input(backend, backend_device):

@@ -16,9 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from . import qr_triton_blocked as qb
 from .qr_triton import _cload, _cstore, _pow2, _qr_small_kernel, fits
-from .qr_triton_blocked import _geqrf_tile
 from .svd_triton_rot import _pow2i
 
 __all__ = ["complete", "complete_inplace", "finish", "fits"]
@@ -64,8 +62,7 @@ def complete(Ux: torch.Tensor, zero: torch.Tensor) -> torch.Tensor:
 
 
 @triton.jit
-def _complete_inplace_kernel(V, S, WORK, TAU, n, COMPLEX: tl.constexpr, NP: tl.constexpr, NB: tl.constexpr,
-                             JOINT: tl.constexpr):
+def _complete_inplace_kernel(V, S, WORK, TAU, QW, n, COMPLEX: tl.constexpr, NP: tl.constexpr):
     b = tl.program_id(0).to(tl.int64)
     CW: tl.constexpr = 2 if COMPLEX else 1
     rows = tl.arange(0, NP)
@@ -74,32 +71,34 @@ def _complete_inplace_kernel(V, S, WORK, TAU, n, COMPLEX: tl.constexpr, NP: tl.c
     zero = (cols < n) & (s <= tl.load(S + b * n) * 1.0842021724855044e-19)  # sqrt(tiny) sigma_1; NaN: none
     if tl.sum(zero.to(tl.int32), axis=0) > 0:
         inside = (rows[:, None] < n) & (cols[None, :] < n)
-        off = (rows[:, None] * n + cols[None, :]) * CW
-        vr, vi = _cload(V + b * n * n * CW, off, inside, COMPLEX)
-        _cstore(WORK + b * n * n * CW, off, vr, vi, inside, COMPLEX)
+        off = b * n * n * CW + (rows[:, None] * n + cols[None, :]) * CW
+        vr, vi = _cload(V, off, inside, COMPLEX)
+        _cstore(WORK, off, vr, vi, inside, COMPLEX)
         tl.debug_barrier()
-        qr, qi = _geqrf_tile(WORK + b * n * n * CW, TAU + b * n * CW, n, COMPLEX, True, NP, NB, JOINT)
-        _cstore(V + b * n * n * CW, off, qr, qi, inside & zero[None, :], COMPLEX)
+        _qr_small_kernel(WORK, TAU, QW, WORK, n, n, n, COMPLEX=COMPLEX, WANT_Q=True, WANT_X=False, MP=NP, NP=NP)
+        tl.debug_barrier()
+        flagged = inside & zero[None, :]
+        qr, qi = _cload(QW, off, flagged, COMPLEX)
+        _cstore(V, off, qr, qi, flagged, COMPLEX)
 
 
 def complete_inplace(V: torch.Tensor, S: torch.Tensor) -> None:
     """:func:`mpslinalg.svd._complete`'s rule in one launch, in place: the columns ``j`` of the square
-    ``V [B, n, n]`` (contiguous, ``n <= 64``) with ``S[:, j] <= √tiny · S[:, 0]`` replaced by the same
-    columns of the ``Q`` of a Householder QR of ``V`` (the blocked kernel,
-    :func:`mpslinalg.kernels.qr_triton_blocked._geqrf_tile`, run only by the programs whose matrix has
-    such a column; NaN ``S``: none)."""
+    ``V [B, n, n]`` (contiguous, :func:`fits`) with ``S[:, j] <= √tiny · S[:, 0]`` replaced by the same
+    columns of the ``Q`` of a Householder QR of ``V`` (the QR family's kernel, as :func:`complete`, run
+    only by the programs whose matrix has such a column; NaN ``S``: none)."""
     Bn, m, n = V.shape
-    if m != n or not qb.fits(n) or not V.is_contiguous():
-        raise ValueError(f"complete_inplace: expected contiguous square V of order <= {qb.MAX_N}, got {tuple(V.shape)}")
+    if m != n or not fits(m, n) or not V.is_contiguous():
+        raise ValueError(f"complete_inplace: expected contiguous square V fitting the QR kernel, got {tuple(V.shape)}")
     if Bn == 0:
         return
     cplx = V.is_complex()
     view = torch.view_as_real if cplx else (lambda t: t)
-    work = torch.empty_like(V)
-    tau = V.new_empty(Bn, n)
-    _complete_inplace_kernel[(Bn,)](view(V), S.contiguous(), view(work), view(tau), n, COMPLEX=cplx,
-                                    NP=max(_pow2(n), qb.NB), NB=qb.NB, JOINT=qb.JOINT_REDUCE,
-                                    num_warps=qb.NUM_WARPS)
+    work, qw = torch.empty_like(V), torch.empty_like(V)
+    np_ = _pow2(n)
+    warps = 1 if np_ * np_ <= 256 else (4 if np_ * np_ <= 2048 else 8)  # as geqrf_small
+    _complete_inplace_kernel[(Bn,)](view(V), S.contiguous(), view(work), view(V.new_empty(Bn, n)), view(qw), n,
+                                    COMPLEX=cplx, NP=np_, num_warps=warps)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -342,7 +342,9 @@ def _kernel_lu_cases(device, quick) -> list[Case]:
     with ``--tune`` the blocked LU's open tuning questions (the H200 rounds of 2026-12-01 settled
     the rest: 64 register slots 10-40% slower everywhere, nb = 64 15% slower, panel_look 4 16%
     slower, one-group panels at every size 2.6x slower, 16 rows per group only for panels of at
-    most 1024 rows, complex64 k = 16 slower, the matrix-unit update no faster; docs/ops/lu.md)."""
+    most 1024 rows, complex64 k = 16 slower, the matrix-unit update no faster; the night's rounds:
+    column-major panel buffers faster (now the default), the rolled column loop, lu_panel_regs, the
+    fused TRSM and rank-64 outer blocks slower; docs/ops/lu.md)."""
     if device.type != "cuda":
         return []
     rows = []

@@ -137,6 +137,9 @@ class Tuning:
     panel_look: dict = field(default_factory=lambda: {"float32": 16, "complex64": 8})
     look_slots: dict = field(default_factory=lambda: {"cpu": 32, "cuda": 32, "mps": 32})
     look_mma: bool = False
+    # H200 2026-12-01 night, round 2 (ms, default / variant; c64 n=1024, 4096, f32 n=1024, 4096): rolled
+    # 3.82 / 4.15, 30.0 / 30.4, 3.08 / 3.84, 20.8 / 23.1; panel_regs + swap_trsm 4.34, 31.7, 3.31, 21.5
+    # (the fused TRSM: 40.7 us a block against 6.5 + 15.6); round 1: panel_outer 64 slower (docs/ops/lu.md)
     look_roll: bool = False
     panel_regs: bool = False
     panel_outer: int = 0

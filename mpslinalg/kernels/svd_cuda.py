@@ -89,7 +89,7 @@ def use_triton(X: torch.Tensor, enabled: bool = True) -> bool:
 
 def whole_kernel(A: torch.Tensor, enabled: bool = True):
     """The Triton module whose ``svd_tall`` runs the whole algorithm on ``A [B, m, n]`` in one kernel (or,
-    square, in five), or None: ``n <= m <= 4`` (one matrix per lane,
+    square, in seven), or None: ``n <= m <= 4`` (one matrix per lane,
     :func:`mpslinalg.kernels.svd_triton.svd_tall`), float32 ``n <= m <= 32`` (one matrix per program,
     :func:`mpslinalg.kernels.svd_triton_fused.svd_tall`, while its ``ENABLED``), square of even order
     ``<= 64`` (:func:`mpslinalg.kernels.svd_triton_square.svd_tall`: the preconditioner's passes fused

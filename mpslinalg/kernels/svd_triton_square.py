@@ -1,4 +1,4 @@
-"""CUDA (Triton) SVD of batches of square matrices of even order up to 64 in five launches: the route of
+"""CUDA (Triton) SVD of batches of square matrices of even order up to 64 in seven launches: the route of
 :func:`mpslinalg.kernels.svd_cuda.whole_kernel` for the orders the one-kernel SVDs do not serve
 (complex64 4096 x 64x64 is issue 12's target).
 
@@ -8,7 +8,8 @@ The algorithm is :mod:`mpslinalg.svd`'s (steps 1-5), its torch-op passes fused:
    matrix zeroed), the row sort (max modulus) and column sort (2-norm, scaled by the column's largest
    part: no square under- or overflows), both stable descending, written as the permuted matrix and
    the permutations (torch ops: ~20 launches and ~8 passes over the batch);
-2. the Householder QR (:data:`QR_KERNEL`), writing ``Q`` and ``X = Rᴴ`` (no ``triu`` and transposed copy);
+2. the Householder QR (:data:`QR_KERNEL`), writing ``Q``, and ``X = Rᴴ`` (``triu`` and a transposed copy:
+   :data:`SMALL_QR_WRITES_X`);
 3. :func:`mpslinalg.kernels.svd_triton.jacobi` on ``X`` with ``V = Q`` (so ``V`` ends as ``U``'s columns);
 4. :func:`mpslinalg.kernels.svd_triton_complete.finish` with the row permutation: ``S``, ``info``,
    ``V_A`` and ``U_A`` (rows put back, NaN for a non-finite input) in one launch.
@@ -30,7 +31,7 @@ from . import qr_triton_blocked as qb
 from .qr_triton import _cload, _cstore
 from .svd_triton_rot import _pow2i
 
-__all__ = ["COMPLETES_V", "ENABLED", "QR_KERNEL", "fits", "prep", "svd_tall"]
+__all__ = ["COMPLETES_V", "ENABLED", "QR_KERNEL", "SMALL_QR_WRITES_X", "fits", "prep", "svd_tall"]
 
 #: Whether :func:`mpslinalg.kernels.svd_cuda.whole_kernel` routes square batches here.
 ENABLED = True
@@ -39,6 +40,10 @@ ENABLED = True
 #: ``"blocked"`` (:mod:`mpslinalg.kernels.qr_triton_blocked`: 2.72 / 2.05 at 8 warps, 19.9 / 10.7 at 4:
 #: its ``tl.dot`` products of inner size 64 spill, 8.7 KB of stack a thread at 4 warps).
 QR_KERNEL = "small"
+#: With ``"small"``: the kernel stores ``X = Rᴴ`` itself (``WANT_X``). H200 round 2, c64 4096 x 64x64: the
+#: kernel took 8.88 ms with it against 7.38 without (its transposed store from a tile at 255 registers),
+#: while ``triu`` + a transposed copy cost ~0.2 ms: off.
+SMALL_QR_WRITES_X = False
 #: ``V``'s zero-σ columns are completed here (:func:`mpslinalg.kernels.svd_triton_complete.complete_inplace`).
 COMPLETES_V = True
 
@@ -132,7 +137,7 @@ def prep(A: torch.Tensor):
 
 
 def svd_tall(A: torch.Tensor, full: bool, compute_uv: bool, sweeps: int):
-    """SVD of the square batch ``A [B, n, n]`` (:func:`fits`; contiguous, not modified) in five launches.
+    """SVD of the square batch ``A [B, n, n]`` (:func:`fits`; contiguous, not modified) in seven launches.
 
     Parameters
     ----------
@@ -160,10 +165,15 @@ def svd_tall(A: torch.Tensor, full: bool, compute_uv: bool, sweeps: int):
     X = torch.empty_like(W)
     if QR_KERNEL == "blocked":
         qb.geqrf_square(W, tau, Q, X)
-    else:
+    elif SMALL_QR_WRITES_X:
         from .svd_cuda import square_qr_into
 
         square_qr_into(W, tau, Q, X)
+    else:
+        from .svd_cuda import square_qr_into
+
+        square_qr_into(W, tau, Q, None)
+        X.copy_(W.triu().mH)  # two launches (~0.2 ms), cheaper than the kernel's own transposed store
     u = 2.0**-24
     X, V, rotated = svd_triton.jacobi(X, Q, sweeps, math.sqrt(n) * u, 2 * n * u)
     _, S_out, info, V_A, U_A = svd_triton_complete.finish(X, V, cperm, e, finite, rotated, rperm=rperm)

@@ -77,15 +77,17 @@ REG_FAST_ROTATION = True
 #: SVA, summed again at each level and after cancellation), so a round sums only ``x_pᴴ x_q``.
 #: Off until measured on the GPU (environment: MPSLINALG_SVD_TRACK_NORMS=1).
 REG_TRACK_NORMS = os.environ.get("MPSLINALG_SVD_TRACK_NORMS", "0") == "1"
-#: The halving kernel: two rounds per loop iteration (same operations in the same order: bit-identical
-#: results); sm_90 SASS (Triton 3.6) had ~64 register copies a round for the rolled Q tiles, ~16 unrolled.
-#: Off until measured on the GPU (environment: MPSLINALG_SVD_UNROLL2=1).
-REG_UNROLL2 = os.environ.get("MPSLINALG_SVD_UNROLL2", "0") == "1"
+#: The halving kernel: two rounds per loop iteration (same operations in the same order); sm_90 SASS
+#: (Triton 3.6) had ~64 register copies a round for the rolled Q tiles, ~16 unrolled. On (environment
+#: MPSLINALG_SVD_UNROLL2=0 turns it off): with REG_SCALED_ROTATIONS the H200's fastest (below).
+REG_UNROLL2 = os.environ.get("MPSLINALG_SVD_UNROLL2", "1") == "1"
 #: The halving kernel: LAPACK xGSVJ0's fast scaled rotations (columns kept as ``x = d·y``: two
 #: multiply-adds per real output instead of three; the norms tracked as REG_TRACK_NORMS). sm_90 SASS
-#: (Triton 3.6) per round, unrolled and tracked: 625 instructions vs 722 unscaled. Off until measured on the
-#: GPU (environment: MPSLINALG_SVD_SCALED=1).
-REG_SCALED_ROTATIONS = os.environ.get("MPSLINALG_SVD_SCALED", "0") == "1"
+#: (Triton 3.6) per round, unrolled and tracked: 625 instructions vs 1013 before. H200 (2026-12-01 round 2,
+#: complex64 4096x64x64, Jacobi with V): 10.01 ms vs 14.09 (graded 8.46 vs 11.87; tracked + unrolled
+#: 10.91; at 8 warps 12.25), svd_impl 19.75 vs 23.80, same sweeps, LAPACK ratios 10.5 / 5.52 (< 50).
+#: On (environment MPSLINALG_SVD_SCALED=0 turns it off).
+REG_SCALED_ROTATIONS = os.environ.get("MPSLINALG_SVD_SCALED", "1") == "1"
 _REG_FAILED: list[str] = []  # why the register variant did not build, once it did not
 #: Largest ``m`` (and ``n <= m``) of the one-matrix-per-lane kernel of the whole SVD (generated code
 #: grows as m²n² and so does the compile time: complex64 4x4 took ~4 min of Triton + ptxas on a loaded

@@ -900,6 +900,14 @@ inline int lu_small_count(long rem, int per) { return rem <= 0 ? 0 : (rem < per 
 // the bits of a non-negative float grow with its value, every NaN maps to 0x7FC00000 above inf.
 inline uint lu_pivot_key(float v) { return isnan(v) ? 0x7FC00000u : as_type<uint>(v); }
 
+// The pivot of a whole simdgroup: the winning lane's ~nidx-coded row with the largest key, the first
+// row on ties (i?amax), from two of the simdgroup's own reductions (hardware ones on Apple GPUs).
+// A lane without a candidate passes nidx = 0; the result is ~0u when no lane has one.
+__attribute__((always_inline)) inline uint lu_simd_pivot(uint key, uint nidx) {
+  const uint best = simd_max(key);
+  return simd_min((nidx != 0u && key == best) ? ~nidx : ~0u);
+}
+
 // Butterfly over the W aligned lanes of a segment: the lexicographic maximum of (x.x, x.y), which
 // every lane gets (a total order over distinct pairs: the same winner whatever the lane order).
 // One reduction of pairs instead of a max and then a min: half the dependent shuffle steps.
@@ -1130,8 +1138,7 @@ __attribute__((always_inline)) inline int lu_regs_getf2(thread T (&a0)[W], threa
     const T rp = lu_recip(mine);
     uint win;
     if (L == 32) {  // the whole simdgroup: two of its own reductions (hardware ones on Apple GPUs)
-      const uint best = simd_max(key);
-      win = simd_min((nidx != 0u && key == best) ? ~nidx : ~0u);
+      win = lu_simd_pivot(key, nidx);
     } else {
       win = ~lu_seg_argmax<L>(uint2(key, nidx)).y;
     }
@@ -1185,8 +1192,7 @@ __attribute__((always_inline)) inline void lu_roll_phase(thread T (&a)[32], int 
       const uint key = cand ? lu_pivot_key(s_abs1(head)) : 0u;
       const uint nidx = cand ? ~(uint)(pos * 32 + s) : 0u;
       const T rp = lu_recip(cand ? head : s_one<T>());  // while the reduction runs, as lu_regs_getf2
-      const uint best = simd_max(key);
-      const uint win = simd_min((nidx != 0u && key == best) ? ~nidx : ~0u);
+      const uint win = lu_simd_pivot(key, nidx);
       const int p = (int)(win >> 5);
       threadgroup T* prow = bc + (j & 1) * LU_BC_LEN(32, 0);
       if (lane == (ushort)(win & 31u)) {

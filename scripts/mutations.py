@@ -265,8 +265,8 @@ MUTATIONS = [
     dict(
         id='lu-small-pivot-tie-last-w32',
         file='metal/lu.metal',
-        pattern='win = simd_min((nidx != 0u && key == best) ? ~nidx : ~0u);',
-        replacement='win = simd_max((nidx != 0u && key == best) ? ~nidx : 0u);',
+        pattern='return simd_min((nidx != 0u && key == best) ? ~nidx : ~0u);',
+        replacement='return simd_max((nidx != 0u && key == best) ? ~nidx : 0u);',
         tests=['tests/lu/test_lu_small_kernels.py'],
         why='lu_small, 32 lanes per matrix: ties go to the last position, not the first (i?amax)',
     ),

@@ -172,8 +172,8 @@ def _final(A: torch.Tensor) -> bool:
 
 def _qr(A: torch.Tensor) -> None:
     """The preconditioner's QR alone: the old kernel (svd_cuda.square_qr) against the blocked one."""
+    from mpslinalg.kernels import qr_triton, svd_cuda
     from mpslinalg.kernels import qr_triton_blocked as qb
-    from mpslinalg.kernels import svd_cuda
 
     Bn, n = A.shape[0], A.shape[-1]
     _table("QR of the preconditioner alone (each incl. a copy of A: see the last row)")
@@ -181,8 +181,8 @@ def _qr(A: torch.Tensor) -> None:
     _row("square_qr (qr_triton._qr_small_kernel), R only", lambda: svd_cuda.square_qr(A.clone(), False))
     tau = A.new_empty(Bn, n)
     Q, X = torch.empty_like(A), torch.empty_like(A)
-    _row("square_qr_into (the same kernel), Q and X = R^H", lambda: svd_cuda.square_qr_into(A.clone(), tau, Q, X))
-    _row("square_qr_into (the same kernel), X only", lambda: svd_cuda.square_qr_into(A.clone(), tau, None, X))
+    _row("square_qr_into (the same kernel), Q and X = R^H", lambda: qr_triton.square_qr_into(A.clone(), tau, Q, X))
+    _row("square_qr_into (the same kernel), X only", lambda: qr_triton.square_qr_into(A.clone(), tau, None, X))
     for chunked, warps, joint in ((False, 8, False), (True, 4, False), (True, 8, False), (True, 4, True),
                                   (True, 8, True)):
         with _attrs(qb, CHUNKED=chunked, NUM_WARPS=warps, JOINT_REDUCE=joint):

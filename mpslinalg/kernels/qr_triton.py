@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-__all__ = ["fits", "geqrf_small", "lapack_signs"]
+__all__ = ["fits", "geqrf_small", "lapack_signs", "square_qr_into"]
 
 MAX_N = 64
 #: Largest tile (padded to powers of two) one program holds: 256 x 32 or 128 x 64.
@@ -277,3 +277,26 @@ def lapack_signs(Q1: torch.Tensor) -> torch.Tensor:
 
 def _resolved(x: torch.Tensor) -> torch.Tensor:
     return x.resolve_conj().resolve_neg().contiguous()
+
+
+#: Launch options of :func:`square_qr_into` above 2048-element tiles, with ``Q`` and for ``R`` only.
+QR_OPTS_Q = {"num_warps": 4}
+QR_OPTS_R = {"num_warps": 8, "maxnreg": 128}
+
+
+def square_qr_into(As: torch.Tensor, tau: torch.Tensor, Q: torch.Tensor | None, X: torch.Tensor | None) -> None:
+    """The SVD preconditioner's QR launch (:func:`mpslinalg.kernels.svd_cuda.square_qr`,
+    :mod:`mpslinalg.kernels.svd_triton_square`): ``As [B, n, n]`` (contiguous, :func:`fits`) factorised
+    in place, ``tau [B, n]`` written, and where given ``Q`` and ``X = Rᴴ`` (contiguous, ``As``'s shape)."""
+    Bn, m, n = As.shape
+    cplx = As.is_complex()
+    view = torch.view_as_real if cplx else (lambda t: t)
+    mp, np_ = _pow2(m), _pow2(n)
+    if mp * np_ > 2048:
+        opts = dict(QR_OPTS_Q if Q is not None else QR_OPTS_R)
+    else:
+        opts = {"num_warps": 1 if mp * np_ <= 256 else 4}  # as geqrf_small
+    if Bn > 0:
+        a = view(As)
+        _qr_small_kernel[(Bn,)](a, view(tau), a if Q is None else view(Q), a if X is None else view(X), m, n, n,
+                                COMPLEX=cplx, WANT_Q=Q is not None, WANT_X=X is not None, MP=mp, NP=np_, **opts)

@@ -24,7 +24,7 @@ from ..oplayer import checks as E
 from ..oplayer import functorch_active
 from .codegen import warn_once
 
-__all__ = ["compiled_sweep", "large_svd", "square_qr", "square_qr_into", "triton_call", "triton_ok", "use_triton",
+__all__ = ["compiled_sweep", "large_svd", "square_qr", "triton_call", "triton_ok", "use_triton",
            "whole_kernel"]
 
 #: Triton reads TRITON_INTERPRET when it is imported; so do we. On the CPU the Triton kernels run
@@ -164,11 +164,6 @@ def large_svd(As: torch.Tensor, e: torch.Tensor, finite: torch.Tensor, full: boo
     return U, S, (Vh.mH if compute_uv else None)
 
 
-#: Launch options of :func:`square_qr` above 2048-element tiles, with ``Q`` and for ``R`` only.
-QR_OPTS_Q = {"num_warps": 4}
-QR_OPTS_R = {"num_warps": 8, "maxnreg": 128}
-
-
 def square_qr(As: torch.Tensor, want_q: bool):
     """The preconditioner's Householder QR of the square ``As [B, n, n]`` (fresh, contiguous; factorised
     in place) by the QR family's Triton kernel, launched with the warps the H200 measured fastest for
@@ -182,25 +177,5 @@ def square_qr(As: torch.Tensor, want_q: bool):
     if m != n or not qt.fits(m, n) or not As.is_contiguous():
         return None
     Q = torch.empty_like(As) if want_q else None
-    square_qr_into(As, As.new_empty(Bn, n), Q, None)
+    qt.square_qr_into(As, As.new_empty(Bn, n), Q, None)
     return Q, As.triu()
-
-
-def square_qr_into(As: torch.Tensor, tau: torch.Tensor, Q: torch.Tensor | None, X: torch.Tensor | None) -> None:
-    """:func:`square_qr`'s launch: ``As [B, n, n]`` (contiguous, :func:`mpslinalg.kernels.qr_triton.fits`)
-    factorised in place, ``tau [B, n]`` written, and where given ``Q`` and ``X = Rᴴ`` (contiguous,
-    ``As``'s shape)."""
-    from . import qr_triton as qt
-
-    Bn, m, n = As.shape
-    cplx = As.is_complex()
-    view = torch.view_as_real if cplx else (lambda t: t)
-    mp, np_ = qt._pow2(m), qt._pow2(n)
-    if mp * np_ > 2048:
-        opts = dict(QR_OPTS_Q if Q is not None else QR_OPTS_R)
-    else:
-        opts = {"num_warps": 1 if mp * np_ <= 256 else 4}  # as geqrf_small
-    if Bn > 0:
-        a = view(As)
-        qt._qr_small_kernel[(Bn,)](a, view(tau), a if Q is None else view(Q), a if X is None else view(X), m, n, n,
-                                   COMPLEX=cplx, WANT_Q=Q is not None, WANT_X=X is not None, MP=mp, NP=np_, **opts)

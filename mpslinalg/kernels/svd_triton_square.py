@@ -27,6 +27,7 @@ import torch
 import triton
 import triton.language as tl
 
+from . import qr_triton
 from . import qr_triton_blocked as qb
 from .qr_triton import _cload, _cstore
 from .svd_triton_rot import _pow2i
@@ -35,7 +36,7 @@ __all__ = ["COMPLETES_V", "ENABLED", "QR_KERNEL", "SMALL_QR_WRITES_X", "fits", "
 
 #: Whether :func:`mpslinalg.kernels.svd_cuda.whole_kernel` routes square batches here.
 ENABLED = True
-#: The preconditioner's QR: ``"small"`` (:func:`mpslinalg.kernels.svd_cuda.square_qr_into`, the QR family's
+#: The preconditioner's QR: ``"small"`` (:func:`mpslinalg.kernels.qr_triton.square_qr_into`, the QR family's
 #: unblocked kernel in registers; H200 round 1 at 1024 x c64 64x64: Q and R 1.90 ms, R only 1.15) or
 #: ``"blocked"`` (:mod:`mpslinalg.kernels.qr_triton_blocked`: 2.72 / 2.05 at 8 warps, 19.9 / 10.7 at 4:
 #: its ``tl.dot`` products of inner size 64 spill, 8.7 KB of stack a thread at 4 warps).
@@ -166,13 +167,9 @@ def svd_tall(A: torch.Tensor, full: bool, compute_uv: bool, sweeps: int):
     if QR_KERNEL == "blocked":
         qb.geqrf_square(W, tau, Q, X)
     elif SMALL_QR_WRITES_X:
-        from .svd_cuda import square_qr_into
-
-        square_qr_into(W, tau, Q, X)
+        qr_triton.square_qr_into(W, tau, Q, X)
     else:
-        from .svd_cuda import square_qr_into
-
-        square_qr_into(W, tau, Q, None)
+        qr_triton.square_qr_into(W, tau, Q, None)
         X.copy_(W.triu().mH)  # two launches (~0.2 ms), cheaper than the kernel's own transposed store
     u = 2.0**-24
     X, V, rotated = svd_triton.jacobi(X, Q, sweeps, math.sqrt(n) * u, 2 * n * u)

@@ -55,7 +55,7 @@ def _blocked_qr_variant(device: str, sizes, scales) -> None:
     from qr.test_qr_kernels import _check_geqrf
 
     from mpslinalg.kernels import qr_triton_blocked as qb
-    from mpslinalg.kernels.svd_cuda import square_qr_into
+    from mpslinalg.kernels.qr_triton import square_qr_into
     from reference import metrics
 
     for dtype in (torch.complex64, torch.float32):
@@ -81,7 +81,7 @@ def _blocked_qr_variant(device: str, sizes, scales) -> None:
             QR2, tau2 = QR2.cpu(), tau2.cpu()
             assert float(tau2[1, 0].abs()) == 0.0
             _check_geqrf(A[[0, 2]], QR2[[0, 2]], tau2[[0, 2]])
-            # the unblocked kernel's own X = Rᴴ output (svd_cuda.square_qr_into; the route's SMALL_QR_WRITES_X)
+            # the unblocked kernel's own X = Rᴴ output (qr_triton.square_qr_into; the route's SMALL_QR_WRITES_X)
             QR3, tau3 = A.clone().to(device), torch.empty(3, n, dtype=dtype, device=device)
             Q3, X3 = torch.empty_like(QR3), torch.full_like(QR3, float("nan"))
             square_qr_into(QR3, tau3, Q3, X3)

@@ -112,6 +112,19 @@ DRID = ["float32", "float32-2rows", "complex64"]
 SHAPES_ROWS2 = [(32, 32, 1), (32, 32, 5), (17, 17, 3), (32, 20, 4), (20, 32, 3), (25, 25, 2)]
 
 
+def _check_small_cuda(kern, m, n, b, dtype):
+    """``lu_small`` on the GPU for ``b`` random ``m x n`` matrices: LAPACK's pivots, info 0 (written
+    over -7) and the xGET01 ratio below the pass mark."""
+    A = matrices.random(m, n, batch=(b,), dtype=dtype, seed=m * 100 + n)
+    LU = A.cuda()
+    piv = torch.zeros(b, min(m, n), dtype=torch.int32, device="cuda")
+    info = torch.full((b,), -7, dtype=torch.int32, device="cuda")
+    kern.small(LU, piv, info)
+    assert torch.equal(piv.cpu(), lapack.getrf_pivots(A)), (m, n)
+    assert torch.equal(info.cpu(), torch.zeros(b, dtype=torch.int32)), (m, n)
+    assert float(metrics.lu_factor_ratio(A, LU.cpu(), piv.cpu()).max()) < metrics.PASS_RATIO, (m, n)
+
+
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
 @pytest.mark.parametrize("stage", STAGES, ids=SID)
 @pytest.mark.parametrize("dtype,rows", DTYPE_ROWS, ids=DRID)
@@ -291,14 +304,7 @@ def test_on_the_cuda_target(monkeypatch, stage, dtype, rows):
     monkeypatch.setattr(lu_mod.TUNING, "small_rows", rows)
     kern = lu_mod._MetalKernels(torch.device("cuda"), dtype)
     for m, n, b in SHAPES + [(9, 9, 2049), (32, 32, 1025)] + (SHAPES_ROWS2 if rows == 2 else []):
-        A = matrices.random(m, n, batch=(b,), dtype=dtype, seed=m * 100 + n)
-        LU = A.cuda()
-        piv = torch.zeros(b, min(m, n), dtype=torch.int32, device="cuda")
-        info = torch.full((b,), -7, dtype=torch.int32, device="cuda")
-        kern.small(LU, piv, info)
-        assert torch.equal(piv.cpu(), lapack.getrf_pivots(A)), (m, n)
-        assert torch.equal(info.cpu(), torch.zeros(b, dtype=torch.int32)), (m, n)
-        assert float(metrics.lu_factor_ratio(A, LU.cpu(), piv.cpu()).max()) < metrics.PASS_RATIO, (m, n)
+        _check_small_cuda(kern, m, n, b, dtype)
     for n, k, b in [(9, 1, 2049), (9, 3, 7), (16, 1, 5), (32, 1, 3), (32, 8, 3), (3, 1, 9)]:
         A = matrices.random(n, n, batch=(b,), dtype=dtype, seed=n + k)
         B = matrices.random(n, k, batch=(b,), dtype=dtype, seed=n * k + 1)
@@ -318,14 +324,7 @@ def test_fma_variant_on_the_cuda_target(monkeypatch, dtype):
     monkeypatch.setattr(lu_mod.TUNING, "small_fma", 1)
     kern = lu_mod._MetalKernels(torch.device("cuda"), dtype)
     for m, n, b in [(32, 32, 1025), (32, 32, 3), (32, 20, 2), (20, 32, 2), (17, 17, 3)]:
-        A = matrices.random(m, n, batch=(b,), dtype=dtype, seed=m * 100 + n)
-        LU = A.cuda()
-        piv = torch.zeros(b, min(m, n), dtype=torch.int32, device="cuda")
-        info = torch.full((b,), -7, dtype=torch.int32, device="cuda")
-        kern.small(LU, piv, info)
-        assert torch.equal(piv.cpu(), lapack.getrf_pivots(A)), (m, n)
-        assert torch.equal(info.cpu(), torch.zeros(b, dtype=torch.int32)), (m, n)
-        assert float(metrics.lu_factor_ratio(A, LU.cpu(), piv.cpu()).max()) < metrics.PASS_RATIO, (m, n)
+        _check_small_cuda(kern, m, n, b, dtype)
 
 
 def test_grid_refuses_batches_past_32_bit_thread_indices():

@@ -65,7 +65,6 @@ from dataclasses import dataclass
 import torch
 
 from .kernels.backends import requested_backend
-from .oplayer import functorch_active
 from .oplayer.checks import supported_dtypes
 
 __all__ = ["ROUTES", "WHEN", "decisions", "disable", "enable", "enabled", "ours_always", "reset_decisions",
@@ -336,7 +335,7 @@ def _decide(op: str, A: torch.Tensor, count_ours: bool) -> bool:
     torch_path = True
     if regions is not None and (regions := regions.get(A.dtype)) is not None:
         torch_path = not _inside(regions, A)
-    if torch_path and (_compiling() or functorch_active() or requested_backend() not in _TORCH_REQUESTS):
+    if torch_path and (_compiling() or _transforms_active() or requested_backend() not in _TORCH_REQUESTS):
         return False  # the declared op (tracing, transforms) or our kernels (emulator) run
     if not (torch_path or count_ours):
         return False
@@ -352,6 +351,8 @@ def _decide(op: str, A: torch.Tensor, count_ours: bool) -> bool:
 
 _TORCH_REQUESTS = ("auto", "torch")  # backend requests under which CPU/CUDA tensors use torch ops
 _compiling = torch.compiler.is_compiling
+_transforms_active = torch._C._are_functorch_transforms_active  # oplayer.functorch_active, one frame less
+_Tensor = torch.Tensor
 #: dtypes the front doors' fast path hands to torch.linalg (those mpslinalg takes on CPU and CUDA)
 _FAST_DTYPES = frozenset((torch.float32, torch.float64, torch.complex64, torch.complex128))
 
@@ -364,7 +365,7 @@ def torch_first(op: str, A) -> bool:
     runs mpslinalg's checks (and raises mpslinalg's error) only when the torch.linalg call raises.
     Python checks cost as much as a small call (issue 13's "host overhead <= 5 µs above torch's").
     """
-    return (isinstance(A, torch.Tensor) and A.dtype in _FAST_DTYPES and A.dim() >= 2
+    return (isinstance(A, _Tensor) and A.dtype in _FAST_DTYPES and A.dim() >= 2
             and _decide(op, A, False))  # a call for ours is counted by the front door's own route
 
 
@@ -476,7 +477,7 @@ def _kernel(route: Route, op: Callable, original, table: dict | None) -> Callabl
         if _local.inside:
             _count(name, _INTERNAL)
             return original.call_boxed(keyset, *args, **kwargs)
-        if not torch._C._are_functorch_transforms_active() and (
+        if not _transforms_active() and (
                 table is None or _faster(table, args[0])
                 or (grad_ours and torch.is_grad_enabled() and getattr(args[0], "requires_grad", False))):
             _local.inside = True

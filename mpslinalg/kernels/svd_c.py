@@ -126,7 +126,7 @@ def cpu_path() -> str:
 
 def usable(A: torch.Tensor) -> bool:
     """The C kernel serves ``A`` (a CPU tensor of a supported dtype, with a working compiler)."""
-    return A.device.type == "cpu" and A.dtype in _FLAVOURS and SVD_C.usable(A.dtype)
+    return A.is_cpu and A.dtype in _FLAVOURS and SVD_C.usable(A.dtype)  # is_cpu: a tenth of device.type's cost
 
 
 def svd_tall(A: torch.Tensor, full: bool, compute_uv: bool, max_sweeps: int
@@ -201,7 +201,7 @@ def gelsy(A: torch.Tensor, B: torch.Tensor, rcond: float, lapack_qr: int | None 
     Bn = math.prod(batch)
     A, B = _plain(A), _plain(B)
     lib = SVD_C.library(A.dtype)
-    X = torch.empty(batch + (n, k), dtype=A.dtype)
+    X = A.new_empty(*batch, n, k)  # A's dtype; no keyword or Size to parse (lstsq's host overhead)
     rank = torch.empty(batch, dtype=torch.int64)
     args = (A.data_ptr(), B.data_ptr(), X.data_ptr(), rank.data_ptr(), m, n, k, float(rcond), lapack_qr, float(margin))
     if Bn == 1:  # one matrix: no split to arrange (lstsq's host overhead)

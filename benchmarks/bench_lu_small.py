@@ -24,6 +24,10 @@ Variants, to measure the design rather than only the code:
   (``TUNING.small_rows = 2``: the per-column pivot search and publication shared by two matrices);
 * ``fma``: 32x32 staged with fused multiply-adds in the trailing update (``TUNING.small_fma``);
 * ``rolled``: 32x32 staged with the column loop rolled (``TUNING.small_roll``; ~1/5 of the code);
+  ``free``: its finished values through the tile, the register window updated unguarded;
+  ``look``: its next pivot search started before the rest of each step's update
+  (``TUNING.small_roll_variant`` bits 1 and 2); ``direct`` rolled rows: no staging tile (18 KiB of
+  threadgroup memory less per group: more groups per core);
 * ``public solve_ex``: the whole library call on the emulator backend, eager (host overhead of the
   front door, the binding layer and the ctypes launch included).
 
@@ -158,6 +162,12 @@ def _lu_small_launch(kern, LU, piv, info, W, stage, rows=1, opt=0):
     return lambda: k(LU, piv, info, M, N, B, **grid)
 
 
+def _opt_name(opt: int) -> str:
+    """The variant column's words for lu_small's OPT bits (1 fma, 2 rolled, 4 free, 8 look)."""
+    words = [w for bit, w in ((2, "rolled"), (4, "free"), (8, "look"), (1, "fma")) if opt & bit]
+    return "".join(", " + w for w in words)
+
+
 def _solve_launch(kern, A, B, X, info, W, stage):
     nb, n, k = B.shape
     fn = kern._kernel("lu_small_solve", W, 1 if k == 1 else K.SMALL_SOLVE_MAX_RHS, stage)
@@ -180,6 +190,8 @@ def lu_rows(bw, rows, scale, quick=False):
         variants = [(W, stage, 1, 0) for W in widths for stage in ((1,) if quick else (1, 0))]
         if n == 32:
             variants += [(32, 1, 1, opt) for opt in (1, 2, 3)]
+            fma = 1 if dtype.is_complex else 0  # each dtype's default arithmetic
+            variants += [(32, 1, 1, 2 + fma + v) for v in (4, 8, 12)] + [(32, 0, 1, 3 + v) for v in (0, 8)]
         if dtype == torch.float32 and n > 16 and not quick:
             variants += [(32, stage, 2, 0) for stage in (1, 0)]
         for W, stage, rpl, opt in variants:
@@ -195,7 +207,7 @@ def lu_rows(bw, rows, scale, quick=False):
             rows.append(dict(case=f"lu_small {tag} {batch}x{n}x{n}",
                              variant=f"W={W} {'staged' if stage else 'direct'}"
                              + (f", {rpl} rows" if rpl > 1 else "")
-                             + {0: "", 1: ", fma", 2: ", rolled", 3: ", rolled, fma"}[opt], ours_ms=t,
+                             + _opt_name(opt), ours_ms=t,
                              peer="torch.linalg.lu_factor_ex", peer_eager_ms=peer_e,
                              peer_graph_ms=peer_g, bw=nbytes / (t * 1e-3) / bw, check=ok))
             print(_fmt(rows[-1]), flush=True)

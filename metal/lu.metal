@@ -889,9 +889,10 @@ kernel void lu_panel_regs(device T* A [[buffer(0)]],
 // reads and writes each lane's row directly (strided across the lanes).
 
 // Threadgroup shape of lu_small / lu_small_solve, and the staging tile's row stride (odd: the
-// lanes read distinct rows without bank conflicts).
+// lanes read distinct rows without bank conflicts; 32 + 9 columns: the rolled loop's FREE variant
+// stores a register window of up to 7 junk columns past a row's end).
 constant constexpr int LU_SMALL_SIMDGROUPS = 2;
-constant constexpr int LU_SMALL_LD = 33;
+constant constexpr int LU_SMALL_LD = 41;
 
 // Matrices of this simdgroup present in the batch (rem = batch - its first matrix).
 inline int lu_small_count(long rem, int per) { return rem <= 0 ? 0 : (rem < per ? (int)rem : per); }
@@ -1178,30 +1179,61 @@ __attribute__((always_inline)) inline int lu_regs_getf2(thread T (&a0)[W], threa
 // lu_roll_reg(c) (blocks of 8 in reverse order). Step j updates the real columns a[1 .. 31 - j]
 // of the rows below the pivot (the entries rotated in behind them stay): the same operations as
 // lu_row_step; steps past min(m, n) only rotate.
+// Variants (OPT bits besides 1 = fma), the same operations on the real columns either way:
+//   4 (FREE, STAGE = 1): finished values leave the registers for the lane's own row of the staging
+//     tile (free after the load; the rows go back to device memory from there): a row below the
+//     pivot stores its multiplier each step, the pivot row publishes its U row straight into its
+//     tile row (columns j .. j + WR - 1: up to 7 junk columns past the row's end, in the stride's
+//     padding) and is done. No register then holds anything a later step must keep, so every lane
+//     updates its whole window unguarded: no per-element test and select, and no register moves
+//     (a guarded rotation costs a move per register per step);
+//   8 (LOOK): step j updates column j + 1 first and starts that column's pivot search (the two
+//     simdgroup reductions) before the rest of its update, which then hides their latency; the
+//     winner and the lane's reciprocal carry over to step j + 1.
 inline constexpr int lu_roll_reg(int c) { return (3 - c / 8) * 8 + c % 8; }
 
-template <typename T, int WR, int FMA>
+// Row `pos`'s bid for the pivot of column j (value v), as lu_row_bid: the winner's code in win
+// (lu_simd_pivot) and the lane's 1 / v in rp, computed while the reductions run (the pivot lane
+// publishes its own; a lane without a candidate takes 1: no slow path of the reciprocal).
+template <typename T>
+__attribute__((always_inline)) inline void lu_roll_bid(T v, int pos, int s, int j, int m, thread uint& win,
+                                                       thread T& rp) {
+  const bool cand = pos >= j && pos < m;
+  const uint key = cand ? lu_pivot_key(s_abs1(v)) : 0u;
+  const uint nidx = cand ? ~(uint)(pos * 32 + s) : 0u;
+  rp = lu_recip(cand ? v : s_one<T>());
+  win = lu_simd_pivot(key, nidx);
+}
+
+template <typename T, int WR, int OPT>
 __attribute__((always_inline)) inline void lu_roll_phase(thread T (&a)[32], int j0, int kmin, int m, int s,
                                                          ushort lane, thread int& pos, thread int& my_piv,
-                                                         thread int& info, threadgroup T* bc) {
+                                                         thread int& info, threadgroup T* bc,
+                                                         threadgroup T* trow, thread uint& win, thread T& rp) {
+  constexpr int FMA = OPT & 1;
+  constexpr bool FREE = (OPT & 4) != 0;
+  constexpr bool LOOK = (OPT & 8) != 0;
 #pragma unroll 1
   for (int j = j0; j < j0 + 8; ++j) {
     const T head = a[0];
+    if (FREE && j >= kmin) {  // uniform: the rows still in registers hold only multipliers, stored
+      break;
+    }
     if (j < kmin) {  // uniform
-      const bool cand = pos >= j && pos < m;
-      const uint key = cand ? lu_pivot_key(s_abs1(head)) : 0u;
-      const uint nidx = cand ? ~(uint)(pos * 32 + s) : 0u;
-      const T rp = lu_recip(cand ? head : s_one<T>());  // while the reduction runs, as lu_regs_getf2
-      const uint win = lu_simd_pivot(key, nidx);
+      if (!LOOK) {
+        lu_roll_bid(head, pos, s, j, m, win, rp);
+      }
       const int p = (int)(win >> 5);
-      threadgroup T* prow = bc + (j & 1) * LU_BC_LEN(32, 0);
+      // the pivot row from column j (FREE: in its lane's tile row), then 1 / pivot and the sfmin flag
+      threadgroup T* prow = FREE ? trow + ((int)(win & 31u) - s) * LU_SMALL_LD + j : bc + (j & 1) * LU_BC_LEN(32, 0);
+      threadgroup T* pext = FREE ? bc + (j & 1) * 2 : prow + 32;
       if (lane == (ushort)(win & 31u)) {
 #pragma unroll
         for (int c = 0; c < WR; ++c) {
           prow[c] = a[c];
         }
-        prow[32] = rp;
-        prow[33] = lu_use_recip(head) ? s_one<T>() : s_zero<T>();
+        pext[0] = rp;
+        pext[1] = lu_use_recip(head) ? s_one<T>() : s_zero<T>();
       }
       simdgroup_barrier(mem_flags::mem_threadgroup);
       const T pivot = prow[0];
@@ -1219,11 +1251,19 @@ __attribute__((always_inline)) inline void lu_roll_phase(thread T (&a)[32], int 
       const bool below = pos > j && pos < m;
       T l = head;
       if (below && !s_is_zero(pivot)) {
-        l = lu_scale(head, pivot, prow[32], !s_is_zero(prow[33]));
+        l = lu_scale(head, pivot, pext[0], !s_is_zero(pext[1]));
+      }
+      if (FREE && below) {
+        trow[j] = l;
+      }
+      constexpr int c0 = LOOK ? 2 : 1;  // LOOK: column j + 1 (c = 1) done first, below
+      if (LOOK) {
+        a[0] = ((below || FREE) && (FREE || 1 < 32 - j)) ? lu_sub_mul<FMA>(a[1], l, prow[1]) : a[1];
+        lu_roll_bid(a[0], pos, s, j + 1, m, win, rp);
       }
 #pragma unroll
-      for (int c = 1; c < WR; ++c) {
-        a[c - 1] = (below && c < 32 - j) ? lu_sub_mul<FMA>(a[c], l, prow[c]) : a[c];
+      for (int c = c0; c < WR; ++c) {
+        a[c - 1] = ((below || FREE) && (FREE || c < 32 - j)) ? lu_sub_mul<FMA>(a[c], l, prow[c]) : a[c];
       }
       a[WR - 1] = l;
     } else {
@@ -1236,27 +1276,41 @@ __attribute__((always_inline)) inline void lu_roll_phase(thread T (&a)[32], int 
   }
 }
 
-// The whole rolled factorization of a lane's row (the four phases, then column order again); tmp:
-// scratch registers. Returns info. Chosen by overload on lu_roll_tag: the other overload (no
-// rolled loop, or W < 32) is never called.
-template <bool ROLL, int FMA>
+// The whole rolled factorization of a lane's row (the four phases, then column order again: from
+// the registers, or FREE from the lane's tile row trow); tmp: scratch registers. Returns info.
+// Chosen by overload on lu_roll_tag: the other overload (no rolled loop, or W < 32) is never called.
+template <bool ROLL, int OPT>
 struct lu_roll_tag {};
-template <typename T, int W, int FMA>
+template <typename T, int W, int OPT>
 __attribute__((always_inline)) inline int lu_roll_getf2(thread T (&)[W], thread T (&)[W], int, int, int, ushort,
-                                                        thread int&, thread int&, threadgroup T*,
-                                                        lu_roll_tag<false, FMA>) {
+                                                        thread int&, thread int&, threadgroup T*, threadgroup T*,
+                                                        lu_roll_tag<false, OPT>) {
   return 0;
 }
-template <typename T, int FMA>
+template <typename T, int OPT>
 __attribute__((always_inline)) inline int lu_roll_getf2(thread T (&a)[32], thread T (&tmp)[32], int k, int m, int s,
                                                         ushort lane, thread int& pos, thread int& my_piv,
-                                                        threadgroup T* bc, lu_roll_tag<true, FMA>) {
+                                                        threadgroup T* bc, threadgroup T* trow,
+                                                        lu_roll_tag<true, OPT>) {
   int info = 0;
   my_piv = 0;
-  lu_roll_phase<T, 32, FMA>(a, 0, k, m, s, lane, pos, my_piv, info, bc);
-  lu_roll_phase<T, 24, FMA>(a, 8, k, m, s, lane, pos, my_piv, info, bc);
-  lu_roll_phase<T, 16, FMA>(a, 16, k, m, s, lane, pos, my_piv, info, bc);
-  lu_roll_phase<T, 8, FMA>(a, 24, k, m, s, lane, pos, my_piv, info, bc);
+  uint win = 0u;
+  T rp = s_one<T>();
+  if ((OPT & 8) != 0 && k > 0) {
+    lu_roll_bid(a[0], pos, s, 0, m, win, rp);  // LOOK: column 0's search (later ones run a step early)
+  }
+  lu_roll_phase<T, 32, OPT>(a, 0, k, m, s, lane, pos, my_piv, info, bc, trow, win, rp);
+  lu_roll_phase<T, 24, OPT>(a, 8, k, m, s, lane, pos, my_piv, info, bc, trow, win, rp);
+  lu_roll_phase<T, 16, OPT>(a, 16, k, m, s, lane, pos, my_piv, info, bc, trow, win, rp);
+  lu_roll_phase<T, 8, OPT>(a, 24, k, m, s, lane, pos, my_piv, info, bc, trow, win, rp);
+  if ((OPT & 4) != 0) {
+#pragma unroll
+    for (int c = 0; c < 32; ++c) {
+      a[c] = trow[c];
+    }
+    simdgroup_barrier(mem_flags::mem_threadgroup);  // every lane's read of its row before the tile's next writes
+    return info;
+  }
 #pragma unroll
   for (int c = 0; c < 32; ++c) {
     tmp[c] = a[lu_roll_reg(c)];  // back in column order (a register renaming)
@@ -1330,7 +1384,8 @@ __attribute__((always_inline)) inline void lu_rows_move(thread T (&x0)[W], threa
 // no lu_laswp is needed afterwards), R rows per lane (32 * R / W matrices per simdgroup). info[b]
 // is written: 0 or the first zero pivot (1-based).
 // OPT: bit 1 fused multiply-adds in the update (lu_sub_mul), bit 2 the rolled column loop
-// (lu_roll_phase; W = 32, R = 1, STAGE = 1).
+// (lu_roll_phase; W = 32, R = 1), with bit 4 its finished values through the tile (STAGE = 1) and
+// bit 8 its look-ahead pivot search.
 template <typename T, int W, int STAGE, int R, int OPT>
 [[max_total_threads_per_threadgroup(64)]]  // = 32 * LU_SMALL_SIMDGROUPS
 kernel void lu_small(device T* A [[buffer(0)]],
@@ -1368,8 +1423,10 @@ kernel void lu_small(device T* A [[buffer(0)]],
   lu_rows_move<T, W, R, STAGE>(a0, a1, 0, tl, A + b0 * M * N, cnt, m, n, q, s, pos, lane);
   threadgroup T* bc = bcast + ((int)sg * (32 / L) + q) * 2 * LU_BC_LEN(W, 0);
   static_assert(!(OPT & 2) || (W == 32 && R == 1), "the rolled column loop: 32 lanes, one row per lane");
-  const int inf = (OPT & 2) ? lu_roll_getf2(a0, a1, k, m, s, lane, pos[0], my_piv[0], bc,
-                                            lu_roll_tag<(OPT & 2) != 0 && W == 32 && R == 1, OPT & 1>())
+  static_assert(!(OPT & 12) || ((OPT & 2) && (STAGE || !(OPT & 4))), "FREE and LOOK: rolled; FREE: staged");
+  threadgroup T* trow = tl + (STAGE ? s * LU_SMALL_LD : 0);  // the lane's tile row (FREE)
+  const int inf = (OPT & 2) ? lu_roll_getf2(a0, a1, k, m, s, lane, pos[0], my_piv[0], bc, trow,
+                                            lu_roll_tag<(OPT & 2) != 0 && W == 32 && R == 1, OPT>())
                             : lu_regs_getf2<T, W, 0, R, OPT & 1>(a0, none0, a1, none1, m, n, s, lane, pos, my_piv,
                                                                  wl_of, bc);
   lu_rows_move<T, W, R, STAGE>(a0, a1, 1, tl, A + b0 * M * N, cnt, m, n, q, s, pos, lane);
@@ -1473,7 +1530,8 @@ kernel void lu_small_solve(device const T* A [[buffer(0)]],
 #define LU_SMALL_INSTANTIATE(W, S)                                            \
   MPSL_INSTANTIATE("lu_small_f32_" #W "_" #S, lu_small, float, W, S, 1, 0)    \
   MPSL_INSTANTIATE("lu_small_c64_" #W "_" #S, lu_small, float2, W, S, 1, 0)
-// Host names lu_small_<dtype>_<W>_<S>_1_<OPT> (one row per lane): OPT 1 fma, 2 rolled, 3 both.
+// Host names lu_small_<dtype>_<W>_<S>_1_<OPT> (one row per lane): OPT bits 1 fma, 2 rolled, 4 rolled
+// with the finished values through the tile (FREE), 8 rolled with the look-ahead pivot search.
 #define LU_SMALL_INSTANTIATE_OPT(W, S, OPT)                                                \
   MPSL_INSTANTIATE("lu_small_f32_" #W "_" #S "_1_" #OPT, lu_small, float, W, S, 1, OPT)    \
   MPSL_INSTANTIATE("lu_small_c64_" #W "_" #S "_1_" #OPT, lu_small, float2, W, S, 1, OPT)
@@ -1703,6 +1761,14 @@ LU_SMALL_INSTANTIATE(32, 1)
 LU_SMALL_INSTANTIATE_OPT(32, 1, 1)
 LU_SMALL_INSTANTIATE_OPT(32, 1, 2)
 LU_SMALL_INSTANTIATE_OPT(32, 1, 3)
+LU_SMALL_INSTANTIATE_OPT(32, 1, 6)
+LU_SMALL_INSTANTIATE_OPT(32, 1, 7)
+LU_SMALL_INSTANTIATE_OPT(32, 1, 10)
+LU_SMALL_INSTANTIATE_OPT(32, 1, 11)
+LU_SMALL_INSTANTIATE_OPT(32, 1, 14)
+LU_SMALL_INSTANTIATE_OPT(32, 1, 15)
+LU_SMALL_INSTANTIATE_OPT(32, 0, 3)
+LU_SMALL_INSTANTIATE_OPT(32, 0, 11)
 LU_SMALL_INSTANTIATE_ROWS(32, 0, 2)
 LU_SMALL_INSTANTIATE_ROWS(32, 1, 2)
 LU_SMALL_SOLVE_INSTANTIATE(8, 1, 0)

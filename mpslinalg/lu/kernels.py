@@ -54,6 +54,13 @@ class Tuning:
         through its instruction cache), 0 unrolled. Same arithmetic either way. Default
         ``{"float32": 0, "complex64": 1}`` (H200 round 2, 65536 x 32x32: complex64 rolled with fma
         1914 us against 2416 unrolled; float32 rolled 551 against 516; docs/ops/lu.md).
+    small_roll_variant : int or dict
+        The rolled loop's variants (``small_roll`` = 1 only), for every dtype or per dtype name, a
+        bit mask: 1 moves finished values out of the registers into the staging tile (multipliers
+        each step, the pivot row once, published there), so every lane updates its whole register
+        window unguarded (no per-element select, no register moves); 2 starts the next column's
+        pivot search before the rest of a step's update (its latency hidden behind the update).
+        Same operations on the matrix either way. Default 0 (off until measured).
     panel_threads : int
         Threads per threadgroup of ``lu_panel`` and ``lu_panel_step`` (a power of two, 32 to 256).
     panel_rows : int
@@ -129,6 +136,7 @@ class Tuning:
     small_rows: int = 1
     small_fma: dict = field(default_factory=lambda: {"float32": 0, "complex64": 1})
     small_roll: dict = field(default_factory=lambda: {"float32": 0, "complex64": 1})
+    small_roll_variant: int = 0
     panel_threads: int = 256
     panel_rows: int = 32
     # H200 2026-12-01, rounds 1 and 2: 16 rows per group 2-3% faster at c64 n=1024 (4.14 / 4.17 vs
@@ -323,6 +331,10 @@ def _check_tuning() -> None:
         if any(f not in (0, 1) for f in (v.values() if isinstance(v, dict) else [v])):
             raise ValueError(f"mpslinalg.lu.TUNING.{name} must be 0 or 1 (or a dict of those by dtype name), "
                              f"got {v!r}")
+    v = TUNING.small_roll_variant
+    if any(f not in (0, 1, 2, 3) for f in (v.values() if isinstance(v, dict) else [v])):
+        raise ValueError(f"mpslinalg.lu.TUNING.small_roll_variant must be a bit mask 0..3 (or a dict of those by "
+                         f"dtype name), got {v!r}")
     if TUNING.small_rows not in (1, 2):
         raise ValueError(f"mpslinalg.lu.TUNING.small_rows must be 1 or 2 (lu_small's rows per lane), "
                          f"got {TUNING.small_rows!r}")
@@ -384,9 +396,11 @@ class _MetalKernels:
         W = _small_lanes(max(M, N))
         rows = TUNING.small_rows if W == 32 and self.dtype == torch.float32 else 1  # instantiated
         params = (W, TUNING.small_stage) + ((rows,) if rows > 1 else ())
-        opt = _per_dtype(TUNING.small_fma, self.dtype, 0) + 2 * _per_dtype(TUNING.small_roll, self.dtype, 0)
+        roll = _per_dtype(TUNING.small_roll, self.dtype, 0)
+        opt = (_per_dtype(TUNING.small_fma, self.dtype, 0) + 2 * roll
+               + 4 * roll * _per_dtype(TUNING.small_roll_variant, self.dtype, 0))
         if opt and W == 32 and TUNING.small_stage == 1 and rows == 1:  # instantiated
-            params += (1, opt)  # lu_small_<dtype>_32_1_<rows = 1>_<OPT: 1 fma, 2 rolled, 3 both>
+            params += (1, opt)  # lu_small_<dtype>_32_1_<rows = 1>_<OPT bits: 1 fma, 2 rolled, 4 and 8 its variants>
         self._kernel("lu_small", *params)(LU, piv, info, M, N, B, **_small_grid(B, W // rows))
 
     def small_solve(self, A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, info: torch.Tensor) -> None:

@@ -36,7 +36,6 @@ from helpers import ORDER_IDS as OID
 from helpers import ORDERS, InOrder, require_emulator
 
 import mpslinalg as LA
-from mpslinalg.kernels import load_library
 from reference import lapack, matrices, metrics
 
 lu_mod = importlib.import_module("mpslinalg.lu.kernels")
@@ -51,23 +50,18 @@ SHAPES = [(1, 1, 3), (3, 3, 5), (8, 8, 9), (7, 3, 6), (9, 9, 3), (16, 16, 5), (1
           (17, 17, 3), (32, 32, 3), (32, 20, 2), (20, 32, 2)]
 
 
-@pytest.fixture(scope="module")
-def lib():
-    require_emulator()
-    return load_library("lu", "cpu")
-
-
 @pytest.fixture
 def kernels(lib, monkeypatch):
     """``kernels(dtype, order, seed, stage)``: the library's ``_MetalKernels`` launching in that
     emulator thread order, with guard pages behind every buffer, with that load variant."""
 
-    def make(dtype, order, seed, stage, rows=1, fma=0, roll=0):
+    def make(dtype, order, seed, stage, rows=1, fma=0, roll=0, variant=0):
         monkeypatch.setattr(lu_mod, "load_library", lambda family, device: InOrder(lib, order, seed, guard=True))
         monkeypatch.setattr(lu_mod.TUNING, "small_stage", stage)
         monkeypatch.setattr(lu_mod.TUNING, "small_rows", rows)
         monkeypatch.setattr(lu_mod.TUNING, "small_fma", fma)
         monkeypatch.setattr(lu_mod.TUNING, "small_roll", roll)
+        monkeypatch.setattr(lu_mod.TUNING, "small_roll_variant", variant)
         return lu_mod._MetalKernels(torch.device("cpu"), dtype)
 
     return make
@@ -168,8 +162,10 @@ def test_lu_small_fma_variant(kernels, order, seed, dtype):
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
 @pytest.mark.parametrize("dtype,fma", [(torch.float32, 0), (torch.complex64, 0), (torch.complex64, 1)],
                          ids=["float32", "complex64", "complex64-fma"])
-def test_lu_small_rolled_equals_unrolled(kernels, order, seed, dtype, fma):
-    """TUNING.small_roll: the same operations as the unrolled loop, so the same bits (NaN where
+@pytest.mark.parametrize("variant", [0, 1, 2, 3], ids=["plain", "free", "look", "free-look"])
+def test_lu_small_rolled_equals_unrolled(kernels, order, seed, dtype, fma, variant):
+    """TUNING.small_roll and its variants (small_roll_variant: finished entries through the tile,
+    look-ahead pivot search): the same operations as the unrolled loop, so the same bits (NaN where
     NaN), pivots and info, on random data, every 32-wide shape, ties, zero columns, NaN/inf."""
     for m, n, b in [(32, 32, 3), (17, 17, 3), (32, 20, 2), (20, 32, 2), (25, 25, 1), (9, 30, 2)]:
         A = matrices.random(m, n, batch=(b,), dtype=dtype, seed=m * 100 + n)
@@ -177,7 +173,7 @@ def test_lu_small_rolled_equals_unrolled(kernels, order, seed, dtype, fma):
             A[1, :, min(m, n) // 2] = 0  # a zero column: info
         out = []
         for roll in (0, 1):
-            kern = kernels(dtype, order, seed, 1, fma=fma, roll=roll)
+            kern = kernels(dtype, order, seed, 1, fma=fma, roll=roll, variant=variant)
             LU = A.clone()
             piv = torch.full((b, min(m, n)), -3, dtype=torch.int32)
             info = torch.full((b,), -7, dtype=torch.int32)
@@ -191,7 +187,7 @@ def test_lu_small_rolled_equals_unrolled(kernels, order, seed, dtype, fma):
     A[2, 0, 0] = float("inf")
     out = []
     for roll in (0, 1):
-        kern = kernels(dtype, order, seed, 1, fma=fma, roll=roll)
+        kern = kernels(dtype, order, seed, 1, fma=fma, roll=roll, variant=variant)
         LU = A.clone()
         piv = torch.zeros(4, 32, dtype=torch.int32)
         info = torch.full((4,), -1, dtype=torch.int32)
@@ -271,6 +267,10 @@ def test_small_solve_rejects_what_it_cannot_hold(lib, monkeypatch):
     monkeypatch.setattr(lu_mod.TUNING, "small_fma", 2)
     with pytest.raises(ValueError, match="small_fma must be 0 or 1"):
         lu_mod._MetalKernels(torch.device("cpu"), torch.float32)
+    monkeypatch.setattr(lu_mod.TUNING, "small_fma", 0)
+    monkeypatch.setattr(lu_mod.TUNING, "small_roll_variant", {"complex64": 4})
+    with pytest.raises(ValueError, match="small_roll_variant must be a bit mask 0..3"):
+        lu_mod._MetalKernels(torch.device("cpu"), torch.complex64)
 
 
 @pytest.mark.parametrize("stage", STAGES, ids=SID)
@@ -322,6 +322,22 @@ def test_fma_variant_on_the_cuda_target(monkeypatch, dtype):
     last simdgroups."""
     monkeypatch.setattr(lu_mod.TUNING, "small_stage", 1)
     monkeypatch.setattr(lu_mod.TUNING, "small_fma", 1)
+    kern = lu_mod._MetalKernels(torch.device("cuda"), dtype)
+    for m, n, b in [(32, 32, 1025), (32, 32, 3), (32, 20, 2), (20, 32, 2), (17, 17, 3)]:
+        _check_small_cuda(kern, m, n, b, dtype)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("variant", [0, 1, 2, 3], ids=["plain", "free", "look", "free-look"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DID)
+def test_rolled_variants_on_the_cuda_target(monkeypatch, dtype, variant):
+    """TUNING.small_roll and its variants on the GPU (real parallel lanes; racecheck in the H200
+    run: FREE publishes the pivot row in the tile and every lane reads it after one simdgroup
+    barrier): LAPACK's pivots, info and the xGET01 ratio, full and partial last simdgroups."""
+    monkeypatch.setattr(lu_mod.TUNING, "small_stage", 1)
+    monkeypatch.setattr(lu_mod.TUNING, "small_fma", 1)
+    monkeypatch.setattr(lu_mod.TUNING, "small_roll", 1)
+    monkeypatch.setattr(lu_mod.TUNING, "small_roll_variant", variant)
     kern = lu_mod._MetalKernels(torch.device("cuda"), dtype)
     for m, n, b in [(32, 32, 1025), (32, 32, 3), (32, 20, 2), (20, 32, 2), (17, 17, 3)]:
         _check_small_cuda(kern, m, n, b, dtype)

@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
+import re
 import statistics
 import sys
 import time
@@ -175,17 +176,18 @@ def _solve_launch(kern, A, B, X, info, W, stage):
     return lambda: fn(A, B, X, info, n, k, nb, **grid)
 
 
-def lu_rows(bw, rows, scale, quick=False):
+def _name(tag, batch, n, W, stage, rpl, opt) -> tuple[str, str]:
+    """A lu_small row's case and variant columns."""
+    return (f"lu_small {tag} {batch}x{n}x{n}", f"W={W} {'staged' if stage else 'direct'}"
+            + (f", {rpl} rows" if rpl > 1 else "") + _opt_name(opt))
+
+
+def lu_rows(bw, rows, scale, quick=False, only=None):
     for dtype, batch, n in ((torch.float32, 65536 // scale, 32), (torch.complex64, 65536 // scale, 32),
                             (torch.complex64, 4096 // scale, 32), (torch.float32, 2048 // scale, 9)):
         if quick and n != 32:
             continue
         tag = "c64" if dtype.is_complex else "f32"
-        A = _randn((batch, n, n), dtype, n)
-        ref_piv = torch.linalg.lu_factor_ex(A).pivots
-        peer_e = eager_ms(lambda A=A: torch.linalg.lu_factor_ex(A))
-        peer_g = graph_ms(lambda A=A: torch.linalg.lu_factor_ex(A))
-        nbytes = 2 * A.nbytes + batch * n * 4 + batch * 4
         widths = [K._small_lanes(n)] + ([32] if K._small_lanes(n) != 32 else [])
         variants = [(W, stage, 1, 0) for W in widths for stage in ((1,) if quick else (1, 0))]
         if n == 32:
@@ -194,6 +196,15 @@ def lu_rows(bw, rows, scale, quick=False):
             variants += [(32, 1, 1, 2 + fma + v) for v in (4, 8, 12)] + [(32, 0, 1, 3 + v) for v in (0, 8)]
         if dtype == torch.float32 and n > 16 and not quick:
             variants += [(32, stage, 2, 0) for stage in (1, 0)]
+        if only is not None:
+            variants = [v for v in variants if re.search(only, " | ".join(_name(tag, batch, n, *v)))]
+        if not variants:
+            continue
+        A = _randn((batch, n, n), dtype, n)
+        ref_piv = torch.linalg.lu_factor_ex(A).pivots
+        peer_e = eager_ms(lambda A=A: torch.linalg.lu_factor_ex(A))
+        peer_g = graph_ms(lambda A=A: torch.linalg.lu_factor_ex(A))
+        nbytes = 2 * A.nbytes + batch * n * 4 + batch * 4
         for W, stage, rpl, opt in variants:
             kern = _kern(dtype, stage)
             LU = A.clone()
@@ -204,10 +215,8 @@ def lu_rows(bw, rows, scale, quick=False):
             differ = int((piv != ref_piv).any(-1).sum())
             ok = f"xGET01 max {_lu_ratio(A, LU, piv):.2f}; pivots differ from torch in {differ} of {batch}"
             t = graph_ms(launch)
-            rows.append(dict(case=f"lu_small {tag} {batch}x{n}x{n}",
-                             variant=f"W={W} {'staged' if stage else 'direct'}"
-                             + (f", {rpl} rows" if rpl > 1 else "")
-                             + _opt_name(opt), ours_ms=t,
+            case, variant = _name(tag, batch, n, W, stage, rpl, opt)
+            rows.append(dict(case=case, variant=variant, ours_ms=t,
                              peer="torch.linalg.lu_factor_ex", peer_eager_ms=peer_e,
                              peer_graph_ms=peer_g, bw=nbytes / (t * 1e-3) / bw, check=ok))
             print(_fmt(rows[-1]), flush=True)
@@ -263,6 +272,9 @@ def main() -> None:
     ap.add_argument("--out", type=pathlib.Path, default=None, help="folder for bench_lu_small.json")
     ap.add_argument("--quick", action="store_true",
                     help="only the 32x32 rows (staged, and fma) and the RANSAC float32 2048x9x9 solve")
+    ap.add_argument("--only", default=None, metavar="REGEX",
+                    help="only the lu_small rows whose 'case | variant' matches (e.g. for ncu); the solve rows "
+                         "only if 'lu_small_solve' matches")
     ap.add_argument("--device", default="cuda",
                     help="cuda (the H200 measurement), mps (a Mac: the Metal kernels, eager) or cpu (smoke run)")
     args = ap.parse_args()
@@ -280,8 +292,9 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     rows: list[dict] = []
     scale = 256 if DEV == "cpu" else 1
-    lu_rows(bw, rows, scale, args.quick)
-    solve_rows(bw, rows, scale, args.quick)
+    lu_rows(bw, rows, scale, args.quick, args.only)
+    if args.only is None or re.search(args.only, "lu_small_solve"):
+        solve_rows(bw, rows, scale, args.quick)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "bench_lu_small.json").write_text(json.dumps(dict(copy_bandwidth=bw, rows=rows), indent=1))

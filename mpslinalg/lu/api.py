@@ -23,6 +23,9 @@ from .ops import (
 _RT = torch.return_types
 #: What a torch.linalg call raises for bad input (the front doors' fast path then runs their checks).
 _TORCH_ERRORS = (RuntimeError, TypeError, ValueError, IndexError)
+#: Complex row-major ``det`` calls on the CPU of at least this many elements go to torch.linalg as
+#: ``det(A.mT)`` (measured faster from here up, slower for one small matrix: docs/ops/lu.md, "det").
+_DET_BY_TRANSPOSE = 16384
 
 
 # --------------------------------------------------------------------------------------------------
@@ -509,6 +512,11 @@ def det(A: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
     if (out is None and isinstance(A, torch.Tensor) and not (A.requires_grad and torch.is_grad_enabled())
             and routing.torch_first("det", A)):
         try:
+            if A.is_complex() and A.is_cpu and A.numel() >= _DET_BY_TRANSPOSE and A.is_contiguous():
+                # det(Aᵀ) = det(A), and Aᵀ of a row-major batch is the column-major layout LAPACK
+                # factors: torch copies it as is instead of transposing (docs/ops/lu.md, "det";
+                # measured on the CPU only)
+                return torch.linalg.det(A.mT)
             return torch.linalg.det(A)
         except _TORCH_ERRORS:  # bad input: the checks below raise mpslinalg's error for it
             pass

@@ -512,7 +512,10 @@ def _qr() -> list[Workload]:
     return [
         Workload(op="qr", name="qr float32 large", description="scientific: QR of one 4096x4096 float32",
                  make=make, ours=run, peer=peer,
-                 scipy=lambda x: _scipy_linalg().qr(x["A"].numpy(), check_finite=False), accuracy=acc),
+                 # mode="economic" is torch.linalg.qr's default "reduced": the same Q and R (square A);
+                 # SciPy's default "full" also copies the factors into a C-ordered Q first (issue 15)
+                 scipy=lambda x: _scipy_linalg().qr(x["A"].numpy(), mode="economic", check_finite=False),
+                 accuracy=acc),
         Workload(op="qr", name="qr float32 batched 32x32",
                  description="batched Householder QR of 4096 x (32x32) (torch: a per-matrix loop)",
                  make=make_batched, ours=run, peer=peer, accuracy=acc),

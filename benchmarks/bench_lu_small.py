@@ -26,7 +26,8 @@ Variants, to measure the design rather than only the code:
 * ``rolled``: 32x32 staged with the column loop rolled (``TUNING.small_roll``; ~1/5 of the code);
   ``free``: its finished values through the tile, the register window updated unguarded;
   ``look``: its next pivot search started before the rest of each step's update
-  (``TUNING.small_roll_variant`` bits 1 and 2); ``direct`` rolled rows: no staging tile (18 KiB of
+  ``rcp1``: its reciprocal of the pivot with one division (complex64)
+  (``TUNING.small_roll_variant`` bits 1, 2, 4); ``direct`` rolled rows: no staging tile (21 KiB of
   threadgroup memory less per group: more groups per core);
 * ``public solve_ex``: the whole library call on the emulator backend, eager (host overhead of the
   front door, the binding layer and the ctypes launch included).
@@ -164,8 +165,8 @@ def _lu_small_launch(kern, LU, piv, info, W, stage, rows=1, opt=0):
 
 
 def _opt_name(opt: int) -> str:
-    """The variant column's words for lu_small's OPT bits (1 fma, 2 rolled, 4 free, 8 look)."""
-    words = [w for bit, w in ((2, "rolled"), (4, "free"), (8, "look"), (1, "fma")) if opt & bit]
+    """The variant column's words for lu_small's OPT bits (1 fma, 2 rolled, 4 free, 8 look, 16 rcp1)."""
+    words = [w for bit, w in ((2, "rolled"), (4, "free"), (8, "look"), (16, "rcp1"), (1, "fma")) if opt & bit]
     return "".join(", " + w for w in words)
 
 
@@ -194,6 +195,8 @@ def lu_rows(bw, rows, scale, quick=False, only=None):
             variants += [(32, 1, 1, opt) for opt in (1, 2, 3)]
             fma = 1 if dtype.is_complex else 0  # each dtype's default arithmetic
             variants += [(32, 1, 1, 2 + fma + v) for v in (4, 8, 12)] + [(32, 0, 1, 3 + v) for v in (0, 8)]
+            if dtype.is_complex:  # the one-division reciprocal (complex only), with FREE
+                variants += [(32, 1, 1, 23), (32, 1, 1, 31)]
         if dtype == torch.float32 and n > 16 and not quick:
             variants += [(32, stage, 2, 0) for stage in (1, 0)]
         if only is not None:

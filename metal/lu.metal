@@ -902,10 +902,10 @@ inline int lu_small_count(long rem, int per) { return rem <= 0 ? 0 : (rem < per 
 inline uint lu_pivot_key(float v) { return isnan(v) ? 0x7FC00000u : as_type<uint>(v); }
 
 // The pivot of a whole simdgroup: the winning lane's ~nidx-coded row with the largest key, the first
-// row on ties (i?amax), from two of the simdgroup's own reductions (hardware ones on Apple GPUs).
+// row on ties (i?amax), from two of the simdgroup's own reductions (hardware ones on Apple GPUs):
+// best = simd_max(key), passed in so that a caller can start it before other work.
 // A lane without a candidate passes nidx = 0; the result is ~0u when no lane has one.
-__attribute__((always_inline)) inline uint lu_simd_pivot(uint key, uint nidx) {
-  const uint best = simd_max(key);
+__attribute__((always_inline)) inline uint lu_simd_pivot(uint key, uint nidx, uint best) {
   return simd_min((nidx != 0u && key == best) ? ~nidx : ~0u);
 }
 
@@ -1139,7 +1139,7 @@ __attribute__((always_inline)) inline int lu_regs_getf2(thread T (&a0)[W], threa
     const T rp = lu_recip(mine);
     uint win;
     if (L == 32) {  // the whole simdgroup: two of its own reductions (hardware ones on Apple GPUs)
-      win = lu_simd_pivot(key, nidx);
+      win = lu_simd_pivot(key, nidx, simd_max(key));
     } else {
       win = ~lu_seg_argmax<L>(uint2(key, nidx)).y;
     }
@@ -1189,20 +1189,38 @@ __attribute__((always_inline)) inline int lu_regs_getf2(thread T (&a0)[W], threa
 //     (a guarded rotation costs a move per register per step);
 //   8 (LOOK): step j updates column j + 1 first and starts that column's pivot search (the two
 //     simdgroup reductions) before the rest of its update, which then hides their latency; the
-//     winner and the lane's reciprocal carry over to step j + 1.
+//     winner and the lane's reciprocal carry over to step j + 1;
+//   16 (RCP1, complex): 1 / pivot with one division instead of three (lu_recip_1div): not the
+//     unrolled loop's bits, LAPACK's contract (pivots, info, backward error) as the fma variant.
 inline constexpr int lu_roll_reg(int c) { return (3 - c / 8) * 8 + c % 8; }
 
+// 1 / b with one division (OPT bit 16, complex): conj(b') / |b'|^2 for b' = b 2^-e, e the exponent
+// of max(|Re b|, |Im b|) (an exact scaling: |b'|^2 in [1, 8) neither overflows nor underflows),
+// then times 2^-e. Relative error a few u, like Smith's three divisions (lu_recip), so not its
+// bits; non-finite b gives NaN as lu_recip. Only used for |b| >= the smallest normal (lu_use_recip:
+// smaller pivots are divided by), where 2^-e is a normal number (e <= 126 clamped).
+inline float lu_recip_1div(float a) { return lu_recip(a); }
+inline float2 lu_recip_1div(float2 a) {
+  const uint eb = min(as_type<uint>(max(fabs(a.x), fabs(a.y))) & 0x7F800000u, 0x7E800000u);
+  const float k = as_type<float>(0x7F000000u - eb);
+  const float x = a.x * k, y = a.y * k;
+  const float id = 1.0f / fma(x, x, y * y);
+  return s_isfinite(a) ? float2(x * id * k, -y * id * k) : s_nan<float2>();
+}
+
 // Row `pos`'s bid for the pivot of column j (value v), as lu_row_bid: the winner's code in win
-// (lu_simd_pivot) and the lane's 1 / v in rp, computed while the reductions run (the pivot lane
-// publishes its own; a lane without a candidate takes 1: no slow path of the reciprocal).
-template <typename T>
+// (lu_simd_pivot) and the lane's 1 / v in rp, computed while the reductions run (the largest key's
+// reduction is started first; the pivot lane publishes its own rp; a lane without a candidate takes
+// 1: no slow path of the reciprocal). RCP1: lu_recip_1div.
+template <typename T, bool RCP1>
 __attribute__((always_inline)) inline void lu_roll_bid(T v, int pos, int s, int j, int m, thread uint& win,
                                                        thread T& rp) {
   const bool cand = pos >= j && pos < m;
   const uint key = cand ? lu_pivot_key(s_abs1(v)) : 0u;
   const uint nidx = cand ? ~(uint)(pos * 32 + s) : 0u;
-  rp = lu_recip(cand ? v : s_one<T>());
-  win = lu_simd_pivot(key, nidx);
+  const uint best = simd_max(key);
+  rp = RCP1 ? lu_recip_1div(cand ? v : s_one<T>()) : lu_recip(cand ? v : s_one<T>());
+  win = lu_simd_pivot(key, nidx, best);
 }
 
 template <typename T, int WR, int OPT>
@@ -1213,6 +1231,7 @@ __attribute__((always_inline)) inline void lu_roll_phase(thread T (&a)[32], int 
   constexpr int FMA = OPT & 1;
   constexpr bool FREE = (OPT & 4) != 0;
   constexpr bool LOOK = (OPT & 8) != 0;
+  constexpr bool RCP1 = (OPT & 16) != 0;
 #pragma unroll 1
   for (int j = j0; j < j0 + 8; ++j) {
     const T head = a[0];
@@ -1221,7 +1240,7 @@ __attribute__((always_inline)) inline void lu_roll_phase(thread T (&a)[32], int 
     }
     if (j < kmin) {  // uniform
       if (!LOOK) {
-        lu_roll_bid(head, pos, s, j, m, win, rp);
+        lu_roll_bid<T, RCP1>(head, pos, s, j, m, win, rp);
       }
       const int p = (int)(win >> 5);
       // the pivot row from column j (FREE: in its lane's tile row), then 1 / pivot and the sfmin flag
@@ -1259,7 +1278,7 @@ __attribute__((always_inline)) inline void lu_roll_phase(thread T (&a)[32], int 
       constexpr int c0 = LOOK ? 2 : 1;  // LOOK: column j + 1 (c = 1) done first, below
       if (LOOK) {
         a[0] = ((below || FREE) && (FREE || 1 < 32 - j)) ? lu_sub_mul<FMA>(a[1], l, prow[1]) : a[1];
-        lu_roll_bid(a[0], pos, s, j + 1, m, win, rp);
+        lu_roll_bid<T, RCP1>(a[0], pos, s, j + 1, m, win, rp);
       }
 #pragma unroll
       for (int c = c0; c < WR; ++c) {
@@ -1297,7 +1316,7 @@ __attribute__((always_inline)) inline int lu_roll_getf2(thread T (&a)[32], threa
   uint win = 0u;
   T rp = s_one<T>();
   if ((OPT & 8) != 0 && k > 0) {
-    lu_roll_bid(a[0], pos, s, 0, m, win, rp);  // LOOK: column 0's search (later ones run a step early)
+    lu_roll_bid<T, (OPT & 16) != 0>(a[0], pos, s, 0, m, win, rp);  // LOOK: column 0's search (later ones run a step early)
   }
   lu_roll_phase<T, 32, OPT>(a, 0, k, m, s, lane, pos, my_piv, info, bc, trow, win, rp);
   lu_roll_phase<T, 24, OPT>(a, 8, k, m, s, lane, pos, my_piv, info, bc, trow, win, rp);
@@ -1384,8 +1403,8 @@ __attribute__((always_inline)) inline void lu_rows_move(thread T (&x0)[W], threa
 // no lu_laswp is needed afterwards), R rows per lane (32 * R / W matrices per simdgroup). info[b]
 // is written: 0 or the first zero pivot (1-based).
 // OPT: bit 1 fused multiply-adds in the update (lu_sub_mul), bit 2 the rolled column loop
-// (lu_roll_phase; W = 32, R = 1), with bit 4 its finished values through the tile (STAGE = 1) and
-// bit 8 its look-ahead pivot search.
+// (lu_roll_phase; W = 32, R = 1), with bit 4 its finished values through the tile (STAGE = 1),
+// bit 8 its look-ahead pivot search, bit 16 its one-division reciprocal.
 template <typename T, int W, int STAGE, int R, int OPT>
 [[max_total_threads_per_threadgroup(64)]]  // = 32 * LU_SMALL_SIMDGROUPS
 kernel void lu_small(device T* A [[buffer(0)]],
@@ -1423,7 +1442,7 @@ kernel void lu_small(device T* A [[buffer(0)]],
   lu_rows_move<T, W, R, STAGE>(a0, a1, 0, tl, A + b0 * M * N, cnt, m, n, q, s, pos, lane);
   threadgroup T* bc = bcast + ((int)sg * (32 / L) + q) * 2 * LU_BC_LEN(W, 0);
   static_assert(!(OPT & 2) || (W == 32 && R == 1), "the rolled column loop: 32 lanes, one row per lane");
-  static_assert(!(OPT & 12) || ((OPT & 2) && (STAGE || !(OPT & 4))), "FREE and LOOK: rolled; FREE: staged");
+  static_assert(!(OPT & 28) || ((OPT & 2) && (STAGE || !(OPT & 4))), "FREE, LOOK, RCP1: rolled; FREE: staged");
   threadgroup T* trow = tl + (STAGE ? s * LU_SMALL_LD : 0);  // the lane's tile row (FREE)
   const int inf = (OPT & 2) ? lu_roll_getf2(a0, a1, k, m, s, lane, pos[0], my_piv[0], bc, trow,
                                             lu_roll_tag<(OPT & 2) != 0 && W == 32 && R == 1, OPT>())
@@ -1531,7 +1550,8 @@ kernel void lu_small_solve(device const T* A [[buffer(0)]],
   MPSL_INSTANTIATE("lu_small_f32_" #W "_" #S, lu_small, float, W, S, 1, 0)    \
   MPSL_INSTANTIATE("lu_small_c64_" #W "_" #S, lu_small, float2, W, S, 1, 0)
 // Host names lu_small_<dtype>_<W>_<S>_1_<OPT> (one row per lane): OPT bits 1 fma, 2 rolled, 4 rolled
-// with the finished values through the tile (FREE), 8 rolled with the look-ahead pivot search.
+// with the finished values through the tile (FREE), 8 rolled with the look-ahead pivot search, 16
+// rolled with the one-division reciprocal.
 #define LU_SMALL_INSTANTIATE_OPT(W, S, OPT)                                                \
   MPSL_INSTANTIATE("lu_small_f32_" #W "_" #S "_1_" #OPT, lu_small, float, W, S, 1, OPT)    \
   MPSL_INSTANTIATE("lu_small_c64_" #W "_" #S "_1_" #OPT, lu_small, float2, W, S, 1, OPT)
@@ -1767,6 +1787,8 @@ LU_SMALL_INSTANTIATE_OPT(32, 1, 10)
 LU_SMALL_INSTANTIATE_OPT(32, 1, 11)
 LU_SMALL_INSTANTIATE_OPT(32, 1, 14)
 LU_SMALL_INSTANTIATE_OPT(32, 1, 15)
+LU_SMALL_INSTANTIATE_OPT(32, 1, 23)
+LU_SMALL_INSTANTIATE_OPT(32, 1, 31)
 LU_SMALL_INSTANTIATE_OPT(32, 0, 3)
 LU_SMALL_INSTANTIATE_OPT(32, 0, 11)
 LU_SMALL_INSTANTIATE_ROWS(32, 0, 2)

@@ -59,8 +59,10 @@ class Tuning:
         bit mask: 1 moves finished values out of the registers into the staging tile (multipliers
         each step, the pivot row once, published there), so every lane updates its whole register
         window unguarded (no per-element select, no register moves); 2 starts the next column's
-        pivot search before the rest of a step's update (its latency hidden behind the update).
-        Same operations on the matrix either way. Default 0 (off until measured).
+        pivot search before the rest of a step's update (its latency hidden behind the update);
+        4 (complex) forms ``1 / pivot`` with one division instead of Smith's three (exactly
+        scaled by a power of two: not the unrolled loop's bits, LAPACK's backward-error contract).
+        Bits 1 and 2 keep the operations on the matrix. Default 0 (off until measured).
     panel_threads : int
         Threads per threadgroup of ``lu_panel`` and ``lu_panel_step`` (a power of two, 32 to 256).
     panel_rows : int
@@ -332,8 +334,8 @@ def _check_tuning() -> None:
             raise ValueError(f"mpslinalg.lu.TUNING.{name} must be 0 or 1 (or a dict of those by dtype name), "
                              f"got {v!r}")
     v = TUNING.small_roll_variant
-    if any(f not in (0, 1, 2, 3) for f in (v.values() if isinstance(v, dict) else [v])):
-        raise ValueError(f"mpslinalg.lu.TUNING.small_roll_variant must be a bit mask 0..3 (or a dict of those by "
+    if any(f not in range(8) for f in (v.values() if isinstance(v, dict) else [v])):
+        raise ValueError(f"mpslinalg.lu.TUNING.small_roll_variant must be a bit mask 0..7 (or a dict of those by "
                          f"dtype name), got {v!r}")
     if TUNING.small_rows not in (1, 2):
         raise ValueError(f"mpslinalg.lu.TUNING.small_rows must be 1 or 2 (lu_small's rows per lane), "
@@ -400,7 +402,7 @@ class _MetalKernels:
         opt = (_per_dtype(TUNING.small_fma, self.dtype, 0) + 2 * roll
                + 4 * roll * _per_dtype(TUNING.small_roll_variant, self.dtype, 0))
         if opt and W == 32 and TUNING.small_stage == 1 and rows == 1:  # instantiated
-            params += (1, opt)  # lu_small_<dtype>_32_1_<rows = 1>_<OPT bits: 1 fma, 2 rolled, 4 and 8 its variants>
+            params += (1, opt)  # lu_small_<dtype>_32_1_<rows = 1>_<OPT bits: 1 fma, 2 rolled, 4, 8, 16 its variants>
         self._kernel("lu_small", *params)(LU, piv, info, M, N, B, **_small_grid(B, W // rows))
 
     def small_solve(self, A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, info: torch.Tensor) -> None:

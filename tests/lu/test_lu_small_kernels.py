@@ -198,6 +198,40 @@ def test_lu_small_rolled_equals_unrolled(kernels, order, seed, dtype, fma, varia
 
 
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
+@pytest.mark.parametrize("variant", [5, 7], ids=["free-rcp1", "free-look-rcp1"])
+def test_lu_small_rolled_one_division_reciprocal(kernels, order, seed, variant):
+    """small_roll_variant bit 4 (complex64: 1 / pivot with one division, not Smith's three; the
+    instantiated ones: with fma, FREE, with and without LOOK): not the
+    unrolled loop's bits, so LAPACK's contract: pivots equal LAPACK's on random data (no near-ties),
+    info exact (a zero column j gives j + 1), xGET01 below the pass mark 30 (the reciprocal's
+    relative error is a few u, as Smith's: it enters the bound like any rounding of a multiplier);
+    a matrix holding NaN or inf comes out with NaN where the unrolled loop's does (a non-finite
+    pivot gives NaN multipliers either way), with the same info."""
+    for m, n, b in [(32, 32, 3), (17, 17, 3), (32, 20, 2), (20, 32, 2), (9, 30, 2)]:
+        A = matrices.random(m, n, batch=(b,), dtype=torch.complex64, seed=m * 100 + n)
+        A[1, :, min(m, n) // 2] = 0
+        kern = kernels(torch.complex64, order, seed, 1, fma=1, roll=1, variant=variant)
+        LU = A.clone()
+        piv = torch.full((b, min(m, n)), -3, dtype=torch.int32)
+        info = torch.full((b,), -7, dtype=torch.int32)
+        kern.small(LU, piv, info)
+        assert torch.equal(piv, lapack.getrf_pivots(A)), (m, n)
+        assert info.tolist() == [0, min(m, n) // 2 + 1] + [0] * (b - 2), (m, n)
+        assert float(metrics.lu_factor_ratio(A, LU, piv).max()) < metrics.PASS_RATIO, (m, n)
+    A = matrices.random(32, 32, batch=(3,), dtype=torch.complex64, seed=7)
+    A[1, 3, 2] = float("nan")
+    A[2, 0, 0] = float("inf")
+    out = []
+    for roll, v in ((0, 0), (1, variant)):
+        kern = kernels(torch.complex64, order, seed, 1, fma=1, roll=roll, variant=v)
+        LU = A.clone()
+        info = torch.full((3,), -1, dtype=torch.int32)
+        kern.small(LU, torch.zeros(3, 32, dtype=torch.int32), info)
+        out.append((LU.isnan(), info))
+    assert torch.equal(out[0][0], out[1][0]) and torch.equal(out[0][1], out[1][1])
+
+
+@pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
 @pytest.mark.parametrize("stage", STAGES, ids=SID)
 @pytest.mark.parametrize("rows", [1, 2], ids=["1row", "2rows"])
 def test_lu_small_specials_match_sequential_getf2(kernels, order, seed, stage, rows):
@@ -268,8 +302,8 @@ def test_small_solve_rejects_what_it_cannot_hold(lib, monkeypatch):
     with pytest.raises(ValueError, match="small_fma must be 0 or 1"):
         lu_mod._MetalKernels(torch.device("cpu"), torch.float32)
     monkeypatch.setattr(lu_mod.TUNING, "small_fma", 0)
-    monkeypatch.setattr(lu_mod.TUNING, "small_roll_variant", {"complex64": 4})
-    with pytest.raises(ValueError, match="small_roll_variant must be a bit mask 0..3"):
+    monkeypatch.setattr(lu_mod.TUNING, "small_roll_variant", {"complex64": 8})
+    with pytest.raises(ValueError, match="small_roll_variant must be a bit mask 0..7"):
         lu_mod._MetalKernels(torch.device("cpu"), torch.complex64)
 
 
@@ -328,10 +362,11 @@ def test_fma_variant_on_the_cuda_target(monkeypatch, dtype):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("variant", [0, 1, 2, 3], ids=["plain", "free", "look", "free-look"])
+@pytest.mark.parametrize("variant", [0, 1, 2, 3, 5, 7], ids=["plain", "free", "look", "free-look", "free-rcp1",
+                                                          "free-look-rcp1"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=DID)
 def test_rolled_variants_on_the_cuda_target(monkeypatch, dtype, variant):
-    """TUNING.small_roll and its variants on the GPU (real parallel lanes; racecheck in the H200
+    """TUNING.small_roll and its variants (with fma) on the GPU (real parallel lanes; racecheck in the H200
     run: FREE publishes the pivot row in the tile and every lane reads it after one simdgroup
     barrier): LAPACK's pivots, info and the xGET01 ratio, full and partial last simdgroups."""
     monkeypatch.setattr(lu_mod.TUNING, "small_stage", 1)

@@ -27,7 +27,7 @@ Variants, to measure the design rather than only the code:
   ``free``: its finished values through the tile, the register window updated unguarded;
   ``look``: its next pivot search started before the rest of each step's update
   ``rcp1``: its reciprocal of the pivot with one division (complex64)
-  (``TUNING.small_roll_variant`` bits 1, 2, 4); ``direct`` rolled rows: no staging tile (21 KiB of
+  (``TUNING.small_roll_variant`` bits 1, 2, 4); ``direct`` rolled rows: no staging tile (~20 KiB of
   threadgroup memory less per group: more groups per core);
 * ``public solve_ex``: the whole library call on the emulator backend, eager (host overhead of the
   front door, the binding layer and the ctypes launch included).

@@ -6,7 +6,11 @@ most 65536 / (64 N) registers per thread) and lets the driver compile that PTX (
 the kernels through the library's own call site (CUDA-graph replay, CUDA events) against the same
 PTX without the directive (the JIT baseline) and ``torch.linalg.lu_factor_ex``.
 
-    MPSLINALG_CUBIN_DIR=$PWD/.cubins python benchmarks/probe_lu_small_occupancy.py
+    MPSLINALG_CUBIN_DIR=$PWD/.cubins python benchmarks/probe_lu_small_occupancy.py [N ...] [--opts 3,7,31]
+
+``--opts``: the complex64 rolled variants to probe (lu_small OPT values, e.g. 3 = rolled + fma,
+7 = with FREE, 31 = FREE + LOOK + RCP1); without it the unrolled float32 and complex64 kernels,
+getf2 arithmetic and fma.
 
 Each setting runs in its own process (a library is loaded once per process). Prints one markdown
 table; every timed output is checked first (LAPACK's xGET01 ratio, pass mark 30).
@@ -24,7 +28,8 @@ import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-KERNELS = ("lu_small_f32_32_1", "lu_small_c64_32_1", "lu_small_f32_32_1_1_1", "lu_small_c64_32_1_1_1")
+KERNELS = ["lu_small_f32_32_1", "lu_small_c64_32_1", "lu_small_f32_32_1_1_1", "lu_small_c64_32_1_1_1"]
+OPTS: list[int] = []  # --opts: complex64 rolled variants instead
 
 
 def _top_blocks(ptx: str) -> tuple[str, list[str]]:
@@ -95,18 +100,18 @@ def measure(min_blocks: int) -> None:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import bench_lu_small as B
 
-    for dtype in (torch.float32, torch.complex64):
+    for dtype in (torch.complex64,) if OPTS else (torch.float32, torch.complex64):
         A = B._randn((65536, 32, 32), dtype, 32)
         peer = B.eager_ms(lambda A=A: torch.linalg.lu_factor_ex(A))  # (it does not capture)
-        for fma in (0, 1):
+        for opt in OPTS or (0, 1):  # OPT values (without --opts: 0 getf2 arithmetic, 1 fma)
             kern = B._kern(dtype, 1)
             LU = A.clone()
             piv = torch.empty(65536, 32, dtype=torch.int32, device="cuda")
             info = torch.empty(65536, dtype=torch.int32, device="cuda")
-            launch = B._lu_small_launch(kern, LU, piv, info, 32, 1, 1, fma)
+            launch = B._lu_small_launch(kern, LU, piv, info, 32, 1, 1, opt)
             launch()
             ratio = B._lu_ratio(A, LU, piv)
-            name = K.kernel_name("lu_small", dtype, 32, 1, *((1, 1) if fma else ()))
+            name = K.kernel_name("lu_small", dtype, 32, 1, *((1, opt) if opt else ()))
             regs = _registers(kern.lib, name)
             t = B.graph_ms(launch)
             print(f"| {name} | {min_blocks or 'none (JIT)'} | {regs} | {t * 1e3:.1f} | {peer * 1e3:.1f} | "
@@ -114,16 +119,23 @@ def measure(min_blocks: int) -> None:
 
 
 def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        measure(int(sys.argv[2]))
+    args = sys.argv[1:]
+    if "--opts" in args:
+        i = args.index("--opts")
+        OPTS[:] = [int(x) for x in args[i + 1].split(",")]
+        KERNELS[:] = [f"lu_small_c64_32_1_1_{o}" for o in OPTS]
+        del args[i:i + 2]
+    if args and args[0] == "--child":
+        measure(int(args[1]))
         return
     print("| kernel | .minnctapersm | registers | ours us (graph) | torch us | vs torch | check |")
     print("|---|---|---|---|---|---|---|")
-    for n in [int(x) for x in (sys.argv[1:] or ["0", "10", "12"])]:
+    for n in [int(x) for x in (args or ["0", "10", "12"])]:
         with tempfile.TemporaryDirectory() as d:
             trimmed_artifact(pathlib.Path(d), n)
             env = dict(os.environ, MPSLINALG_CUBIN_DIR=os.pathsep.join([d, os.environ.get("MPSLINALG_CUBIN_DIR", "")]))
-            subprocess.run([sys.executable, __file__, "--child", str(n)], env=env, check=False)
+            opts = ["--opts", ",".join(map(str, OPTS))] if OPTS else []
+            subprocess.run([sys.executable, __file__, "--child", str(n), *opts], env=env, check=False)
 
 
 if __name__ == "__main__":

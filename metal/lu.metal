@@ -889,10 +889,11 @@ kernel void lu_panel_regs(device T* A [[buffer(0)]],
 // reads and writes each lane's row directly (strided across the lanes).
 
 // Threadgroup shape of lu_small / lu_small_solve, and the staging tile's row stride (odd: the
-// lanes read distinct rows without bank conflicts; 32 + 9 columns: the rolled loop's FREE variant
-// stores a register window of up to 7 junk columns past a row's end).
+// lanes read distinct rows without bank conflicts; 32 + 7 columns: the rolled loop's FREE variant
+// stores a register window of up to 7 junk columns past a row's end; complex64: 22 KB a group, so
+// 10 groups of 2 simdgroups still fit an H200 SM's 228 KB).
 constant constexpr int LU_SMALL_SIMDGROUPS = 2;
-constant constexpr int LU_SMALL_LD = 41;
+constant constexpr int LU_SMALL_LD = 39;
 
 // Matrices of this simdgroup present in the batch (rem = batch - its first matrix).
 inline int lu_small_count(long rem, int per) { return rem <= 0 ? 0 : (rem < per ? (int)rem : per); }

@@ -87,8 +87,11 @@ CONFIDENCE = 0.95
 #: one half, whatever the sampling: more samples sharpen the boundary, they do not move it, and a
 #: wider interval only moves the boundary onto other rows. Every deterministic rule on one run's
 #: data has such a boundary; what is in our hands is τ (the passes), and that no row sits on one.
-#: The SciPy rows at 0.81-0.84x (complex ``det`` and ``inv``, torch's own calls against LAPACK's)
-#: and ``qr`` 512² at 1.19-1.23x are on it (docs/routing.md, "Verdicts that repeat").
+#: Moved off it (2026-12-02): complex ``det`` 1024x32x32 (0.81-0.89x; now ``det(A.mT)``, LAPACK's
+#: layout, 0.91x) and ``qr`` 512² (1.19-1.24x; SciPy's peer now in torch's mode, 0.99-1.05x). Still
+#: on it: complex ``inv`` 256² (0.83x, torch's getrs against SciPy's getri, a quarter fewer flops)
+#: and the two triangular rows (1.1-1.45x, OpenBLAS's ``strtrs`` with the machine's state)
+#: (docs/routing.md, "Verdicts that repeat").
 RUN_DRIFT = 0.029
 #: The SciPy column's run-to-run drift (:data:`RUN_DRIFT`'s method and runs).
 SCIPY_DRIFT = 0.045

@@ -19,10 +19,9 @@ import importlib
 import pytest
 import torch
 from helpers import ORDER_IDS as OID
-from helpers import ORDERS, InOrder, NoHostSync, require_emulator
+from helpers import ORDERS, InOrder, NoHostSync
 
 import mpslinalg as LA
-from mpslinalg.kernels import load_library
 from reference import lapack, matrices, metrics
 
 lu_mod = importlib.import_module("mpslinalg.lu.kernels")
@@ -30,12 +29,6 @@ lu_mod = importlib.import_module("mpslinalg.lu.kernels")
 DTYPES = [torch.float32, torch.complex64]
 DID = ["float32", "complex64"]
 PASS = metrics.PASS_RATIO
-
-
-@pytest.fixture(scope="module")
-def lib():
-    require_emulator()
-    return load_library("lu", "cpu")
 
 
 @pytest.fixture

@@ -39,8 +39,9 @@ def _randn(shape, dtype, seed):
 
 
 def _blocked_qr(device: str, sizes=(64, 40, 17, 2), variants=((False, False), (True, False), (False, True),
-                                                               (True, True)), scales=(1.0, 1e30, 1e-30)) -> None:
-    """Every ``(CHUNKED, JOINT_REDUCE)`` variant of the blocked kernel in ``variants``."""
+                                                               (True, True)), scales=(1e30, 1e-30)) -> None:
+    """Every ``(CHUNKED, JOINT_REDUCE)`` variant of the blocked kernel in ``variants``; ``scales``: the
+    scaled matrices of the batch (besides the two at scale 1)."""
     from mpslinalg.kernels import qr_triton_blocked as qb
 
     saved = qb.CHUNKED, qb.JOINT_REDUCE
@@ -52,6 +53,10 @@ def _blocked_qr(device: str, sizes=(64, 40, 17, 2), variants=((False, False), (T
 
 
 def _blocked_qr_variant(device: str, sizes, scales) -> None:
+    """One launch per build (with Q and X, without, the unblocked kernel) over one batch: matrix 0 at
+    scale 1 (against ``geqrf``), matrix 1 with a zero first column (``tau = 0``), then one matrix per
+    entry of ``scales`` (the scaled norm: ratios < 30 at 1e±30). A program factors one matrix, so the
+    batch costs what separate launches would, and each matrix reaches the kernel's every branch."""
     from qr.test_qr_kernels import _check_geqrf
 
     from mpslinalg.kernels import qr_triton_blocked as qb
@@ -60,29 +65,29 @@ def _blocked_qr_variant(device: str, sizes, scales) -> None:
 
     for dtype in (torch.complex64, torch.float32):
         for n in sizes:
-            for scale in scales:
-                A = _randn((3, n, n), dtype, n) * scale
-                A[1, :, 0] = 0  # tau = 0
-                QR, tau = A.clone().to(device), torch.full((3, n), float("nan"), dtype=dtype, device=device)
-                Q, X = torch.full_like(QR, float("nan")), torch.full_like(QR, float("nan"))
-                qb.geqrf_square(QR, tau, Q, X)
-                QR, tau, Q, X = QR.cpu(), tau.cpu(), Q.cpu(), X.cpu()
-                assert float(tau[1, 0].abs()) == 0.0
-                assert torch.equal(X, QR.triu().mH.resolve_conj()), (dtype, n)
-                if scale == 1.0:  # its absolute bound mixes R's scale and the reflectors' (O(1))
-                    _check_geqrf(A[[0, 2]], QR[[0, 2]], tau[[0, 2]])
-                res, orth = metrics.qr_ratios(A, Q, QR.triu())
-                assert float(res.max()) < 30 and float(orth.max()) < 30, (dtype, n, scale)
+            A = _randn((2 + len(scales), n, n), dtype, n)
+            A[1, :, 0] = 0  # tau = 0
+            for i, scale in enumerate(scales):
+                A[2 + i] *= scale
+            QR, tau = A.clone().to(device), torch.full(A.shape[:2], float("nan"), dtype=dtype, device=device)
+            Q, X = torch.full_like(QR, float("nan")), torch.full_like(QR, float("nan"))
+            qb.geqrf_square(QR, tau, Q, X)
+            QR, tau, Q, X = QR.cpu(), tau.cpu(), Q.cpu(), X.cpu()
+            assert float(tau[1, 0].abs()) == 0.0
+            assert torch.equal(X, QR.triu().mH.resolve_conj()), (dtype, n)
+            # geqrf at scale 1 only: its absolute bound mixes R's scale and the reflectors' (O(1))
+            _check_geqrf(A[:1], QR[:1], tau[:1])
+            res, orth = metrics.qr_ratios(A, Q, QR.triu())
+            assert float(res.max()) < 30 and float(orth.max()) < 30, (dtype, n, res, orth)
             # without Q and X: the same factorisation to rounding (another build: contractions may differ)
-            A = _randn((3, n, n), dtype, n)
-            A[1, :, 0] = 0
-            QR2, tau2 = A.clone().to(device), torch.empty(3, n, dtype=dtype, device=device)
+            A = A[:2]
+            QR2, tau2 = A.clone().to(device), torch.empty(2, n, dtype=dtype, device=device)
             qb.geqrf_square(QR2, tau2)
             QR2, tau2 = QR2.cpu(), tau2.cpu()
             assert float(tau2[1, 0].abs()) == 0.0
-            _check_geqrf(A[[0, 2]], QR2[[0, 2]], tau2[[0, 2]])
+            _check_geqrf(A[:1], QR2[:1], tau2[:1])
             # the unblocked kernel's own X = Rᴴ output (qr_triton.square_qr_into; the route's SMALL_QR_WRITES_X)
-            QR3, tau3 = A.clone().to(device), torch.empty(3, n, dtype=dtype, device=device)
+            QR3, tau3 = A.clone().to(device), torch.empty(2, n, dtype=dtype, device=device)
             Q3, X3 = torch.empty_like(QR3), torch.full_like(QR3, float("nan"))
             square_qr_into(QR3, tau3, Q3, X3)
             QR3, Q3, X3 = QR3.cpu(), Q3.cpu(), X3.cpu()
@@ -149,7 +154,10 @@ def _square_route(on: bool = True, qr: str | None = None):
         sq.ENABLED, sf.ENABLED, sq.QR_KERNEL = saved
 
 
-def _route(device: str, sizes=(16, 6), qr: str | None = None) -> None:
+def _route(device: str, sizes=(8, 6), qr: str | None = None) -> None:
+    """The route's calls on a batch of seven cases. Default sizes: the smallest that take each Jacobi
+    kernel of the route (complex64: 8 the halving ordering with non-degenerate regrouping, 6 the pairs
+    kernel with an odd half; float32: the register kernel)."""
     import mpslinalg as LA
     from mpslinalg.kernels import svd_cuda
     from mpslinalg.kernels import svd_triton_square as sq
@@ -179,10 +187,12 @@ def _route(device: str, sizes=(16, 6), qr: str | None = None) -> None:
             ref = torch.linalg.svdvals(A[5].cpu().to(wide))
             kappa_b = float(torch.linalg.cond(B.to(wide)))
             assert float(((S[5].cpu().double() - ref) / ref).abs().max()) <= 30 * n * kappa_b * UNIT
-            if dtype.is_complex:  # a conjugate view: its bits materialised (the kernels read memory)
+            if dtype.is_complex:  # a conjugate view: its bits materialised (the kernels read memory;
+                # the binding resolves the view whatever the values: two matrices, one with a NaN)
+                C = A[2:4]
                 with _square_route(qr=qr):
-                    got = LA.svd_ex(A.conj())[:3]
-                    want = LA.svd_ex(A.conj().resolve_conj())[:3]
+                    got = LA.svd_ex(C.conj())[:3]
+                    want = LA.svd_ex(C.conj().resolve_conj())[:3]
                 assert all(torch.equal(x.nan_to_num(), y.nan_to_num()) for x, y in zip(got, want))
             with _square_route(False):
                 S0 = svdmod.svd_impl(A, False, False)[1]
@@ -194,9 +204,13 @@ def _route(device: str, sizes=(16, 6), qr: str | None = None) -> None:
 
 
 def test_blocked_qr_interpreted():
-    # the interpreter is slow (~20 s a 40x40 complex QR on a loaded 2-core machine): 40 = 3 panels with padding
+    # Both builds at 40 (3 panels with padding: a trailing update after an updated panel) and 2; JOINT_REDUCE
+    # changes only the panel's reductions (_panel, the same in both builds) and its tl.reduce is the
+    # interpreter's slow part (~7 s a 40x40 matrix, ~2.5 s at 17), so it runs at 17: 2 panels, padding, a
+    # one-column last panel. The CUDA test runs all four combinations.
     run_interpreted("svd.test_svd_qr_square",
-                    "t._blocked_qr('cpu', (40, 2), ((False, False), (True, True)), (1.0, 1e-30))")
+                    "t._blocked_qr('cpu', (40, 2), ((False, False), (True, False)), (1e-30,))\n"
+                    "t._blocked_qr('cpu', (17,), ((False, True),), (1e-30,))")
 
 
 def test_prep_and_route_interpreted():

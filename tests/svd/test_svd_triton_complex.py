@@ -102,7 +102,8 @@ def _joint_reduce(device: str) -> None:
         assert float((out[True][1] - out[False][1]).abs().max()) <= 30 * n * u * n
 
 
-def _pairs_kernel(device: str) -> None:
+def _pairs_kernel(device: str, cases=((2, torch.float32), (4, torch.complex64), (10, torch.float32),
+                                      (12, torch.complex64), (16, torch.complex64), (16, torch.float32))) -> None:
     """``TILE_KERNEL = "pairs"`` moves the columns as the register kernel does: after one sweep (the
     same pairs, rotations and sums; only the moves differ) ``X`` and ``V`` agree to ``30·n·u`` of
     their scale (bit-identical in the interpreter). Converged, "pairs" and "halving" give ``X0 V = X``
@@ -110,8 +111,7 @@ def _pairs_kernel(device: str) -> None:
     from mpslinalg.kernels import svd_triton as st
 
     u = _u()
-    for n, dtype in ((2, torch.float32), (4, torch.complex64), (10, torch.float32), (12, torch.complex64),
-                     (16, torch.complex64), (16, torch.float32)):
+    for n, dtype in cases:
         X0 = torch.randn(3, n, n, dtype=dtype, generator=torch.Generator().manual_seed(n)).to(device)
         eye = torch.eye(n, dtype=dtype, device=device).expand(3, n, n).contiguous()
         scale = float(X0.abs().max()) * n
@@ -137,7 +137,7 @@ def _pairs_kernel(device: str) -> None:
             finally:
                 st.TILE_KERNEL, st.LANE_MAX, st.REG_FAST_ROTATION = saved
             ref = torch.linalg.vector_norm(out["registers"][0], dim=-2).sort(-1)[0]
-            for kernel in ("pairs", "halving", "fast"):  # halving: its own ordering for n = 2, 4, 16
+            for kernel in ("pairs", "halving", "fast"):  # halving: its own ordering for n a power of two
                 X, V, rot = out[kernel]
                 assert not bool(rot.any())
                 assert float((X0 @ V - X).abs().max()) <= 30 * n * u * scale
@@ -199,7 +199,7 @@ def _halving(X0: torch.Tensor, eye: torch.Tensor, *switches: bool):
             setattr(st, k, v)
 
 
-def _tracked_norms(device: str) -> None:
+def _tracked_norms(device: str, cases=((8, torch.complex64), (16, torch.complex64), (16, torch.float32))) -> None:
     """The halving kernel's variants keep the plain kernel's results: ``svd_triton.REG_TRACK_NORMS``
     (the squared column norms carried, LAPACK xGSVJ0's update; a round sums only ``x_pᴴ x_q``) and
     ``REG_SCALED_ROTATIONS`` (xGSVJ0's fast scaled rotations, ``x = d·y``): converged, ``X0 V = X`` to
@@ -212,7 +212,7 @@ def _tracked_norms(device: str) -> None:
     converged, orthonormal result. ``REG_UNROLL2`` (two rounds per loop iteration): bit-identical results
     in the interpreter; compiled, ptxas may fuse a product and a sum in one copy and not the other, so
     on CUDA the unrolled results meet the same checks instead."""
-    for n, dtype in ((8, torch.complex64), (16, torch.complex64), (16, torch.float32)):
+    for n, dtype in cases:
         g = torch.Generator().manual_seed(n)
         X0 = torch.randn(4, n, n, dtype=dtype, generator=g)
         X0[1, :, 3] = X0[1, :, 1]
@@ -299,14 +299,24 @@ def _tracked_update(device: str) -> None:
             assert torch.equal(Pd[:, 0].cpu(), P[:, 0]) and torch.equal(Qd[:, 0].cpu(), Q[:, 0])
 
 
+# The interpreter's orders: the smallest that take the same kernels and branches as the CUDA test's 16
+# (8: the halving ordering's three levels, the first regrouping non-degenerate, two-round loop iterations
+# at every level but the last; the interpreter runs a 16x16 complex matrix ~4x slower than an 8x8)
+_PAIRS_CPU = "((2, torch.float32), (4, torch.complex64), (10, torch.float32), (12, torch.complex64), " \
+             "(8, torch.complex64), (8, torch.float32))"
+_TRACKED_CPU = "((8, torch.complex64), (8, torch.float32))"
+
+
 def test_complex_speedups_interpreted():
     run_interpreted("svd.test_svd_triton_complex",
+                    "import torch\n"
                     "t._completion('cpu'); t._completion_through_svd('cpu'); t._joint_reduce('cpu')\n"
-                    "t._pairs_kernel('cpu'); t._finish('cpu')")
+                    f"t._pairs_kernel('cpu', {_PAIRS_CPU}); t._finish('cpu')")
 
 
 def test_tracked_norms_interpreted():
-    run_interpreted("svd.test_svd_triton_complex", "t._tracked_update('cpu'); t._tracked_norms('cpu')")
+    run_interpreted("svd.test_svd_triton_complex",
+                    f"import torch\nt._tracked_update('cpu'); t._tracked_norms('cpu', {_TRACKED_CPU})")
 
 
 @pytest.mark.cuda

@@ -27,8 +27,8 @@ Variants, to measure the design rather than only the code:
   ``free``: its finished values through the tile, the register window updated unguarded;
   ``look``: its next pivot search started before the rest of each step's update
   ``rcp1``: its reciprocal of the pivot with one division (complex64)
-  (``TUNING.small_roll_variant`` bits 1, 2, 4); ``direct`` rolled rows: no staging tile (~20 KiB of
-  threadgroup memory less per group: more groups per core);
+  (``TUNING.small_roll_variant`` bits 1, 2, 4; the defaults: float32 rolled, free; complex64 rolled,
+  free, rcp1, fma);
 * ``public solve_ex``: the whole library call on the emulator backend, eager (host overhead of the
   front door, the binding layer and the ctypes launch included).
 
@@ -194,7 +194,7 @@ def lu_rows(bw, rows, scale, quick=False, only=None):
         if n == 32:
             variants += [(32, 1, 1, opt) for opt in (1, 2, 3)]
             fma = 1 if dtype.is_complex else 0  # each dtype's default arithmetic
-            variants += [(32, 1, 1, 2 + fma + v) for v in (4, 8, 12)] + [(32, 0, 1, 3 + v) for v in (0, 8)]
+            variants += [(32, 1, 1, 2 + fma + v) for v in (4, 8, 12)]
             if dtype.is_complex:  # the one-division reciprocal (complex only), with FREE
                 variants += [(32, 1, 1, 23), (32, 1, 1, 31)]
         if dtype == torch.float32 and n > 16 and not quick:

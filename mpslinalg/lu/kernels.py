@@ -51,9 +51,8 @@ class Tuning:
         ``lu_small`` at 32 lanes, staged, one row per lane, for every dtype or per dtype name: 1
         runs the column loop rolled (one loop body per phase of 8 columns, the row's registers
         rotating a column a step: ~1/5 of the unrolled code, which the GPU otherwise streams
-        through its instruction cache), 0 unrolled. Same arithmetic either way. Default
-        ``{"float32": 0, "complex64": 1}`` (H200 round 2, 65536 x 32x32: complex64 rolled with fma
-        1914 us against 2416 unrolled; float32 rolled 551 against 516; docs/ops/lu.md).
+        through its instruction cache), 0 unrolled. Same arithmetic either way. Default 1 for both
+        (with ``small_roll_variant``'s defaults; docs/ops/lu.md has the measurements).
     small_roll_variant : int or dict
         The rolled loop's variants (``small_roll`` = 1 only), for every dtype or per dtype name, a
         bit mask: 1 moves finished values out of the registers into the staging tile (multipliers
@@ -62,7 +61,11 @@ class Tuning:
         pivot search before the rest of a step's update (its latency hidden behind the update);
         4 (complex) forms ``1 / pivot`` with one division instead of Smith's three (exactly
         scaled by a power of two: not the unrolled loop's bits, LAPACK's backward-error contract).
-        Bits 1 and 2 keep the operations on the matrix. Default 0 (off until measured).
+        Bits 1 and 2 keep the operations on the matrix. Default ``{"float32": 1, "complex64": 5}``
+        (H200 2026-12-02, 65536 x 32x32 against ``torch.linalg.lu_factor_ex`` in the same run:
+        complex64 with fma 880 us, 2.72x, against 1865 rolled alone and 1517 with bit 1 only;
+        float32 484 us, 1.79x, against 516 unrolled, bit for bit the same factors; bit 2 was
+        slower for both, 915 and 533 us).
     panel_threads : int
         Threads per threadgroup of ``lu_panel`` and ``lu_panel_step`` (a power of two, 32 to 256).
     panel_rows : int
@@ -137,8 +140,8 @@ class Tuning:
     small_stage: int = 1
     small_rows: int = 1
     small_fma: dict = field(default_factory=lambda: {"float32": 0, "complex64": 1})
-    small_roll: dict = field(default_factory=lambda: {"float32": 0, "complex64": 1})
-    small_roll_variant: int = 0
+    small_roll: dict = field(default_factory=lambda: {"float32": 1, "complex64": 1})
+    small_roll_variant: dict = field(default_factory=lambda: {"float32": 1, "complex64": 5})
     panel_threads: int = 256
     panel_rows: int = 32
     # H200 2026-12-01, rounds 1 and 2: 16 rows per group 2-3% faster at c64 n=1024 (4.14 / 4.17 vs

@@ -232,6 +232,39 @@ def test_lu_small_rolled_one_division_reciprocal(kernels, order, seed, variant):
 
 
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
+def test_lu_small_one_division_reciprocal_scales_exactly(kernels, order, seed):
+    """The one-division reciprocal (complex64 default) scales b by 2^-e exactly: factoring 2^s A
+    gives A's multipliers bit for bit and A's U times 2^s bit for bit (powers of two commute with
+    rounding away from overflow and subnormals), for pivots near 2^100, 2^-100 and 2^125. Pivots
+    near 2^127 (the exponents where the scale is clamped at 2^-126) have a subnormal reciprocal,
+    as with any division, so there: LAPACK's pivots and the xGET01 ratio below 30, all finite."""
+    g = torch.Generator().manual_seed(11)
+    A = matrices.random(32, 32, batch=(3,), dtype=torch.complex64, seed=31)
+    D = (1.5 * torch.eye(32) + 0.01 * torch.rand(2, 32, 32, generator=g)).to(torch.complex64)  # pivots on the diagonal
+    for base, s in ((A, 100), (A, -100), (D, 125)):
+        out = []
+        for scale in (1.0, 2.0**s):
+            kern = kernels(torch.complex64, order, seed, 1, fma=1, roll=1, variant=5)
+            LU = base * scale
+            piv = torch.zeros(base.shape[0], 32, dtype=torch.int32)
+            info = torch.full((base.shape[0],), -1, dtype=torch.int32)
+            kern.small(LU, piv, info)
+            out.append((LU, piv, info))
+        (LU0, piv0, info0), (LUs, pivs, infos) = out
+        assert torch.equal(piv0, pivs) and torch.equal(info0, infos), s
+        assert torch.equal(LU0.tril(-1), LUs.tril(-1)), s
+        assert torch.equal(LU0.triu() * 2.0**s, LUs.triu()), s
+        assert bool(LUs.isfinite().all()), s
+    kern = kernels(torch.complex64, order, seed, 1, fma=1, roll=1, variant=5)
+    H = D * 2.0**127
+    LU = H.clone()
+    piv = torch.zeros(2, 32, dtype=torch.int32)
+    kern.small(LU, piv, torch.full((2,), -1, dtype=torch.int32))
+    assert torch.equal(piv, lapack.getrf_pivots(H)) and bool(LU.isfinite().all())
+    assert float(metrics.lu_factor_ratio(H, LU, piv).max()) < metrics.PASS_RATIO
+
+
+@pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
 @pytest.mark.parametrize("stage", STAGES, ids=SID)
 @pytest.mark.parametrize("rows", [1, 2], ids=["1row", "2rows"])
 def test_lu_small_specials_match_sequential_getf2(kernels, order, seed, stage, rows):

@@ -131,8 +131,10 @@ def _graded_relative(device: str) -> None:
         assert bool((rel <= bound).all()), (n, float((rel / bound).max()))
 
 
-def _special(device: str, shapes=((9, 8), (6, 6), (12, 5), (16, 16))) -> None:
-    """Zero, rank-deficient, scaled and non-finite matrices; the sweep bound."""
+def _special(device: str, shapes=((9, 8), (6, 6), (12, 5))) -> None:
+    """Zero, rank-deficient, scaled and non-finite matrices; the sweep bound. Default shapes: square,
+    tall, and Vj embedded in a taller tile (the CUDA test adds 16x16, a tile without padding, which
+    ``_accuracy`` also checks; the interpreter takes ~14 s for it here)."""
     for m, n in shapes:
         Z = torch.zeros(2, m, n, device=device)
         R = matrices.rank_deficient(m, n, 1, batch=(2,), dtype=torch.float32, seed=m * n).to(device)

@@ -307,6 +307,22 @@ MUTATIONS = [
         tests=['tests/lu/test_lu_kernels.py::test_lu_small'],
         why='tile loaded column-major (wrong index map)',
     ),
+    dict(
+        id='lu-small-free-finished-rows-store',
+        file='metal/lu.metal',
+        pattern='      if (FREE && below) {',
+        replacement='      if (FREE) {',
+        tests=['tests/lu/test_lu_small_kernels.py::test_lu_small_rolled_equals_unrolled'],
+        why="lu_small FREE: a finished row's junk overwrites its U row in the tile",
+    ),
+    dict(
+        id='lu-small-rcp1-conjugate-lost',
+        file='metal/lu.metal',
+        pattern='float2(x * id * k, -y * id * k)',
+        replacement='float2(x * id * k, y * id * k)',
+        tests=['tests/lu/test_lu_small_kernels.py::test_lu_small_rolled_one_division_reciprocal'],
+        why='lu_small RCP1: 1 / p without the conjugate (p / |p|^2)',
+    ),
     # ---- mpslinalg/small/ ----------------------------------------------------------------------------
     dict(
         id='small-pivot-tie-last',

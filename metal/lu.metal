@@ -1180,7 +1180,7 @@ __attribute__((always_inline)) inline int lu_regs_getf2(thread T (&a0)[W], threa
 // lu_roll_reg(c) (blocks of 8 in reverse order). Step j updates the real columns a[1 .. 31 - j]
 // of the rows below the pivot (the entries rotated in behind them stay): the same operations as
 // lu_row_step; steps past min(m, n) only rotate.
-// Variants (OPT bits besides 1 = fma), the same operations on the real columns either way:
+// Variants (OPT bits besides 1 = fma; 4 and 8 keep the operations on the real columns):
 //   4 (FREE, STAGE = 1): finished values leave the registers for the lane's own row of the staging
 //     tile (free after the load; the rows go back to device memory from there): a row below the
 //     pivot stores its multiplier each step, the pivot row publishes its U row straight into its
@@ -1199,7 +1199,7 @@ inline constexpr int lu_roll_reg(int c) { return (3 - c / 8) * 8 + c % 8; }
 // of max(|Re b|, |Im b|) (an exact scaling: |b'|^2 in [1, 8) neither overflows nor underflows),
 // then times 2^-e. Relative error a few u, like Smith's three divisions (lu_recip), so not its
 // bits; non-finite b gives NaN as lu_recip. Only used for |b| >= the smallest normal (lu_use_recip:
-// smaller pivots are divided by), where 2^-e is a normal number (e <= 126 clamped).
+// smaller pivots are divided by), where 2^-e is a normal number (clamped at 2^-126 for e = 127).
 inline float lu_recip_1div(float a) { return lu_recip(a); }
 inline float2 lu_recip_1div(float2 a) {
   const uint eb = min(as_type<uint>(max(fabs(a.x), fabs(a.y))) & 0x7F800000u, 0x7E800000u);
@@ -1236,7 +1236,7 @@ __attribute__((always_inline)) inline void lu_roll_phase(thread T (&a)[32], int 
 #pragma unroll 1
   for (int j = j0; j < j0 + 8; ++j) {
     const T head = a[0];
-    if (FREE && j >= kmin) {  // uniform: the rows still in registers hold only multipliers, stored
+    if (FREE && j >= kmin) {  // uniform: no step left, every finished value is in the tile
       break;
     }
     if (j < kmin) {  // uniform

@@ -1556,6 +1556,9 @@ kernel void lu_small_solve(device const T* A [[buffer(0)]],
 #define LU_SMALL_INSTANTIATE_OPT(W, S, OPT)                                                \
   MPSL_INSTANTIATE("lu_small_f32_" #W "_" #S "_1_" #OPT, lu_small, float, W, S, 1, OPT)    \
   MPSL_INSTANTIATE("lu_small_c64_" #W "_" #S "_1_" #OPT, lu_small, float2, W, S, 1, OPT)
+// The one-division reciprocal (OPT bit 16) exists for complex64 only (float32's is one division).
+#define LU_SMALL_INSTANTIATE_RCP1(W, S, OPT) \
+  MPSL_INSTANTIATE("lu_small_c64_" #W "_" #S "_1_" #OPT, lu_small, float2, W, S, 1, OPT)
 // Two rows per lane: float32 only (a complex64 lane would hold 128 floats of matrix: past the
 // register file, and clang keeps the rows in memory when it cannot unroll the columns).
 #define LU_SMALL_INSTANTIATE_ROWS(W, S, R) \
@@ -1788,8 +1791,14 @@ LU_SMALL_INSTANTIATE_OPT(32, 1, 10)
 LU_SMALL_INSTANTIATE_OPT(32, 1, 11)
 LU_SMALL_INSTANTIATE_OPT(32, 1, 14)
 LU_SMALL_INSTANTIATE_OPT(32, 1, 15)
-LU_SMALL_INSTANTIATE_OPT(32, 1, 23)
-LU_SMALL_INSTANTIATE_OPT(32, 1, 31)
+LU_SMALL_INSTANTIATE_RCP1(32, 1, 18)
+LU_SMALL_INSTANTIATE_RCP1(32, 1, 19)
+LU_SMALL_INSTANTIATE_RCP1(32, 1, 22)
+LU_SMALL_INSTANTIATE_RCP1(32, 1, 23)
+LU_SMALL_INSTANTIATE_RCP1(32, 1, 26)
+LU_SMALL_INSTANTIATE_RCP1(32, 1, 27)
+LU_SMALL_INSTANTIATE_RCP1(32, 1, 30)
+LU_SMALL_INSTANTIATE_RCP1(32, 1, 31)
 LU_SMALL_INSTANTIATE_ROWS(32, 0, 2)
 LU_SMALL_INSTANTIATE_ROWS(32, 1, 2)
 LU_SMALL_SOLVE_INSTANTIATE(8, 1, 0)

@@ -59,7 +59,7 @@ class Tuning:
         each step, the pivot row once, published there), so every lane updates its whole register
         window unguarded (no per-element select, no register moves); 2 starts the next column's
         pivot search before the rest of a step's update (its latency hidden behind the update);
-        4 (complex) forms ``1 / pivot`` with one division instead of Smith's three (exactly
+        4 (complex; float32 ignores it) forms ``1 / pivot`` with one division instead of Smith's three (exactly
         scaled by a power of two: not the unrolled loop's bits, LAPACK's backward-error contract).
         Bits 1 and 2 keep the operations on the matrix. Default ``{"float32": 1, "complex64": 5}``
         (H200 2026-12-02, 65536 x 32x32 against ``torch.linalg.lu_factor_ex`` in the same run:
@@ -402,8 +402,8 @@ class _MetalKernels:
         rows = TUNING.small_rows if W == 32 and self.dtype == torch.float32 else 1  # instantiated
         params = (W, TUNING.small_stage) + ((rows,) if rows > 1 else ())
         roll = _per_dtype(TUNING.small_roll, self.dtype, 0)
-        opt = (_per_dtype(TUNING.small_fma, self.dtype, 0) + 2 * roll
-               + 4 * roll * _per_dtype(TUNING.small_roll_variant, self.dtype, 0))
+        variant = _per_dtype(TUNING.small_roll_variant, self.dtype, 0) & (7 if self.dtype.is_complex else 3)
+        opt = _per_dtype(TUNING.small_fma, self.dtype, 0) + 2 * roll + 4 * roll * variant  # (bit 4: complex only)
         if opt and W == 32 and TUNING.small_stage == 1 and rows == 1:  # instantiated
             params += (1, opt)  # lu_small_<dtype>_32_1_<rows = 1>_<OPT bits: 1 fma, 2 rolled, 4, 8, 16 its variants>
         self._kernel("lu_small", *params)(LU, piv, info, M, N, B, **_small_grid(B, W // rows))

@@ -29,6 +29,7 @@ Bounds and why:
 from __future__ import annotations
 
 import importlib
+import itertools
 
 import pytest
 import torch
@@ -409,6 +410,21 @@ def test_rolled_variants_on_the_cuda_target(monkeypatch, dtype, variant):
     kern = lu_mod._MetalKernels(torch.device("cuda"), dtype)
     for m, n, b in [(32, 32, 1025), (32, 32, 3), (32, 20, 2), (20, 32, 2), (17, 17, 3)]:
         _check_small_cuda(kern, m, n, b, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DID)
+def test_every_tuning_combination_has_its_kernel(kernels, dtype):
+    """Every valid setting of small_stage x small_fma x small_roll x small_roll_variant (0..7; bit 4
+    is complex only, float32 ignores it) launches an instantiated lu_small kernel that factors a
+    32 x 32 matrix: LAPACK's pivots and the xGET01 ratio below 30."""
+    A = matrices.random(32, 32, batch=(1,), dtype=dtype, seed=3)
+    for stage, fma, roll, variant in itertools.product((0, 1), (0, 1), (0, 1), range(8)):
+        kern = kernels(dtype, "inorder", 0, stage, fma=fma, roll=roll, variant=variant)
+        LU = A.clone()
+        piv = torch.zeros(1, 32, dtype=torch.int32)
+        kern.small(LU, piv, torch.zeros(1, dtype=torch.int32))
+        assert torch.equal(piv, lapack.getrf_pivots(A)), (stage, fma, roll, variant)
+        assert float(metrics.lu_factor_ratio(A, LU, piv).max()) < metrics.PASS_RATIO, (stage, fma, roll, variant)
 
 
 def test_grid_refuses_batches_past_32_bit_thread_indices():

@@ -195,8 +195,8 @@ def lu_rows(bw, rows, scale, quick=False, only=None):
             variants += [(32, 1, 1, opt) for opt in (1, 2, 3)]
             fma = 1 if dtype.is_complex else 0  # each dtype's default arithmetic
             variants += [(32, 1, 1, 2 + fma + v) for v in (4, 8, 12)]
-            if dtype.is_complex:  # the one-division reciprocal (complex only), with FREE
-                variants += [(32, 1, 1, 23), (32, 1, 1, 31)]
+            if dtype.is_complex:  # the one-division reciprocal (complex only): alone, with FREE (+ LOOK)
+                variants += [(32, 1, 1, 19), (32, 1, 1, 23), (32, 1, 1, 31)]
         if dtype == torch.float32 and n > 16 and not quick:
             variants += [(32, stage, 2, 0) for stage in (1, 0)]
         if only is not None:

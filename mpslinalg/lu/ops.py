@@ -188,12 +188,7 @@ def _solve_ex_op_impl(A: torch.Tensor, B: torch.Tensor, left: bool) -> tuple[tor
     return _solve_impl(A, B, left)
 
 
-def _solve_ex_op_fake(A, B, left):
-    batch = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
-    return B.new_empty((*batch, *B.shape[-2:])), A.new_empty(A.shape[:-2], dtype=torch.int32)
-
-
-_solve_ex_op = defop("solve_ex", impl=_solve_ex_op_impl, fake=_solve_ex_op_fake,
+_solve_ex_op = defop("solve_ex", impl=_solve_ex_op_impl,
                      **D.solve_rules(lambda A, B, left: _solve_ex_op(A, B, left)[0]))
 
 
@@ -202,11 +197,7 @@ def _inv_ex_op_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return X.contiguous(), info
 
 
-def _inv_ex_op_fake(A):
-    return A.new_empty(A.shape), A.new_empty(A.shape[:-2], dtype=torch.int32)
-
-
-_inv_ex_op = defop("inv_ex", impl=_inv_ex_op_impl, fake=_inv_ex_op_fake, **D.inv_rules())
+_inv_ex_op = defop("inv_ex", impl=_inv_ex_op_impl, **D.inv_rules())
 
 
 def _det_op_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -4,7 +4,8 @@ Conventions are PyTorch's (``torch/csrc/autograd/FunctionsManual.cpp``): conjuga
 calculus, so for a real loss ``L`` the gradient ``G`` of a complex input satisfies
 ``dL = Re tr(Gᴴ dA)``. Each formula names the PyTorch function it follows. The callers pass the
 Ops to use inside (``solve``...), so that a backward runs through differentiable ops and double
-backward works.
+backward works. ``solve_rules``/``inv_rules`` bundle an op shape's rules with its fake (meta)
+implementation, for the families that declare that shape (LU, small).
 """
 
 from __future__ import annotations
@@ -96,8 +97,13 @@ def slogdet_jvp(t: torch.Tensor, sign: torch.Tensor, logabs: torch.Tensor, compl
 
 
 def solve_rules(solve: Callable) -> dict:
-    """``setup``/``backward``/``jvp`` of an op ``(A, B, left) -> (X, info)``; ``solve(A, B, left)``
-    returns ``X`` through a differentiable op (late-bound: the op may be declared after this call)."""
+    """``fake``/``setup``/``backward``/``jvp`` of an op ``(A, B, left) -> (X, info)`` (``X`` of the
+    broadcast batch, ``info`` of ``A``'s); ``solve(A, B, left)`` returns ``X`` through a differentiable
+    op (late-bound: the op may be declared after this call)."""
+
+    def fake(A, B, left):
+        batch = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+        return B.new_empty((*batch, *B.shape[-2:])), A.new_empty(A.shape[:-2], dtype=torch.int32)
 
     def setup(ctx, inputs, output):
         A, B, left = inputs
@@ -114,11 +120,14 @@ def solve_rules(solve: Callable) -> dict:
         (A, _, left), (X, _), (dA, dB, _) = inputs, outputs, tangents
         return solve_jvp(solve, A, X, dA, dB, left), None
 
-    return {"setup": setup, "backward": backward, "jvp": jvp}
+    return {"fake": fake, "setup": setup, "backward": backward, "jvp": jvp}
 
 
 def inv_rules() -> dict:
-    """``setup``/``backward``/``jvp`` of an op ``A -> (A⁻¹, info)``."""
+    """``fake``/``setup``/``backward``/``jvp`` of an op ``A -> (A⁻¹, info)``."""
+
+    def fake(A):
+        return A.new_empty(A.shape), A.new_empty(A.shape[:-2], dtype=torch.int32)
 
     def setup(ctx, inputs, output):
         ctx.save_for_backward(output[0])
@@ -130,7 +139,7 @@ def inv_rules() -> dict:
     def jvp(inputs, outputs, tangents):
         return inv_jvp(outputs[0], tangents[0]), None
 
-    return {"setup": setup, "backward": backward, "jvp": jvp}
+    return {"fake": fake, "setup": setup, "backward": backward, "jvp": jvp}
 
 
 # det: the adjugate from the forward's LU, without a host read of a "singular" mask

@@ -20,17 +20,12 @@ __all__ = ["adjugate", "det_op", "inv_ex_op", "slogdet_op", "solve_ex_op"]
 # ---------------------------------------------------------------------------------------------
 
 
-def _inv_ex_fake(A):
-    return (torch.empty_like(A, memory_format=torch.contiguous_format),
-            A.new_empty(A.shape[:-2], dtype=torch.int32))
-
-
 def _inv_ex(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return _inv_impl(A)
 
 
 #: ``A -> (A⁻¹, info)`` for ``n <= 4`` (no checks: the public ``inv``/``inv_ex`` check).
-inv_ex_op = defop("small_inv_ex", impl=_inv_ex, fake=_inv_ex_fake, **D.inv_rules())
+inv_ex_op = defop("small_inv_ex", impl=_inv_ex, **D.inv_rules())
 
 
 def _det(A: torch.Tensor) -> torch.Tensor:
@@ -91,13 +86,8 @@ def _solve_ex(A: torch.Tensor, B: torch.Tensor, left: bool) -> tuple[torch.Tenso
     return _solve_impl(A, B, left)
 
 
-def _solve_ex_fake(A, B, left):
-    batch = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
-    return B.new_empty(*batch, B.shape[-2], B.shape[-1]), A.new_empty(A.shape[:-2], dtype=torch.int32)
-
-
 #: ``(A, B, left) -> (X, info)`` for ``n <= 4``, ``B`` a matrix (``info`` of ``A``'s batch).
-solve_ex_op = defop("small_solve_ex", impl=_solve_ex, fake=_solve_ex_fake,
+solve_ex_op = defop("small_solve_ex", impl=_solve_ex,
                     **D.solve_rules(lambda A, B, left: solve_ex_op(A, B, left)[0]))
 
 

@@ -24,3 +24,21 @@ def factor(kern, kernel: str, A: torch.Tensor, panel_cols: int | None = None):
     else:
         kern.panel(LU, piv, info, 0, panel_cols)
     return LU, piv, info
+
+
+def assert_nans_match_torch(n: int, dtype: torch.dtype, g: torch.Generator, setups) -> None:
+    """For each setup (a list of ``(i, j, value)``) planted in a fresh Gaussian ``n x n`` matrix from
+    ``g``: the public ``lu_factor_ex`` on the emulator backend gives exactly the pivots and the NaN
+    pattern of torch's CPU LAPACK, and ``info`` 0 (discrete facts: no tolerance)."""
+    import mpslinalg
+
+    for setup in setups:
+        A = torch.randn(n, n, generator=g, dtype=dtype)
+        for i, j, v in setup:
+            A[i, j] = v
+        LUt, pivt, _ = torch.linalg.lu_factor_ex(A)
+        with mpslinalg.use_backend("emulator"):
+            LU, piv, info = mpslinalg.lu_factor_ex(A)
+        assert torch.equal(piv, pivt), setup
+        assert torch.equal(LU.isnan(), LUt.isnan()), setup
+        assert int(info) == 0, setup

@@ -20,6 +20,7 @@ import pytest
 import torch
 from helpers import ORDER_IDS as OID
 from helpers import ORDERS, InOrder, NoHostSync
+from lu.kernel_calls import assert_nans_match_torch
 
 import mpslinalg as LA
 from reference import lapack, matrices, metrics
@@ -140,13 +141,7 @@ def test_panel_look_matrix_units_match_lapack(blocked, order, seed, look, rows):
     A = matrices.random(M, N, batch=(2,), dtype=torch.float32, seed=72)
     for o, w in [(0, 32), (7, 21), (40, 20), (3, 3)]:
         LU, piv, info = _panel_look(kern, A, o, w)
-        kl = min(M - o, w)
-        panel = A[:, o:, o:o + w]
-        assert torch.equal(piv[:, o:o + kl] - o, lapack.getrf_pivots(panel))
-        assert float(metrics.lu_factor_ratio(panel, LU[:, o:, o:o + w], piv[:, o:o + kl] - o).max()) < PASS
-        assert torch.equal(LU[:, :, :o], A[:, :, :o])
-        assert torch.equal(LU[:, :, o + w:], A[:, :, o + w:])
-        assert torch.equal(info, torch.zeros(2, dtype=torch.int32))
+        _assert_panel(A, LU, piv, info, o, w)
 
 
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
@@ -334,18 +329,9 @@ def test_blocked_nan_pivots_and_propagation_match_torch_cpu(blocked, order, seed
     (a row's finished entries rotate past the update by selects, never by a multiply with 0)."""
     blocked(dtype, order, seed, rows=8, look=look, mma=mma, roll=roll)  # patches the public op's kernels
     n = 50
-    g = torch.Generator().manual_seed(n)
-    for setup in [[(5, 0, NAN)], [(0, 0, NAN)], [(30, 0, NAN), (12, 0, NAN)], [(3, 0, INF), (44, 0, NAN)],
-                  [(20, 25, NAN)], [(n - 1, n - 1, NAN)]]:
-        A = torch.randn(n, n, generator=g, dtype=dtype)
-        for i, j, v in setup:
-            A[i, j] = v
-        LUt, pivt, _ = torch.linalg.lu_factor_ex(A)
-        with LA.use_backend("emulator"):
-            LU, piv, info = LA.lu_factor_ex(A)
-        assert torch.equal(piv, pivt), setup
-        assert torch.equal(LU.isnan(), LUt.isnan()), setup
-        assert int(info) == 0, setup
+    assert_nans_match_torch(n, dtype, torch.Generator().manual_seed(n),
+                            [[(5, 0, NAN)], [(0, 0, NAN)], [(30, 0, NAN), (12, 0, NAN)], [(3, 0, INF), (44, 0, NAN)],
+                             [(20, 25, NAN)], [(n - 1, n - 1, NAN)]])
 
 
 def _panel_steps_per_call(M, N, nb, rows_single, look=1, threads=32, slots=32, regs=0, outer=0, swap_trsm=False):

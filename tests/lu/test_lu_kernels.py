@@ -26,7 +26,7 @@ import pytest
 import torch
 from helpers import ORDER_IDS as OID
 from helpers import ORDERS, InOrder
-from lu.kernel_calls import factor
+from lu.kernel_calls import assert_nans_match_torch, factor
 
 from reference import lapack, matrices, metrics
 
@@ -213,20 +213,8 @@ def test_nan_pivots_and_propagation_match_torch_cpu(kernels, order, seed, dtype,
     LU over lu_panel + lu_laswp (n >= 33), through the public op on the emulator backend. No
     rounding is involved: which entries are NaN and which rows are pivots are discrete facts (the
     random data has no near-ties)."""
-    import mpslinalg
-
     kernels(dtype, order, seed)  # patches lu's load_library: the public op runs in this order
-    g = torch.Generator().manual_seed(n)
-    for setup in _nan_cases(n):
-        A = torch.randn(n, n, generator=g, dtype=dtype)
-        for i, j, v in setup:
-            A[i, j] = v
-        LUt, pivt, _ = torch.linalg.lu_factor_ex(A)
-        with mpslinalg.use_backend("emulator"):
-            LU, piv, info = mpslinalg.lu_factor_ex(A)
-        assert torch.equal(piv, pivt), setup
-        assert torch.equal(LU.isnan(), LUt.isnan()), setup
-        assert int(info) == 0, setup
+    assert_nans_match_torch(n, dtype, torch.Generator().manual_seed(n), _nan_cases(n))
 
 
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)

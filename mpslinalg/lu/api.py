@@ -85,7 +85,10 @@ def _check_pivot_values(op: str, pivots: torch.Tensor, n: int) -> None:
                             "Did you properly pass the result of lu_factor?")
 
 
-def _check_pivot(op: str, pivot: bool) -> None:
+def _check_factor_args(op: str, A: torch.Tensor, pivot: bool) -> None:
+    """The checks lu_factor_ex, lu_factor and lu share: ``A`` a matrix, ``pivot`` a bool and True."""
+    E.check_matrix(op, "A", A)
+    E.check_bool(op, "pivot", pivot)
     if not pivot:
         raise E.ShapeError(
             f"{op}: pivot=False (LU without pivoting) is not supported by mpslinalg; partial "
@@ -129,10 +132,8 @@ def lu_factor_ex(A: torch.Tensor, *, pivot: bool = True, check_errors: bool = Fa
         except _TORCH_ERRORS:  # bad input: the checks below raise mpslinalg's error for it
             pass
     op = "linalg.lu_factor_ex"
-    E.check_matrix(op, "A", A)
-    E.check_bool(op, "pivot", pivot)
+    _check_factor_args(op, A, pivot)
     E.check_bool(op, "check_errors", check_errors)
-    _check_pivot(op, pivot)
     direct = _route(_lu_factor_ex_op, None, "lu_factor_ex", A) == "torch"
     LU, piv, info = torch.linalg.lu_factor_ex(A) if direct else _lu_factor_ex_op(A)
     if check_errors:
@@ -163,9 +164,7 @@ def lu_factor(A: torch.Tensor, *, pivot: bool = True, out=None):
         except _TORCH_ERRORS:  # bad input: the checks below raise mpslinalg's error for it
             pass
     op = "linalg.lu_factor"
-    E.check_matrix(op, "A", A)
-    E.check_bool(op, "pivot", pivot)
-    _check_pivot(op, pivot)
+    _check_factor_args(op, A, pivot)
     direct = _route(_lu_factor_ex_op, None, "lu_factor_ex", A) == "torch"
     LU, piv, info = torch.linalg.lu_factor_ex(A) if direct else _lu_factor_ex_op(A)
     E.raise_for_info(op, info, "U[{info},{info}] is zero (1-based pivot {info}), the matrix is singular "
@@ -210,9 +209,7 @@ def lu(A: torch.Tensor, *, pivot: bool = True, out=None):
         except _TORCH_ERRORS:  # bad input: the checks below raise mpslinalg's error for it
             pass
     op = "linalg.lu"
-    E.check_matrix(op, "A", A)
-    E.check_bool(op, "pivot", pivot)
-    _check_pivot(op, pivot)
+    _check_factor_args(op, A, pivot)
     if _route(_lu_factor_ex_op, None, "lu", A) == "torch":  # one call of the device's own LU
         return E.store(op, out, torch.linalg.lu(A), A, kind=_RT.linalg_lu)
     LU, piv, _ = _lu_factor_ex_op(A)

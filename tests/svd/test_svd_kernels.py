@@ -92,7 +92,7 @@ def _assert_contract(X, W, V, rotated):
 @pytest.mark.parametrize("order,seed", ORDERS[:2], ids=ORDER_IDS[:2])
 @pytest.mark.parametrize("n", [8, 34], ids=["small", "round"])
 def test_jacobi_without_v_and_special_inputs(lib, order, seed, n):
-    X = torch.randn(4, n, n)
+    X = torch.randn(4, n, n, generator=torch.Generator().manual_seed(n))
     X[1] = 0.0  # zero matrix: never rotated, stays zero
     X[2, :, n // 2:] = 0.0  # zero columns stay zero
     X[3, 0, 0] = float("nan")  # NaN never rotates: no hang, flag clear
@@ -101,8 +101,11 @@ def test_jacobi_without_v_and_special_inputs(lib, order, seed, n):
     assert torch.equal(W[1], torch.zeros(n, n))
     assert torch.equal(W[2, :, n // 2:], torch.zeros(n, n - n // 2))
     assert not bool(rotated[:3].any())
-    Wv, _, _ = _jacobi(lib, X[:1], True, order, seed)
-    assert torch.equal(W[:1], Wv)  # accumulating V does not change X's rotations
+    # accumulating V does not change X's rotations. The same batch: the round kernel's host loop stops
+    # when no matrix of the batch rotated significantly, so a matrix shares its batch's sweep count (with
+    # X[:1] alone, an unseeded draw once got one more sweep of sub-ctol rotations in the batch of 4)
+    Wv, _, _ = _jacobi(lib, X, True, order, seed)
+    assert torch.equal(W.nan_to_num(), Wv.nan_to_num()) and torch.equal(W.isnan(), Wv.isnan())
 
 
 def test_sweep_bound_reports_nonconvergence(lib):

@@ -301,9 +301,10 @@ def _tracked_update(device: str) -> None:
 
 # The interpreter's orders: the smallest that take the same kernels and branches as the CUDA test's 16
 # (8: the halving ordering's three levels, the first regrouping non-degenerate, two-round loop iterations
-# at every level but the last; the interpreter runs a 16x16 complex matrix ~4x slower than an 8x8)
-_PAIRS_CPU = "((2, torch.float32), (4, torch.complex64), (10, torch.float32), (12, torch.complex64), " \
-             "(8, torch.complex64), (8, torch.float32))"
+# at every level but the last; the interpreter runs a 16x16 complex matrix ~4x slower than an 8x8) and
+# 12 (padded orders, an even and an odd half: 12 and 10 real, 6 complex; complex 12 took ~20 s)
+_PAIRS_CPU = "((2, torch.float32), (4, torch.complex64), (10, torch.float32), (12, torch.float32), " \
+             "(6, torch.complex64), (8, torch.complex64), (8, torch.float32))"
 _TRACKED_CPU = "((8, torch.complex64), (8, torch.float32))"
 
 

@@ -91,11 +91,11 @@ def _check_ratios(A, U, S, Vh, what):
     assert_svd_ratios(A, U, S, Vh, RATIO, what)
 
 
-def _accuracy(device: str) -> None:
+def _accuracy(device: str, cases=CASES) -> None:
     """LAPACK ratios, S against float64 LAPACK and the torch-op path, inputs unchanged."""
     from mpslinalg.kernels import svd_triton_fused as sf
 
-    for m, n, dtype, kind in CASES:
+    for m, n, dtype, kind in cases:
         kind = kind.split("|")[0 if sf.ENABLED else -1]
         A = matrices.with_condition(min(m, n), 1e3, m=max(m, n), batch=(3,), dtype=dtype, seed=m * 7 + n)
         A = (A if m >= n else A.mH.contiguous()).to(device)
@@ -248,7 +248,10 @@ def _interpreted(code: str) -> None:
 
 
 def test_triton_accuracy_interpreted():
-    _interpreted("t._accuracy('cpu')")
+    # complex64 9x9 (the tile kernel at an odd order: padded, the pairs ordering) as 5x5, the same route
+    # (12 s -> 3 s in the interpreter); the CUDA test keeps 9x9
+    _interpreted("import torch\n"
+                 "t._accuracy('cpu', [c if c[:3] != (9, 9, torch.complex64) else (5, 5, *c[2:]) for c in t.CASES])")
 
 
 def test_triton_graded_and_special_interpreted():

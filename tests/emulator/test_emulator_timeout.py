@@ -146,8 +146,11 @@ def _ctrl_c(child: str) -> list[str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     code = textwrap.dedent(child.format(spin=str(KERNELS / "spin.metal")))
+    # SIGINT back to its default in the child: a runner started as a background job (`cmd &` in a
+    # non-interactive shell) ignores SIGINT, and an ignored SIGINT at exec stays ignored in Python
     proc = subprocess.Popen(
-        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         assert proc.stdout.readline().strip() == "spinning"

@@ -5,7 +5,7 @@
 #   here (clang):   python -m mpslinalg.emulator build --target cuda --out .cubins
 #   on the GPU:     bash benchmarks/run_gpu.sh STEP...      (carry .cubins)
 #
-# STEPs: det-grad matmul triangular triangular-kernel triangular-tune lu lu-tune lu-small small pinv-lstsq qr roofline main main-quick pytest gpucheck
+# STEPs: det-grad matmul triangular triangular-kernel triangular-tune lu lu-tune lu-small small pinv-lstsq qr roofline main main-quick pytest gpucheck svd-fault
 # Time limit per step: $STEP_LIMIT seconds (default 240), or LIMIT_<step> (dashes as _).
 # Results: $OUT/gpu_results.tgz (markdown + JSON + logs) and $OUT/summary.md (the tables).
 set -u -o pipefail
@@ -48,6 +48,7 @@ for s in "$@"; do
     pytest) step pytest $PY -m pytest -q -p no:cacheprovider -m cuda tests/mainjob/test_timing.py tests/mainjob/test_main_job.py \
               tests/triangular/test_triangular.py tests/triangular/test_triangular_grad.py tests/triangular/test_triangular_triton.py tests/lu/test_lu.py tests/lu/test_solve.py \
               tests/lu/test_inv.py tests/lu/test_det.py tests/small/test_small.py tests/qr tests/svd tests/oplayer/test_oplayer.py ;;
+    svd-fault) step svd-fault bash benchmarks/svd_fault_replay.sh ;;
     gpucheck) OUT="$RES/gpucheck" step gpucheck bash scripts/gpu_check.sh ;;
     *) echo "unknown step $s" >&2 ;;
   esac

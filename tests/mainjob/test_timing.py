@@ -209,12 +209,33 @@ def test_pass_drift_is_the_spread_of_the_pass_medians_beyond_their_noise():
     # recorded, not used (from three passes it is too noisy to decide by: see compare_passes)
     assert math.isclose(c.ratio, 1.25, rel_tol=0.01) and c.drift == 0.05 and c.own_drift == tau
     pooled = [Timing.from_samples([s for t in side for s in t.samples]) for side in zip(*moved)]
-    assert math.isclose(c.low, compare(*pooled, drift=0).low / math.exp(z * 0.05)) and c.verdict == "faster"
+    pooled_low = compare(*pooled, drift=0).low / math.exp(z * 0.05)
+    # ... and the three passes as estimates in three machine states: the t interval of their mean
+    # (2 degrees of freedom: 4.3027 standard errors), widened by the floor; the verdict reads the
+    # union, whose lower edge the moved pass takes below the margin (the pooled one alone said
+    # faster): not "faster" on the strength of the states this run happened to see
+    half = 4.302652729749557 * sd / math.sqrt(3)
+    t_low, t_high = (math.exp(mean + s * half) * math.exp(s * z * 0.05) for s in (-1, 1))
+    assert pooled_low > 1.1 and math.isclose(c.low, t_low, rel_tol=1e-6) and math.isclose(c.high, t_high, rel_tol=1e-6)
+    assert t_low < 1.1 and c.verdict == "inconclusive"
+    # passes that agree keep the pooled interval: the t interval of three equal medians is a point
+    c_same = compare_passes([o for o, _ in same], [p for _, p in same], floor=0.05)
+    assert math.isclose(c_same.low, compare(*[Timing.from_samples([s for t in side for s in t.samples])
+                                             for side in zip(*same)], drift=0.05).low)
     assert compare_passes([same[0][0]], [same[0][1]]).pass_ratios == ()  # one pass: none listed
     with pytest.raises(ValueError, match="passes"):
         compare_passes([same[0][0]], [])
     d = c.to_dict()
     assert json.loads(json.dumps(d))["pass_ratios"] == list(c.pass_ratios) and d["own_drift"] == tau
+
+
+def test_t_quantile_matches_the_tables():
+    from mpslinalg.mainjob.timing import _t_quantile
+
+    for df, q in ((1, 12.7062), (2, 4.3027), (3, 3.1824), (10, 2.2281), (30, 2.0423)):  # 97.5% points
+        assert abs(_t_quantile(0.975, df) - q) < 1e-4, (df, _t_quantile(0.975, df))
+    with pytest.raises(ValueError, match="df"):
+        _t_quantile(0.975, 0)
 
 
 def test_interleaved_work_of_three_times_the_cost_is_called_slower():

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # benchmarks/svd_fault_replay.sh — issue 12's fault, replayed outside pytest (docs/ops/svd.md "Open defect"):
-# the seeds that fault in test_triton_cuda_no_host_sync, seed 1's batch halved down to the matrix, the fused
-# kernel's variants on that batch, the matrix itself. Run by `benchmarks/run_gpu.sh svd-fault` (log: svd-fault.log).
+# the seeds that fault in test_triton_cuda_no_host_sync, seed 1's batch halved down to the matrix, the kernel's
+# device asserts (TRITON_DEBUG=1), the fused kernel's variants on that batch, the matrix itself.
+# Run by `benchmarks/run_gpu.sh svd-fault` (log: svd-fault.log).
 set -u
 cd "$(dirname "$0")/.."
 PR="${PYTHON:-python3} benchmarks/probe_svd_fault_data.py"
@@ -16,6 +17,9 @@ while [ $((hi - lo)) -gt 1 ]; do
   else echo "== neither half of rows $lo:$hi faults alone"; break; fi
 done
 echo "== bisected: seed 1 case 1 rows $lo:$hi"
+echo "== TRITON_DEBUG=1 (the kernel's device asserts: _rank_desc's orders)"
+TRITON_DEBUG=1 timeout 120 $PR --seed 1 --case 1 --rows $lo:$hi 2>&1 | grep -v Warning | tail -5
+TRITON_DEBUG=1 timeout 120 $PR --seed 1 --case 1 2>&1 | grep -v Warning | tail -5
 for v in reload=0 scatter=0 gather=1 joint=1 jacobi=slots mb=1 warps=2 warps=4; do run --seed 1 --case 1 --variant $v; done
 ${PYTHON:-python3} - <<PY
 import torch

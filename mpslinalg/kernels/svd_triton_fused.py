@@ -101,6 +101,9 @@ def _rank_desc(key, K: tl.constexpr):
     before = (kk > ki) | ((kk == ki) & (idx[None, None, :] < idx[None, :, None]))
     rank = tl.sum(before.to(tl.int32), axis=2)
     src = tl.sum(tl.where(rank[:, None, :] == idx[None, :, None], idx[None, None, :], 0), axis=2)
+    # checked only under TRITON_DEBUG=1 (issue 12's fault hunt: src addresses loads and stores)
+    tl.device_assert((src >= 0) & (src < K), "_rank_desc: an index out of range")
+    tl.device_assert(tl.sum(src, axis=1) == K * (K - 1) // 2, "_rank_desc: not a permutation")
     return rank, src
 
 

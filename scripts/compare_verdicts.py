@@ -9,6 +9,7 @@ interval's edge crossed), then a summary line::
     python scripts/compare_verdicts.py run1.json run2.json            # all rows
     python scripts/compare_verdicts.py run1.json run2.json --flips    # only rows that differ
     python scripts/compare_verdicts.py --drift a1.json a2.json b1.json b2.json   # derive the drifts
+    python scripts/compare_verdicts.py --row-drift r1.json r2.json r3.json ...  # each row's own drift
 
 The host-overhead section's verdicts (meets / misses / inconclusive) are compared too, as peer
 ``host overhead``.
@@ -18,6 +19,10 @@ is widened by, by the method ``mpslinalg.mainjob.timing.RUN_DRIFT`` documents: o
 within-run interval is tight (standard error of the log < 0.05, the run's own widening undone), the
 mean of ``Δ² − se₁² − se₂²`` (Δ: the difference of the two runs' logs) is ``2 τ²``. Per column:
 each peer's log ratio, and the host overhead's log extra (``overhead.OVERHEAD_DRIFT``).
+
+``--row-drift`` takes three or more runs (of one commit and mode) and derives each row's own drift
+by the same method, over its runs instead of over the column's rows: ``τ² = var(log estimates) −
+mean(se²)``. A row whose ``τ`` stands well above its column's declares it (``Workload.drift``).
 
 Exit status: 0 when every verdict agrees, 1 when some differ (or a row is missing from one run),
 2 for unreadable input.
@@ -179,6 +184,28 @@ def _load_line(name: str, report: dict) -> str:
     return text
 
 
+def derive_row_drift(reports: Sequence[dict], assume_drift: float | None = None) -> dict[tuple[str, str], dict]:
+    """Each (row, column)'s own run-to-run drift over ``reports`` (the module's ``--row-drift``).
+
+    Returns
+    -------
+    dict
+        ``{(row, column): {"tau": τ, "runs": k, "ratios": [...]}}`` for the keys present in every
+        report; ``tau`` is ``sqrt(max(var(logs) − mean(se²), 0))``.
+    """
+    runs = [_log_estimates(r, assume_drift) for r in reports]
+    out = {}
+    for key in runs[0]:
+        if not all(key in r for r in runs):
+            continue
+        logs = [r[key][0] for r in runs]
+        se2 = sum(r[key][1] ** 2 for r in runs) / len(runs)
+        mean = sum(logs) / len(logs)
+        var = sum((x - mean) ** 2 for x in logs) / (len(logs) - 1)
+        out[key] = {"tau": math.sqrt(max(var - se2, 0.0)), "runs": len(logs), "ratios": [math.exp(x) for x in logs]}
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Compare the verdicts of two `python -m mpslinalg --json` runs.")
     p.add_argument("first")
@@ -187,11 +214,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--flips", action="store_true", help="print only the rows whose verdicts differ")
     p.add_argument("--drift", action="store_true",
                    help="derive the run-to-run drift per column from the pairs (first second [third fourth ...])")
+    p.add_argument("--row-drift", action="store_true",
+                   help="derive each row's own drift over three or more runs (first second third ...)")
     p.add_argument("--assume-drift", type=float, default=None, metavar="TAU",
                    help="with --drift: the drift runs without a recorded one were widened by")
     args = p.parse_args(argv)
     paths = [args.first, args.second, *args.more]
-    if args.more and not args.drift or len(paths) % 2:
+    if args.row_drift and len(paths) < 3:
+        print("compare_verdicts: --row-drift needs three or more runs", file=sys.stderr)
+        return 2
+    if not args.row_drift and (args.more and not args.drift or len(paths) % 2):
         print("compare_verdicts: expected two runs, or pairs of runs with --drift", file=sys.stderr)
         return 2
     try:
@@ -199,6 +231,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         print(f"compare_verdicts: {exc}", file=sys.stderr)
         return 2
+    if args.row_drift:
+        print("| row | column | runs | tau | ratios |\n|---|---|---|---|---|")
+        rows = derive_row_drift(reports, assume_drift=args.assume_drift)
+        for (row, col), d in sorted(rows.items(), key=lambda kv: -kv[1]["tau"]):
+            print(f"| {row} | {col} | {d['runs']} | {d['tau']:.3f} | {', '.join(f'{x:.2f}' for x in d['ratios'])} |")
+        return 0
     if args.drift:
         pairs = list(zip(reports[::2], reports[1::2]))
         for i, (a, b) in enumerate(pairs):

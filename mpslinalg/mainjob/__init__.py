@@ -224,7 +224,8 @@ def prepare_workload(w: Workload, device: torch.device, quick: bool, timing: boo
     # time box: a third callable in the rounds biased the ratio (a call right after SciPy's runs with
     # cold caches, and ours, with more Python, lost 8-12% more than torch.linalg's one call).
     pairs = list(available.items()) or [(None, None)]
-    state = {"row": row, "ours": lambda: w.ours(inputs), "pairs": pairs, "passes": {p: [] for p, _ in pairs}}
+    state = {"row": row, "ours": lambda: w.ours(inputs), "pairs": pairs, "passes": {p: [] for p, _ in pairs},
+             "drift": dict(w.drift)}
     return row, state
 
 
@@ -271,7 +272,8 @@ def finish_workload(state: dict | None, device: torch.device, quick: bool) -> No
     for i, (pname, _) in enumerate(state["pairs"]):
         passes = state["passes"][pname]
         if pname is not None:
-            floor = PEER_DRIFT.get(pname, RUN_DRIFT)
+            # the column's drift, or the row's own where it is measured larger (Workload.drift)
+            floor = max(PEER_DRIFT.get(pname, RUN_DRIFT), state.get("drift", {}).get(pname, 0.0))
             c = compare_passes([t["mpslinalg"] for t in passes], [t[pname] for t in passes], floor=floor)
             if c.verdict == "inconclusive" and not 1 / VERDICT_MARGIN <= c.ratio <= VERDICT_MARGIN:
                 # the median is beyond the margin but the interval too wide to say so (a noisy time

@@ -151,3 +151,26 @@ def test_drift_cli_takes_pairs(tmp_path):
     assert "| torch.linalg | 2 |" in out.stdout
     odd = subprocess.run([sys.executable, str(SCRIPT), "--drift", *paths[:3]], capture_output=True, text=True)
     assert odd.returncode == 2 and "pairs" in odd.stderr
+
+
+def test_row_drift_is_each_rows_spread_over_runs_beyond_its_noise():
+    # One row over four runs, each interval +-1.96 se in log (se = 0.01) widened by the recorded drift:
+    # tau^2 = var(logs) - se^2 (the runs' widening undone); a steady row gets 0.
+    import math
+
+    z, drift, se = 1.959963984540054, 0.045, 0.01
+
+    def rep(ra, rb):
+        def peer(r):
+            w = math.exp(z * (se + drift))
+            return {**_peer(r, r / w, r * w, "inconclusive"), "drift": drift}
+        return _report([_row("moving", peer(ra)), _row("steady", peer(rb))])
+
+    ratios = [1.1, 1.4, 1.2, 1.05]
+    got = cv.derive_row_drift([rep(r, 2.0) for r in ratios])
+    logs = [math.log(r) for r in ratios]
+    mean = sum(logs) / 4
+    want = math.sqrt(sum((x - mean) ** 2 for x in logs) / 3 - se * se)
+    assert math.isclose(got[("moving", "torch.linalg")]["tau"], want, rel_tol=1e-6)
+    assert got[("steady", "torch.linalg")]["tau"] == 0.0 and got[("moving", "torch.linalg")]["runs"] == 4
+    assert cv.main(["--row-drift", "a.json", "b.json"]) == 2  # fewer than three runs: a usage error

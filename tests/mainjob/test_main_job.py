@@ -130,6 +130,22 @@ def test_main_times_ours_against_peers_in_one_run(stand_ins, one_thread, tmp_pat
     assert "% " in text or "%|" in text.replace(" ", "")  # the spread (± half the IQR) is printed
 
 
+def test_a_row_with_its_own_drift_is_widened_by_it(stand_ins, one_thread, tmp_path):
+    """``Workload.drift`` (a row's own measured run-to-run drift) widens that peer's interval where it
+    exceeds the column's; the other peer keeps its column's."""
+    from mpslinalg.mainjob import workloads as W
+    from mpslinalg.mainjob.timing import PEER_DRIFT, RUN_DRIFT
+
+    stand_ins()
+    (w,) = [w for w in W.workloads() if w.name == "solve_triangular deltanet"]
+    assert w.drift["scipy"] > PEER_DRIFT["scipy"]  # else the declaration would be a no-op
+    out = tmp_path / "r.json"
+    assert main(["--quick", "--device", "cpu", "--only", "deltanet", "--json", str(out)]) == 0
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["peers"]["scipy"]["drift"] == w.drift["scipy"]
+    assert row["peers"]["torch.linalg"]["drift"] == RUN_DRIFT
+
+
 def test_cpu_measures_with_one_thread_and_restores_torch(stand_ins, tmp_path):
     stand_ins()
     before = torch.get_num_threads()

@@ -26,9 +26,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # the repository and the tests'
 import torch  # noqa: E402
 
 import mpslinalg as LA  # noqa: E402
-
-SHAPES = [((4096, 3, 3), torch.float32), ((512, 7, 3), torch.float32), ((512, 8, 9), torch.float32),
-          ((64, 32, 32), torch.float32), ((16, 64, 64), torch.complex64), ((64, 2, 2), torch.complex64)]
+from benchmarks.probe_svd_fault_data import CASES as SHAPES  # noqa: E402 - the test's draws, one list
 
 
 def main() -> int:

@@ -36,8 +36,9 @@ CASES = (((4096, 3, 3), torch.float32), ((512, 7, 3), torch.float32), ((512, 8, 
          ((64, 32, 32), torch.float32), ((16, 64, 64), torch.complex64), ((64, 2, 2), torch.complex64))
 
 
-def _variant(items: list[str]) -> None:
-    """Apply ``key=value`` switches of :mod:`mpslinalg.kernels.svd_triton_fused`."""
+def _variant(items: list[str], m: int, n: int) -> None:
+    """Apply ``key=value`` switches of :mod:`mpslinalg.kernels.svd_triton_fused` (``m x n``: the case's
+    order, whose launch configuration ``mb``/``warps`` override)."""
     for item in items:
         key, val = item.split("=")
         if key in svd_triton_fused.VARIANT:
@@ -45,10 +46,9 @@ def _variant(items: list[str]) -> None:
         elif key == "jacobi":
             svd_triton_fused.JACOBI = val
         elif key in ("mb", "warps"):
-            mb, warps = svd_triton_fused.launch_config(7, 3)
+            mb, warps = svd_triton_fused.launch_config(m, n)
             cfg = {"mb": mb, "warps": warps, key: int(val)}
-            orig = svd_triton_fused.launch_config
-            svd_triton_fused.launch_config = lambda m, n, cfg=cfg, orig=orig: (cfg["mb"], cfg["warps"])
+            svd_triton_fused.launch_config = lambda m, n, cfg=cfg: (cfg["mb"], cfg["warps"])
         else:
             raise SystemExit(f"--variant: unknown key {key!r}")
 
@@ -85,8 +85,8 @@ def main() -> int:
     ap.add_argument("--seed0", type=int, default=0)
     ap.add_argument("--trials", type=int, default=1)
     args = ap.parse_args()
-    _variant(args.variant)
     shape, dtype = CASES[args.case]
+    _variant(args.variant, *sorted(shape[-2:], reverse=True))
     if args.random:
         for k in range(args.trials):
             g = torch.Generator().manual_seed(args.seed0 + k)

@@ -273,7 +273,7 @@ def finish_workload(state: dict | None, device: torch.device, quick: bool) -> No
         passes = state["passes"][pname]
         if pname is not None:
             # the column's drift, or the row's own where it is measured larger (Workload.drift)
-            floor = max(PEER_DRIFT.get(pname, RUN_DRIFT), state.get("drift", {}).get(pname, 0.0))
+            floor = max(PEER_DRIFT.get(pname, RUN_DRIFT), state["drift"].get(pname, 0.0))
             c = compare_passes([t["mpslinalg"] for t in passes], [t[pname] for t in passes], floor=floor)
             if c.verdict == "inconclusive" and not 1 / VERDICT_MARGIN <= c.ratio <= VERDICT_MARGIN:
                 # the median is beyond the margin but the interval too wide to say so (a noisy time

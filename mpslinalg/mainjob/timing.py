@@ -268,12 +268,22 @@ def compare(ours: Timing, peer: Timing, *, margin: float = VERDICT_MARGIN,
     low = max(low, 0.0)  # ratios are positive; -inf only means 'unbounded'
     if drift < 0:
         raise ValueError(f"drift: expected a standard deviation >= 0, got {drift!r}")
-    if drift:  # the next run's machine state: widen by z * drift in log (z of the same confidence)
-        widen = math.exp(statistics.NormalDist().inv_cdf(0.5 + confidence / 2) * drift)
+    if drift:  # the next run's machine state
+        widen = _widening(confidence, drift)
         low, high = low / widen, high * widen
-    verdict = "faster" if low > margin else "slower" if high < 1.0 / margin else "inconclusive"
-    return Comparison(ratio=statistics.median(ratios), low=low, high=high, n=n, verdict=verdict,
-                      drift=float(drift))
+    return Comparison(ratio=statistics.median(ratios), low=low, high=high, n=n,
+                      verdict=_verdict(low, high, margin), drift=float(drift))
+
+
+def _widening(confidence: float, drift: float) -> float:
+    """The factor ``exp(z · drift)`` an interval of ``confidence`` is widened by for the next run's
+    machine state (``z`` of the same confidence; ``drift`` a standard deviation of the log ratio)."""
+    return math.exp(statistics.NormalDist().inv_cdf(0.5 + confidence / 2) * drift)
+
+
+def _verdict(low: float, high: float, margin: float) -> str:
+    """``faster`` when the whole interval lies above ``margin``, ``slower`` below ``1 / margin``."""
+    return "faster" if low > margin else "slower" if high < 1.0 / margin else "inconclusive"
 
 
 def _log_ratios(ours: Timing, peer: Timing) -> list[float]:
@@ -338,10 +348,10 @@ def compare_passes(ours: list[Timing], peer: list[Timing], *, floor: float = RUN
     low, high, verdict = c.low, c.high, c.verdict
     if len(logs) >= 2:  # the passes as estimates of the row in different machine states
         half = _t_quantile(0.5 + confidence / 2, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
-        widen = math.exp(statistics.NormalDist().inv_cdf(0.5 + confidence / 2) * floor)
+        widen = _widening(confidence, floor)
         mid = statistics.fmean(logs)
         low, high = min(low, math.exp(mid - half) / widen), max(high, math.exp(mid + half) * widen)
-        verdict = "faster" if low > margin else "slower" if high < 1.0 / margin else "inconclusive"
+        verdict = _verdict(low, high, margin)
     ratios = tuple(math.exp(x) for x in logs)
     return Comparison(c.ratio, low, high, c.n, verdict, c.drift, ratios if len(ours) > 1 else (),
                       pass_drift(ours, peer))

@@ -292,10 +292,9 @@ def _triangular() -> list[Workload]:
                                                           unit_diagonal=unit, check_finite=False)
 
     # SciPy's OpenBLAS strtrs slows with the shared machine's state far more than torch's MKL trsm
-    # (DeltaNet 1.06-1.44x over six full runs of 2026-12-02, passes of one run 1.12-1.47x): these two
-    # rows' own run-to-run drift against SciPy, by the columns' method over those six runs
-    # (compare_verdicts.py --row-drift), is 0.103 and 0.105, against the column's 0.045
-    tri_drift = {"scipy": 0.105}
+    # (DeltaNet 1.06-1.44x over six full runs of 2026-12-02, passes of one run 1.12-1.47x): each row's
+    # own run-to-run drift against SciPy, by the columns' method over those six runs
+    # (compare_verdicts.py --row-drift), against the column's 0.045 (Workload.drift)
 
     return [
         Workload(
@@ -304,14 +303,14 @@ def _triangular() -> list[Workload]:
             make=make_deltanet,
             ours=lambda x: ours("solve_triangular")(x["A"], x["B"], upper=False, unitriangular=True),
             peer=lambda x: torch.linalg.solve_triangular(x["A"], x["B"], upper=False, unitriangular=True),
-            scipy=sp(True), accuracy=acc(False, True), drift=tri_drift),
+            scipy=sp(True), accuracy=acc(False, True), drift={"scipy": 0.103}),
         Workload(
             op="solve_triangular", name="solve_triangular batched 64x64",
             description="4096 x (64x64) lower, 64 RHS",
             make=make_batched,
             ours=lambda x: ours("solve_triangular")(x["A"], x["B"], upper=False),
             peer=lambda x: torch.linalg.solve_triangular(x["A"], x["B"], upper=False),
-            scipy=sp(False), accuracy=acc(False, False), drift=tri_drift),
+            scipy=sp(False), accuracy=acc(False, False), drift={"scipy": 0.105}),
     ]
 
 

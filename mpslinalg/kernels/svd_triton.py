@@ -45,7 +45,7 @@ import triton.language as tl
 
 from .codegen import warn_once
 from .small_triton import BLOCK, load_generated
-from .svd_triton_rot import _rotate_complex, _rotate_real, _rotation, _store_pq
+from .svd_triton_rot import UNIFORM, _rotate_complex, _rotate_real, _rotation, _store_pq
 
 __all__ = ["FUSED_MAX", "LANE_MAX", "MAX_N", "fits", "fused_fits", "fused_source", "jacobi", "lane_source", "svd_tall"]
 
@@ -652,7 +652,7 @@ def jacobi(X: torch.Tensor, V: torch.Tensor | None, sweeps: int, tol: float, cto
             if TILE_MAXNREG:  # a register cap: two programs of 8 warps on an SM instead of one
                 extra["maxnreg"] = TILE_MAXNREG
             kern[(Bn,)](x, v, rot, n, sweeps, float(tol), float(ctol), COMPLEX=cplx, WANT_V=V is not None, NP=np_,
-                        JOINT=REG_JOINT_REDUCE and cplx, num_warps=warps, **extra)
+                        JOINT=REG_JOINT_REDUCE and cplx, num_warps=warps, **extra, **UNIFORM)
         except Exception as exc:  # noqa: BLE001 - a build failure (before the launch: X untouched)
             _REG_FAILED.append(repr(exc))
             warn_once("triton:svd-registers", f"mpslinalg: the register-resident SVD Jacobi kernel failed to build "
@@ -663,5 +663,5 @@ def jacobi(X: torch.Tensor, V: torch.Tensor | None, sweeps: int, tol: float, cto
         tile = np_ * hp * (2 if cplx else 1) * (2 if V is not None else 1)
         warps = TILE_WARPS or (1 if tile <= 512 else (2 if tile <= 2048 else (4 if tile <= 4096 else 8)))
         _jacobi_tile_kernel[(Bn,)](x, v, rot, n, sweeps, float(tol), float(ctol), COMPLEX=cplx,
-                                   WANT_V=V is not None, NP=np_, HP=hp, num_warps=warps)
+                                   WANT_V=V is not None, NP=np_, HP=hp, num_warps=warps, **UNIFORM)
     return X, V, rot != 0

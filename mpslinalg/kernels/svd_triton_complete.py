@@ -17,7 +17,7 @@ import triton
 import triton.language as tl
 
 from .qr_triton import _cload, _cstore, _pow2, _qr_small_kernel, fits
-from .svd_triton_rot import _pow2i
+from .svd_triton_rot import UNIFORM, _pow2i
 
 __all__ = ["complete", "complete_inplace", "finish", "fits"]
 
@@ -57,7 +57,7 @@ def complete(Ux: torch.Tensor, zero: torch.Tensor) -> torch.Tensor:
         mp, np_ = _pow2(m), _pow2(n)
         warps = 1 if mp * np_ <= 256 else (4 if mp * np_ <= 2048 else 8)  # as geqrf_small
         _complete_kernel[(Bn,)](view(QR), view(tau), view(Q), need, m, n, min(m, n), COMPLEX=cplx, MP=mp,
-                                NP=np_, num_warps=warps)
+                                NP=np_, num_warps=warps, **UNIFORM)
     return torch.where(zero[:, None, :], Q, Ux)
 
 
@@ -98,7 +98,7 @@ def complete_inplace(V: torch.Tensor, S: torch.Tensor) -> None:
     np_ = _pow2(n)
     warps = 1 if np_ * np_ <= 256 else (4 if np_ * np_ <= 2048 else 8)  # as geqrf_small
     _complete_inplace_kernel[(Bn,)](view(V), S.contiguous(), view(work), view(V.new_empty(Bn, n)), view(qw), n,
-                                    COMPLEX=cplx, NP=np_, num_warps=warps)
+                                    COMPLEX=cplx, NP=np_, num_warps=warps, **UNIFORM)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -205,5 +205,5 @@ def finish(X: torch.Tensor, V: torch.Tensor | None, cperm: torch.Tensor, e: torc
                               (cperm if rperm is None else rperm).contiguous(), e.to(torch.int32).contiguous(),
                               finite.to(torch.int32).contiguous(), rotated.to(torch.int32).contiguous(), S_out, S,
                               view(Vout) if want else x, view(Vj) if want else x, info, n, COMPLEX=cplx,
-                              WANT_UV=want, ROWS_BACK=rperm is not None, NP=np_, num_warps=warps)
+                              WANT_UV=want, ROWS_BACK=rperm is not None, NP=np_, num_warps=warps, **UNIFORM)
     return S, S_out, info, Vout, Vj

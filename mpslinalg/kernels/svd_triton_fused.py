@@ -38,7 +38,7 @@ import triton
 import triton.language as tl
 
 from .svd_triton import _alloc_svd_outputs
-from .svd_triton_rot import _pow2i, _rotate_real, _rotation
+from .svd_triton_rot import UNIFORM, _pow2i, _rotate_real, _rotation
 
 __all__ = ["COMPLETES_V", "ENABLED", "MAX_M", "MAX_N", "fits", "launch_config", "svd_tall"]
 
@@ -63,7 +63,9 @@ JACOBI = "partner"
 #: H200 (Triton 3.6), ``bench_svd.py --fused``, 4096x32x32: "reload" False (the sorts by register
 #: gathers) gives wrong results there (471 of 4096 matrices not converged, ratios 3e5; the interpreter
 #: is right); every other switch is right: "joint" 1.31 ms vs 1.28 default, "gather" 1.66, "scatter"
-#: False 1.19 (kept True: the same kind of register permutation as the broken one).
+#: False 1.19 (kept True: the same kind of register permutation as the broken one). Those runs predate
+#: ``svd_triton_rot.UNIFORM`` (lanes disagreeing on a sum's last bit, issue 12's fault): likely the same
+#: cause, not re-measured.
 VARIANT = {"joint": False, "gather": False, "reload": True, "scatter": True}
 _SQRT_TINY = tl.constexpr(float(torch.finfo(torch.float32).tiny) ** 0.5)  # read inside the kernel
 
@@ -447,5 +449,5 @@ def svd_tall(A: torch.Tensor, full: bool, compute_uv: bool, max_sweeps: int
         A, U if compute_uv else A, S, V if compute_uv else A, info, Bn, m, n, npad, ucols, int(max_sweeps),
         npad ** 0.5 * u, 2 * npad * u, MB=mb, MP=_pow2(m), NP=_pow2(n), UP=_pow2(ucols), WANT_UV=compute_uv,
         SLOTS=JACOBI == "slots", JOINT=VARIANT["joint"], GATHER=VARIANT["gather"], RELOAD=VARIANT["reload"],
-        SCATTER=VARIANT["scatter"], num_warps=warps)
+        SCATTER=VARIANT["scatter"], num_warps=warps, **UNIFORM)
     return U, S, V, info

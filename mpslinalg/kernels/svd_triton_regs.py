@@ -342,16 +342,17 @@ def _update_norms(nP, nQ, tg):
 @triton.jit
 def _axpy_pair(xpr, xpi, xqr, xqi, ar, ai, br, bi, COMPLEX: tl.constexpr):
     """``(y_p − α y_q, y_q + β y_p)`` with ``α = ar − i·ai``, ``β = br + i·bi`` (per pair): two
-    multiply-adds per real output (the scaled rotation's form, no multiply by ``c``)."""
+    multiply-adds per real output (the scaled rotation's form, no multiply by ``c``), written as ``tl.fma``:
+    the launch contracts nothing (:data:`svd_triton_rot.UNIFORM`)."""
     if COMPLEX:
-        npr = (xpr - ar * xqr) - ai * xqi
-        npi = (xpi - ar * xqi) + ai * xqr
-        nqr = (xqr + br * xpr) - bi * xpi
-        nqi = (xqi + br * xpi) + bi * xpr
+        npr = tl.fma(-ai, xqi, tl.fma(-ar, xqr, xpr))
+        npi = tl.fma(ai, xqr, tl.fma(-ar, xqi, xpi))
+        nqr = tl.fma(-bi, xpi, tl.fma(br, xpr, xqr))
+        nqi = tl.fma(bi, xpr, tl.fma(br, xpi, xqi))
     else:
-        npr = xpr - ar * xqr
+        npr = tl.fma(-ar, xqr, xpr)
         npi = xpi
-        nqr = xqr + br * xpr
+        nqr = tl.fma(br, xpr, xqr)
         nqi = xqi
     return npr, npi, nqr, nqi
 

@@ -9,7 +9,8 @@ from here: one module that imports no other of the family, so none of them impor
   convergence thresholds (``mpslinalg.svd``'s rule);
 * :func:`_rotate_real` / :func:`_rotate_complex`: the rotation applied to two columns (or entries);
 * :func:`_store_pq`: the ``p`` and ``q`` column tiles of ``X`` (and ``V``) written back;
-* :func:`_pow2i`: an exact power of two from its exponent.
+* :func:`_pow2i`: an exact power of two from its exponent;
+* :data:`UNIFORM`: the launch option every kernel of the family with a matrix spread over lanes takes.
 """
 
 from __future__ import annotations
@@ -18,6 +19,18 @@ import triton
 import triton.language as tl
 
 __all__: list[str] = []  # Triton helpers of the family's kernels, not a public API
+
+#: Launch options of the family's kernels that spread a matrix over a warp's lanes (no FMA contraction).
+#: Triton reduces within a warp by butterfly shuffles and leaves a copy of the sum in every lane that
+#: holds the column. With contraction a lane fuses its own product with its partner's rounded one
+#: (``FFMA x_L x_L shfl(x_K²)``), so two copies can differ in the last bit; a rotation or convergence
+#: test at its threshold, a σ rank or a norm order then disagrees between lanes. On the H200 (Triton 3.6)
+#: that split the Jacobi sweep loop's exit inside a warp, and the next round's shuffles ran with lanes
+#: missing: stores to garbage addresses and hangs (issue 12, docs/ops/svd.md). Without contraction both
+#: lanes of a butterfly step add the same two rounded values (IEEE addition commutes): every copy is
+#: bit-identical, as the kernels assume. The one-matrix-per-lane kernels keep their sums in one thread
+#: and do not need it.
+UNIFORM = {"enable_fp_fusion": False}
 
 
 @triton.jit
@@ -87,17 +100,18 @@ def _rotation_t(a, b, gr, gi, tol, ctol, active, COMPLEX: tl.constexpr, FAST: tl
 
 @triton.jit
 def _rotate_real(p, q, c, s):
-    """``(c p − s q, s p + c q)``: a real rotation of two columns (or entries)."""
-    return c * p - s * q, s * p + c * q
+    """``(c p − s q, s p + c q)``: a real rotation of two columns (or entries); the multiply-adds are
+    explicit (:data:`UNIFORM` launches contract nothing)."""
+    return tl.fma(c, p, -(s * q)), tl.fma(s, p, c * q)
 
 
 @triton.jit
 def _rotate_complex(pr, pi, qr, qi, c, sr, si):
     """``(c p − conj(se) q, se p + c q)`` with ``se = sr + i si``, in real and imaginary parts."""
-    npr = c * pr - (sr * qr + si * qi)
-    npi = c * pi - (sr * qi - si * qr)
-    nqr = (sr * pr - si * pi) + c * qr
-    nqi = (sr * pi + si * pr) + c * qi
+    npr = tl.fma(c, pr, -tl.fma(sr, qr, si * qi))
+    npi = tl.fma(c, pi, -tl.fma(sr, qi, -(si * qr)))
+    nqr = tl.fma(c, qr, tl.fma(sr, pr, -(si * pi)))
+    nqi = tl.fma(c, qi, tl.fma(sr, pi, si * pr))
     return npr, npi, nqr, nqi
 
 

@@ -30,7 +30,7 @@ import triton.language as tl
 from . import qr_triton
 from . import qr_triton_blocked as qb
 from .qr_triton import _cload, _cstore
-from .svd_triton_rot import _pow2i
+from .svd_triton_rot import UNIFORM, _pow2i
 
 __all__ = ["COMPLETES_V", "ENABLED", "QR_KERNEL", "SMALL_QR_WRITES_X", "fits", "prep", "svd_tall"]
 
@@ -133,7 +133,8 @@ def prep(A: torch.Tensor):
         np_ = max(2, 1 << (n - 1).bit_length())
         tile = np_ * np_ * (2 if cplx else 1)
         warps = 8 if tile >= 8192 else (4 if tile >= 2048 else (2 if tile >= 512 else 1))
-        _prep_kernel[(Bn,)](view(A), view(W), rperm, cperm, e, fin, n, COMPLEX=cplx, NP=np_, num_warps=warps)
+        _prep_kernel[(Bn,)](view(A), view(W), rperm, cperm, e, fin, n, COMPLEX=cplx, NP=np_, num_warps=warps,
+                            **UNIFORM)
     return W, rperm, cperm, e, fin != 0
 
 

@@ -1,17 +1,22 @@
-"""Replays the batches of ``tests/svd/test_svd_triton.py::test_triton_cuda_no_host_sync`` that fault (issue 12,
-docs/ops/svd.md "Open defect") through the one-launch SVD kernel that serves them, one synchronised launch.
+"""Replays the batches of ``tests/svd/test_svd_triton.py::test_triton_cuda_no_host_sync`` that faulted (issue 12,
+docs/ops/svd.md "The CUDA fault of issue 12": fixed by ``svd_triton_rot.UNIFORM``) through the one-launch SVD
+kernel that serves them, one synchronised launch.
 
     python benchmarks/probe_svd_fault_data.py --seed 1 --case 1 [--rows A:B] [--variant reload=0 ...]
     python benchmarks/probe_svd_fault_data.py --random --case 0 --seed0 0 --trials 20
 
 ``--seed K --case I``: ``torch.manual_seed(K)``, then the test's six ``torch.randn`` draws in its order
 (:data:`CASES`); case ``I``'s batch (rows ``A:B`` of it) goes to ``svd_cuda.whole_kernel``'s ``svd_tall``
-(U and V, full, as ``svd_ex``), then ``torch.cuda.synchronize()``. On the H200 (Triton 3.6) seeds 1, 13
-and 14 fault in case 1 (512x7x3, ``svd_triton_fused``) every time and seed 5 hangs there: halving
+(U and V, full, as ``svd_ex``), then ``torch.cuda.synchronize()``. Before the fix, on the H200 (Triton
+3.6), seeds 1, 13 and 14 faulted in case 1 (512x7x3, ``svd_triton_fused``) every time and seed 5 hung: halving
 ``--rows`` finds the matrix, ``--variant`` (``svd_triton_fused.VARIANT`` keys, ``jacobi=slots``,
 ``mb=1``, ``warps=2``) tries the kernel's other forms on it.
 
 ``--random``: seeded CPU batches instead (``seed0 + trial``), ``--trials`` launches in one process.
+
+``--seeds A:B``: for every seed in ``range(A, B)`` the test's six draws through ``mpslinalg.svd_ex`` (every
+kernel the test reaches, complex too), each call synchronised and checked (finite, ``info == 0``, the
+LAPACK ratio below 50): the stress run of the fix (``svd_triton_rot.UNIFORM``).
 
 Prints ``ok`` lines, or ``FAULT ...`` and exits 3; a launch still running after 20 s prints every
 thread's stack and exits (a hang).
@@ -75,6 +80,39 @@ def _launch(A: torch.Tensor, what: str) -> bool:
     return True
 
 
+def _seed_sweep(lo: int, hi: int) -> int:
+    """The test's draws for seeds ``lo..hi-1`` through ``mpslinalg.svd_ex``, synchronised, checked."""
+    import mpslinalg as LA
+
+    worst = 0.0
+    for seed in range(lo, hi):
+        torch.manual_seed(seed)
+        dev = "cuda" if torch.cuda.is_available() else "cpu"  # cpu: a dry run of the checks
+        draws = [torch.randn(s, dtype=d, device=dev) for s, d in CASES]
+        for case, A in enumerate(draws):
+            faulthandler.dump_traceback_later(20, exit=True)
+            try:
+                U, S, Vh, info = LA.svd_ex(A)
+                if A.is_cuda:
+                    torch.cuda.synchronize()
+            except Exception as exc:  # noqa: BLE001 - the fault is what this probe looks for
+                print(f"FAULT seed {seed} case {case}: {type(exc).__name__}: {str(exc).splitlines()[0]}", flush=True)
+                return 3
+            faulthandler.cancel_dump_traceback_later()
+            k = min(A.shape[-2:])
+            Ad = A.to(torch.complex128 if A.is_complex() else torch.float64)
+            R = U[..., :k].to(Ad.dtype) * S[..., None, :].double() @ Vh[..., :k, :].to(Ad.dtype) - Ad
+            eps = torch.finfo(A.dtype).eps / 2
+            ratio = (torch.linalg.matrix_norm(R, 1) / (torch.linalg.matrix_norm(Ad, 1) * max(A.shape[-2:]) * eps)).max()
+            worst = max(worst, float(ratio))
+            if int(info.count_nonzero()) or not torch.isfinite(S).all() or float(ratio) >= 50:
+                bad = int(info.count_nonzero())
+                print(f"WRONG seed {seed} case {case}: info nonzero in {bad}, ratio {float(ratio):.1f}", flush=True)
+                return 4
+    print(f"ok seeds {lo}..{hi - 1}: {6 * (hi - lo)} calls, worst ratio {worst:.2f}", flush=True)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--case", type=int, default=1, help="index into CASES")
@@ -84,7 +122,11 @@ def main() -> int:
     ap.add_argument("--random", action="store_true", help="seeded CPU batches instead (--seed0, --trials)")
     ap.add_argument("--seed0", type=int, default=0)
     ap.add_argument("--trials", type=int, default=1)
+    ap.add_argument("--seeds", default="", help="A:B, the seed sweep through mpslinalg.svd_ex")
     args = ap.parse_args()
+    if args.seeds:
+        lo, hi = (int(v) for v in args.seeds.split(":"))
+        return _seed_sweep(lo, hi)
     shape, dtype = CASES[args.case]
     _variant(args.variant, *sorted(shape[-2:], reverse=True))
     if args.random:

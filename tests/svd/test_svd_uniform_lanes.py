@@ -43,11 +43,10 @@ FAULTING_7x3 = [[-1.3351813554763794, -0.4442659318447113, 0.18008454144001007],
 
 
 def _launches(path: str) -> list[tuple[int, ast.Call]]:
-    """The ``kernel[grid](...)`` calls of a module."""
+    """The ``kernel[grid](...)`` calls of a module (a call on a subscript: nothing else in these modules)."""
     tree = ast.parse(open(path).read())
     return [(node.lineno, node) for node in ast.walk(tree)
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)
-            and any(k.arg == "num_warps" for k in node.keywords)]
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)]
 
 
 def test_multilane_launches_take_uniform():
@@ -60,7 +59,7 @@ def test_multilane_launches_take_uniform():
             seen += 1
             spread = [k.value.id for k in call.keywords if k.arg is None and isinstance(k.value, ast.Name)]
             assert "UNIFORM" in spread, f"{name}:{line}: a multi-lane SVD kernel launched without **UNIFORM"
-    assert seen >= 7, seen  # fused, registers, tile, prep, complete x2, finish
+    assert seen == 7, seen  # fused, registers, tile, prep, complete x2, finish: a new launch is listed here
 
 
 def _sass_fused_kernel(fp_fusion: bool) -> str:

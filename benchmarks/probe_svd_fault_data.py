@@ -16,7 +16,7 @@ kernel that serves them, one synchronised launch.
 
 ``--seeds A:B``: for every seed in ``range(A, B)`` the test's six draws through ``mpslinalg.svd_ex`` (every
 kernel the test reaches, complex too), each call synchronised and checked (finite, ``info == 0``, the
-LAPACK ratio below 50): the stress run of the fix (``svd_triton_rot.UNIFORM``).
+LAPACK xDRVBD ratios below 50, ``S`` ordered): the stress run of the fix (``svd_triton_rot.UNIFORM``).
 
 Prints ``ok`` lines, or ``FAULT ...`` and exits 3; a launch still running after 20 s prints every
 thread's stack and exits (a hang).
@@ -83,6 +83,7 @@ def _launch(A: torch.Tensor, what: str) -> bool:
 def _seed_sweep(lo: int, hi: int) -> int:
     """The test's draws for seeds ``lo..hi-1`` through ``mpslinalg.svd_ex``, synchronised, checked."""
     import mpslinalg as LA
+    from reference.metrics import svd_ratios
 
     worst = 0.0
     for seed in range(lo, hi):
@@ -99,12 +100,9 @@ def _seed_sweep(lo: int, hi: int) -> int:
                 print(f"FAULT seed {seed} case {case}: {type(exc).__name__}: {str(exc).splitlines()[0]}", flush=True)
                 return 3
             faulthandler.cancel_dump_traceback_later()
-            k = min(A.shape[-2:])
-            Ad = A.to(torch.complex128 if A.is_complex() else torch.float64)
-            R = U[..., :k].to(Ad.dtype) * S[..., None, :].double() @ Vh[..., :k, :].to(Ad.dtype) - Ad
-            eps = torch.finfo(A.dtype).eps / 2
-            ratio = (torch.linalg.matrix_norm(R, 1) / (torch.linalg.matrix_norm(Ad, 1) * max(A.shape[-2:]) * eps)).max()
-            worst = max(worst, float(ratio))
+            r = svd_ratios(A.cpu(), U.cpu(), S.cpu(), Vh.cpu())
+            ratio = max(float(r.recon.max()), float(r.u_orth.max()), float(r.v_orth.max()), float(r.order.max()))
+            worst = max(worst, ratio)
             if int(info.count_nonzero()) or not torch.isfinite(S).all() or float(ratio) >= 50:
                 bad = int(info.count_nonzero())
                 print(f"WRONG seed {seed} case {case}: info nonzero in {bad}, ratio {float(ratio):.1f}", flush=True)

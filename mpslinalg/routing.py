@@ -64,6 +64,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .kernels import backends as _backends
 from .kernels.backends import requested_backend
 from .oplayer.checks import supported_dtypes
 
@@ -320,24 +321,50 @@ def torch_is_faster(op: str, A: torch.Tensor) -> bool:
     return _decide(op, A, True)
 
 
-def _decide(op: str, A: torch.Tensor, count_ours: bool) -> bool:
-    """:func:`torch_is_faster`; ``count_ours=False`` leaves a decision for ours to the caller's next test."""
-    # On every call of every public op: written for the interpreter (no helper calls, the cheapest
-    # test first). A.is_cpu / is_cuda cost a tenth of A.device.type; mps (kernels always), meta (the
-    # declared op) and other devices never go to torch here.
+def _decide(op: str, A, count_ours: bool = True) -> bool:
+    """:func:`torch_is_faster`; ``count_ours=False`` leaves a decision for ours to the caller's next test.
+
+    False (mpslinalg's path, whose checks raise mpslinalg's errors) for what is not a tensor of at
+    least 2 dimensions of a dtype mpslinalg takes: those tests are the ``AttributeError`` /
+    ``IndexError`` of reading it, and a matrix of fewer dimensions outside every region goes to
+    torch.linalg, which raises, and then to the front door's checks.
+    """
+    # On every call of every public op, in one frame: in front of a call whose arithmetic evicts
+    # the interpreter's caches (solve 256x9x9), each Python frame and attribute costs 2-4 times its
+    # timeit time; this layout (no helper frames, no isinstance/dim pre-tests) took 1.1 µs off that
+    # call's host overhead and 0.5 µs off the 8x8 calls' (docs/ops/overhead.md). A.is_cpu / is_cuda
+    # cost a tenth of A.device.type; mps (kernels always) and meta (the declared op) never go to torch.
     local = _local
     if _ours_depth or local.ours:
         return False
-    table = WHEN["cpu"] if A.is_cpu else WHEN["cuda"] if A.is_cuda else None
-    if table is None:
+    try:
+        table = WHEN["cpu"] if A.is_cpu else WHEN["cuda"] if A.is_cuda else None
+        if table is None:
+            return False
+        dtype = A.dtype
+        if dtype not in _FAST_DTYPES:
+            return False
+        torch_path = True
+        regions = table.get(op)
+        if regions is not None and (regions := regions.get(dtype)) is not None:
+            shape = A.shape  # _inside's test, inline
+            m, n = shape[-2], shape[-1]
+            big = m if m > n else n
+            for lo, hi, b in regions:
+                if lo <= big <= hi and A.numel() >= b * m * n:
+                    torch_path = False
+                    break
+    except (AttributeError, IndexError):  # not a tensor; a vector inside a region
         return False
-    regions = table.get(op)
-    torch_path = True
-    if regions is not None and (regions := regions.get(A.dtype)) is not None:
-        torch_path = not _inside(regions, A)
-    if torch_path and (_compiling() or _transforms_active() or requested_backend() not in _TORCH_REQUESTS):
-        return False  # the declared op (tracing, transforms) or our kernels (emulator) run
-    if not (torch_path or count_ours):
+    if torch_path:
+        if _transforms_active() or _compiling():
+            return False  # the declared op (tracing, transforms)
+        name = _requested.get()  # requested_backend(), its common case inline: no request, no variable
+        if name is None and (_environ[0] is None or _environ[0].get(_environ[1]) is not None):
+            name = requested_backend()
+        if name is not None and name not in _TORCH_REQUESTS:
+            return False  # our kernels (emulator) run
+    elif not count_ours:
         return False
     counts = local.doors
     if counts is None:
@@ -352,7 +379,8 @@ def _decide(op: str, A: torch.Tensor, count_ours: bool) -> bool:
 _TORCH_REQUESTS = ("auto", "torch")  # backend requests under which CPU/CUDA tensors use torch ops
 _compiling = torch.compiler.is_compiling
 _transforms_active = torch._C._are_functorch_transforms_active  # oplayer.functorch_active, one frame less
-_Tensor = torch.Tensor
+_requested = _backends._requested  # use_backend's request (a ContextVar)
+_environ = _backends._ENVIRON  # (os.environ's mapping, the encoded key, decode) or Nones
 #: dtypes the front doors' fast path hands to torch.linalg (those mpslinalg takes on CPU and CUDA)
 _FAST_DTYPES = frozenset((torch.float32, torch.float64, torch.complex64, torch.complex128))
 
@@ -360,13 +388,13 @@ _FAST_DTYPES = frozenset((torch.float32, torch.float64, torch.complex64, torch.c
 def torch_first(op: str, A) -> bool:
     """The public ops' fast path: whether the front door calls ``torch.linalg`` before its checks.
 
-    True for a tensor of at least 2 dimensions, of a dtype mpslinalg takes, that
-    :func:`torch_is_faster` sends to torch.linalg. torch's own checks run in C++; the front door
-    runs mpslinalg's checks (and raises mpslinalg's error) only when the torch.linalg call raises.
-    Python checks cost as much as a small call (issue 13's "host overhead <= 5 µs above torch's").
+    True for a tensor of a dtype mpslinalg takes that :func:`torch_is_faster` sends to torch.linalg
+    (a decision for ours is counted by the front door's own route). torch's own checks run in C++;
+    the front door runs mpslinalg's checks (and raises mpslinalg's error) only when the torch.linalg
+    call raises. Python checks cost as much as a small call (issue 13's "host overhead <= 5 µs above
+    torch's").
     """
-    return (isinstance(A, _Tensor) and A.dtype in _FAST_DTYPES and A.dim() >= 2
-            and _decide(op, A, False))  # a call for ours is counted by the front door's own route
+    return _decide(op, A, False)
 
 
 def decisions() -> dict[str, dict[str, int]]:

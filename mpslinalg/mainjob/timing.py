@@ -89,9 +89,10 @@ CONFIDENCE = 0.95
 #: wider interval only moves the boundary onto other rows. Every deterministic rule on one run's
 #: data has such a boundary; what is in our hands is τ (the passes), and that no row sits on one.
 #: Moved off it (2026-12-02): complex ``det`` 1024x32x32 (0.81-0.89x; now ``det(A.mT)``, LAPACK's
-#: layout, 0.91x) and ``qr`` 512² (1.19-1.24x; SciPy's peer now in torch's mode, 0.99-1.05x). Still
-#: on it: complex ``inv`` 256² (0.83x, torch's getrs against SciPy's getri, a quarter fewer flops)
-#: and the two triangular rows (1.1-1.45x, OpenBLAS's ``strtrs`` with the machine's state)
+#: layout, 0.91x), ``qr`` 512² (1.19-1.24x; SciPy's peer now in torch's mode, 0.99-1.05x) and
+#: complex ``inv`` (0.81-0.86x at 256², torch's getrs against SciPy's getri, a quarter fewer flops;
+#: timed at 512² on the CPU now, lu_factor's CPU size: 0.68x [0.60-0.79]). The two triangular rows
+#: (1.1-1.45x, OpenBLAS's ``strtrs`` with the machine's state) declare their own drift
 #: (docs/routing.md, "Verdicts that repeat").
 RUN_DRIFT = 0.029
 #: The SciPy column's run-to-run drift (:data:`RUN_DRIFT`'s method and runs).

@@ -318,22 +318,29 @@ def torch_is_faster(op: str, A: torch.Tensor) -> bool:
     -------
     bool
     """
-    return _decide(op, A, True)
+    return torch_first(op, A, True)
 
 
-def _decide(op: str, A, count_ours: bool = True) -> bool:
-    """:func:`torch_is_faster`; ``count_ours=False`` leaves a decision for ours to the caller's next test.
+def torch_first(op: str, A, _count_ours: bool = False) -> bool:
+    """The public ops' fast path: whether the front door calls ``torch.linalg`` before its checks.
+
+    True for a tensor of a dtype mpslinalg takes that :func:`torch_is_faster` sends to torch.linalg
+    (a decision for ours is counted by the front door's own route; ``_count_ours``:
+    :func:`torch_is_faster`'s counting). torch's own checks run in C++; the front door runs
+    mpslinalg's checks (and raises mpslinalg's error) only when the torch.linalg call raises. Python
+    checks cost as much as a small call (issue 13's "host overhead <= 5 µs above torch's").
 
     False (mpslinalg's path, whose checks raise mpslinalg's errors) for what is not a tensor of at
     least 2 dimensions of a dtype mpslinalg takes: those tests are the ``AttributeError`` /
     ``IndexError`` of reading it, and a matrix of fewer dimensions outside every region goes to
     torch.linalg, which raises, and then to the front door's checks.
     """
-    # On every call of every public op, in one frame: in front of a call whose arithmetic evicts
-    # the interpreter's caches (solve 256x9x9), each Python frame and attribute costs 2-4 times its
-    # timeit time; this layout (no helper frames, no isinstance/dim pre-tests) took 1.1 µs off that
-    # call's host overhead and 0.5 µs off the 8x8 calls' (docs/ops/overhead.md). A.is_cpu / is_cuda
-    # cost a tenth of A.device.type; mps (kernels always) and meta (the declared op) never go to torch.
+    # On every call of every public op, in one frame: in front of a call whose arithmetic evicts the
+    # interpreter's caches (solve 256x9x9), each Python frame and attribute costs 2-4 times its timeit
+    # time; this layout (no helper frames, no isinstance/dim pre-tests) took 0.8-0.9 µs off that
+    # call's host overhead and 0.2-0.5 µs off the small calls' (docs/ops/overhead.md). A.is_cpu /
+    # is_cuda cost a tenth of A.device.type; mps (kernels always) and meta (the declared op) never
+    # go to torch here.
     local = _local
     if _ours_depth or local.ours:
         return False
@@ -364,7 +371,7 @@ def _decide(op: str, A, count_ours: bool = True) -> bool:
             name = requested_backend()
         if name is not None and name not in _TORCH_REQUESTS:
             return False  # our kernels (emulator) run
-    elif not count_ours:
+    elif not _count_ours:
         return False
     counts = local.doors
     if counts is None:
@@ -383,18 +390,6 @@ _requested = _backends._requested  # use_backend's request (a ContextVar)
 _environ = _backends._ENVIRON  # (os.environ's mapping, the encoded key, decode) or Nones
 #: dtypes the front doors' fast path hands to torch.linalg (those mpslinalg takes on CPU and CUDA)
 _FAST_DTYPES = frozenset((torch.float32, torch.float64, torch.complex64, torch.complex128))
-
-
-def torch_first(op: str, A) -> bool:
-    """The public ops' fast path: whether the front door calls ``torch.linalg`` before its checks.
-
-    True for a tensor of a dtype mpslinalg takes that :func:`torch_is_faster` sends to torch.linalg
-    (a decision for ours is counted by the front door's own route). torch's own checks run in C++;
-    the front door runs mpslinalg's checks (and raises mpslinalg's error) only when the torch.linalg
-    call raises. Python checks cost as much as a small call (issue 13's "host overhead <= 5 µs above
-    torch's").
-    """
-    return _decide(op, A, False)
 
 
 def decisions() -> dict[str, dict[str, int]]:

@@ -676,6 +676,40 @@ def test_fast_path_keeps_our_errors_and_torch_results(routing_table, monkeypatch
     assert torch.equal(mpslinalg.lu_factor(A).LU, torch.linalg.lu_factor(A).LU)
 
 
+def test_fast_path_decision_without_pre_tests(routing_table, monkeypatch):
+    # routing.torch_first reads the argument without isinstance/dim() pre-tests (host overhead): a
+    # non-tensor, a dtype mpslinalg does not take and a vector inside a table region are mpslinalg's
+    # path; a vector outside every region goes to torch.linalg, which raises, then to the checks.
+    # Every front door on the fast path still raises mpslinalg's error for each.
+    from mpslinalg.oplayer import checks as E
+
+    monkeypatch.setitem(routing.WHEN, "cpu", {"inv_ex": {torch.float32: ((1, 8, 1),)}})
+    for bad in (None, 3.0, [[1.0]], torch.ones(3), torch.ones(()), torch.eye(3, dtype=torch.float16),
+                torch.eye(3, dtype=torch.int64), torch.eye(3, dtype=torch.bool)):
+        assert routing.torch_first("inv_ex", bad) is False
+    assert routing.torch_first("inv_ex", torch.eye(3)) is False            # inside the region: ours
+    assert routing.torch_first("inv_ex", torch.eye(9)) is True             # outside: torch.linalg
+    assert routing.torch_first("solve", torch.ones(3)) is True             # no region: torch raises
+    eye = torch.eye(5) * 3 + 1
+    rhs = torch.ones(5, 2)
+    piv = torch.arange(1, 6, dtype=torch.int32)
+    doors = {"inv": lambda A: mpslinalg.inv(A), "inv_ex": lambda A: mpslinalg.inv_ex(A),
+             "det": lambda A: mpslinalg.det(A), "slogdet": lambda A: mpslinalg.slogdet(A),
+             "solve": lambda A: mpslinalg.solve(A, rhs.to(A.dtype)),
+             "solve_ex": lambda A: mpslinalg.solve_ex(A, rhs.to(A.dtype)),
+             "lu_factor": lambda A: mpslinalg.lu_factor(A), "lu": lambda A: mpslinalg.lu(A),
+             "lu_solve": lambda A: mpslinalg.lu_solve(A, piv, rhs.to(A.dtype)),
+             "qr": lambda A: mpslinalg.qr(A),
+             "solve_triangular": lambda A: mpslinalg.solve_triangular(A, rhs.to(A.dtype), upper=True)}
+    for name, door in doors.items():
+        for dtype in (torch.float16, torch.bfloat16, torch.int64, torch.bool):
+            with pytest.raises(E.DTypeError, match="expected (A|LU) to be a floating point or complex"):
+                door(eye.to(dtype))
+        for shape in ((5,), ()):
+            with pytest.raises(E.ShapeError, match="at least 2 dimensions"):
+                door(torch.ones(shape))
+
+
 def test_dropin_det_gradient_is_ours_outside_the_table(monkeypatch):
     # enable() with a table that routes no det: a det that autograd records still runs ours, so the
     # gradient at a singular matrix is the adjugate (torch.linalg.det's is zero); bound as in

@@ -434,7 +434,8 @@ def cpu_clock(device: torch.device) -> str:
 def _host_overhead(records: list[dict]) -> list[dict]:
     """Print the host-overhead section (issue 10): per op, ours vs torch.linalg per call."""
     print(f"\n{OVERHEAD_ROW}: a call's host time at small sizes, CPU, one thread, interleaved, "
-          f"{overhead.PASSES} passes (between the rows' passes on the CPU)")
+          f"{overhead.PASSES} passes (between the rows' passes on the CPU); each case read from its rounds "
+          f"in the machine's fast state (a state probe in every round)")
     timed = [r for r in records if "error" not in r]
     meets = sum(r["verdict"] == "meets" for r in timed)
     worst = max(timed, key=lambda r: r["extra_us"], default=None)

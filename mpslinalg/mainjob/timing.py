@@ -578,6 +578,7 @@ def time_interleaved(
     max_time: float = 30.0,
     min_samples: int = MIN_SAMPLES,
     cpu_clock: str = "wall",
+    calibrate: tuple[str, ...] | None = None,
 ) -> dict[str, Timing]:
     """Time several callables in the same run, one sample of each per round.
 
@@ -598,6 +599,10 @@ def time_interleaved(
     min_samples : int
         Samples every callable gets even when ``max_time`` is exhausted (capped by ``repeat``);
         :func:`compare` needs 6 for a 95% interval.
+    calibrate : tuple of str, optional
+        The callables whose duration sets the calls per sample (default: all); the others run as
+        many times per sample (the host-overhead section's state probe must not change how its
+        two calls are sampled).
 
     Returns
     -------
@@ -625,7 +630,7 @@ def time_interleaved(
         # One count for every callable: a sample's own cost (two clock reads and the loop, ~5 µs with
         # the process clock under load) is divided by it, so unequal counts bias the pair (slogdet
         # 3x3's host overhead read +7.6 µs with 1 call a sample against torch's 7, +3.2 with 5 and 7).
-        number = max(_calibrate(fns[name], dev, clock) for name in names)
+        number = max(_calibrate(fns[name], dev, clock) for name in (names if calibrate is None else calibrate))
         numbers = dict.fromkeys(names, number)
         samples: dict[str, list[float]] = {name: [] for name in names}
         burst = 1 if dev.type == "cpu" else _GPU_BURST

@@ -68,6 +68,18 @@ def test_interleaved_callables_share_one_count_per_sample():
     assert t["noop"].number == t["sum"].number > 10
 
 
+def test_interleaved_count_set_by_the_named_callables():
+    # calibrate=(...): the host-overhead section's state probe (~20 us) must not raise the count of
+    # a slow pair's samples; it runs as many times as the named callables' count says
+    slow = lambda: sum(range(20000))  # noqa: E731 - ~0.5 ms: one call a sample
+    t = time_interleaved({"a": slow, "b": slow, "probe": lambda: None}, device="cpu", warmup=1, repeat=3,
+                         min_time=0.0, cpu_clock="process", calibrate=("a", "b"))
+    assert t["a"].number == t["b"].number == t["probe"].number == 1
+    t = time_interleaved({"a": slow, "b": slow, "probe": lambda: None}, device="cpu", warmup=1, repeat=3,
+                         min_time=0.0, cpu_clock="process")
+    assert t["a"].number == t["probe"].number > 10  # without it the no-op sets the count
+
+
 def test_interleaved_ratio_of_known_costs():
     # Two sleeps of 20 and 60 ms: the ratio of medians is (60 + s2)/(20 + s1) with the wake-up
     # latencies s >= 0; for s up to 60 ms (a very loaded box) it lies in [1.5, 4].

@@ -703,10 +703,10 @@ def test_fast_path_decision_without_pre_tests(routing_table, monkeypatch):
              "solve_triangular": lambda A: mpslinalg.solve_triangular(A, rhs.to(A.dtype), upper=True)}
     for name, door in doors.items():
         for dtype in (torch.float16, torch.bfloat16, torch.int64, torch.bool):
-            with pytest.raises(E.DTypeError, match="expected (A|LU) to be a floating point or complex"):
+            with pytest.raises(E.DTypeError, match=f"{name}: expected (A|LU) to be a floating point or complex"):
                 door(eye.to(dtype))
         for shape in ((5,), ()):
-            with pytest.raises(E.ShapeError, match="at least 2 dimensions"):
+            with pytest.raises(E.ShapeError, match=f"{name}: (A|LU) must have at least 2 dimensions"):
                 door(torch.ones(shape))
 
 

@@ -710,6 +710,30 @@ def test_fast_path_decision_without_pre_tests(routing_table, monkeypatch):
                 door(torch.ones(shape))
 
 
+def test_fast_path_inline_copies_agree_with_their_originals(routing_table, monkeypatch):
+    # torch_first inlines routing._inside's region test and requested_backend()'s common case (a frame
+    # each costs 0.1-1 µs of host overhead in place, docs/ops/overhead.md): they must decide as the
+    # originals do, for every shape against a table of several regions, and under every backend request
+    from mpslinalg.kernels import backends
+
+    regions = ((2, 4, 64), (9, 9, 1), (16, 32, 8))
+    monkeypatch.setitem(routing.WHEN, "cpu", {"inv_ex": {torch.float32: regions}})
+    for shape in ((3, 3), (100, 3, 3), (64, 4, 4), (9, 9), (2, 9, 9), (8, 16, 16), (7, 32, 16), (16, 5),
+                  (40, 2), (0, 9, 9), (33, 33), (8, 33, 16)):
+        A = torch.empty(shape)
+        assert routing.torch_first("inv_ex", A) is (not routing._inside(regions, A)), shape
+    B = torch.empty(2, 12, 12)  # outside every region: torch.linalg unless a request sends it to our kernels
+    for request in ("auto", "torch", "emulator"):
+        with use_backend(request):
+            assert routing.torch_first("inv_ex", B) is (backends.requested_backend() in ("auto", "torch")), request
+    for env in ("", "torch", "EMULATOR", " auto "):
+        monkeypatch.setenv(backends.ENV_VAR, env)
+        assert routing.torch_first("inv_ex", B) is (backends.requested_backend() in ("auto", "torch")), env
+    monkeypatch.setenv(backends.ENV_VAR, "nonsense")
+    with pytest.raises(ValueError, match="unknown backend"):  # the original's validation, not a silent "auto"
+        routing.torch_first("inv_ex", B)
+
+
 def test_dropin_det_gradient_is_ours_outside_the_table(monkeypatch):
     # enable() with a table that routes no det: a det that autograd records still runs ours, so the
     # gradient at a singular matrix is the adjugate (torch.linalg.det's is zero); bound as in

@@ -58,6 +58,7 @@ dispatcher does not synchronise the two): switch routing at start-up or between 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -273,6 +274,7 @@ def _inside(regions: tuple, A: torch.Tensor) -> bool:
 # --------------------------------------------------------------------------------------------------
 
 _ours_depth = 0  # > 0 inside ours_always(): every front door runs mpslinalg's implementation
+_always_active = 0  # threads computing a call under enable(when="always") (_always)
 
 
 @contextlib.contextmanager
@@ -303,9 +305,10 @@ def torch_is_faster(op: str, A: torch.Tensor) -> bool:
     region for ``op`` (its :data:`ROUTES` name, e.g. ``"inv_ex"`` for ``inv``), ``A``'s dtype, order
     and batch on ``A``'s device: there torch.linalg was measured faster, or nothing was measured.
     Never on the ``metal``/``emulator`` backends (our kernels must run there), for ``meta`` tensors,
-    while ``torch.compile`` traces or a ``torch.func`` transform is active (those keep the declared
-    op), inside :func:`ours_always`, nor while :func:`enable` with ``when="always"`` computes a call.
-    Each answer is counted per op (:func:`decisions`): the main job reports the path a row took.
+    while Dynamo traces (``torch.compile``, strict ``torch.export``) or a ``torch.func`` transform is
+    active (those keep the declared op; a non-strict export records what eager runs), inside
+    :func:`ours_always`, nor while :func:`enable` with ``when="always"`` computes a call. Each answer
+    is counted per op (:func:`decisions`): the main job reports the path a row took.
 
     Parameters
     ----------
@@ -336,13 +339,13 @@ def torch_first(op: str, A, _count_ours: bool = False) -> bool:
     torch.linalg, which raises, and then to the front door's checks.
     """
     # On every call of every public op, in one frame: in front of a call whose arithmetic evicts the
-    # interpreter's caches (solve 256x9x9), each Python frame and attribute costs 2-4 times its timeit
-    # time; this layout (no helper frames, no isinstance/dim pre-tests) took 0.8-0.9 µs off that
-    # call's host overhead and 0.2-0.5 µs off the small calls' (docs/ops/overhead.md). A.is_cpu /
-    # is_cuda cost a tenth of A.device.type; mps (kernels always) and meta (the declared op) never
-    # go to torch here.
-    local = _local
-    if _ours_depth or local.ours:
+    # interpreter's caches (solve 256x9x9), each Python frame, attribute and C call costs 2-4 times
+    # its timeit time. So: no helper frames, no isinstance/dim pre-tests, module globals for the
+    # modes that only our own context managers set (no thread-local read unless one is active), one
+    # C call to count (docs/ops/overhead.md, "The table decision in one frame" and "Fewer calls on
+    # the torch path"). A.is_cpu / is_cuda cost a tenth of A.device.type; mps (kernels always) and
+    # meta (the declared op) never go to torch here.
+    if _ours_depth or (_always_active and _local.ours):
         return False
     try:
         table = WHEN["cpu"] if A.is_cpu else WHEN["cuda"] if A.is_cuda else None
@@ -364,30 +367,33 @@ def torch_first(op: str, A, _count_ours: bool = False) -> bool:
     except (AttributeError, IndexError):  # not a tensor; a vector inside a region
         return False
     if torch_path:
-        if _transforms_active() or _compiling():
-            return False  # the declared op (tracing, transforms)
+        if _dynamo_compiling() or _transforms_active():
+            return False  # the declared op (Dynamo's trace, transforms)
         name = _requested.get()  # requested_backend(), its common case inline: no request, no variable
-        if name is None and (_environ[0] is None or _environ[0].get(_environ[1]) is not None):
+        if name is None and _environ_get(_environ_key) is not None:
             name = requested_backend()
         if name is not None and name not in _TORCH_REQUESTS:
             return False  # our kernels (emulator) run
     elif not _count_ours:
         return False
-    counts = local.doors
-    if counts is None:
-        counts = _thread_counters("doors", _all_doors)
-    c = counts.get(op)
-    if c is None:
-        c = counts[op] = [0, 0]
-    c[torch_path] += 1
+    try:
+        next(_doors[op][torch_path])
+    except KeyError:
+        _new_door(op, torch_path)
     return torch_path
 
 
 _TORCH_REQUESTS = ("auto", "torch")  # backend requests under which CPU/CUDA tensors use torch ops
-_compiling = torch.compiler.is_compiling
+# Dynamo's trace must not read the thread-locals and context below (it folds this call to True).
+# torch.compiler.is_compiling (one frame more) is also true in non-strict torch.export and around a
+# compile; there the Python runs for real and the torch.linalg call is traced like any aten op.
+_dynamo_compiling = torch.compiler.is_dynamo_compiling
 _transforms_active = torch._C._are_functorch_transforms_active  # oplayer.functorch_active, one frame less
 _requested = _backends._requested  # use_backend's request (a ContextVar)
-_environ = _backends._ENVIRON  # (os.environ's mapping, the encoded key, decode) or Nones
+# $MPSLINALG_BACKEND, read from os.environ's own mapping (every change to os.environ updates it);
+# on a Python without one, every call takes requested_backend()'s public lookup
+_environ_get, _environ_key = ((_backends._ENVIRON[0].get, _backends._ENVIRON[1])
+                              if _backends._ENVIRON[0] is not None else ((lambda key: key), ""))
 #: dtypes the front doors' fast path hands to torch.linalg (those mpslinalg takes on CPU and CUDA)
 _FAST_DTYPES = frozenset((torch.float32, torch.float64, torch.complex64, torch.complex128))
 
@@ -401,22 +407,29 @@ def decisions() -> dict[str, dict[str, int]]:
         ``{op: {"ours": n, "torch": m}}``: calls that ran mpslinalg's implementation (inside a
         :data:`WHEN` region) and calls handed to torch.linalg (outside), summed over threads.
     """
-    total: dict[str, list[int]] = {}
     with _lock:
-        for counts in _all_doors:
-            for name, c in list(counts.items()):
-                t = total.setdefault(name, [0, 0])
-                t[0] += c[0]
-                t[1] += c[1]
-    return {name: {"ours": t[0], "torch": t[1]} for name, t in total.items() if any(t)}
+        counts = {name: (_count_value(c[0]), _count_value(c[1])) for name, c in _doors.items()}
+    return {name: {"ours": o, "torch": t} for name, (o, t) in counts.items() if o or t}
 
 
 def reset_decisions() -> None:
     """Zero the counters of :func:`decisions`."""
     with _lock:
-        for counts in _all_doors:
-            for c in counts.values():
-                c[:] = [0, 0]
+        for name in _doors:
+            _doors[name] = (itertools.count(), itertools.count())
+
+
+def _new_door(op: str, torch_path: bool) -> None:
+    """Count the first decision for ``op`` (its counters created under the lock)."""
+    with _lock:
+        counters = _doors.setdefault(op, (itertools.count(), itertools.count()))
+    next(counters[torch_path])
+
+
+def _count_value(counter: itertools.count) -> int:
+    """The value an ``itertools.count()`` would return next, without advancing it (its repr is
+    ``count(N)``): the front doors count with one C call, ``next``, which the GIL makes atomic."""
+    return int(repr(counter)[6:-1])
 
 
 # --------------------------------------------------------------------------------------------------
@@ -428,7 +441,6 @@ class _Local(threading.local):
     inside: bool = False  # this thread is computing a routed call (its torch calls are internal)
     ours: bool = False  # ... under when="always": the front doors skip WHEN (torch_is_faster)
     counts: dict | None = None  # this thread's counters: op -> [ours, torch, internal]
-    doors: dict | None = None  # this thread's front-door decisions: op -> [ours, torch]
 
 
 _local = _Local()
@@ -437,7 +449,8 @@ _libraries: list[torch.library.Library] = []
 _config: tuple | None = None  # (devices, ops, when) of the active routing, for enabled() to restore
 _OURS, _TORCH, _INTERNAL = range(3)
 _all_counts: list[dict[str, list[int]]] = []  # every thread's counters (no lock on the call path)
-_all_doors: list[dict[str, list[int]]] = []  # every thread's front-door decisions
+#: the front doors' decisions per op: (ours, torch) counters (:func:`torch_first`, :func:`decisions`)
+_doors: dict[str, tuple[itertools.count, itertools.count]] = {}
 
 
 def _thread_counters(attr: str, registry: list) -> dict:
@@ -448,6 +461,16 @@ def _thread_counters(attr: str, registry: list) -> dict:
     with _lock:
         registry.append(counts)
     return counts
+
+def _always(step: int) -> None:
+    """Enter (+1) or leave (-1) a call computed under ``enable(when="always")`` on this thread: its
+    front doors skip :data:`WHEN` (``_local.ours``); :func:`torch_first` reads the thread-local only
+    while some thread is in one (``_always_active``)."""
+    global _always_active
+    with _lock:
+        _always_active += step
+    _local.ours = step > 0
+
 
 def _count(name: str, path: int) -> None:
     counts = _local.counts
@@ -504,11 +527,14 @@ def _kernel(route: Route, op: Callable, original, table: dict | None) -> Callabl
                 table is None or _faster(table, args[0])
                 or (grad_ours and torch.is_grad_enabled() and getattr(args[0], "requires_grad", False))):
             _local.inside = True
-            _local.ours = table is None  # when="always": mpslinalg's implementation at every size
+            if table is None:  # when="always": mpslinalg's implementation at every size
+                _always(+1)
             try:
                 result = route.call(op, *args, **kwargs)
             finally:
-                _local.inside = _local.ours = False
+                _local.inside = False
+                if table is None:
+                    _always(-1)
             if result is not None:
                 _count(name, _OURS)
                 return result

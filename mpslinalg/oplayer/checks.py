@@ -164,12 +164,15 @@ def raise_for_info(op: str, info: torch.Tensor, message: str) -> None:
     """Raise :class:`torch.linalg.LinAlgError` for the first batch element with ``info > 0``.
 
     ``message`` is formatted with ``{info}`` (LAPACK's 1-based index). This synchronises with the
-    device, so only non-``_ex`` ops call it. Under ``torch.compile`` torch's own check runs at run
-    time (a data-dependent Python branch would break the graph): the same ``LinAlgError`` with
-    torch's wording and the batch element. On meta tensors there is nothing to check; under
+    device, so only non-``_ex`` ops call it. Under ``torch.compile`` (and for any tensor subclass,
+    such as compile's fake tensors) torch's own check runs at run time (a data-dependent Python
+    branch would break the graph): the same ``LinAlgError`` with torch's wording and the batch
+    element. On meta tensors there is nothing to check; under
     ``torch.func`` every element is checked.
     """
-    if _is_compiling():
+    if _is_compiling() or type(info) is not torch.Tensor:
+        # a fake or functional tensor (compile's tracing; torch < 2.13 leaves is_compiling() false
+        # while Dynamo runs a routed aten kernel on fake tensors): its value is not there to read
         torch._linalg_check_errors(info, op, is_matrix=info.ndim == 0)
         return
     if info.is_meta:

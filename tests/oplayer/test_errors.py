@@ -98,3 +98,14 @@ def test_raise_for_info_names_batch_element_and_passes_when_clean():
         E.raise_for_info("linalg.inv", torch.tensor([0, 0, 1, 2], dtype=torch.int32), "pivot {info}")
     with pytest.raises(torch.linalg.LinAlgError, match=r"^linalg.det: pivot 2$"):
         E.raise_for_info("linalg.det", torch.tensor(2, dtype=torch.int32), "pivot {info}")
+
+
+def test_raise_for_info_leaves_fake_tensors_to_torchs_check():
+    # a fake tensor has no value to read: torch < 2.13 runs a routed aten kernel on fake tensors with
+    # torch.compiler.is_compiling() false (test_routing's compile test failed on torch 2.11 with a
+    # data-dependent guard); torch's own check is the graph's, as under compile
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        E.raise_for_info("linalg.inv", torch.zeros(4, dtype=torch.int32), "pivot {info} is zero")
+        E.raise_for_info("linalg.det", torch.zeros((), dtype=torch.int32), "pivot {info} is zero")

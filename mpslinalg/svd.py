@@ -380,7 +380,8 @@ def _in_lapack_range(A: torch.Tensor) -> torch.Tensor:
 
 
 def _lapack_tall(A: torch.Tensor, full: bool, compute_uv: bool):
-    """The CPU torch backend above ``TUNING.jacobi_max``: LAPACK's SVD of ``A`` itself (a matrix
+    """The CPU torch backend above ``TUNING.jacobi_max``, and at every size where the C kernel can't
+    be built (:func:`mpslinalg.kernels.svd_c.unbuildable`): LAPACK's SVD of ``A`` itself (a matrix
     outside LAPACK's safe range scaled by a power of two first, exact where xGESDD's own scaling
     would round), with the family's non-finite rule (``info = 1``, NaN outputs). Its accuracy is
     absolute, as that of the preconditioned factor's SVD (the route on other devices), which costs
@@ -412,8 +413,8 @@ def _lapack_tall(A: torch.Tensor, full: bool, compute_uv: bool):
 def _svd_tall(A: torch.Tensor, full: bool, compute_uv: bool):
     """SVD of a batch ``[B, m, n]`` with ``m >= n >= 1``. Returns ``(U, S, V, info)`` (``V``, not
     ``Vh``)."""
-    if (A.device.type == "cpu" and A.shape[-1] > TUNING.jacobi_max.get("cpu", 0) and backend_for(A.device) == "torch"
-            and not functorch_active()):
+    if (A.device.type == "cpu" and backend_for(A.device) == "torch" and not functorch_active()
+            and (A.shape[-1] > TUNING.jacobi_max.get("cpu", 0) or svd_c.unbuildable(A))):
         return _lapack_tall(A, full, compute_uv)
     whole = _whole_kernel(A)
     if whole is not None:  # the same algorithm in one kernel; the zero-σ columns of V completed here

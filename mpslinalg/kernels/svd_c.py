@@ -83,7 +83,8 @@ class SVDKernels(CLibraries):
     """The compiled Jacobi SVD, one library per dtype (see the module docstring)."""
 
     def __init__(self) -> None:
-        super().__init__("svd", fallback="the torch-op Jacobi (much slower; docs/ops/svd.md)")
+        super().__init__("svd", fallback="LAPACK's SVD for svd/svdvals (torch.linalg's absolute accuracy, not "
+                         "the Jacobi's relative accuracy) and the torch-op gelsy for lstsq (docs/ops/svd.md)")
 
     def source(self, dtype: torch.dtype) -> tuple[str, list[str], str]:
         real, cplx, rmax = _FLAVOURS[dtype]
@@ -112,16 +113,24 @@ def cpu_path() -> str:
     Returns
     -------
     str
-        ``"C Jacobi"`` (this module, with the emulator's compiler) or ``"torch-op Jacobi"`` (no C
-        compiler, or a failed build, which warns once).
+        ``"C Jacobi"`` (this module, with the emulator's compiler) or ``"LAPACK's SVD"`` (no C
+        compiler, or a failed build, which warns once: :func:`unbuildable`).
 
     Examples
     --------
     >>> from mpslinalg.kernels import svd_c
-    >>> svd_c.cpu_path() in ("C Jacobi", "torch-op Jacobi")
+    >>> svd_c.cpu_path() in ("C Jacobi", "LAPACK's SVD")
     True
     """
-    return "C Jacobi" if SVD_C.compiler() is not None and not SVD_C.failed else "torch-op Jacobi"
+    return "C Jacobi" if SVD_C.compiler() is not None and not SVD_C.failed else "LAPACK's SVD"
+
+
+def unbuildable(A: torch.Tensor) -> bool:
+    """The C kernel can't be built here for ``A``'s dtype (no compiler, or its build failed; warns
+    once). The CPU's svd/svdvals then call LAPACK's SVD (issue 15: without the compiled path, what
+    is fastest): the torch-op Jacobi, the algorithm's other form, ran at 0.00-0.14x torch.linalg
+    there (docs/ops/svd.md). A dtype without a C flavour is not unbuildable: the torch ops serve it."""
+    return A.dtype in _FLAVOURS and not SVD_C.usable(A.dtype)
 
 
 def usable(A: torch.Tensor) -> bool:

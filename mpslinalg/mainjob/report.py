@@ -226,12 +226,15 @@ def environment() -> dict:
 
 
 def _svd_cpu_path() -> str:
-    """Which implementation serves the CPU's SVD (the C Jacobi, or the torch-op Jacobi where no
-    compiler is there)."""
+    """Which implementation serves the CPU's SVD (the C Jacobi, or LAPACK's SVD at every size where
+    no compiler is there: issue 15, the report says so)."""
     from ..kernels.svd_c import cpu_path
     from ..svd import TUNING
 
-    return f"{cpu_path()} (n <= {TUNING.jacobi_max.get('cpu', 0)}; LAPACK's SVD above)"
+    path = cpu_path()
+    if path != "C Jacobi":
+        return f"{path} (no C compiler: torch.linalg's absolute accuracy, not the C Jacobi's relative accuracy)"
+    return f"{path} (n <= {TUNING.jacobi_max.get('cpu', 0)}; LAPACK's SVD above)"
 
 
 def _small_cpu_path() -> str:

@@ -72,9 +72,9 @@ def _check_pivot_values(op: str, pivots: torch.Tensor, n: int) -> None:
     """torch's check that pivots came from ``lu_factor`` (``1 <= p <= n``), with its messages. Like
     torch's ``lu_solve`` (not an ``_ex`` op) this reads two numbers back from the device; the
     kernels never index out of range even without it. Skipped where values can't be read (meta
-    tensors, ``torch.compile`` tracing, ``torch.func`` transforms)."""
+    tensors, ``torch.compile`` tracing and its fake/functional tensors, ``torch.func`` transforms)."""
     if (pivots.numel() == 0 or pivots.device.type == "meta" or torch.compiler.is_compiling()
-            or _functorch()):
+            or type(pivots) is not torch.Tensor or _functorch()):
         return
     lo, hi = torch.aminmax(pivots)
     if int(lo) < 1:

@@ -158,6 +158,11 @@ def resolved(x: torch.Tensor) -> torch.Tensor:
 
 _is_compiling = torch.compiler.is_compiling
 _is_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+# raise_for_info's check under compile is aten._linalg_check_errors, an op without outputs: torch.fx's
+# dead-code elimination keeps it only if it is registered as side-effectful, and torch < 2.13 drops it
+# (a singular batch compiled with torch 2.11 returned inf silently instead of raising LinAlgError)
+if hasattr(torch.fx.node, "has_side_effect"):
+    torch.fx.node.has_side_effect(torch.ops.aten._linalg_check_errors.default)
 
 
 def raise_for_info(op: str, info: torch.Tensor, message: str) -> None:

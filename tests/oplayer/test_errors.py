@@ -104,8 +104,17 @@ def test_raise_for_info_leaves_fake_tensors_to_torchs_check():
     # a fake tensor has no value to read: torch < 2.13 runs a routed aten kernel on fake tensors with
     # torch.compiler.is_compiling() false (test_routing's compile test failed on torch 2.11 with a
     # data-dependent guard); torch's own check is the graph's, as under compile
+    import importlib
+
     from torch._subclasses.fake_tensor import FakeTensorMode
 
+    svd = importlib.import_module("mpslinalg.svd")
+    lu_api = importlib.import_module("mpslinalg.lu.api")
     with FakeTensorMode():
         E.raise_for_info("linalg.inv", torch.zeros(4, dtype=torch.int32), "pivot {info} is zero")
         E.raise_for_info("linalg.det", torch.zeros((), dtype=torch.int32), "pivot {info} is zero")
+        svd._raise(torch.zeros(3, dtype=torch.int32))  # the SVD's info (the det backward's, under AOT)
+        lu_api._check_pivot_values("linalg.lu_solve", torch.ones(3, 4, dtype=torch.int32), 4)
+    # the check is an op without outputs: torch.fx's dead-code elimination must keep it in a compiled
+    # graph (torch < 2.13 dropped it: a singular batch returned inf instead of raising)
+    assert torch.ops.aten._linalg_check_errors.default in torch.fx.node._side_effectful_functions

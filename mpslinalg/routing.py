@@ -594,6 +594,21 @@ def _register(devices, ops, when) -> None:
 def _deregister() -> None:
     while _libraries:
         _libraries.pop()._destroy()
+    _clear_dispatch_caches()
+
+
+def _clear_dispatch_caches() -> None:
+    """Forget the kernels torch's Python dispatcher cached for the routed ops. That dispatcher (on
+    while Dynamo and torch.export trace) caches an overload's kernel per dispatch key and misses a
+    registration made after it: a non-strict ``torch.export`` before :func:`enable` kept torch's
+    ``linalg_solve`` kernel in a later ``torch.compile`` (torch 2.11 and 2.13); after
+    :func:`disable`, a cache would keep calling the removed kernel."""
+    for route in ROUTES:
+        packet = getattr(torch.ops.aten, route.aten.split(".")[0], None)
+        for name in packet.overloads() if packet is not None else ():
+            cache = getattr(getattr(packet, name), "_dispatch_cache", None)
+            if cache is not None:
+                cache.clear()
 
 
 def enable(devices: Iterable[str] | str = ("mps",), ops: Iterable[str] | None = None, *,
@@ -639,6 +654,7 @@ def enable(devices: Iterable[str] | str = ("mps",), ops: Iterable[str] | None = 
         except BaseException:
             _deregister()
             raise
+        _clear_dispatch_caches()
         _config = config
 
 

@@ -25,6 +25,7 @@ are below 30 for both torch and us, ``TESTING/ctest.in``):
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import pathlib
@@ -298,6 +299,36 @@ def test_two_threads():
     assert s["inv_ex"]["ours"] == 2 * rounds * 3
     assert s["solve"]["ours"] == 2 * rounds * 4
     assert s["lu_factor_ex"]["ours"] == 2 * rounds and s["det"]["ours"] == 2 * rounds
+
+
+def test_compile_after_a_non_strict_export_still_traces_our_ops():
+    # torch's Python dispatcher (on while Dynamo and torch.export trace) caches an op's kernel per
+    # dispatch key: a non-strict export of torch.linalg.solve before enable() cached torch's
+    # AutogradCPU kernel, and a later compile under enable(when="always") traced aten's solve
+    # (routing._clear_dispatch_caches); after disable() the cache must not keep our kernel either
+    from torch._dynamo.backends.common import aot_autograd
+
+    class Solve(torch.nn.Module):
+        def forward(self, A, B):
+            return torch.linalg.solve(A, B)
+
+    A = torch.randn(4, 9, 9, generator=torch.Generator().manual_seed(2)) + 9 * torch.eye(9)
+    B = torch.randn(4, 9, 2, generator=torch.Generator().manual_seed(3))
+    torch.export.export(Solve(), (A, B), strict=False)
+    graphs = []
+
+    def capture(gm, example_inputs):
+        graphs.append(str(gm.graph))
+        return gm
+
+    for routed in (True, False):
+        torch._dynamo.reset()
+        with mpslinalg.enabled(devices="cpu", when="always") if routed else contextlib.nullcontext():
+            torch.compile(Solve(), backend=aot_autograd(fw_compiler=capture), fullgraph=True)(A, B)
+        torch.export.export(Solve(), (A, B), strict=False)  # the cache filled again, routing on or off
+        ours = "mpslinalg.solve_ex" in graphs[-1]
+        assert ours is routed, (routed, graphs[-1])
+    torch._dynamo.reset()
 
 
 def test_torch_compile_traces_our_ops():

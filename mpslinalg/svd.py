@@ -380,12 +380,11 @@ def _in_lapack_range(A: torch.Tensor) -> torch.Tensor:
 
 
 def _lapack_tall(A: torch.Tensor, full: bool, compute_uv: bool):
-    """The CPU torch backend above ``TUNING.jacobi_max``, and at every size where the C kernel can't
-    be built (:func:`mpslinalg.kernels.svd_c.unbuildable`): LAPACK's SVD of ``A`` itself (a matrix
-    outside LAPACK's safe range scaled by a power of two first, exact where xGESDD's own scaling
-    would round), with the family's non-finite rule (``info = 1``, NaN outputs). Its accuracy is
-    absolute, as that of the preconditioned factor's SVD (the route on other devices), which costs
-    an extra QR and permutations (svdvals 256x256 at 0.64x torch.linalg, docs/ops/svd.md)."""
+    """The CPU torch backend above ``TUNING.jacobi_max`` (at every size if ``svd_c.unbuildable``):
+    LAPACK's SVD of ``A`` itself (a matrix outside LAPACK's safe range scaled by a power of two first,
+    exact where xGESDD's own scaling would round), with the family's non-finite rule (``info = 1``,
+    NaN outputs). Absolute accuracy, as the preconditioned factor's SVD (the route on other devices),
+    which costs an extra QR and permutations (svdvals 256x256 at 0.64x torch.linalg, svd.md)."""
     in_range = _in_lapack_range(A)
     if bool(in_range.all()):  # finite, in range (a CPU read): A as it is
         info = torch.zeros(A.shape[0], dtype=torch.int32)
@@ -652,8 +651,7 @@ def _check(op: str, A, driver) -> torch.Tensor:
 
 
 def _raise(info: torch.Tensor) -> None:
-    # the common case in one host read (svd raises as torch); compile, fake/functional tensors (a
-    # compile's tracing where torch < 2.13 leaves is_compiling() false), meta and torch.func: the checks
+    # one host read in the common case; compile, its fake tensors (torch < 2.13), meta, torch.func: checks
     if (not torch.compiler.is_compiling() and type(info) is torch.Tensor and not info.is_meta
             and not functorch_active() and info.numel() and not bool(info.any())):
         return

@@ -16,20 +16,7 @@ import torch
 import mpslinalg
 from mpslinalg import routing
 from mpslinalg.kernels import use_backend
-
-
-def _u(dtype: torch.dtype) -> float:
-    return 2.0**-24 if dtype in (torch.float32, torch.complex64) else 2.0**-53
-
-
-@pytest.fixture(autouse=True)
-def _routing_off():
-    """Every test starts and ends with routing off and zero counters."""
-    routing.disable()
-    routing.reset_stats()
-    yield
-    routing.disable()
-    routing.reset_stats()
+from reference.metrics import unit_roundoff
 
 
 def test_front_door_decisions_are_counted_exactly_across_threads(routing_table, monkeypatch):
@@ -74,7 +61,7 @@ def test_export_records_what_the_front_door_runs(routing_table, monkeypatch):
         targets = {str(n.target) for n in ep.graph.nodes if n.op == "call_function"}
         assert any(t.startswith(op) for t in targets), (strict, targets)
         X, ref = ep.module()(A, B), torch.linalg.solve(A, B)
-        bound = 30 * 5 * _u(A.dtype) * torch.linalg.cond(A).amax() * ref.abs().amax()
+        bound = 30 * 5 * unit_roundoff(A.dtype) * torch.linalg.cond(A).amax() * ref.abs().amax()
         assert (X - ref).abs().amax() <= bound, strict
 
 

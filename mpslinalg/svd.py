@@ -651,9 +651,9 @@ def _check(op: str, A, driver) -> torch.Tensor:
 
 
 def _raise(info: torch.Tensor) -> None:
-    # one host read in the common case; compile, its fake tensors (torch < 2.13), meta, torch.func: checks
-    if (not torch.compiler.is_compiling() and type(info) is torch.Tensor and not info.is_meta
-            and not functorch_active() and info.numel() and not bool(info.any())):
+    # the common case in one host read (svd raises as torch); compile, meta and torch.func: the checks
+    if (not E.traced(info) and not info.is_meta and not functorch_active() and info.numel()
+            and not bool(info.any())):
         return
     # torch names linalg.svd in the errors of svdvals too
     E.raise_for_info("linalg.svd", (info == INFO_NONFINITE).to(torch.int32), _NONFINITE)

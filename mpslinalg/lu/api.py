@@ -72,9 +72,8 @@ def _check_pivot_values(op: str, pivots: torch.Tensor, n: int) -> None:
     """torch's check that pivots came from ``lu_factor`` (``1 <= p <= n``), with its messages. Like
     torch's ``lu_solve`` (not an ``_ex`` op) this reads two numbers back from the device; the
     kernels never index out of range even without it. Skipped where values can't be read (meta
-    tensors, ``torch.compile`` tracing and its fake/functional tensors, ``torch.func`` transforms)."""
-    if (pivots.numel() == 0 or pivots.device.type == "meta" or torch.compiler.is_compiling()
-            or type(pivots) is not torch.Tensor or _functorch()):
+    tensors, a compile's trace (:func:`~mpslinalg.oplayer.checks.traced`), ``torch.func``)."""
+    if pivots.numel() == 0 or pivots.device.type == "meta" or E.traced(pivots) or _functorch():
         return
     lo, hi = torch.aminmax(pivots)
     if int(lo) < 1:

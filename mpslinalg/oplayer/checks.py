@@ -165,6 +165,13 @@ if hasattr(torch.fx.node, "has_side_effect"):
     torch.fx.node.has_side_effect(torch.ops.aten._linalg_check_errors.default)
 
 
+def traced(x: torch.Tensor) -> bool:
+    """Whether a compile traces ``x``, so its values can't be read on the host: under
+    ``torch.compile``, or ``x`` is a fake or functional tensor (any tensor subclass). torch < 2.13
+    leaves ``is_compiling()`` false while Dynamo and AOTAutograd run our Python on those."""
+    return _is_compiling() or type(x) is not torch.Tensor
+
+
 def raise_for_info(op: str, info: torch.Tensor, message: str) -> None:
     """Raise :class:`torch.linalg.LinAlgError` for the first batch element with ``info > 0``.
 
@@ -175,9 +182,7 @@ def raise_for_info(op: str, info: torch.Tensor, message: str) -> None:
     element. On meta tensors there is nothing to check; under
     ``torch.func`` every element is checked.
     """
-    if _is_compiling() or type(info) is not torch.Tensor:
-        # a fake or functional tensor (compile's tracing; torch < 2.13 leaves is_compiling() false
-        # while Dynamo runs a routed aten kernel on fake tensors): its value is not there to read
+    if traced(info):
         torch._linalg_check_errors(info, op, is_matrix=info.ndim == 0)
         return
     if info.is_meta:

@@ -5,7 +5,7 @@
 #   here (clang):   python -m mpslinalg.emulator build --target cuda --out .cubins
 #   on the GPU:     bash benchmarks/run_gpu.sh STEP...      (carry .cubins)
 #
-# STEPs: det-grad matmul triangular triangular-kernel triangular-tune lu lu-tune lu-small small pinv-lstsq qr roofline main main-quick pytest gpucheck svd-fault
+# STEPs: any <f> with a benchmarks/bench_<f>.py (run as --device cuda --out DIR), and det-grad matmul triangular triangular-kernel triangular-tune lu lu-tune lu-small small pinv-lstsq qr roofline main main-quick pytest gpucheck svd-fault
 # Time limit per step: $STEP_LIMIT seconds (default 240), or LIMIT_<step> (dashes as _).
 # Results: $OUT/gpu_results.tgz (markdown + JSON + logs) and $OUT/summary.md (the tables).
 set -u -o pipefail
@@ -50,7 +50,9 @@ for s in "$@"; do
               tests/lu/test_inv.py tests/lu/test_det.py tests/small/test_small.py tests/qr tests/svd tests/oplayer/test_oplayer.py ;;
     svd-fault) step svd-fault bash benchmarks/svd_fault_replay.sh ;;
     gpucheck) OUT="$RES/gpucheck" step gpucheck bash scripts/gpu_check.sh ;;
-    *) echo "unknown step $s" >&2 ;;
+    *) if [ -f "benchmarks/bench_$s.py" ]; then  # a family's benchmark, by the recipe's file name
+         step "$s" $PY "benchmarks/bench_$s.py" --device cuda --out "$RES"
+       else echo "unknown step $s" >&2; fi ;;
   esac
 done
 tar czf "$OUTDIR/gpu_results.tgz" -C "$RES" .

@@ -58,18 +58,26 @@ dispatcher does not synchronise the two): switch routing at start-up or between 
 from __future__ import annotations
 
 import contextlib
-import itertools
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 
 import torch
 
-from .kernels import backends as _backends
-from .kernels.backends import requested_backend
-from .oplayer.checks import supported_dtypes
+from .oplayer import table as _table
+from .oplayer.family import Route
+from .oplayer.table import (  # noqa: F401  (the front doors' table, re-exported: routing's public names)
+    WHEN,
+    _faster,
+    _inside,
+    _transforms_active,
+    decisions,
+    ours_always,
+    reset_decisions,
+    torch_first,
+    torch_is_faster,
+)
 
-__all__ = ["ROUTES", "WHEN", "decisions", "disable", "enable", "enabled", "ours_always", "reset_decisions",
+__all__ = ["WHEN", "decisions", "disable", "enable", "enabled", "ours_always", "reset_decisions",
            "reset_stats", "routed_ops", "stats", "torch_first", "torch_is_faster"]
 
 #: device type -> the dispatch key whose kernel is replaced.
@@ -77,359 +85,36 @@ _AUTOGRAD_KEY = {"cpu": "AutogradCPU", "cuda": "AutogradCUDA", "mps": "AutogradM
 
 
 # --------------------------------------------------------------------------------------------------
-# The routes: one aten operator each, the mpslinalg op that replaces it, and its argument mapping
+# The routes: declared by the families (Family.routes), discovered here
 # --------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Route:
-    """One routed ``aten`` operator.
-
-    Attributes
-    ----------
-    name : str
-        The mpslinalg op it runs (``mpslinalg.<name>``); the route exists only when mpslinalg
-        exports it. Also the key of :data:`WHEN`, :func:`stats` and ``enable(ops=...)``.
-    aten : str
-        The operator (and overload) replaced, e.g. ``"linalg_inv_ex"``.
-    call : callable
-        ``call(op, *args, **kwargs)``: run ``op`` (the mpslinalg function) on the aten operator's
-        arguments and return what the aten operator returns; ``None`` hands the call to torch
-        (arguments mpslinalg does not implement, e.g. ``pivot=False``).
-    grad_ours : bool
-        Route every call that autograd records, whatever :data:`WHEN` says: our derivative is
-        needed for correctness (``det``: the adjugate at singular matrices, where torch's is zero).
-    """
-
-    name: str
-    aten: str
-    call: Callable
-    grad_ours: bool = False
+def __getattr__(name: str):
+    if name == "ROUTES":  # computed on access: the families are imported first (registry)
+        return _routes()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _ours(*tensors) -> bool:
-    """Tensors mpslinalg implements (dtype per device, one device); else torch's kernel (and errors)."""
-    first = tensors[0]
-    if not isinstance(first, torch.Tensor) or first.dim() < 2:
-        return False
-    dtypes = supported_dtypes(first.device)
-    for t in tensors:
-        if not isinstance(t, torch.Tensor) or t.dtype not in dtypes or t.device != first.device:
-            return False
-    return True
+def _routes() -> tuple[Route, ...]:
+    """Every declared route, in the families' order. Composite torch ops need no route of their
+    own: ``linalg_inv``, ``inverse`` → ``linalg_inv_ex``; ``det`` → ``linalg_det``; ``slogdet``,
+    ``logdet`` → ``linalg_slogdet``; ``linalg_lu_factor`` → ``linalg_lu_factor_ex``; ``lu_solve`` →
+    ``linalg_lu_solve``; ``linalg_matrix_rank`` → ``linalg_svdvals``/``linalg_eigvalsh``."""
+    from .registry import families
 
-
-def _inv_ex(op, A, check_errors=False):
-    return op(A, check_errors=check_errors) if _ours(A) else None
-
-
-def _unary(op, A):
-    return op(A) if _ours(A) else None
-
-
-def _solve_ex(op, A, B, left=True, check_errors=False):
-    return op(A, B, left=left, check_errors=check_errors) if _ours(A, B) else None
-
-
-def _solve(op, A, B, left=True):
-    return op(A, B, left=left) if _ours(A, B) else None
-
-
-def _lu_factor_ex(op, A, pivot=True, check_errors=False):
-    return op(A, check_errors=check_errors) if pivot and _ours(A) else None
-
-
-def _lu(op, A, pivot=True):
-    return op(A) if pivot and _ours(A) else None
-
-
-def _lu_solve(op, LU, pivots, B, left=True, adjoint=False):
-    ok = _ours(LU, B) and isinstance(pivots, torch.Tensor) and pivots.dtype == torch.int32
-    return op(LU, pivots, B, left=left, adjoint=adjoint) if ok else None
-
-
-def _solve_triangular(op, A, B, upper, left=True, unitriangular=False):
-    return op(A, B, upper=upper, left=left, unitriangular=unitriangular) if _ours(A, B) else None
-
-
-def _qr(op, A, mode="reduced"):
-    return op(A, mode=mode) if _ours(A) else None
-
-
-def _svd(op, A, full_matrices=True, driver=None):
-    return op(A, full_matrices=full_matrices) if driver is None and _ours(A) else None
-
-
-def _svdvals(op, A, driver=None):
-    return op(A) if driver is None and _ours(A) else None
-
-
-def _lstsq(op, A, B, rcond=None, driver=None):
-    return op(A, B, rcond=rcond) if driver is None and _ours(A, B) else None
-
-
-def _pinv(op, A, atol=None, rtol=None, hermitian=False):
-    return op(A, atol=atol, rtol=rtol, hermitian=hermitian) if _ours(A) else None
-
-
-def _cholesky_ex(op, A, upper=False, check_errors=False):
-    return op(A, upper=upper, check_errors=check_errors) if _ours(A) else None
-
-
-def _eigh(op, A, UPLO="L"):  # noqa: N803  (torch's argument name)
-    return op(A, UPLO=UPLO) if _ours(A) else None
-
-
-#: Every route the module knows, in the order of the families. Composite torch ops need no route of
-#: their own: ``linalg_inv``, ``inverse`` → ``linalg_inv_ex``; ``det`` → ``linalg_det``;
-#: ``slogdet``, ``logdet`` → ``linalg_slogdet``; ``linalg_lu_factor`` → ``linalg_lu_factor_ex``;
-#: ``lu_solve`` → ``linalg_lu_solve``; ``linalg_matrix_rank`` → ``linalg_svdvals``/``linalg_eigvalsh``.
-ROUTES: tuple[Route, ...] = (
-    Route("solve_triangular", "linalg_solve_triangular", _solve_triangular),
-    Route("lu_factor_ex", "linalg_lu_factor_ex", _lu_factor_ex),
-    Route("lu", "linalg_lu", _lu),
-    Route("lu_solve", "linalg_lu_solve", _lu_solve),
-    # linalg_solve calls _linalg_solve_ex (which also returns LU and pivots), not linalg_solve_ex:
-    # both public ops are routed.
-    Route("solve", "linalg_solve", _solve),
-    Route("solve_ex", "linalg_solve_ex", _solve_ex),
-    Route("det", "linalg_det", _unary, grad_ours=True),
-    Route("slogdet", "linalg_slogdet", _unary),
-    Route("inv_ex", "linalg_inv_ex", _inv_ex),
-    Route("qr", "linalg_qr", _qr),
-    Route("svd", "linalg_svd", _svd),
-    Route("svdvals", "linalg_svdvals", _svdvals),
-    Route("pinv", "linalg_pinv.atol_rtol_tensor", _pinv),
-    Route("lstsq", "linalg_lstsq", _lstsq),
-    Route("cholesky_ex", "linalg_cholesky_ex", _cholesky_ex),
-    Route("eigh", "linalg_eigh", _eigh),
-)
+    return tuple(r for f in families() for r in f.routes)
 
 
 def routed_ops() -> tuple[str, ...]:
-    """Names of the ops that :func:`enable` can route now (those ``mpslinalg`` exports)."""
-    import mpslinalg
-
-    return tuple(r.name for r in ROUTES if callable(getattr(mpslinalg, r.name, None)))
+    """Names of the ops that :func:`enable` can route now (those the families declare routes for)."""
+    return tuple(r.name for r in _routes())
 
 
-# --------------------------------------------------------------------------------------------------
-# "Never slower": where each op routes, per device type (measured; docs/routing.md has the table)
-# --------------------------------------------------------------------------------------------------
+def _op(name: str) -> Callable:
+    """The public op ``mpslinalg.<name>`` a route runs (its family's package exports it)."""
+    from .registry import public_op
 
-#: ``WHEN[device_type][op][dtype]``: regions ``(n_min, n_max, batch_min)`` where mpslinalg's own
-#: implementation was measured faster than torch.linalg (every block >= 0.95x, the median >= 1.05x:
-#: ``benchmarks/bench_routing.py``; table and dates in ``docs/routing.md``). Read by the drop-in
-#: routing (``when="faster"``) and by the public ops' front doors on the ``torch`` backend
-#: (:func:`torch_is_faster`). A call on ``batch`` matrices of order ``n`` (the larger dimension;
-#: for solves, of the coefficient matrix) is inside when ``n_min <= n <= n_max`` and
-#: ``batch >= batch_min`` for one region; an op or dtype missing from a device's table is torch's
-#: there (not faster, or not measured). ``None`` for a device: mpslinalg at every size (on ``mps``
-#: torch.linalg lacks ops or falls back to the CPU, and no Mac was available to measure).
-_F32, _C64 = torch.float32, torch.complex64
-WHEN: dict[str, dict[str, dict[torch.dtype, tuple[tuple[int, int, int], ...]]] | None] = {
-    # 2026-12-01, torch 2.13 CPU, shared 2-core x86-64: bench_routing.py --threads 1 --blocks 4,
-    # kept only where the grid run and a re-measurement (--verify) both had every block >= 0.95x
-    "cpu": {
-        "inv_ex": {_F32: ((2, 4, 1024),), _C64: ((2, 4, 4096),)},
-        "det": {_F32: ((2, 4, 4096),), _C64: ((3, 4, 4096),)},
-        "slogdet": {_F32: ((3, 4, 4096),), _C64: ((2, 4, 4096),)},
-        "solve": {_F32: ((2, 4, 4096),), _C64: ((2, 3, 4096),)},
-        "solve_ex": {_F32: ((2, 3, 4096),), _C64: ((2, 4, 4096),)},
-    },
-    # 2026-12-01, H200, torch 2.11+cu130 (docs/routing.md, "CUDA"): bench_routing.py --device cuda
-    # --blocks 2 (grid) where the median block was >= 1.05x and every block >= 0.95x; qr and the
-    # complex 3x3 inverse from the main job's rows (--mainjob: 145x/249x and 2.1x routed)
-    "cuda": {
-        "inv_ex": {_F32: ((2, 4, 65536),), _C64: ((2, 2, 65536), (3, 3, 100000), (4, 4, 65536))},
-        "qr": {_F32: ((32, 32, 512),), _C64: ((32, 32, 512),)},
-    },
-    "mps": None,
-}
-
-
-def _faster(table: dict, A: torch.Tensor) -> bool:
-    """Whether ``table`` (one op's ``WHEN`` entry on ``A``'s device) has ``A``'s dtype, order and batch."""
-    regions = table.get(A.dtype)
-    return regions is not None and _inside(regions, A)
-
-
-def _inside(regions: tuple, A: torch.Tensor) -> bool:
-    """Whether ``A``'s order and batch lie in one of ``regions`` (``(n_min, n_max, batch_min)``).
-
-    ``n`` is the larger dimension of the ``m x n`` matrices (the coefficient matrix for solves);
-    on every call's path, so it avoids building shapes: ``batch >= b`` is ``numel >= b m n``.
-    """
-    shape = A.shape  # one torch.Size, not one per index
-    m, n = shape[-2], shape[-1]
-    big = m if m > n else n
-    for lo, hi, b in regions:
-        if lo <= big <= hi and A.numel() >= b * m * n:
-            return True
-    return False
-
-
-# --------------------------------------------------------------------------------------------------
-# The same table at the public ops' front doors (torch backend)
-# --------------------------------------------------------------------------------------------------
-
-_ours_depth = 0  # > 0 inside ours_always(): every front door runs mpslinalg's implementation
-_always_active = 0  # threads computing a call under enable(when="always") (_always)
-
-
-@contextlib.contextmanager
-def ours_always() -> Iterator[None]:
-    """Front doors run mpslinalg's own implementation at every size, ignoring :data:`WHEN`.
-
-    For tests of the families' algorithms on the ``torch`` backend and for benchmarks that measure
-    mpslinalg's implementation against torch.linalg. Process-wide (every thread), nestable.
-
-    Examples
-    --------
-    >>> import torch, mpslinalg
-    >>> with mpslinalg.routing.ours_always():
-    ...     LU, piv = mpslinalg.lu_factor(torch.randn(64, 64))   # the LU family's code, not a table lookup
-    """
-    global _ours_depth
-    _ours_depth += 1
-    try:
-        yield
-    finally:
-        _ours_depth -= 1
-
-
-def torch_is_faster(op: str, A: torch.Tensor) -> bool:
-    """Whether a public op's front door hands this call to one ``torch.linalg`` call.
-
-    True when the call runs on the ``torch`` backend (CPU/CUDA by default) and :data:`WHEN` has no
-    region for ``op`` (its :data:`ROUTES` name, e.g. ``"inv_ex"`` for ``inv``), ``A``'s dtype, order
-    and batch on ``A``'s device: there torch.linalg was measured faster, or nothing was measured.
-    Never on the ``metal``/``emulator`` backends (our kernels must run there), for ``meta`` tensors,
-    while Dynamo traces (``torch.compile``, strict ``torch.export``) or a ``torch.func`` transform is
-    active (those keep the declared op; a non-strict export records what eager runs), inside
-    :func:`ours_always`, nor while :func:`enable` with ``when="always"`` computes a call. Each answer
-    is counted per op (:func:`decisions`): the main job reports the path a row took.
-
-    Parameters
-    ----------
-    op : str
-        The :data:`WHEN` key of the op.
-    A : Tensor
-        The (coefficient) matrix or batch of matrices that sets device, dtype, order and batch.
-
-    Returns
-    -------
-    bool
-    """
-    return torch_first(op, A, True)
-
-
-def torch_first(op: str, A, _count_ours: bool = False) -> bool:
-    """The public ops' fast path: whether the front door calls ``torch.linalg`` before its checks.
-
-    True for a tensor of a dtype mpslinalg takes that :func:`torch_is_faster` sends to torch.linalg
-    (a decision for ours is counted by the front door's own route; ``_count_ours``:
-    :func:`torch_is_faster`'s counting). torch's own checks run in C++; the front door runs
-    mpslinalg's checks (and raises mpslinalg's error) only when the torch.linalg call raises. Python
-    checks cost as much as a small call (issue 13's "host overhead <= 5 µs above torch's").
-
-    False (mpslinalg's path, whose checks raise mpslinalg's errors) for what is not a tensor of at
-    least 2 dimensions of a dtype mpslinalg takes: those tests are the ``AttributeError`` /
-    ``IndexError`` of reading it, and a matrix of fewer dimensions outside every region goes to
-    torch.linalg, which raises, and then to the front door's checks.
-    """
-    # On every call of every public op, in one frame: in front of a call whose arithmetic evicts the
-    # interpreter's caches (solve 256x9x9), each Python frame, attribute and C call costs 2-4 times
-    # its timeit time. So: no helper frames, no isinstance/dim pre-tests, module globals for the
-    # modes that only our own context managers set (no thread-local read unless one is active), one
-    # C call to count (docs/ops/overhead.md, "The table decision in one frame" and "Fewer calls on
-    # the torch path"). A.is_cpu / is_cuda cost a tenth of A.device.type; mps (kernels always) and
-    # meta (the declared op) never go to torch here.
-    if _ours_depth or (_always_active and _local.ours):
-        return False
-    try:
-        table = WHEN["cpu"] if A.is_cpu else WHEN["cuda"] if A.is_cuda else None
-        if table is None:
-            return False
-        dtype = A.dtype
-        if dtype not in _FAST_DTYPES:
-            return False
-        torch_path = True
-        regions = table.get(op)
-        if regions is not None and (regions := regions.get(dtype)) is not None:
-            shape = A.shape  # _inside's test, inline
-            m, n = shape[-2], shape[-1]
-            big = m if m > n else n
-            for lo, hi, b in regions:
-                if lo <= big <= hi and A.numel() >= b * m * n:
-                    torch_path = False
-                    break
-    except (AttributeError, IndexError):  # not a tensor; a vector inside a region
-        return False
-    if torch_path:
-        if _dynamo_compiling() or _transforms_active():
-            return False  # the declared op (Dynamo's trace, transforms)
-        name = _requested.get()  # requested_backend(), its common case inline: no request, no variable
-        if name is None and _environ_get(_environ_key) is not None:
-            name = requested_backend()
-        if name is not None and name not in _TORCH_REQUESTS:
-            return False  # our kernels (emulator) run
-    elif not _count_ours:
-        return False
-    try:
-        next(_doors[op][torch_path])
-    except KeyError:
-        _new_door(op, torch_path)
-    return torch_path
-
-
-_TORCH_REQUESTS = ("auto", "torch")  # backend requests under which CPU/CUDA tensors use torch ops
-# Dynamo's trace must not read the thread-locals and context below (it folds this call to True).
-# torch.compiler.is_compiling (one frame more) is also true in non-strict torch.export and around a
-# compile; there the Python runs for real and the torch.linalg call is traced like any aten op.
-_dynamo_compiling = torch.compiler.is_dynamo_compiling
-_transforms_active = torch._C._are_functorch_transforms_active  # oplayer.functorch_active, one frame less
-_requested = _backends._requested  # use_backend's request (a ContextVar)
-# $MPSLINALG_BACKEND, read from os.environ's own mapping (every change to os.environ updates it);
-# on a Python without one, every call takes requested_backend()'s public lookup
-_environ_get, _environ_key = ((_backends._ENVIRON[0].get, _backends._ENVIRON[1])
-                              if _backends._ENVIRON[0] is not None else ((lambda key: key), ""))
-#: dtypes the front doors' fast path hands to torch.linalg (those mpslinalg takes on CPU and CUDA)
-_FAST_DTYPES = frozenset((torch.float32, torch.float64, torch.complex64, torch.complex128))
-
-
-def decisions() -> dict[str, dict[str, int]]:
-    """Front-door decisions of :func:`torch_is_faster` since :func:`reset_decisions`, per op.
-
-    Returns
-    -------
-    dict
-        ``{op: {"ours": n, "torch": m}}``: calls that ran mpslinalg's implementation (inside a
-        :data:`WHEN` region) and calls handed to torch.linalg (outside), summed over threads.
-    """
-    with _lock:
-        counts = {name: (_count_value(c[0]), _count_value(c[1])) for name, c in _doors.items()}
-    return {name: {"ours": o, "torch": t} for name, (o, t) in counts.items() if o or t}
-
-
-def reset_decisions() -> None:
-    """Zero the counters of :func:`decisions`."""
-    with _lock:
-        for name in _doors:
-            _doors[name] = (itertools.count(), itertools.count())
-
-
-def _new_door(op: str, torch_path: bool) -> None:
-    """Count the first decision for ``op`` (its counters created under the lock)."""
-    with _lock:
-        counters = _doors.setdefault(op, (itertools.count(), itertools.count()))
-    next(counters[torch_path])
-
-
-def _count_value(counter: itertools.count) -> int:
-    """The value an ``itertools.count()`` would return next, without advancing it (its repr is
-    ``count(N)``): the front doors count with one C call, ``next``, which the GIL makes atomic."""
-    return int(repr(counter)[6:-1])
+    return public_op(name)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -439,7 +124,6 @@ def _count_value(counter: itertools.count) -> int:
 
 class _Local(threading.local):
     inside: bool = False  # this thread is computing a routed call (its torch calls are internal)
-    ours: bool = False  # ... under when="always": the front doors skip WHEN (torch_is_faster)
     counts: dict | None = None  # this thread's counters: op -> [ours, torch, internal]
 
 
@@ -449,8 +133,6 @@ _libraries: list[torch.library.Library] = []
 _config: tuple | None = None  # (devices, ops, when) of the active routing, for enabled() to restore
 _OURS, _TORCH, _INTERNAL = range(3)
 _all_counts: list[dict[str, list[int]]] = []  # every thread's counters (no lock on the call path)
-#: the front doors' decisions per op: (ours, torch) counters (:func:`torch_first`, :func:`decisions`)
-_doors: dict[str, tuple[itertools.count, itertools.count]] = {}
 
 
 def _thread_counters(attr: str, registry: list) -> dict:
@@ -461,15 +143,6 @@ def _thread_counters(attr: str, registry: list) -> dict:
     with _lock:
         registry.append(counts)
     return counts
-
-def _always(step: int) -> None:
-    """Enter (+1) or leave (-1) a call computed under ``enable(when="always")`` on this thread: its
-    front doors skip :data:`WHEN` (``_local.ours``); :func:`torch_first` reads the thread-local only
-    while some thread is in one (``_always_active``)."""
-    global _always_active
-    with _lock:
-        _always_active += step
-    _local.ours = step > 0
 
 
 def _count(name: str, path: int) -> None:
@@ -528,13 +201,13 @@ def _kernel(route: Route, op: Callable, original, table: dict | None) -> Callabl
                 or (grad_ours and torch.is_grad_enabled() and getattr(args[0], "requires_grad", False))):
             _local.inside = True
             if table is None:  # when="always": mpslinalg's implementation at every size
-                _always(+1)
+                _table.always(+1)
             try:
                 result = route.call(op, *args, **kwargs)
             finally:
                 _local.inside = False
                 if table is None:
-                    _always(-1)
+                    _table.always(-1)
             if result is not None:
                 _count(name, _OURS)
                 return result
@@ -573,13 +246,11 @@ def _normalise(devices, ops, when) -> tuple[tuple[str, ...], tuple[str, ...], st
 
 
 def _register(devices, ops, when) -> None:
-    import mpslinalg
-
     for device in devices:
         key = _AUTOGRAD_KEY[device]
         lib = torch.library.Library("aten", "IMPL")
         _libraries.append(lib)
-        for route in ROUTES:
+        for route in _routes():
             if route.name not in ops:
                 continue
             table = WHEN[device]
@@ -587,7 +258,7 @@ def _register(devices, ops, when) -> None:
             if table is not None and not any(table.values()) and not route.grad_ours:
                 continue  # never faster on this device: torch's kernel stays, no per-call cost
             original = torch.library.get_kernel(f"aten::{route.aten}", key)
-            lib.impl(route.aten, _kernel(route, getattr(mpslinalg, route.name), original, table), key,
+            lib.impl(route.aten, _kernel(route, _op(route.name), original, table), key,
                      with_keyset=True)
 
 
@@ -603,7 +274,7 @@ def _clear_dispatch_caches() -> None:
     registration made after it: a non-strict ``torch.export`` before :func:`enable` kept torch's
     ``linalg_solve`` kernel in a later ``torch.compile`` (torch 2.11 and 2.13); after
     :func:`disable`, a cache would keep calling the removed kernel."""
-    for route in ROUTES:
+    for route in _routes():
         packet = getattr(torch.ops.aten, route.aten.split(".")[0], None)
         for name in packet.overloads() if packet is not None else ():
             cache = getattr(getattr(packet, name), "_dispatch_cache", None)

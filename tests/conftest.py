@@ -67,9 +67,9 @@ def _front_doors_run_ours(request):
 @pytest.fixture
 def routing_table():
     """Opt out of :func:`_front_doors_run_ours`: front doors consult ``mpslinalg.routing.WHEN``."""
-    from mpslinalg import routing
+    from mpslinalg.oplayer import table
 
-    assert routing._ours_depth == 0, "a test of the routing table runs inside ours_always()"
+    assert table._ours_depth == 0, "a test of the routing table runs inside ours_always()"
 
 
 @pytest.fixture

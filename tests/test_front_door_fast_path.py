@@ -16,11 +16,12 @@ import torch
 import mpslinalg
 from mpslinalg import routing
 from mpslinalg.kernels import use_backend
+from mpslinalg.oplayer import table
 from reference.metrics import unit_roundoff
 
 
 def test_front_door_decisions_are_counted_exactly_across_threads(routing_table, monkeypatch):
-    # the front doors count with one C call (itertools.count: routing._doors), not a thread-local
+    # the front doors count with one C call (itertools.count: table._doors), not a thread-local
     # dict: four threads' decisions sum exactly, and reset_decisions() zeroes them
     monkeypatch.setitem(routing.WHEN, "cpu", {"inv_ex": {torch.float32: ((3, 4, 1),)}})
     outside, inside, calls = torch.empty(9, 9), torch.empty(4, 4), 2000
@@ -67,14 +68,14 @@ def test_export_records_what_the_front_door_runs(routing_table, monkeypatch):
 
 def test_when_always_flag_is_set_only_while_a_call_computes(routing_table, monkeypatch):
     # torch_first reads the thread-local "computing under when='always'" only while some thread is in
-    # such a call (routing._always_active): inside one the front doors run ours; after it, and after
+    # such a call (table._always_active): inside one the front doors run ours; after it, and after
     # one that raised, the count is back to 0 and the flag is off
     monkeypatch.setitem(routing.WHEN, "cpu", {})
     seen = []
     real = mpslinalg.inv_ex
 
     def spy(A, **kwargs):
-        seen.append((routing._always_active, routing.torch_first("inv_ex", A)))
+        seen.append((table._always_active, routing.torch_first("inv_ex", A)))
         return real(A, **kwargs)
 
     monkeypatch.setattr(mpslinalg, "inv_ex", spy)
@@ -84,7 +85,7 @@ def test_when_always_flag_is_set_only_while_a_call_computes(routing_table, monke
         with pytest.raises(torch.linalg.LinAlgError):
             torch.linalg.inv(torch.zeros(6, 6))
     assert seen == [(1, False), (1, False)]
-    assert routing._always_active == 0 and routing._local.ours is False
+    assert table._always_active == 0 and table._local.ours is False
     assert routing.torch_first("inv_ex", A) is True
 
 
@@ -165,7 +166,7 @@ def test_fast_path_inline_copies_agree_with_their_originals(routing_table, monke
     for shape in ((3, 3), (100, 3, 3), (64, 4, 4), (9, 9), (2, 9, 9), (8, 16, 16), (7, 32, 16), (16, 5),
                   (40, 2), (0, 9, 9), (33, 33), (8, 33, 16)):
         A = torch.empty(shape)
-        assert routing.torch_first("inv_ex", A) is (not routing._inside(regions, A)), shape
+        assert routing.torch_first("inv_ex", A) is (not table._inside(regions, A)), shape
     B = torch.empty(2, 12, 12)  # outside every region: torch.linalg unless a request sends it to our kernels
     for request in ("auto", "torch", "emulator"):
         with use_backend(request):

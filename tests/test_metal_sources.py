@@ -13,10 +13,25 @@ import pytest
 import torch
 from helpers import require_emulator
 
+from mpslinalg import registry
 from mpslinalg.kernels import kernel_name, loader, metal_dir, metal_source
 
 ROOT = Path(__file__).resolve().parents[1]
+#: every Metal source (one parameter each)
 FAMILIES = sorted(p.stem for p in metal_dir().glob("*.metal"))
+#: the families that are packages with Metal sources (their call sites are the package's modules)
+PACKAGES_WITH_METAL = [f for f in registry.families() if f.metal and (ROOT / "mpslinalg" / f.name).is_dir()]
+
+
+def test_every_source_belongs_to_one_family():
+    """Each metal/*.metal is declared by exactly one family (``Family.metal``), and each declared
+    source exists: the registry, not a list here, says which kernels a family has."""
+    owners: dict[str, list[str]] = {}
+    for f in registry.families():
+        for stem in f.metal:
+            owners.setdefault(stem, []).append(f.name)
+    assert sorted(owners) == FAMILIES
+    assert all(len(v) == 1 for v in owners.values()), owners
 
 
 def test_kernel_name_scheme():
@@ -27,14 +42,15 @@ def test_kernel_name_scheme():
         kernel_name("lu_panel", torch.float64)
 
 
-@pytest.mark.parametrize("family", ["lu", "triangular", "qr", "small"])
-def test_every_instantiation_follows_the_scheme(family):
-    """The host names the emulator reads from the source are exactly the scheme's names, and the
-    call sites' kernel_name(...) calls name only instantiated kernels."""
+@pytest.mark.parametrize("fam", PACKAGES_WITH_METAL, ids=lambda f: f.name)
+def test_every_instantiation_follows_the_scheme(fam):
+    """The host names the emulator reads from the family's sources are exactly the scheme's names,
+    and the call sites' kernel_name(...) calls name only instantiated kernels."""
     require_emulator()
     from mpslinalg.emulator import compile_shader
 
-    names = {k for k in dir(compile_shader(metal_source(family))) if not k.startswith("_")}
+    family = fam.name
+    names = {k for stem in fam.metal for k in dir(compile_shader(metal_source(stem))) if not k.startswith("_")}
     names -= {"source", "target", "key"}
     assert names and all(re.fullmatch(r"[a-z0-9_]+_(f32|c64)(_\d+)*", k) for k in names), names
     package = ROOT / "mpslinalg" / family  # the family's package: every module's call sites

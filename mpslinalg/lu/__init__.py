@@ -50,14 +50,23 @@ rule, forward-mode ``jvp``s below), on the torch-op path. ``det``'s gradient at 
 singular matrix is the adjugate, not the zero matrix ``torch.linalg.det`` returns: from the
 forward's LU with its smallest pivot replaced by a rank-1 update (``oplayer.derivatives``, no host
 read), and from the project's SVD where LU shows two or more negligible pivots (CPU).
+
+Modules: ``kernels.py`` (tuning; the ``panel``/``small``/``swap`` contracts with torch ops and with
+the Metal sources), ``algorithm.py`` (blocked ``getrf`` on the kernel backends, recursive ``getrf2``
+on torch, ``getrs``, inverses and determinants from the factors), ``ops.py`` (declarations and
+derivatives), ``api.py`` (front doors), ``workloads.py`` (the family's main-job rows).
 """
 
 from __future__ import annotations
 
+import torch
+
+from ..oplayer.family import Family, Route, takes
 from .api import det, inv, inv_ex, lu, lu_factor, lu_factor_ex, lu_solve, slogdet, solve, solve_ex
 from .kernels import TUNING, Tuning
 
 __all__ = [
+    "FAMILY",
     "TUNING",
     "Tuning",
     "det",
@@ -71,3 +80,76 @@ __all__ = [
     "solve",
     "solve_ex",
 ]
+
+
+# --------------------------------------------------------------------------------------------------
+# The family's declaration: its ops, the aten operators enable() replaces, where it is measured faster
+# --------------------------------------------------------------------------------------------------
+
+
+def _route_inv_ex(op, A, check_errors=False):
+    return op(A, check_errors=check_errors) if takes(A) else None
+
+
+def _route_unary(op, A):
+    return op(A) if takes(A) else None
+
+
+def _route_solve_ex(op, A, B, left=True, check_errors=False):
+    return op(A, B, left=left, check_errors=check_errors) if takes(A, B) else None
+
+
+def _route_solve(op, A, B, left=True):
+    return op(A, B, left=left) if takes(A, B) else None
+
+
+def _route_lu_factor_ex(op, A, pivot=True, check_errors=False):
+    return op(A, check_errors=check_errors) if pivot and takes(A) else None
+
+
+def _route_lu(op, A, pivot=True):
+    return op(A) if pivot and takes(A) else None
+
+
+def _route_lu_solve(op, LU, pivots, B, left=True, adjoint=False):
+    ok = takes(LU, B) and isinstance(pivots, torch.Tensor) and pivots.dtype == torch.int32
+    return op(LU, pivots, B, left=left, adjoint=adjoint) if ok else None
+
+
+_F32, _C64 = torch.float32, torch.complex64
+FAMILY = Family(
+    name="lu",
+    order=30,
+    ops=("lu_factor", "lu_factor_ex", "lu", "lu_solve", "solve", "solve_ex", "det", "slogdet", "inv", "inv_ex"),
+    routes=(
+        Route("lu_factor_ex", "linalg_lu_factor_ex", _route_lu_factor_ex),
+        Route("lu", "linalg_lu", _route_lu),
+        Route("lu_solve", "linalg_lu_solve", _route_lu_solve),
+        # linalg_solve calls _linalg_solve_ex (which also returns LU and pivots), not linalg_solve_ex:
+        # both public ops are routed.
+        Route("solve", "linalg_solve", _route_solve),
+        Route("solve_ex", "linalg_solve_ex", _route_solve_ex),
+        Route("det", "linalg_det", _route_unary, grad_ours=True),
+        Route("slogdet", "linalg_slogdet", _route_unary),
+        Route("inv_ex", "linalg_inv_ex", _route_inv_ex),
+    ),
+    when={
+        # 2026-12-01, torch 2.13 CPU, shared 2-core x86-64: bench_routing.py --threads 1 --blocks 4,
+        # kept only where the grid run and a re-measurement (--verify) both had every block >= 0.95x
+        "cpu": {
+            "inv_ex": {_F32: ((2, 4, 1024),), _C64: ((2, 4, 4096),)},
+            "det": {_F32: ((2, 4, 4096),), _C64: ((3, 4, 4096),)},
+            "slogdet": {_F32: ((3, 4, 4096),), _C64: ((2, 4, 4096),)},
+            "solve": {_F32: ((2, 4, 4096),), _C64: ((2, 3, 4096),)},
+            "solve_ex": {_F32: ((2, 3, 4096),), _C64: ((2, 4, 4096),)},
+        },
+        # 2026-12-01, H200, torch 2.11+cu130 (docs/routing.md, "CUDA"): bench_routing.py --device cuda
+        # --blocks 2 (grid) where the median block was >= 1.05x and every block >= 0.95x; the complex
+        # 3x3 inverse from the main job's rows (--mainjob: 2.1x routed)
+        "cuda": {
+            "inv_ex": {_F32: ((2, 4, 65536),), _C64: ((2, 2, 65536), (3, 3, 100000), (4, 4, 65536))},
+        },
+    },
+    metal=("lu",),
+    workloads="mpslinalg.lu.workloads",
+)

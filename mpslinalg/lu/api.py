@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import torch
 
-from .. import routing, small
+from .. import small
 from ..oplayer import checks as E
 from ..oplayer import functorch_active as _functorch
+from ..oplayer import table
 from .kernels import TUNING, _on_kernels, _perm_from_pivots
 from .ops import (
     _cpu_worst_count,
@@ -37,8 +38,8 @@ def _route(op, kind: str | None, name: str, A: torch.Tensor, *more: torch.Tensor
     """Where a front door sends a checked call (one backend lookup per call):
 
     * ``"torch"``: one ``torch.linalg`` call, torch's derivative included. On the torch backend,
-      outside the measured regions of :data:`mpslinalg.routing.WHEN` for ``name`` (the same table
-      as the drop-in routing: :func:`mpslinalg.routing.torch_is_faster`), unless autograd records
+      outside the measured regions of :data:`mpslinalg.oplayer.table.WHEN` for ``name`` (the same table
+      as the drop-in routing: :func:`mpslinalg.oplayer.table.torch_is_faster`), unless autograd records
       and ``grad_ours`` (our derivative is needed for correctness: the adjugate gradient of ``det``
       at singular matrices). Also inside the regions when the torch backend would make exactly that
       one call (:func:`_direct_torch`) and nothing needs the declared ``op`` (no autograd, compile,
@@ -49,7 +50,7 @@ def _route(op, kind: str | None, name: str, A: torch.Tensor, *more: torch.Tensor
       serves ``n <= 4`` too (it supports them).
     """
     # first: the common CPU/CUDA case (torch_is_faster checks compile, transforms and the backend)
-    if (not grad_ours or op.direct(A, *more)) and routing.torch_is_faster(name, A):
+    if (not grad_ours or op.direct(A, *more)) and table.torch_is_faster(name, A):
         return "torch"
     if _functorch() or A.is_meta:
         return "op"
@@ -125,7 +126,7 @@ def lu_factor_ex(A: torch.Tensor, *, pivot: bool = True, check_errors: bool = Fa
     >>> A = torch.randn(3, 4, 4, dtype=torch.complex64)
     >>> LU, piv, info = LA.lu_factor_ex(A)
     """
-    if out is None and pivot is True and routing.torch_first("lu_factor_ex", A):
+    if out is None and pivot is True and table.torch_first("lu_factor_ex", A):
         try:
             return torch.linalg.lu_factor_ex(A, check_errors=check_errors)
         except _TORCH_ERRORS:  # bad input: the checks below raise mpslinalg's error for it
@@ -157,7 +158,7 @@ def lu_factor(A: torch.Tensor, *, pivot: bool = True, out=None):
     >>> import torch, mpslinalg as LA
     >>> LU, piv = LA.lu_factor(torch.randn(5, 5))
     """
-    if out is None and pivot is True and routing.torch_first("lu_factor_ex", A):
+    if out is None and pivot is True and table.torch_first("lu_factor_ex", A):
         try:
             return torch.linalg.lu_factor(A)
         except _TORCH_ERRORS:  # bad input: the checks below raise mpslinalg's error for it
@@ -202,7 +203,7 @@ def lu(A: torch.Tensor, *, pivot: bool = True, out=None):
     >>> torch.allclose(P @ L @ U, A, atol=1e-5)
     True
     """
-    if out is None and pivot is True and routing.torch_first("lu", A):
+    if out is None and pivot is True and table.torch_first("lu", A):
         try:
             return torch.linalg.lu(A)
         except _TORCH_ERRORS:  # bad input: the checks below raise mpslinalg's error for it
@@ -251,7 +252,7 @@ def lu_solve(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, *, left: b
     >>> LU, piv = LA.lu_factor(A)
     >>> X = LA.lu_solve(LU, piv, B)
     """
-    if out is None and routing.torch_first("lu_solve", LU):
+    if out is None and table.torch_first("lu_solve", LU):
         try:
             return torch.linalg.lu_solve(LU, pivots, B, left=left, adjoint=adjoint)
         except _TORCH_ERRORS:  # bad input: the checks below raise mpslinalg's error for it
@@ -310,7 +311,7 @@ def solve_ex(A: torch.Tensor, B: torch.Tensor, *, left: bool = True, check_error
     >>> import torch, mpslinalg as LA
     >>> X, info = LA.solve_ex(torch.randn(2, 3, 3), torch.randn(2, 3))
     """
-    if out is None and routing.torch_first("solve_ex", A):
+    if out is None and table.torch_first("solve_ex", A):
         try:
             if left is True and check_errors is False:  # torch's defaults: no keyword parsing (~0.4 µs)
                 return torch.linalg.solve_ex(A, B)
@@ -382,7 +383,7 @@ def solve(A: torch.Tensor, B: torch.Tensor, *, left: bool = True,
     >>> A = torch.randn(3, 3, dtype=torch.complex64)
     >>> X = LA.solve(A, torch.randn(3, 2, dtype=torch.complex64))
     """
-    if out is None and routing.torch_first("solve", A):
+    if out is None and table.torch_first("solve", A):
         try:
             # left=True is torch's default: not passing it skips torch's keyword parsing (~0.4 µs)
             return torch.linalg.solve(A, B) if left is True else torch.linalg.solve(A, B, left=left)
@@ -419,7 +420,7 @@ def inv_ex(A: torch.Tensor, *, check_errors: bool = False, out=None):
     >>> import torch, mpslinalg as LA
     >>> Ainv, info = LA.inv_ex(torch.randn(8, 5, 5))
     """
-    if out is None and routing.torch_first("inv_ex", A):
+    if out is None and table.torch_first("inv_ex", A):
         try:
             return torch.linalg.inv_ex(A, check_errors=check_errors)
         except _TORCH_ERRORS:  # bad input: the checks below raise mpslinalg's error for it
@@ -464,7 +465,7 @@ def inv(A: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
     >>> A = torch.randn(6, 6, dtype=torch.complex64)
     >>> err = (LA.inv(A) @ A - torch.eye(6)).abs().max()
     """
-    if out is None and routing.torch_first("inv_ex", A):
+    if out is None and table.torch_first("inv_ex", A):
         try:
             return torch.linalg.inv(A)
         except _TORCH_ERRORS:  # bad input: the checks below raise mpslinalg's error for it
@@ -506,7 +507,7 @@ def det(A: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
     tensor(1.)
     """
     if (out is None and isinstance(A, torch.Tensor) and not (A.requires_grad and torch.is_grad_enabled())
-            and routing.torch_first("det", A)):
+            and table.torch_first("det", A)):
         try:
             if A.is_complex() and A.is_cpu and A.numel() >= _DET_BY_TRANSPOSE and A.is_contiguous():
                 # det(Aᵀ) = det(A), and Aᵀ of a row-major batch is the column-major layout LAPACK
@@ -530,12 +531,12 @@ def det(A: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
 
 
 def _torch_det_with_exact_gradient(A: torch.Tensor) -> torch.Tensor | None:
-    """``det`` with autograd recording, on the CPU outside :data:`mpslinalg.routing.WHEN`: torch's
+    """``det`` with autograd recording, on the CPU outside :data:`mpslinalg.oplayer.table.WHEN`: torch's
     own call (forward and derivative) when its factorisation shows no negligible pivot (there
     torch's ``g · conj(det) A⁻ᴴ`` is our derivative to working precision), else None: our op, for
     the adjugate. Reading the pivots reads CPU memory; on GPUs it would synchronise, so there our op
     runs (its backward reads nothing). A singular batch costs one extra factorisation."""
-    if not A.is_cpu or not routing.torch_is_faster("det", A):
+    if not A.is_cpu or not table.torch_is_faster("det", A):
         return None
     d, LU, _ = torch.ops.aten._linalg_det(A)
     return d if _cpu_worst_count(LU) == 0 else None
@@ -564,7 +565,7 @@ def slogdet(A: torch.Tensor, *, out=None):
     >>> import torch, mpslinalg as LA
     >>> sign, logabsdet = LA.slogdet(1e-20 * torch.eye(50))
     """
-    if out is None and routing.torch_first("slogdet", A):
+    if out is None and table.torch_first("slogdet", A):
         try:
             return torch.linalg.slogdet(A)
         except _TORCH_ERRORS:  # bad input: the checks below raise mpslinalg's error for it

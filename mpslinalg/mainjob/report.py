@@ -220,31 +220,25 @@ def environment() -> dict:
         "devices": devices,
         "backends": _backends(devices),
         "emulator_compiler": _emulator_compiler(),
-        "small_cpu_path": _small_cpu_path(),
-        "svd_cpu_path": _svd_cpu_path(),
+        **_family_paths(),
     }
 
 
-def _svd_cpu_path() -> str:
-    """Which implementation serves the CPU's SVD (the C Jacobi, or LAPACK's SVD at every size where
-    no compiler is there: issue 15, the report says so)."""
-    from ..kernels.svd_c import cpu_path
-    from ..svd import TUNING
+def _family_paths() -> dict:
+    """Each family's lines of the environment block: its rows' module may define
+    ``environment() -> list[(key, label, value)]`` (e.g. which implementation serves the CPU where
+    no compiler is there, issue 15). ``family_lines`` keeps the labels in the families' order."""
+    import importlib
 
-    path = cpu_path()
-    if path != "C Jacobi":
-        return f"{path} (no C compiler: torch.linalg's absolute accuracy, not the C Jacobi's relative accuracy)"
-    return f"{path} (n <= {TUNING.jacobi_max.get('cpu', 0)}; LAPACK's SVD above)"
+    from ..registry import families
 
-
-def _small_cpu_path() -> str:
-    """Which implementation serves n <= 4 float32 CPU batches (generated C, or torch.linalg where no
-    compiler is there: the report says which, issue 15)."""
-    try:
-        from ..small import cpu_path
-    except ImportError as exc:  # pragma: no cover - the small family ships with the package
-        return f"unknown ({exc})"
-    return cpu_path()
+    out: dict = {"family_lines": []}
+    for fam in families():
+        module = importlib.import_module(fam.workloads) if fam.workloads else None
+        for key, label, value in (module.environment() if hasattr(module, "environment") else ()):
+            out[key] = value
+            out["family_lines"].append([label, key])
+    return out
 
 
 def format_environment(env: dict) -> str:
@@ -283,10 +277,8 @@ def format_environment(env: dict) -> str:
         lines.append(f"emulator  {cmd} ({c.get('version', 'version unknown')})")
     else:
         lines.append(f"emulator  no compiler: {c.get('note', '')}")
-    if env.get("small_cpu_path"):
-        lines.append(f"n <= 4    CPU batches run as: {env['small_cpu_path']}")
-    if env.get("svd_cpu_path"):
-        lines.append(f"svd       CPU runs as: {env['svd_cpu_path']}")
+    for label, key in env.get("family_lines", ()):
+        lines.append(f"{label} {env[key]}")
     return "\n".join(lines)
 
 

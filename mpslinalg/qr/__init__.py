@@ -31,17 +31,22 @@ Internal entry points (no checks; torch conventions; used by the SVD family):
 :func:`qr_plain` (no TSQR route).
 
 Modules: ``kernels.py`` (tuning, the kernel contract, torch and Metal kernels), ``algorithm.py``,
-``tsqr.py``, ``ops.py`` (declarations and derivatives), ``api.py`` (public ops).
+``tsqr.py``, ``ops.py`` (declarations and derivatives), ``api.py`` (public ops), ``workloads.py``
+(main-job rows).
 """
 
 from __future__ import annotations
 
+import torch
+
+from ..oplayer.family import Family, Route, takes
 from .algorithm import geqrf_impl, householder_product_impl, ormqr_impl, qr_plain
 from .api import geqrf, householder_product, ormqr, qr
 from .kernels import TUNING, Tuning
 from .ops import qr_impl
 
 __all__ = [
+    "FAMILY",
     "TUNING",
     "Tuning",
     "geqrf",
@@ -54,3 +59,19 @@ __all__ = [
     "qr_impl",
     "qr_plain",
 ]
+
+
+def _route_qr(op, A, mode="reduced"):
+    return op(A, mode=mode) if takes(A) else None
+
+
+FAMILY = Family(
+    name="qr",
+    order=40,
+    ops=("qr", "geqrf", "householder_product", "ormqr"),
+    routes=(Route("qr", "linalg_qr", _route_qr),),
+    # 2026-12-01, H200, torch 2.11+cu130: the main job's rows (--mainjob: 145x/249x routed)
+    when={"cuda": {"qr": {torch.float32: ((32, 32, 512),), torch.complex64: ((32, 32, 512),)}}},
+    metal=("qr",),
+    workloads="mpslinalg.qr.workloads",
+)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from .. import routing
 from ..oplayer import checks as E
+from ..oplayer import table
 from .ops import _geqrf, _householder_product, _ormqr, _qr
 
 _RT = torch.return_types
@@ -50,7 +50,7 @@ def qr(A: torch.Tensor, mode: str = "reduced", *, out=None):
     >>> torch.allclose(Q @ R, A, atol=1e-5)
     True
     """
-    if out is None and routing.torch_first("qr", A):  # outside the table (routing.WHEN)
+    if out is None and table.torch_first("qr", A):  # outside the table (table.WHEN)
         try:
             return torch.linalg.qr(A, mode)
         except (RuntimeError, TypeError, ValueError, IndexError):  # bad input: our checks say what
@@ -60,7 +60,7 @@ def qr(A: torch.Tensor, mode: str = "reduced", *, out=None):
     if mode not in ("reduced", "complete", "r"):
         raise ValueError(f"qr received unrecognized mode {mode!r} but expected one of 'reduced' (default), "
                          "'r', or 'complete'")
-    if routing.torch_is_faster("qr", A):  # outside the measured table (routing.WHEN)
+    if table.torch_is_faster("qr", A):  # outside the measured table (table.WHEN)
         return E.store(op, out, torch.linalg.qr(A, mode), A, kind=_RT.linalg_qr)
     return E.store(op, out, _qr(A, mode), A, kind=_RT.linalg_qr)
 

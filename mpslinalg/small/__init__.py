@@ -53,13 +53,20 @@ The program is written once, over a few primitives, and executed three ways: as 
 :mod:`mpslinalg.kernels.small_triton`). Where no compiler exists the CPU path is torch.linalg
 itself (measured fastest without one; a warning says so once, :func:`cpu_path` reports it);
 ``torch.compile`` of the program is available too (see :func:`set_compile`).
+
+Modules: ``program.py`` (the elimination / adjugate program and its executions), ``ops.py`` (internal
+declarations; det's gradient from the cofactor adjugate), ``workloads.py`` (main-job rows).
 """
 
 from __future__ import annotations
 
+from ..oplayer.family import Family
 from . import program
 from .ops import adjugate, det_op, inv_ex_op, slogdet_op, solve_ex_op
 from .program import MAX_N, TUNING, Program, Tuning, cpu_path, set_compile
 
-__all__ = ["MAX_N", "TUNING", "Program", "Tuning", "adjugate", "cpu_path", "det_op", "inv_ex_op", "program",
+__all__ = ["FAMILY", "MAX_N", "TUNING", "Program", "Tuning", "adjugate", "cpu_path", "det_op", "inv_ex_op", "program",
            "set_compile", "slogdet_op", "solve_ex_op"]
+
+#: No public ops of its own (the LU family's ops route n <= 4 here); its kernels and main-job rows.
+FAMILY = Family(name="small", order=20, ops=(), metal=("small",), workloads="mpslinalg.small.workloads")

@@ -76,12 +76,31 @@ above the diagonal); the last block, when ``n % nb != 0``, is padded with the id
 diagonal entry gives ``inf``/``nan`` (as LAPACK's ``trsm`` does; ``solve_triangular`` has no
 ``info``). Implementations: ``metal/triangular.metal`` (``metal`` and ``emulator`` backends) and
 :func:`_trtri_diag_torch` (``torch`` backend).
+
+Modules: ``kernels.py`` (tuning; ``trtri_diag``/``trsm_small`` on Metal, torch and Triton),
+``algorithm.py`` (the blocked solve with one refinement step per block; ``trsm`` for other
+families), ``api.py`` (declaration, derivatives, front door), ``workloads.py`` (main-job rows).
 """
 
 from __future__ import annotations
 
+from ..oplayer.family import Family, Route, takes
 from .algorithm import trsm
 from .api import solve_triangular
 from .kernels import TUNING, Tuning
 
-__all__ = ["TUNING", "Tuning", "solve_triangular", "trsm"]
+__all__ = ["FAMILY", "TUNING", "Tuning", "solve_triangular", "trsm"]
+
+
+def _route_solve_triangular(op, A, B, upper, left=True, unitriangular=False):
+    return op(A, B, upper=upper, left=left, unitriangular=unitriangular) if takes(A, B) else None
+
+
+FAMILY = Family(
+    name="triangular",
+    order=10,
+    ops=("solve_triangular",),
+    routes=(Route("solve_triangular", "linalg_solve_triangular", _route_solve_triangular),),
+    metal=("triangular",),
+    workloads="mpslinalg.triangular.workloads",
+)

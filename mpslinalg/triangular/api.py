@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from .. import routing
 from ..oplayer import checks as E
-from ..oplayer import defop
+from ..oplayer import defop, table
 from ..oplayer import derivatives as D
 from .algorithm import _batch_shape, _solve_impl
 from .kernels import _OP
@@ -136,7 +135,7 @@ def solve_triangular(A: torch.Tensor, B: torch.Tensor, *, upper: bool, left: boo
     tensor([[1.],
             [2.]])
     """
-    if out is None and routing.torch_first("solve_triangular", A):  # outside the table (routing.WHEN)
+    if out is None and table.torch_first("solve_triangular", A):  # outside the table (table.WHEN)
         try:
             return torch.linalg.solve_triangular(A, B, upper=upper, left=left, unitriangular=unitriangular)
         except (RuntimeError, TypeError, ValueError, IndexError):  # bad input: our checks say what
@@ -147,7 +146,7 @@ def solve_triangular(A: torch.Tensor, B: torch.Tensor, *, upper: bool, left: boo
     for name, val in (("upper", upper), ("left", left), ("unitriangular", unitriangular)):
         E.check_bool(_OP, name, val)
     E.check_rhs(_OP, A, B, left=left)
-    if routing.torch_is_faster("solve_triangular", A):  # outside the measured table (routing.WHEN)
+    if table.torch_is_faster("solve_triangular", A):  # outside the measured table (table.WHEN)
         X = torch.linalg.solve_triangular(A, B, upper=upper, left=left, unitriangular=unitriangular)
     else:
         X = _solve(A, B, upper, left, unitriangular, _batch_shape(A, B))

@@ -210,16 +210,23 @@ def test_a_failing_op_makes_the_exit_status_1(stand_ins, monkeypatch, tmp_path):
     assert row["accuracy"]["pass"] and row["error"] == "while timing: RuntimeError: second call"
 
 
-def test_a_broken_registry_is_reported_not_crashed_on(stand_ins, monkeypatch, capsys):
-    stand_ins()
-    def broken_family():
-        raise KeyError("typo in a row")
+def test_a_broken_registry_is_reported_not_crashed_on(stand_ins, monkeypatch, capsys, tmp_path):
+    """A family whose rows fail to build is reported (the main job exits 1), and two rows of one
+    name are a registry error. The families come from the registry, so the test adds one there."""
+    from types import SimpleNamespace
 
-    monkeypatch.setattr(_workloads, "_FAMILIES", [*_workloads._FAMILIES, broken_family])
+    from mpslinalg import registry
+
+    stand_ins()
+    (tmp_path / "broken_rows.py").write_text("def workloads():\n    raise KeyError('typo in a row')\n")
+    (tmp_path / "twice_rows.py").write_text(
+        "from mpslinalg.triangular.workloads import workloads as _w\n\ndef workloads():\n    return _w() + _w()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    real = registry.families()
+    monkeypatch.setattr(registry, "families", lambda: (*real, SimpleNamespace(workloads="broken_rows")))
     assert main(["--quick", "--device", "cpu", "--no-timing"]) == 1
     assert "KeyError: 'typo in a row'" in capsys.readouterr().err
-    dup = [_workloads._triangular, _workloads._triangular]
-    monkeypatch.setattr(_workloads, "_FAMILIES", dup)
+    monkeypatch.setattr(registry, "families", lambda: (SimpleNamespace(workloads="twice_rows"),))
     with pytest.raises(RuntimeError, match="duplicate workload names"):  # a registry error too
         _workloads.workloads()
 

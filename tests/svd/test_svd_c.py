@@ -144,7 +144,7 @@ def test_graded_relative_accuracy_both_paths(path):
 _NO_COMPILER_CHILD = r"""
 import warnings, torch, mpslinalg
 from mpslinalg.kernels import svd_c
-from mpslinalg.mainjob.report import _svd_cpu_path
+from mpslinalg.svd_workloads import cpu_path_line as _svd_cpu_path
 A = torch.randn(4, 6, 5)
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")

@@ -21,6 +21,8 @@ Triton Jacobi switched off (the torch-op sweeps, to see what the kernel buys), `
 rows running ``metal/svd.metal`` through the emulator's cuda target (``MPSLINALG_CUBIN_DIR``),
 ``--profile`` prints where one call's GPU time goes.
 """
+# run_gpu: --warmup 1 --repeat 3 --profile
+
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ this module is never imported). Opt-in through ``TUNING.triton_max`` until measu
 
 Why: cuBLAS's batched ``trsm`` on batches of 64×64 systems is several times slower than a bmm of
 the same shape, and every torch-op replacement issues more launches than that (measurements in
-docs/ops/solve_triangular.md).
+docs/ops/triangular.md).
 
 Algorithm: blocked forward substitution, exactly LAPACK's blocked ``trsm`` (backward stable,
 no explicit inverse): one program per (matrix, tile of ``BK`` right-hand sides); the rows are taken

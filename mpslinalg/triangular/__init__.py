@@ -88,8 +88,9 @@ from ..oplayer.family import Family, Route, takes
 from .algorithm import trsm
 from .api import solve_triangular
 from .kernels import TUNING, Tuning
+from .kernels import _trsm_small_metal as trsm_small_metal
 
-__all__ = ["FAMILY", "TUNING", "Tuning", "solve_triangular", "trsm"]
+__all__ = ["FAMILY", "TUNING", "Tuning", "solve_triangular", "trsm", "trsm_small_metal"]
 
 
 def _route_solve_triangular(op, A, B, upper, left=True, unitriangular=False):

@@ -121,7 +121,7 @@ def solve_triangular(A: torch.Tensor, B: torch.Tensor, *, upper: bool, left: boo
     -----
     Diagonal blocks of width ``nb <= 32`` are inverted in one batched dispatch; everything else is
     matrix products (recursive splitting). The result is backward stable: LAPACK's residual ratio
-    ``‖B − AX‖₁ / (‖A‖₁ ‖X‖₁ u)`` stays far below 30 (see ``docs/ops/solve_triangular.md``).
+    ``‖B − AX‖₁ / (‖A‖₁ ‖X‖₁ u)`` stays far below 30 (see ``docs/ops/triangular.md``).
     Differentiable in ``A`` and ``B`` (complex included, twice), a ``torch.library`` custom op
     (``mpslinalg::solve_triangular``) that ``torch.compile(fullgraph=True)`` traces through, and
     free of host synchronisation.

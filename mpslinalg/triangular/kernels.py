@@ -61,7 +61,7 @@ class Tuning:
         ``trsm_small``: right-hand-side columns (threads) per system and threadgroup,
         a multiple of 32 in [32, 128]; fewer columns than this per system put several systems in a
         group. 128: the DeltaNet shape (128 right-hand sides) in one group per system, 3.4x
-        torch.linalg on the H200 against 2.6x with 64 (docs/ops/solve_triangular.md).
+        torch.linalg on the H200 against 2.6x with 64 (docs/ops/triangular.md).
     torch_inverse : str
         How the ``torch`` backend inverts the diagonal blocks: ``"trsm"`` (one batched
         ``torch.linalg.solve_triangular`` against the identity) or ``"doubling"`` (log2(nb)
@@ -74,7 +74,7 @@ class Tuning:
         blocked diagonal-inverse path. Devices not listed: 0 (never direct).
 
         On CUDA that is every size: every alternative of the blocked path lost to one cuBLAS
-        ``trsm`` on the H200 (docs/ops/solve_triangular.md, "Tuning measurements"); on the CPU
+        ``trsm`` on the H200 (docs/ops/triangular.md, "Tuning measurements"); on the CPU
         LAPACK's ``trsm`` up to 512, GEMM recursion over ``trsm`` leaves above. The kernel
         backends (``metal``, ``emulator``) keep the fused ``trsm_small`` kernel and the blocked
         algorithm: there is no vendor ``trsm``.
@@ -82,13 +82,13 @@ class Tuning:
         ``torch`` backend on CUDA, float32: systems with ``n`` up to this (``<= 64``) are solved by
         one launch of the Triton kernel of :mod:`mpslinalg.kernels.triangular_triton` (blocked
         substitution with ``tl.dot`` updates, backward stable) instead of cuBLAS. ``0`` (the
-        disables it; 64 is where it beat cuBLAS on the H200 (docs/ops/solve_triangular.md).
+        disables it; 64 is where it beat cuBLAS on the H200 (docs/ops/triangular.md).
         A compile or launch failure switches it off for the process (with a warning).
     direct_transpose_max : dict
         Per device type: direct ``trsm`` calls with ``n`` up to this are posed as the transposed
         problem; above it (and on devices not listed) as the user posed it, i.e. torch.linalg's own
         call (the custom op and :func:`trsm` then copy the result into row-major order); the
-        thresholds come from the measurements in docs/ops/solve_triangular.md.
+        thresholds come from the measurements in docs/ops/triangular.md.
     """
 
     nb: int = 16

@@ -364,7 +364,7 @@ def _lstsq_jvp(inputs, outputs, tangents):
 
 
 _lstsq = defop("lstsq", impl=_lstsq_impl, fake=_lstsq_fake, setup=_lstsq_setup,
-               backward=_lstsq_backward, jvp=_lstsq_jvp)
+               backward=_lstsq_backward, jvp=_lstsq_jvp, ranks=(2, 2))
 
 
 def lstsq(A: torch.Tensor, B: torch.Tensor, rcond: float | None = None, *, driver: str | None = None):

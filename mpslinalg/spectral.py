@@ -303,7 +303,7 @@ def _pinv_jvp(inputs, outputs, tangents):
 
 
 _pinv = defop("pinv", impl=_pinv_impl, fake=_pinv_fake, setup=_pinv_setup,
-              backward=_pinv_backward, jvp=_pinv_jvp)
+              backward=_pinv_backward, jvp=_pinv_jvp, ranks=(2, 0, 0))
 
 
 def pinv(A: torch.Tensor, rcond=None, hermitian: bool = False, *, atol=None, rtol=None,

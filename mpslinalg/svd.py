@@ -630,7 +630,7 @@ def _svd_jvp(inputs, outputs, tangents):
 
 
 _svd = defop("svd", impl=_svd_op_impl, fake=_svd_fake, setup=_svd_setup, backward=_svd_backward,
-             jvp=_svd_jvp)
+             jvp=_svd_jvp, ranks=(2,))
 
 
 # --------------------------------------------------------------------------------------------------

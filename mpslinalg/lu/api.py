@@ -46,15 +46,14 @@ def _route(op, kind: str | None, name: str, A: torch.Tensor, *more: torch.Tensor
       ``torch.func``, dual tensor): the front door makes the call itself, skipping the op layer;
     * ``"small"``: ``n <= 4`` and ``kind`` given (``"inv"`` for inv/solve, ``"det"`` for
       det/slogdet): the small family;
-    * ``"op"``: the declared op. Under ``torch.func`` transforms and on meta tensors the LU path
-      serves ``n <= 4`` too (it supports them).
+    * ``"op"``: the declared op. On meta tensors the LU path serves ``n <= 4`` too (it supports them).
     """
     # first: the common CPU/CUDA case (torch_is_faster checks compile, transforms and the backend)
     if (not grad_ours or op.direct(A, *more)) and table.torch_is_faster(name, A):
         return "torch"
-    if _functorch() or A.is_meta:
+    if A.is_meta:
         return "op"
-    if torch.compiler.is_compiling():  # no backend lookup while tracing (a ContextVar read)
+    if _functorch() or torch.compiler.is_compiling():  # no backend lookup under a transform or trace
         return "small" if kind is not None and 0 < A.shape[-1] <= 4 else "op"
     if kind is not None and 0 < A.shape[-1] <= 4:
         return "small"

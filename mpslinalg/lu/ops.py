@@ -111,7 +111,7 @@ def _lu_factor_jvp(inputs, outputs, tangents):
 
 
 _lu_factor_ex_op = defop("lu_factor_ex", impl=_lu_factor_ex_op_impl, fake=_lu_factor_ex_op_fake, setup=_lu_factor_setup,
-                          backward=_lu_factor_backward, jvp=_lu_factor_jvp)
+                          backward=_lu_factor_backward, jvp=_lu_factor_jvp, ranks=(2,))
 
 
 def _lu_solve_op_impl(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, left: bool,
@@ -181,7 +181,7 @@ def _lu_solve_jvp(inputs, outputs, tangents):
 
 
 _lu_solve_op = defop("lu_solve", impl=_lu_solve_op_impl, fake=_lu_solve_op_fake, setup=_lu_solve_setup,
-                      backward=_lu_solve_backward, jvp=_lu_solve_jvp)
+                      backward=_lu_solve_backward, jvp=_lu_solve_jvp, ranks=(2, 1, 2))
 
 
 def _solve_ex_op_impl(A: torch.Tensor, B: torch.Tensor, left: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -189,7 +189,7 @@ def _solve_ex_op_impl(A: torch.Tensor, B: torch.Tensor, left: bool) -> tuple[tor
 
 
 _solve_ex_op = defop("solve_ex", impl=_solve_ex_op_impl,
-                     **D.solve_rules(lambda A, B, left: _solve_ex_op(A, B, left)[0]))
+                     **D.solve_rules(lambda A, B, left: _solve_ex_op(A, B, left)[0]), ranks=(2, 2))
 
 
 def _inv_ex_op_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -197,7 +197,7 @@ def _inv_ex_op_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return X.contiguous(), info
 
 
-_inv_ex_op = defop("inv_ex", impl=_inv_ex_op_impl, **D.inv_rules())
+_inv_ex_op = defop("inv_ex", impl=_inv_ex_op_impl, **D.inv_rules(), ranks=(2,))
 
 
 def _det_op_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -333,7 +333,7 @@ def _det_jvp(inputs, outputs, tangents):
 
 
 _det_op = defop("det", impl=_det_op_impl, fake=_det_op_fake, setup=_det_setup,
-                 backward=_det_backward, jvp=_det_jvp)
+                 backward=_det_backward, jvp=_det_jvp, ranks=(2,))
 
 
 def _slogdet_op_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -369,6 +369,6 @@ def _slogdet_jvp(inputs, outputs, tangents):
 
 
 _slogdet_op = defop("slogdet", impl=_slogdet_op_impl, fake=_slogdet_op_fake, setup=_slogdet_setup,
-                     backward=_slogdet_backward, jvp=_slogdet_jvp)
+                     backward=_slogdet_backward, jvp=_slogdet_jvp, ranks=(2,))
 
 

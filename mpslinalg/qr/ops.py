@@ -145,7 +145,7 @@ def _qr_op_impl(A: torch.Tensor, mode: str) -> tuple[torch.Tensor, torch.Tensor]
     return qr_impl(A, mode)
 
 
-_qr = defop("qr", impl=_qr_op_impl, fake=_qr_fake, setup=_qr_setup, backward=_qr_backward, jvp=_qr_jvp)
+_qr = defop("qr", impl=_qr_op_impl, fake=_qr_fake, setup=_qr_setup, backward=_qr_backward, jvp=_qr_jvp, ranks=(2,))
 # householder_product / ormqr: the derivatives of the reflector-by-reflector products written in
 # torch ops (each H_i = I - tau_i v_i v_iᴴ once), differentiated by torch.func (vjp/jvp). Exact (no
 # formula of our own to get wrong) and differentiable again (double backward), at O(k) small
@@ -238,10 +238,10 @@ def _ormqr_jvp(inputs, outputs, tangents):
 
 
 # torch.geqrf has no derivative (neither has torch's)
-_geqrf = defop("geqrf", impl=geqrf_impl, fake=_geqrf_fake)
+_geqrf = defop("geqrf", impl=geqrf_impl, fake=_geqrf_fake, ranks=(2,))
 _householder_product = defop("householder_product", impl=householder_product_impl, fake=_hp_fake,
-                             setup=_save_inputs, backward=_hp_backward, jvp=_hp_jvp)
+                             setup=_save_inputs, backward=_hp_backward, jvp=_hp_jvp, ranks=(2, 1))
 _ormqr = defop("ormqr", impl=ormqr_impl, fake=_ormqr_fake, setup=_save_inputs, backward=_ormqr_backward,
-               jvp=_ormqr_jvp)
+               jvp=_ormqr_jvp, ranks=(2, 1, 2))
 
 

@@ -73,7 +73,7 @@ def _jvp(inputs, outputs, tangents):
 
 
 _solve_triangular_op = defop("solve_triangular", impl=_solve_triangular, fake=_solve_triangular_fake,
-                             setup=_setup_context, backward=_backward, jvp=_jvp)
+                             setup=_setup_context, backward=_backward, jvp=_jvp, ranks=(2, 2))
 
 
 

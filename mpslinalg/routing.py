@@ -446,7 +446,11 @@ class _Local(threading.local):
 _local = _Local()
 _lock = threading.Lock()  # enable/disable, and the list of the threads' counters
 _libraries: list[torch.library.Library] = []
-_config: tuple | None = None  # (devices, ops, when) of the active routing, for enabled() to restore
+_config: tuple | None = None  # (devices, ops, when) of the active routing
+#: enabled() blocks now open, in the order they were entered, one ``[config]`` each: a block finds
+#: its own entry by identity (blocks of equal configs are distinct), whatever the order of exits
+_open: list[list] = []
+_before_open: tuple | None = None  # the routing in force when the first open block was entered
 _OURS, _TORCH, _INTERNAL = range(3)
 _all_counts: list[dict[str, list[int]]] = []  # every thread's counters (no lock on the call path)
 #: the front doors' decisions per op: (ours, torch) counters (:func:`torch_first`, :func:`decisions`)
@@ -644,26 +648,31 @@ def enable(devices: Iterable[str] | str = ("mps",), ops: Iterable[str] | None = 
     1
     >>> mpslinalg.disable()
     """
-    global _config
     config = _normalise(devices, ops, when)
     with _lock:
-        _deregister()
-        _config = None
-        try:
-            _register(*config)
-        except BaseException:
-            _deregister()
-            raise
-        _clear_dispatch_caches()
-        _config = config
+        _apply(config)
 
 
 def disable() -> None:
     """Remove every registration of :func:`enable`: torch's kernels serve every call again."""
-    global _config
     with _lock:
+        _apply(None)
+
+
+def _apply(config: tuple | None) -> None:
+    """Make ``config`` (normalised; ``None``: no routing) the routing in force. Under ``_lock``."""
+    global _config
+    _deregister()
+    _config = None
+    if config is None:
+        return
+    try:
+        _register(*config)
+    except BaseException:
         _deregister()
-        _config = None
+        raise
+    _clear_dispatch_caches()
+    _config = config
 
 
 @contextlib.contextmanager
@@ -671,7 +680,11 @@ def enabled(devices: Iterable[str] | str = ("mps",), ops: Iterable[str] | None =
             when: str = "faster") -> Iterator[None]:
     """Context manager: :func:`enable` on entry; on exit the routing in force before is restored.
 
-    Like :func:`enable` it acts process-wide (every thread), not only on the calling thread.
+    Like :func:`enable` it acts process-wide (every thread), not only on the calling thread. Blocks
+    may be open on several threads at once and exit in any order: the open blocks form a stack, the
+    routing in force is that of the innermost (last entered) block still open, and when the last
+    one exits, the routing in force before the first was entered comes back (thread 1 enters,
+    thread 2 enters, 1 exits, 2 exits: routing off again, as before either).
 
     Examples
     --------
@@ -679,12 +692,19 @@ def enabled(devices: Iterable[str] | str = ("mps",), ops: Iterable[str] | None =
     >>> with mpslinalg.enabled(devices="cpu", ops=("det",), when="always"):
     ...     d = torch.det(torch.randn(8, 3, 3))
     """
-    previous = _config
-    enable(devices, ops, when=when)
+    global _before_open
+    config = _normalise(devices, ops, when)
+    entry = [config]
+    with _lock:
+        if not _open:
+            _before_open = _config
+        _apply(config)
+        _open.append(entry)
     try:
         yield
     finally:
-        if previous is None:
-            disable()
-        else:
-            enable(*previous[:2], when=previous[2])
+        with _lock:
+            top = _open[-1] is entry
+            del _open[next(i for i, e in enumerate(_open) if e is entry)]  # by identity, not ==
+            if top:
+                _apply(_open[-1][0] if _open else _before_open)

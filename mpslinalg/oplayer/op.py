@@ -123,6 +123,30 @@ class _BackwardCtx:
         return getattr(self._ctx, name)
 
 
+def _internal(backward: Callable) -> Callable:
+    """``backward`` run as mpslinalg's own computation for the drop-in routing: its calls into
+    ``torch.linalg`` (the torch backend's leaves, a front door's table decision) are internal and go
+    to torch's kernels, as inside a routed call. Without it, a backward under
+    ``enable(when="always")`` (outside the routed call that recorded it) sent each such call
+    through the dispatcher back into our front door: two passes (issue 33)."""
+    local = None
+
+    def run(ctx, *grads):
+        nonlocal local
+        if local is None:
+            from .. import routing  # not at import: routing imports this package
+
+            local = routing._local
+        before = local.inside
+        local.inside = True
+        try:
+            return backward(ctx, *grads)
+        finally:
+            local.inside = before
+
+    return run
+
+
 def _no_setup(ctx, inputs, output) -> None:
     """The default ``setup`` (torch calls it with these keyword names)."""
 
@@ -142,6 +166,7 @@ class Op:
         self.custom.register_fake(fake)
         self.differentiable = backward is not None
         if backward is not None:
+            backward = _internal(backward)
             self.custom.register_autograd(backward, setup_context=setup or _no_setup)
         self.function = self._function(setup, backward, jvp)
 

@@ -414,7 +414,24 @@ MUTATIONS = [
         tests=['tests/qr/test_qr_kernels.py'],
         why='T of the compact WY form with the wrong sign off the diagonal',
     ),
+    dict(
+        id='qr-metal-larfg-zero-sign',
+        file='metal/qr.metal',
+        pattern='const float b = ar >= 0.0f ? -mag : mag;',
+        replacement='const float b = ar > 0.0f ? -mag : mag;',
+        tests=['tests/qr/test_mutation_kills_qr.py', 'tests/qr/test_qr_kernels.py'],
+        why=("issue 33 survivor: larfg's sign(0) = -1 (alpha > 0 for alpha >= 0): a zero leading entry "
+             "flips R's diagonal sign and the reflector, a valid QR but not LAPACK's (emulator)"),
+    ),
     # ---- mpslinalg/qr/ ---------------------------------------------------------------------------
+    dict(
+        id='qr-torch-larfg-zero-sign',
+        file='mpslinalg/qr/kernels.py',
+        pattern='beta_r = torch.where(re >= 0, -mag, mag)',
+        replacement='beta_r = torch.where(re > 0, -mag, mag)',
+        tests=['tests/qr/test_mutation_kills_qr.py', 'tests/qr/test_qr_kernels.py'],
+        why="the torch backend's larfg with sign(0) = -1 (its batched geqr2): R's signs differ from LAPACK's",
+    ),
     dict(
         id='qr-torch-geqr2-conj-tau-dropped',
         file='mpslinalg/qr/kernels.py',
@@ -701,6 +718,47 @@ MUTATIONS = [
             if _libc.mprotect(region, self.GUARD, 0) != 0:''',
         tests=['tests/emulator/test_emulator_faults.py'],
         why='guard=True no longer protects the page after a buffer',
+    ),
+    # ---- issue 33 (non-SVD): the classes fixed there, each kept caught ------------------------------
+    dict(
+        id='routing-enabled-exit-restores-oldest',
+        file='mpslinalg/routing.py',
+        pattern='_apply(_open[-1][0] if _open else _before_open)',
+        replacement='_apply(_before_open)',
+        tests=['tests/test_routing_threads.py', 'tests/test_routing.py::test_enabled_context_restores_previous_routing'],
+        why="an inner enabled() block's exit drops the outer block's routing",
+    ),
+    dict(
+        id='triangular-fast-path-dtype-mix',
+        file='mpslinalg/triangular/api.py',
+        pattern='            if B.dtype is A.dtype:',
+        replacement='            if True:',
+        tests=['tests/oplayer/test_torch_contract.py'],
+        why="issue 33 item 1: the torch-first path inherits torch's silent cast of a complex B",
+    ),
+    dict(
+        id='lu-det-jvp-conj-dropped',
+        file='mpslinalg/lu/ops.py',
+        pattern='return (adj_h.conj() * dA).sum((-2, -1)), torch.zeros_like(LU_t), None',
+        replacement='return (adj_h * dA).sum((-2, -1)), torch.zeros_like(LU_t), None',
+        tests=['tests/lu/test_det_forward_mode.py'],
+        why="det's tangent contracts adj(A)^H instead of adj(A)^T (complex)",
+    ),
+    dict(
+        id='lu-det-dual-takes-torch-path',
+        file='mpslinalg/lu/api.py',
+        pattern='and _fwad._current_level < 0 and table.torch_first("det", A)):',
+        replacement='and table.torch_first("det", A)):',
+        tests=['tests/lu/test_det_forward_mode.py'],
+        why="issue 33 item 2: a dual A goes to torch.linalg.det, whose tangent is 0 at singular matrices",
+    ),
+    dict(
+        id='oplayer-backward-not-internal',
+        file='mpslinalg/oplayer/op.py',
+        pattern='        local.inside = True\n',
+        replacement='        local.inside = before\n',
+        tests=['tests/test_routing_backward_once.py'],
+        why="issue 33 'Also': a backward's torch.linalg calls re-enter our front doors under when='always'",
     ),
 ]
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import torch
+import torch.autograd.forward_ad as _fwad
 
 from .. import small
 from ..oplayer import checks as E
@@ -505,8 +506,10 @@ def det(A: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
     >>> LA.det(torch.eye(3))
     tensor(1.)
     """
+    # torch's derivatives of det are zero (reverse) or NaN/zero (forward) at singular matrices: with
+    # autograd recording or a forward-mode level open (a dual A), the checks and our op run
     if (out is None and isinstance(A, torch.Tensor) and not (A.requires_grad and torch.is_grad_enabled())
-            and table.torch_first("det", A)):
+            and _fwad._current_level < 0 and table.torch_first("det", A)):
         try:
             if A.is_complex() and A.is_cpu and A.numel() >= _DET_BY_TRANSPOSE and A.is_contiguous():
                 # det(Aᵀ) = det(A), and Aᵀ of a row-major batch is the column-major layout LAPACK

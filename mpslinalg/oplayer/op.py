@@ -32,6 +32,8 @@ from collections.abc import Callable
 import torch
 import torch.autograd.forward_ad as _fwad
 
+from . import table
+
 __all__ = ["Op", "defop", "functorch_active", "needs_custom_op"]
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
@@ -123,6 +125,25 @@ class _BackwardCtx:
         return getattr(self._ctx, name)
 
 
+def _internal(backward: Callable) -> Callable:
+    """``backward`` run as mpslinalg's own computation for the drop-in routing: its calls into
+    ``torch.linalg`` (the torch backend's leaves, a front door's table decision) are internal and go
+    to torch's kernels, as inside a routed call. Without it, a backward under
+    ``enable(when="always")`` (outside the routed call that recorded it) sent each such call
+    through the dispatcher back into our front door: two passes (issue 33)."""
+    local = table._local
+
+    def run(ctx, *grads):
+        before = local.inside
+        local.inside = True
+        try:
+            return backward(ctx, *grads)
+        finally:
+            local.inside = before
+
+    return run
+
+
 def _no_setup(ctx, inputs, output) -> None:
     """The default ``setup`` (torch calls it with these keyword names)."""
 
@@ -143,6 +164,7 @@ class Op:
         self.custom.register_fake(fake)
         self.differentiable = backward is not None
         if backward is not None:
+            backward = _internal(backward)
             self.custom.register_autograd(backward, setup_context=setup or _no_setup)
         self.function = self._function(setup, backward, jvp)
 

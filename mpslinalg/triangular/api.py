@@ -137,8 +137,11 @@ def solve_triangular(A: torch.Tensor, B: torch.Tensor, *, upper: bool, left: boo
     """
     if out is None and table.torch_first("solve_triangular", A):  # outside the table (table.WHEN)
         try:
-            return torch.linalg.solve_triangular(A, B, upper=upper, left=left, unitriangular=unitriangular)
-        except (RuntimeError, TypeError, ValueError, IndexError):  # bad input: our checks say what
+            # torch casts B to A's dtype (or promotes) silently, dropping a complex B's imaginary
+            # part: a mix goes to our checks, which refuse it (dtypes are singletons: `is`)
+            if B.dtype is A.dtype:
+                return torch.linalg.solve_triangular(A, B, upper=upper, left=left, unitriangular=unitriangular)
+        except (RuntimeError, TypeError, ValueError, IndexError, AttributeError):  # bad input: our checks say what
             pass
     A = E.check_matrix(_OP, "A", A, square=True)
     B = E.check_matrix(_OP, "B", B)

@@ -84,7 +84,15 @@ def gpu_dtype(request) -> torch.dtype:
     return request.param
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: the slow marks below must count there
 def pytest_collection_modifyitems(config, items):
+    # Triton's interpreter runs a check in a subprocess for 10-50 s (minutes on a loaded box): every
+    # `*_interpreted` test is in the slow tier (README: the default command leaves it out, .ci/run
+    # runs it after), without a decorator in each family's test files.
+    slow = pytest.mark.slow
+    for item in items:
+        if getattr(item, "originalname", item.name).endswith("_interpreted"):
+            item.add_marker(slow)
     skip_mps = pytest.mark.skip(reason=MPS_REASON)
     skip_cuda = pytest.mark.skip(reason="needs a CUDA device (torch.cuda.is_available() is False)")
     for item in items:

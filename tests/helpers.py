@@ -164,3 +164,38 @@ def run_interpreted(code: str, timeout: int = 900) -> None:
     res = subprocess.run([sys.executable, "-c", code + "\nprint('ok')"], env=env, capture_output=True, text=True,
                          timeout=timeout, cwd=ROOT)
     assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stderr[-4000:]
+
+
+class FakeClock:
+    """A clock that moves only when a callable says so: timing code tested with known durations.
+
+    ``install(monkeypatch)`` puts it in place of both CPU clocks of ``mpslinalg.mainjob.timing``
+    (``CPU_CLOCKS["wall"]``, which also times ``max_time``, and ``CPU_CLOCKS["process"]``);
+    ``work(s)`` is a callable that "takes" ``s`` seconds; ``tick`` is what every read itself adds
+    (a clock read has a cost). No test then depends on how fast this machine is right now.
+    """
+
+    def __init__(self, tick: float = 0.0):
+        self.now = 0.0
+        self.tick = tick
+        self.reads = 0
+
+    def __call__(self) -> float:
+        self.reads += 1
+        self.now += self.tick
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    def work(self, seconds):
+        """A zero-argument callable that takes ``seconds`` of this clock (``seconds`` may be a
+        callable returning the next duration: varying costs)."""
+        return lambda: self.advance(seconds() if callable(seconds) else seconds)
+
+    def install(self, monkeypatch) -> FakeClock:
+        from mpslinalg.mainjob import timing
+
+        monkeypatch.setitem(timing.CPU_CLOCKS, "wall", self)
+        monkeypatch.setitem(timing.CPU_CLOCKS, "process", self)
+        return self

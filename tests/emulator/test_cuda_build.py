@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import re
 import subprocess
@@ -179,8 +180,9 @@ def test_compile_times_recorded(built):
     for name in ("basics", "lu_small"):
         man, _ = built[name]
         assert set(man["timings"]) == {"clang_s", "ptxas_sm_90_s"}
-        # issue 7's budget for one file: well under a few seconds (measured 0.1-0.6 s each)
-        assert 0 < man["timings"]["clang_s"] < 30 and 0 < man["timings"]["ptxas_sm_90_s"] < 30
+        # recorded, positive and finite; how long they take is this machine's load, not a test's
+        # business (issue 34: issue 7's budget, measured 0.1-0.6 s each, is for benchmarks to watch)
+        assert all(0 < v < math.inf for v in man["timings"].values()), man["timings"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -288,6 +290,8 @@ def test_plain_launch_plan_is_one_launch(cuda_mod):
 # ---------------------------------------------------------------------------------------------
 # every family source builds for the cuda target
 # ---------------------------------------------------------------------------------------------
+@pytest.mark.slow  # 2-100 s a family from a cold cache (lu: 100 s); the build path itself is the
+# `built` fixture's, in the default tier
 @pytest.mark.parametrize("family", sorted(p.stem for p in (ROOT / "metal").glob("*.metal")))
 def test_family_sources_build(cuda_mod, family):
     from mpslinalg import emulator

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import FakeClock
 
 import mpslinalg
 from mpslinalg.kernels import backend_for
@@ -104,8 +105,11 @@ def test_every_accuracy_check_passes_lapack_and_rejects_a_wrong_answer(stand_ins
         assert not bad[name]["ok"]
 
 
-def test_main_times_ours_against_peers_in_one_run(stand_ins, one_thread, tmp_path, capsys):
+def test_main_times_ours_against_peers_in_one_run(stand_ins, one_thread, tmp_path, capsys, monkeypatch):
     stand_ins()
+    # a fake clock (helpers.FakeClock) whose every read adds ~8 ms: each sample of every callable
+    # reads exactly that (one call a sample), whatever this machine's load: no bound on a measured speed
+    FakeClock(tick=2.0**-7).install(monkeypatch)
     out = tmp_path / "r.json"
     rc = main(["--quick", "--device", "cpu", "--only", "RANSAC", "--json", str(out)])
     assert rc == 0
@@ -116,11 +120,11 @@ def test_main_times_ours_against_peers_in_one_run(stand_ins, one_thread, tmp_pat
     assert row["backend"] == backend_for("cpu")  # "torch" unless MPSLINALG_BACKEND says otherwise
     # The time box may cut the target rounds short, never below the rounds a verdict needs.
     assert row["time"]["median_ms"] > 0 and row["time"]["n"] >= rep["settings"]["min_samples"]
-    # The stand-in *is* torch.linalg.solve: same work, so the ratio is ~1 (2 cores, noisy: within 3x)
-    # and must not be called faster or slower: the interval of the per-round ratios straddles 1.
+    # Equal samples: the ratio is 1 and must not be called faster or slower (the interval, widened
+    # by the run-to-run drift, straddles 1).
     tl = row["peers"]["torch.linalg"]
-    assert 1 / 3 <= tl["speedup"] <= 3
-    assert tl["speedup_low"] <= tl["speedup"] <= tl["speedup_high"]
+    assert tl["speedup"] == 1.0 and row["time"]["median_ms"] == 1000 * 2.0**-7
+    assert tl["speedup_low"] < 1 < tl["speedup_high"]
     assert tl["verdict"] == "inconclusive", tl
     assert row["peers"]["scipy"]["median_ms"] > 0
     assert row["peers"]["scipy"]["verdict"] in ("faster", "slower", "inconclusive")
@@ -270,15 +274,17 @@ def _spin(us: float):
     return call
 
 
-def test_host_overhead_verdicts():
-    # Identical calls differ by ~0 per round: never "misses" the +5 us target. A call that spins
-    # 50 us longer than its peer exceeds it in every round, whatever the load (wall-clock spin).
-    base = _spin(10)
+def test_host_overhead_verdicts(monkeypatch):
+    # On a fake clock (helpers.FakeClock: ~1 us a read, for the state probe): identical calls differ
+    # by 0 in every round: they meet the +5 us target. A call that takes 48 us longer than its peer
+    # exceeds it in every round.
+    clock = FakeClock(tick=2.0**-20).install(monkeypatch)
+    base = clock.work(10 * 2.0**-20)
     same = overhead.OverheadCase(name="same", op="x", ours=base, peer=base)
-    slow = overhead.OverheadCase(name="slow", op="x", ours=_spin(60), peer=base)
+    slow = overhead.OverheadCase(name="slow", op="x", ours=clock.work(58 * 2.0**-20), peer=base)
     rec_same, rec_slow = overhead.measure([same, slow], quick=True)
-    assert rec_same["verdict"] != "misses" and abs(rec_same["extra_us"]) < 5, rec_same
-    assert rec_slow["verdict"] == "misses" and 40 <= rec_slow["extra_us"] <= 200, rec_slow
+    assert rec_same["verdict"] == "meets" and rec_same["extra_us"] == 0.0, rec_same
+    assert rec_slow["verdict"] == "misses" and rec_slow["extra_us"] == pytest.approx(48 * 2.0**-20 * 1e6), rec_slow
     assert rec_slow["extra_low_us"] > overhead.TARGET_US and rec_slow["rounds"] >= 11
 
 

@@ -242,6 +242,7 @@ def test_bad_device_is_a_usage_error(capsys):
     assert "--device" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # 45 s at load 1, minutes on a busy box; main() itself runs in-process above
 def test_python_dash_m_quick_writes_json(tmp_path):
     # The command a user runs, in a fresh interpreter, with the ops that exist right now.
     out = tmp_path / "report.json"

@@ -130,7 +130,11 @@ def test_main_times_ours_against_peers_in_one_run(stand_ins, one_thread, tmp_pat
     assert row["peers"]["scipy"]["verdict"] in ("faster", "slower", "inconclusive")
     text = capsys.readouterr().out
     assert "solve RANSAC 9x9" in text and "256x9x9" in text
-    assert "torch.linalg/ours" in text and "scipy ms" in text and "inconclusive" in text
+    # the accuracy ratio and the speed ratios are named apart (issue 34.8)
+    header = next(line for line in text.splitlines() if line.startswith("| workload"))
+    cols = [c.strip() for c in header.strip("|").split("|")]
+    assert {"error ratio", "limit", "speedup vs torch.linalg", "speedup vs scipy", "scipy ms"} <= set(cols)
+    assert "ratio" not in cols and "inconclusive" in text and "speedup columns: peer time / our time" in text
     assert "% " in text or "%|" in text.replace(" ", "")  # the spread (± half the IQR) is printed
 
 
@@ -185,6 +189,18 @@ def test_only_matching_nothing_is_an_error_listing_the_names(stand_ins, capsys):
     assert "no-such-workload" in err and "matches no workload" in err
     for w in _workloads.workloads():
         assert w.name in err
+
+
+def test_list_names_what_only_selects(stand_ins, capsys):
+    # issue 34.8: the names --only matches, without measuring anything (no environment report)
+    stand_ins()
+    assert main(["--list"]) == 0
+    out = capsys.readouterr().out
+    assert "# mpslinalg report" not in out and "--only" in out
+    listed = [line.strip().split("  ")[0] for line in out.splitlines()[1:]]
+    from mpslinalg.mainjob import OVERHEAD_ROW
+
+    assert listed == [*(w.name for w in _workloads.workloads()), OVERHEAD_ROW]
 
 
 def test_a_failing_op_makes_the_exit_status_1(stand_ins, monkeypatch, tmp_path):

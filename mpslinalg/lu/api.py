@@ -89,8 +89,8 @@ def _check_factor_args(op: str, A: torch.Tensor, pivot: bool) -> None:
     """The checks lu_factor_ex, lu_factor and lu share: ``A`` a matrix, ``pivot`` a bool and True."""
     E.check_matrix(op, "A", A)
     E.check_bool(op, "pivot", pivot)
-    if not pivot:
-        raise E.ShapeError(
+    if not pivot:  # torch raises RuntimeError here on the CPU; NotImplementedError is one (issue 34.8)
+        raise NotImplementedError(
             f"{op}: pivot=False (LU without pivoting) is not supported by mpslinalg; partial "
             "pivoting is what makes LU stable. Use pivot=True (the default)."
         )

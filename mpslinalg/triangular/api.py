@@ -149,9 +149,10 @@ def solve_triangular(A: torch.Tensor, B: torch.Tensor, *, upper: bool, left: boo
     for name, val in (("upper", upper), ("left", left), ("unitriangular", unitriangular)):
         E.check_bool(_OP, name, val)
     E.check_rhs(_OP, A, B, left=left)
+    batch = _batch_shape(A, B)  # before either path: a mismatch names A's and B's shapes (issue 34.8)
     if table.torch_is_faster("solve_triangular", A):  # outside the measured table (table.WHEN)
         X = torch.linalg.solve_triangular(A, B, upper=upper, left=left, unitriangular=unitriangular)
     else:
-        X = _solve(A, B, upper, left, unitriangular, _batch_shape(A, B))
+        X = _solve(A, B, upper, left, unitriangular, batch)
     return E.store(_OP, out, X, A, B)
 

@@ -42,7 +42,7 @@ CASES = (((4096, 3, 3), torch.float32), ((512, 7, 3), torch.float32), ((512, 8, 
 
 
 def _variant(items: list[str], m: int, n: int) -> None:
-    """Apply ``key=value`` switches of :mod:`mpslinalg.kernels.svd_triton_fused` (``m x n``: the case's
+    """Apply ``key=value`` switches of :mod:`mpslinalg.svd.triton_fused` (``m x n``: the case's
     order, whose launch configuration ``mb``/``warps`` override)."""
     for item in items:
         key, val = item.split("=")

@@ -228,8 +228,7 @@ def environment() -> dict:
 def _svd_cpu_path() -> str:
     """Which implementation serves the CPU's SVD (the C Jacobi, or LAPACK's SVD at every size where
     no compiler is there: issue 15, the report says so)."""
-    from ..kernels.svd_c import cpu_path
-    from ..svd import TUNING
+    from ..svd import TUNING, cpu_path
 
     path = cpu_path()
     if path != "C Jacobi":

@@ -6,7 +6,7 @@ On the CPU torch backend ``'gels'``, ``'gelsd'`` and ``'gelss'`` are LAPACK's ow
 (``torch.linalg.lstsq``: the same algorithms and outputs, faster on small problems: docs/ops/svd.md),
 with this module's rules for non-finite input and scaling; ``'gels'`` of a rank-deficient matrix,
 where torch raises, takes the version below. ``'gelsy'`` is the version below, on the CPU run in C
-(:func:`mpslinalg.kernels.svd_c.gelsy`, the same steps with a C compiler, except that the column
+(:func:`mpslinalg.svd.c.gelsy`, the same steps with a C compiler, except that the column
 norms are downdated as LAPACK's ``xlaqp2`` and a full-rank system is solved by ``R⁻¹ c`` directly;
 it is checked against the version below), with one shortcut: a tall matrix (``m·n >= 4096`` or
 ``m·n·k >= 16384``; below, the C QR is as fast) whose *unpivoted*
@@ -72,11 +72,12 @@ import sys
 
 import torch
 
-from .kernels import backend_for, svd_c
-from .oplayer import checks as E
-from .oplayer import defop, functorch_active
+from ..kernels import backend_for
+from ..oplayer import checks as E
+from ..oplayer import defop, functorch_active
+from ..triangular import solve_triangular
+from . import c as svd_c
 from .spectral import _pinv, pinv_backward, pinv_jvp, qr_reduced, svd_parts, tolerances
-from .triangular import solve_triangular
 
 __all__ = ["lstsq"]
 

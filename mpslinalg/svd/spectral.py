@@ -1,5 +1,5 @@
 """Ops on singular values: ``pinv``, ``matrix_rank``, ``matrix_norm``, ``cond`` with
-``torch.linalg``'s signatures and semantics (issue 12). ``lstsq`` lives in :mod:`mpslinalg.lstsq`.
+``torch.linalg``'s signatures and semantics (issue 12). ``lstsq`` lives in :mod:`mpslinalg.svd.lstsq`.
 
 Everything here is a composition of the SVD family (:mod:`mpslinalg.svd`) and torch ops; there is
 no kernel of its own, so there is no kernel contract: the ``metal``/``emulator``/``torch`` backend
@@ -29,12 +29,12 @@ import math
 
 import torch
 
-from .kernels import backend_for
-from .lu import inv_ex
-from .oplayer import checks as E
-from .oplayer import defop, functorch_active
-from .qr import qr
-from .svd import svd_impl, svdvals
+from ..kernels import backend_for
+from ..oplayer import checks as E
+from ..oplayer import declared, defop, functorch_active
+from ..qr import qr
+from .api import svdvals
+from .ops import svd_impl
 
 __all__ = ["cond", "matrix_norm", "matrix_rank", "pinv"]
 
@@ -539,7 +539,7 @@ def cond(A: torch.Tensor, p=None, *, out: torch.Tensor | None = None) -> torch.T
     E.check_matrix(f"{op}(ord={p_})", "A", A, square=True)
     if A.numel() == 0:
         return E.store(op, out, torch.zeros(A.shape[:-2], dtype=real, device=A.device), A)
-    Ainv, info = inv_ex(A)
+    Ainv, info = declared("inv_ex")(A)  # the LU family's op (lu imports svd: no import back)
     singular = info > 0
     # a singular matrix's condition number is inf (torch fills its inverse with inf; here the
     # inverse's norm is not taken of non-finite values, which the SVD orders would refuse)

@@ -28,7 +28,7 @@ from sync_check import no_host_sync
 import mpslinalg as LA
 from reference.metrics import lstsq_ratio, unit_roundoff
 
-lstsq_mod = importlib.import_module("mpslinalg.lstsq")  # the module (mpslinalg.lstsq is the op)
+lstsq_mod = importlib.import_module("mpslinalg.svd.lstsq")  # the module (mpslinalg.lstsq is the op)
 
 THRESHOLD = 30.0
 DRIVERS = ["gels", "gelsy", "gelsd", "gelss"]

@@ -490,6 +490,22 @@ MUTATIONS = [
         tests=['tests/svd/test_svd_accuracy.py', 'tests/svd/test_svd_c.py'],
         why='the row-sorting preconditioner sorts the wrong way (graded accuracy lost)',
     ),
+    dict(
+        id='svd-jacobi-tol-100x',
+        file='mpslinalg/svd/kernels.py',
+        pattern='return math.sqrt(n) * u, 2 * n * u',
+        replacement='return 100 * math.sqrt(n) * u, 2 * n * u',
+        tests=['tests/svd/test_svd_accuracy.py', 'tests/svd/test_svd_api.py', 'tests/svd/test_svd_c.py'],
+        why="issue 33 survivor: the Jacobi's rotation threshold 100x looser (pairs left at |cos| up to 100·√n·u)",
+    ),
+    dict(
+        id='svd-jacobi-ctol-100x',
+        file='mpslinalg/svd/kernels.py',
+        pattern='return math.sqrt(n) * u, 2 * n * u',
+        replacement='return math.sqrt(n) * u, 200 * n * u',
+        tests=['tests/svd/test_svd_accuracy.py', 'tests/svd/test_svd_api.py', 'tests/svd/test_svd_c.py'],
+        why="the Jacobi's convergence threshold 100x looser (a matrix stopped by the sweep bound reported converged)",
+    ),
     # ---- mpslinalg/svd/spectral.py, lstsq.py --------------------------------------------------------
     dict(
         id='spectral-default-rtol-min-dim',
@@ -522,6 +538,22 @@ MUTATIONS = [
         replacement='return (P @ K).mH + KPh - (A @ P) @ KPh + (Ph @ P) @ (gh - K @ A)',
         tests=['tests/svd/test_pinv.py'],
         why='pinv backward (m <= n) with a flipped term',
+    ),
+    dict(
+        id='spectral-rank-legacy-tol-as-rtol',
+        file='mpslinalg/svd/spectral.py',
+        pattern='atol, rtol = tol, 0.0',
+        replacement='atol, rtol = 0.0, tol',
+        tests=['tests/svd/test_rank_cond_norm.py'],
+        why="issue 33 survivor: matrix_rank's legacy tol= read as a relative tolerance (torch: atol = tol, rtol = 0)",
+    ),
+    dict(
+        id='lstsq-gelss-rcond-zero-as-eps',
+        file='mpslinalg/svd/lstsq.py',
+        pattern='thr = torch.maximum((eps if rcond < 0 else rcond) * S[..., :1], _gelss_floor(A).unsqueeze(-1))',
+        replacement='thr = torch.maximum((eps if rcond <= 0 else rcond) * S[..., :1], _gelss_floor(A).unsqueeze(-1))',
+        tests=['tests/svd/test_lstsq.py'],
+        why="issue 33 survivor: gelss with rcond=0 on the kernel path cuts at eps·σ₁ (xgelss: only rcond < 0 means eps)",
     ),
     dict(
         id='lstsq-gelsd-rcond-ge-1',

@@ -18,7 +18,7 @@ from ..oplayer import functorch_active
 from ..qr import qr_impl
 from .kernels import INFO_NOCONV, INFO_NONFINITE, TUNING, thresholds
 
-__all__ = ["complete", "finish", "plain", "pow2_scale", "svd_tall"]
+__all__ = ["complete", "finish", "ldexp", "plain", "pow2_exponent", "pow2_scale", "real_divide", "svd_tall"]
 
 
 def plain(x: torch.Tensor) -> torch.Tensor:
@@ -29,16 +29,45 @@ def plain(x: torch.Tensor) -> torch.Tensor:
     return torch.empty(x.shape, dtype=x.dtype, device=x.device).copy_(x)
 
 
-def pow2_scale(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(A·2^-e, e, finite)`` per matrix: max |entry| of the scaled matrix in [1/2, 1)."""
-    amax = A.abs().amax(dim=(-2, -1))
+def ldexp(x: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
+    """``x·2^e`` for any exponent the family's scalings produce (``|e| <= 3·126``, float32 too).
+
+    ``torch.ldexp`` forms ``2^e`` in ``x``'s dtype first, which overflows for ``e >= 128`` in
+    float32 (a subnormal matrix's scale ``2^148``) and loses ``x`` below ``2^-149``; here ``2^e``
+    is applied as up to three normal powers of two of the same sign, the largest last, so each
+    product is exact until the last one rounds (for ``|e| <= 126`` it is ``x·2^e``'s one product).
+    """
+    real = x.real.dtype if x.is_complex() else x.dtype
+    big = -int(math.log2(torch.finfo(real).tiny))  # 126 for float32: 2^±126 are normal numbers
+    e1 = e.clamp(-big, big)
+    e2 = (e - e1).clamp(-big, big)
+    f1, f2, f3 = (torch.ldexp(torch.ones_like(k, dtype=real), k.to(real)).to(x.dtype) for k in (e1, e2, e - e1 - e2))
+    return x * f3 * f2 * f1
+
+
+def real_divide(x: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+    """``x / d`` for a real ``d`` (broadcast), component by component when ``x`` is complex: torch's
+    complex division (``d`` promoted to complex) is NaN or inf for a subnormal ``d``."""
+    if not x.is_complex():
+        return x / d
+    return torch.view_as_complex(torch.view_as_real(x) / d[..., None])
+
+
+def pow2_exponent(A: torch.Tensor, dims=(-2, -1)) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(e, finite)``: per matrix (reduced over ``dims``) the exponent with ``max |a_ij|·2^-e`` in
+    ``[1/2, 1)`` (0 for zero and non-finite matrices), and whether the matrix is finite."""
+    amax = A.abs().amax(dim=dims)
     finite = torch.isfinite(amax)
     usable = finite & (amax > 0)
     _, e = torch.frexp(torch.where(usable, amax, torch.ones_like(amax)))
-    e = torch.where(usable, e, torch.zeros_like(e))
-    scale = torch.ldexp(torch.ones_like(amax), -e)
-    As = A * scale[:, None, None].to(A.dtype)
-    return As, e, finite
+    return torch.where(usable, e, torch.zeros_like(e)), finite
+
+
+def pow2_scale(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(A·2^-e, e, finite)`` per matrix of ``A [B, m, n]``: max |entry| of the scaled matrix in
+    ``[1/2, 1)`` (exact; subnormal and huge inputs alike, :func:`ldexp`)."""
+    e, finite = pow2_exponent(A)
+    return ldexp(A, -e[:, None, None]), e, finite
 
 
 def finish(X: torch.Tensor, V: torch.Tensor | None, cperm: torch.Tensor, e: torch.Tensor, finite: torch.Tensor,
@@ -46,21 +75,24 @@ def finish(X: torch.Tensor, V: torch.Tensor | None, cperm: torch.Tensor, e: torc
     """``(S, S_out, info, V_A, Vj)`` from the Jacobi's ``W = X`` and ``V`` by torch ops: the contract of
     :func:`mpslinalg.svd.triton_complete.finish` (CUDA's one launch)."""
     n = X.shape[-1]
-    # column norms scaled by their largest entry: a column of ~1e-22 (rank-deficient input) has
-    # squares below float32's normal range, and an unscaled norm then leaves V = W Σ⁻¹ not unit
+    # column norms of the columns scaled by the power of two of their largest entry (exact, no
+    # division: a complex division by a subnormal is NaN): a column of ~1e-22 (rank-deficient
+    # input) has squares below float32's normal range, and an unscaled norm leaves V = W Σ⁻¹ not unit
     colmax = X.abs().amax(dim=-2)
-    colmax = torch.where(colmax > 0, colmax, torch.ones_like(colmax))
-    S = colmax * torch.linalg.vector_norm(X / colmax[:, None, :].to(X.dtype), dim=-2)
+    tiny_e = int(math.log2(torch.finfo(colmax.dtype).tiny))
+    ex = torch.frexp(torch.where(colmax > 0, colmax, torch.ones_like(colmax))).exponent.clamp_min(tiny_e + 1)
+    one = torch.ones_like(colmax)
+    S = torch.linalg.vector_norm(X * torch.ldexp(one, -ex)[:, None, :].to(X.dtype), dim=-2) * torch.ldexp(one, ex)
     S, order = S.sort(dim=-1, descending=True, stable=True)
     info = torch.where(rotated, INFO_NOCONV, 0).to(torch.int32)
     info = torch.where(finite, info, INFO_NONFINITE).to(torch.int32)
     nan = torch.full_like(S, float("nan"))
-    S_out = torch.where(finite[:, None], torch.ldexp(S, e[:, None].to(S.dtype)), nan)
+    S_out = torch.where(finite[:, None], ldexp(S, e[:, None]), nan)
     if V is None:
         return S, S_out, info, None, None
     W = X.gather(-1, order[:, None, :].expand(-1, n, -1))
     Vj = V.gather(-1, order[:, None, :].expand(-1, n, -1))
-    Ux = W / torch.where(S > 0, S, torch.ones_like(S))[:, None, :].to(W.dtype)
+    Ux = real_divide(W, torch.where(S > 0, S, torch.ones_like(S))[:, None, :])
     # V_A = Pc Ux: row i of Ux belongs to column cperm[i] of A
     return S, S_out, info, Ux.gather(-2, cperm.argsort(dim=-1)[:, :, None].expand(-1, -1, n)), Vj
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 import torch.autograd.forward_ad as _fwad
+import torch.utils._pytree as _pytree
 
 from ..kernels import backend_for
 from ..oplayer import checks as E
@@ -152,8 +153,9 @@ def svdvals(A: torch.Tensor, *, driver: str | None = None, out=None) -> torch.Te
     """
     op = "linalg.svdvals"
     A = _check(op, A, driver)
-    if (A.device.type == "cpu" and min(A.shape[-2:]) > TUNING.jacobi_max.get("cpu", 0) and not _wants_grad(A)
-            and backend_for(A.device) == "torch" and bool(in_lapack_range(A.reshape(-1, *A.shape[-2:])).all())):
+    if (A.device.type == "cpu" and min(A.shape[-2:]) > TUNING.jacobi_max.get("cpu", 0) and _svd.direct(A)
+            and not _wants_grad(A) and backend_for(A.device) == "torch"
+            and bool(in_lapack_range(A.reshape(-1, *A.shape[-2:])).all())):
         # LAPACK's xGESDD of A itself (_lapack_tall's in-range case) without the op layer's round
         return E.store(op, out, torch.linalg.svdvals(A), A)
     _, S, _, info = _svd(A, False, _wants_grad(A))
@@ -174,3 +176,9 @@ class SVDExResult(tuple):
     S = property(lambda self: self[1])
     Vh = property(lambda self: self[2])
     info = property(lambda self: self[3])
+
+
+# a pytree node (as torch.return_types are): torch.func transforms return it, e.g. vmap(svd_ex)
+_pytree.register_pytree_node(
+    SVDExResult, lambda r: (list(r), None), lambda values, _: SVDExResult(values),
+    serialized_type_name="mpslinalg.svd.SVDExResult")

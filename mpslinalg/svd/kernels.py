@@ -136,16 +136,41 @@ def _rotations(xp: torch.Tensor, xq: torch.Tensor, tol: float, ctol: float):
     """Jacobi rotations of column pairs ``(xp, xq)`` (``[..., rows, h]``): ``(c, s·e, rot)``.
 
     ``x_p' = c x_p − conj(s·e) x_q``, ``x_q' = (s·e) x_p + c x_q`` orthogonalises the pair.
+    Each column is scaled by the power of two of its largest entry first (``s_p``, ``s_q``; exact, and
+    the same decisions and bits wherever nothing underflows): the cosine ``|g|/(√a·√b)`` is
+    invariant, and ``ζ = (b − a)/(2|g|) = (b̃·r − ã/r)/(2|g̃|)`` with ``r = s_p/s_q``. Unscaled,
+    the noise columns of an exactly rank-deficient matrix (float32 entries of ~1e-21 beside ~1:
+    ``ones(8, 8)``'s) have squares and products below the normal range; their lost digits kept
+    such pairs rotating to the sweep bound (``info = 2`` for an accurate result). A column whose
+    entries are all below ``tiny/u`` (``2^-102`` in float32) neither rotates nor counts: its digits
+    lie in the subnormal range, rotations cannot orthogonalise it (the zero columns of ``ones(64,
+    33)`` filled with such noise rotated forever), and its ``σ <= √rows·tiny/u`` is below
+    ``√tiny·σ₁`` (``X`` is the factor of a matrix scaled to ``max|a_ij| >= 1/2``, so ``σ₁ >= 1/2``):
+    step 5 replaces it by the completion.
     """
+    rdt = xp.real.dtype if xp.is_complex() else xp.dtype
+    tiny_e = int(math.log2(torch.finfo(rdt).tiny))  # -126 for float32
+
+    def exponent(x):  # of the largest |entry| of each column, at least tiny_e + 1: 2^-e is normal
+        big = x.abs().amax(-2)
+        return torch.frexp(torch.where(big > 0, big, torch.ones_like(big))).exponent.clamp_min(tiny_e + 1)
+
+    ep, eq = exponent(xp), exponent(xq)
+    one = torch.ones_like(ep, dtype=rdt)  # batched like ep under vmap
+    xp = xp * torch.ldexp(one, -ep)[..., None, :].to(xp.dtype)
+    xq = xq * torch.ldexp(one, -eq)[..., None, :].to(xq.dtype)
+    r = torch.ldexp(one, (eq - ep).clamp(tiny_e, -tiny_e))  # s_p / s_q
     a = (xp.real.square() + xp.imag.square()).sum(-2) if xp.is_complex() else xp.square().sum(-2)
     b = (xq.real.square() + xq.imag.square()).sum(-2) if xq.is_complex() else xq.square().sum(-2)
     g = (xp.conj() * xq).sum(-2)
     ag = g.abs()
     scale = a.sqrt() * b.sqrt()  # never √(αβ): αβ can overflow or underflow
-    rot = ag > tol * scale
-    sig = ag > ctol * scale
+    noise = tiny_e - int(math.log2(torch.finfo(rdt).eps)) + 1  # 2^noise = tiny/u: -102 in float32
+    live = (ep > noise) & (eq > noise)
+    rot = (ag > tol * scale) & live
+    sig = (ag > ctol * scale) & live
     safe = torch.where(rot, ag, torch.ones_like(ag))
-    zeta = (b - a) / (2 * safe)
+    zeta = (b * r - a / r) / (2 * safe)
     t = torch.where(zeta >= 0, 1.0, -1.0) / (zeta.abs() + torch.hypot(torch.ones_like(zeta), zeta))
     c = torch.rsqrt(1 + t * t)
     s = c * t

@@ -29,7 +29,7 @@ from ..kernels import backend_for
 from ..oplayer import functorch_active
 from . import c as svd_c
 from . import cuda
-from .algorithm import pow2_scale
+from .algorithm import ldexp, pow2_scale
 from .kernels import INFO_NONFINITE, TORCH_KERNELS, TUNING, MetalKernels, on_kernels, sweep
 
 __all__ = ["in_lapack_range", "path_for"]
@@ -217,7 +217,7 @@ def lapack_tall(A: torch.Tensor, full: bool, compute_uv: bool):
         U, S, Vh = torch.linalg.svd(As, full_matrices=full)
     else:
         S = torch.linalg.svdvals(As)
-    S = torch.where(finite[:, None], torch.ldexp(S, e[:, None].to(S.dtype)), float("nan"))
+    S = torch.where(finite[:, None], ldexp(S, e[:, None]), float("nan"))
     if not compute_uv:
         return None, S, None, info
     bad = ~finite[:, None, None]

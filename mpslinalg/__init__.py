@@ -7,12 +7,10 @@ run on the CPU through :mod:`mpslinalg.emulator` (``use_backend("emulator")``).
 from __future__ import annotations
 
 from .kernels import BackendUnavailableError, use_backend
-from .lstsq import lstsq
 from .lu import det, inv, inv_ex, lu, lu_factor, lu_factor_ex, lu_solve, slogdet, solve, solve_ex
 from .qr import geqrf, householder_product, ormqr, qr
 from .routing import disable, enable, enabled
-from .spectral import cond, matrix_norm, matrix_rank, pinv
-from .svd import svd, svd_ex, svdvals
+from .svd import cond, lstsq, matrix_norm, matrix_rank, pinv, svd, svd_ex, svdvals
 from .triangular import solve_triangular
 
 __version__ = "0.1.0"

@@ -458,7 +458,7 @@ MUTATIONS = [
         tests=['tests/qr/test_qr_grad.py'],
         why='qr backward with R^T instead of R^H',
     ),
-    # ---- metal/svd.metal / mpslinalg/svd.py --------------------------------------------------------
+    # ---- metal/svd.metal / mpslinalg/svd/ --------------------------------------------------------------
     dict(
         id='svd-metal-rotation-conj-dropped',
         file='metal/svd.metal',
@@ -485,7 +485,7 @@ MUTATIONS = [
     ),
     dict(
         id='svd-torch-rotation-conj-dropped',
-        file='mpslinalg/svd.py',
+        file='mpslinalg/svd/kernels.py',
         pattern='new_p = c * yp - se.conj() * yq',
         replacement='new_p = c * yp - se * yq',
         tests=['tests/svd/test_svd_api.py', 'tests/svd/test_svd_accuracy.py', 'tests/svd/test_svd_c.py'],
@@ -493,7 +493,7 @@ MUTATIONS = [
     ),
     dict(
         id='svd-values-ascending',
-        file='mpslinalg/svd.py',
+        file='mpslinalg/svd/algorithm.py',
         pattern='S, order = S.sort(dim=-1, descending=True, stable=True)',
         replacement='S, order = S.sort(dim=-1, descending=False, stable=True)',
         tests=['tests/svd/test_svd_api.py', 'tests/svd/test_svd_accuracy.py', 'tests/svd/test_svd_c.py'],
@@ -501,16 +501,32 @@ MUTATIONS = [
     ),
     dict(
         id='svd-row-sort-ascending',
-        file='mpslinalg/svd.py',
+        file='mpslinalg/svd/algorithm.py',
         pattern='rperm = As.abs().amax(-1).argsort(dim=-1, descending=True, stable=True)',
         replacement='rperm = As.abs().amax(-1).argsort(dim=-1, descending=False, stable=True)',
         tests=['tests/svd/test_svd_accuracy.py', 'tests/svd/test_svd_c.py'],
         why='the row-sorting preconditioner sorts the wrong way (graded accuracy lost)',
     ),
-    # ---- mpslinalg/spectral.py / lstsq.py ----------------------------------------------------------
+    dict(
+        id='svd-jacobi-tol-100x',
+        file='mpslinalg/svd/kernels.py',
+        pattern='return math.sqrt(n) * u, 2 * n * u',
+        replacement='return 100 * math.sqrt(n) * u, 2 * n * u',
+        tests=['tests/svd/test_svd_accuracy.py', 'tests/svd/test_svd_api.py', 'tests/svd/test_svd_c.py'],
+        why="issue 33 survivor: the Jacobi's rotation threshold 100x looser (pairs left at |cos| up to 100·√n·u)",
+    ),
+    dict(
+        id='svd-jacobi-ctol-100x',
+        file='mpslinalg/svd/kernels.py',
+        pattern='return math.sqrt(n) * u, 2 * n * u',
+        replacement='return math.sqrt(n) * u, 200 * n * u',
+        tests=['tests/svd/test_svd_accuracy.py', 'tests/svd/test_svd_api.py', 'tests/svd/test_svd_c.py'],
+        why="the Jacobi's convergence threshold 100x looser (a matrix stopped by the sweep bound reported converged)",
+    ),
+    # ---- mpslinalg/svd/spectral.py, lstsq.py --------------------------------------------------------
     dict(
         id='spectral-default-rtol-min-dim',
-        file='mpslinalg/spectral.py',
+        file='mpslinalg/svd/spectral.py',
         pattern='default = torch.finfo(A.dtype).eps * max(A.shape[-2], A.shape[-1])',
         replacement='default = torch.finfo(A.dtype).eps * min(A.shape[-2], A.shape[-1])',
         tests=['tests/svd/test_mutation_kills_svd.py', 'tests/svd/test_rank_cond_norm.py', 'tests/svd/test_pinv.py'],
@@ -518,7 +534,7 @@ MUTATIONS = [
     ),
     dict(
         id='spectral-keep-at-threshold',
-        file='mpslinalg/spectral.py',
+        file='mpslinalg/svd/spectral.py',
         pattern='    return S > tol',
         replacement='    return S >= tol',
         tests=['tests/svd/test_mutation_kills_svd.py', 'tests/svd/test_rank_cond_norm.py', 'tests/svd/test_pinv.py'],
@@ -526,7 +542,7 @@ MUTATIONS = [
     ),
     dict(
         id='spectral-atol-given-keeps-default-rtol',
-        file='mpslinalg/spectral.py',
+        file='mpslinalg/svd/spectral.py',
         pattern='return atol_t, _tol_tensor(op, "rtol", 0.0 if atol > 0 else default, A)',
         replacement='return atol_t, _tol_tensor(op, "rtol", default, A)',
         tests=['tests/svd/test_mutation_kills_svd.py', 'tests/svd/test_rank_cond_norm.py', 'tests/svd/test_pinv.py'],
@@ -534,15 +550,31 @@ MUTATIONS = [
     ),
     dict(
         id='spectral-pinv-backward-sign',
-        file='mpslinalg/spectral.py',
+        file='mpslinalg/svd/spectral.py',
         pattern='return -(P @ K).mH + KPh - (A @ P) @ KPh + (Ph @ P) @ (gh - K @ A)',
         replacement='return (P @ K).mH + KPh - (A @ P) @ KPh + (Ph @ P) @ (gh - K @ A)',
         tests=['tests/svd/test_pinv.py'],
         why='pinv backward (m <= n) with a flipped term',
     ),
     dict(
+        id='spectral-rank-legacy-tol-as-rtol',
+        file='mpslinalg/svd/spectral.py',
+        pattern='atol, rtol = tol, 0.0',
+        replacement='atol, rtol = 0.0, tol',
+        tests=['tests/svd/test_rank_cond_norm.py'],
+        why="issue 33 survivor: matrix_rank's legacy tol= read as a relative tolerance (torch: atol = tol, rtol = 0)",
+    ),
+    dict(
+        id='lstsq-gelss-rcond-zero-as-eps',
+        file='mpslinalg/svd/lstsq.py',
+        pattern='thr = torch.maximum((eps if rcond < 0 else rcond) * S[..., :1], _gelss_floor(A).unsqueeze(-1))',
+        replacement='thr = torch.maximum((eps if rcond <= 0 else rcond) * S[..., :1], _gelss_floor(A).unsqueeze(-1))',
+        tests=['tests/svd/test_lstsq.py'],
+        why="issue 33 survivor: gelss with rcond=0 on the kernel path cuts at eps·σ₁ (xgelss: only rcond < 0 means eps)",
+    ),
+    dict(
         id='lstsq-gelsd-rcond-ge-1',
-        file='mpslinalg/lstsq.py',
+        file='mpslinalg/svd/lstsq.py',
         pattern='thr = (eps / 2 if rcond <= 0 or rcond >= 1 else rcond) * S[..., :1]',
         replacement='thr = (eps / 2 if rcond <= 0 else rcond) * S[..., :1]',
         tests=['tests/svd/test_mutation_kills_svd.py', 'tests/svd/test_lstsq.py'],
@@ -550,7 +582,7 @@ MUTATIONS = [
     ),
     dict(
         id='lstsq-min-norm-conj-dropped',
-        file='mpslinalg/lstsq.py',
+        file='mpslinalg/svd/lstsq.py',
         pattern='return Q @ solve_triangular(R.mH, B, upper=False)',
         replacement='return Q @ solve_triangular(R.mT, B, upper=False)',
         tests=['tests/svd/test_lstsq.py'],
@@ -558,7 +590,7 @@ MUTATIONS = [
     ),
     dict(
         id='lstsq-gelsy-rank-at-threshold',
-        file='mpslinalg/lstsq.py',
+        file='mpslinalg/svd/lstsq.py',
         pattern='keep = ((d > rcond * d[..., :1]) & (d[..., :1] > 0))',
         replacement='keep = ((d >= rcond * d[..., :1]) & (d[..., :1] > 0))',
         tests=['tests/svd/test_mutation_kills_svd.py', 'tests/svd/test_lstsq.py'],
@@ -566,7 +598,7 @@ MUTATIONS = [
     ),
     dict(
         id='lstsq-qr-route-margin-inverted',
-        file='mpslinalg/lstsq.py',
+        file='mpslinalg/svd/lstsq.py',
         pattern='_QR_ROUTE_MARGIN = 32.0',
         replacement='_QR_ROUTE_MARGIN = 1 / 32',
         tests=['tests/svd/test_lstsq.py::test_gelsy_route_never_changes_the_rank',
@@ -576,7 +608,7 @@ MUTATIONS = [
     ),
     dict(
         id='lstsq-qr-route-margin-never',
-        file='mpslinalg/lstsq.py',
+        file='mpslinalg/svd/lstsq.py',
         pattern='_QR_ROUTE_MARGIN = 32.0',
         replacement='_QR_ROUTE_MARGIN = 32.0e6',
         tests=['tests/svd/test_lstsq.py::test_gelsy_routed_matrices_are_lapack_gels_bits'],
@@ -586,7 +618,7 @@ MUTATIONS = [
     # ---- host synchronisation inside no-sync ops -----------------------------------------------------
     dict(
         id='lstsq-gelsy-host-sync',
-        file='mpslinalg/lstsq.py',
+        file='mpslinalg/svd/lstsq.py',
         pattern='T = R * keep.unsqueeze(-1)',
         replacement='T = R * keep.unsqueeze(-1) if bool(keep.any()) else R * 0',
         tests=['tests/svd/test_lstsq.py::test_no_host_sync'],

@@ -58,14 +58,6 @@ CALLS = {
     "cond": (LA.cond, (A,)),
     "matrix_norm": (lambda a: LA.matrix_norm(a, ord=2), (A,)),
 }
-#: the SVD family's failures (another engineer's items of issue 33): strict, so a fix shows up
-SVD_FAMILY_FAILS = {
-    "lstsq_gels": "issue 33 item 6 (SVD family): lstsq's outputs are column-major, its fake row-major",
-    "lstsq_gelsd": "issue 33 item 6 (SVD family): lstsq's outputs are column-major, its fake row-major",
-    "matrix_rank": "issue 33 item 6 (SVD family): a ContextVar.get in the trace (Dynamo: Unsupported)",
-    "cond": "issue 33 item 6 (SVD family): a ContextVar.get in the trace (Dynamo: Unsupported)",
-    "matrix_norm": "issue 33 item 6 (SVD family): ord=2 does not trace (Dynamo: Unsupported method call)",
-}
 #: ops compiled on the emulator backend too: the QR family (its kernels' layout differs)
 EMULATOR = ("qr", "qr_complete", "geqrf", "householder_product", "ormqr", "solve", "det")
 
@@ -92,17 +84,12 @@ def _check(name: str) -> None:
             assert torch.equal(c, e), name
 
 
-def _params(names):
-    return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=SVD_FAMILY_FAILS[n]))
-            if n in SVD_FAMILY_FAILS else n for n in names]
-
-
-@pytest.mark.parametrize("name", _params(CALLS))
+@pytest.mark.parametrize("name", list(CALLS))
 def test_every_op_compiles_with_inductor(name):
     _check(name)
 
 
-@pytest.mark.parametrize("name", _params(EMULATOR))
+@pytest.mark.parametrize("name", list(EMULATOR))
 def test_ops_compile_with_inductor_on_the_emulator(name):
     from helpers import require_emulator
 

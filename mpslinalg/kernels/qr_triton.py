@@ -285,8 +285,8 @@ QR_OPTS_R = {"num_warps": 8, "maxnreg": 128}
 
 
 def square_qr_into(As: torch.Tensor, tau: torch.Tensor, Q: torch.Tensor | None, X: torch.Tensor | None) -> None:
-    """The SVD preconditioner's QR launch (:func:`mpslinalg.kernels.svd_cuda.square_qr`,
-    :mod:`mpslinalg.kernels.svd_triton_square`): ``As [B, n, n]`` (contiguous, :func:`fits`) factorised
+    """The SVD preconditioner's QR launch (:func:`mpslinalg.svd.cuda.square_qr`,
+    :mod:`mpslinalg.svd.triton_square`): ``As [B, n, n]`` (contiguous, :func:`fits`) factorised
     in place, ``tau [B, n]`` written, and where given ``Q`` and ``X = Rᴴ`` (contiguous, ``As``'s shape)."""
     Bn, m, n = As.shape
     cplx = As.is_complex()

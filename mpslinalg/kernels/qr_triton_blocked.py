@@ -1,5 +1,5 @@
 """CUDA (Triton) blocked Householder QR of batches of square matrices up to 64 x 64 (one launch), for
-the SVD's preconditioner (:func:`mpslinalg.kernels.svd_cuda.square_qr`).
+the SVD's preconditioner (:func:`mpslinalg.svd.cuda.square_qr`).
 
 Why: :func:`mpslinalg.kernels.qr_triton._qr_small_kernel` holds the whole tile in registers and, per
 column, extracts it with a full-tile masked sum and applies a full-tile rank-1 update (and the thin

@@ -34,7 +34,7 @@ import torch.autograd.forward_ad as _fwad
 
 from . import table
 
-__all__ = ["Op", "defop", "functorch_active", "needs_custom_op"]
+__all__ = ["Op", "declared", "defop", "functorch_active", "needs_custom_op"]
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
@@ -167,6 +167,7 @@ class Op:
             backward = _internal(backward)
             self.custom.register_autograd(backward, setup_context=setup or _no_setup)
         self.function = self._function(setup, backward, jvp)
+        _DECLARED[name] = self
 
     def _function(self, setup, backward, jvp) -> type:
         """The ``setup_context``-style autograd.Function equivalent to the custom op.
@@ -275,6 +276,27 @@ class Op:
 
     def __repr__(self) -> str:
         return f"<mpslinalg op {self.name}>"
+
+
+#: Every declared op by name (:func:`declared`).
+_DECLARED: dict[str, Op] = {}
+
+
+def declared(name: str) -> Op:
+    """The op declared as ``name``, looked up when called: how a family uses another family's op
+    when an import would close a circle (the SVD family's ``cond`` calls the LU family's
+    ``inv_ex`` while LU's ``det`` imports the public SVD). The declaring family must be imported
+    (the package root imports every family).
+
+    Raises
+    ------
+    LookupError
+        No op of that name has been declared.
+    """
+    try:
+        return _DECLARED[name]
+    except KeyError:
+        raise LookupError(f"mpslinalg: no op named {name!r} is declared (is its family imported?)") from None
 
 
 def defop(name: str, *, impl: Callable, fake: Callable, setup: Callable | None = None,

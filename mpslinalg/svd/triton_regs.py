@@ -1,5 +1,5 @@
 """The register-resident one-matrix-per-program Jacobi kernels of
-:func:`mpslinalg.kernels.svd_triton.jacobi` (``svd_triton.TILE_KERNEL``): ``X`` (and ``V``) stay in the
+:func:`mpslinalg.svd.triton_jacobi.jacobi` (``svd_triton.TILE_KERNEL``): ``X`` (and ``V``) stay in the
 program's registers for the whole iteration; no global-memory round trip or barrier of ours per round.
 
 ``jacobi_reg_kernel`` (``"registers"``) keeps ``X`` as one ``[n, n]`` tile in slot order, splits it
@@ -36,7 +36,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .svd_triton_rot import _rotate_complex, _rotate_real, _rotation, _rotation_p, _rotation_t, _store_pq
+from .triton_rot import _rotate_complex, _rotate_real, _rotation, _rotation_p, _rotation_t, _store_pq
 
 __all__ = ["jacobi_halving_kernel", "jacobi_pairs_kernel", "jacobi_reg_kernel"]
 

@@ -1,8 +1,8 @@
 """The Jacobi rotation helpers shared by the SVD family's Triton kernels.
 
-:mod:`mpslinalg.kernels.svd_triton` (the memory tile kernel and the generated one-matrix-per-lane
-sources), :mod:`mpslinalg.kernels.svd_triton_regs` (the register-resident kernels),
-:mod:`mpslinalg.kernels.svd_triton_fused` and :mod:`mpslinalg.kernels.svd_triton_complete` take them
+:mod:`mpslinalg.svd.triton_jacobi` (the memory tile kernel and the generated one-matrix-per-lane
+sources), :mod:`mpslinalg.svd.triton_regs` (the register-resident kernels),
+:mod:`mpslinalg.svd.triton_fused` and :mod:`mpslinalg.svd.triton_complete` take them
 from here: one module that imports no other of the family, so none of them imports another in a circle.
 
 * :func:`_rotation` / :func:`_rotation_p`: the angle of a pair from its column sums, the rotate and

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from .mainjob.workloads import (
+from ..mainjob.workloads import (
     Inputs,
     Workload,
     by_device,
@@ -127,8 +127,8 @@ def workloads() -> list[Workload]:
 def cpu_path_line() -> str:
     """Which implementation serves the CPU's SVD (the C Jacobi, or LAPACK's SVD at every size where
     no compiler is there: issue 15, the report says so)."""
-    from .kernels.svd_c import cpu_path
-    from .svd import TUNING
+    from .c import cpu_path
+    from .kernels import TUNING
 
     path = cpu_path()
     if path != "C Jacobi":

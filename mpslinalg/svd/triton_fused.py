@@ -14,11 +14,11 @@ Steps, per matrix (the tiles are ``[MB, MP, NP]``, powers of two, zero padded):
 3. Householder QR (LAPACK ``xgeqr2``/``xlarfg`` conventions, ``tau = 0`` for a zero column), the
    reflectors kept in a tile for ``U``.
 4. One-sided Jacobi on ``X = Rᵀ`` (padded to an even order ``npad``) with ``V = I``: the circle
-   method's pairs of :mod:`mpslinalg.kernels.svd_triton`, but the columns stay in place: in round
+   method's pairs of :mod:`mpslinalg.svd.triton_jacobi`, but the columns stay in place: in round
    ``r`` column ``c`` finds its partner arithmetically (its slot in the circle, the player opposite)
    and gathers it, so one ``tl.gather`` of ``X`` and one of ``V`` per round replace the
    split/join/permute of the slot-order kernel. Both columns of a pair compute the same ``(c, s)``
-   from the same sums (:func:`mpslinalg.kernels.svd_triton_rot._rotation`, the same thresholds), so the
+   from the same sums (:func:`mpslinalg.svd.triton_rot._rotation`, the same thresholds), so the
    rotation is :mod:`mpslinalg.svd`'s. A matrix stops after its first sweep without a significant
    rotation, at most ``sweeps`` sweeps (decided on the GPU), ``info = 2`` if it still rotated.
 5. ``σ_j = ‖w_j‖`` (scaled by the column's largest entry: no underflow of the squares), sorted
@@ -28,7 +28,7 @@ Steps, per matrix (the tiles are ``[MB, MP, NP]``, powers of two, zero padded):
 7. ``U_A = Prᵀ Q [Vj 0; 0 I]`` (``full_matrices``: all ``m`` columns) by the reflectors applied
    from the last (LAPACK ``xorm2r``); rows and columns land at their permuted places in the stores.
 
-float32 only (complex64 takes :mod:`mpslinalg.kernels.svd_triton`'s kernels).
+float32 only (complex64 takes :mod:`mpslinalg.svd.triton_jacobi`'s kernels).
 """
 
 from __future__ import annotations
@@ -37,15 +37,16 @@ import torch
 import triton
 import triton.language as tl
 
-from .svd_triton import _alloc_svd_outputs
-from .svd_triton_rot import UNIFORM, _pow2i, _rotate_real, _rotation
+from .kernels import thresholds
+from .triton_jacobi import _alloc_svd_outputs
+from .triton_rot import UNIFORM, _pow2i, _rotate_real, _rotation
 
 __all__ = ["COMPLETES_V", "ENABLED", "MAX_M", "MAX_N", "fits", "launch_config", "svd_tall"]
 
 #: Largest ``n`` (columns, ``n <= m``) and ``m`` served (registers: ~3 ``MP x NP`` tiles a matrix).
 MAX_N = 32
 MAX_M = 32
-#: :func:`mpslinalg.kernels.svd_cuda.whole_kernel` dispatches here (False: the composed path, QR +
+#: :func:`mpslinalg.svd.cuda.whole_kernel` dispatches here (False: the composed path, QR +
 #: Jacobi kernel + torch ops). H200 round 2: right with the default VARIANT (tests/svd/
 #: test_svd_triton_fused.py's cuda tests pass; 4096x32x32 svd_impl 1.36 ms vs torch.linalg 4.39).
 ENABLED = True
@@ -413,7 +414,7 @@ def svd_tall(A: torch.Tensor, full: bool, compute_uv: bool, max_sweeps: int
              ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """The whole SVD of every matrix of ``A [B, m, n]`` (:func:`fits`) in one launch.
 
-    The contract of :func:`mpslinalg.kernels.svd_triton.svd_tall`: ``U`` ``[B, m, m]`` (``full``) or
+    The contract of :func:`mpslinalg.svd.triton_jacobi.svd_tall`: ``U`` ``[B, m, m]`` (``full``) or
     ``[B, m, n]``, ``S [B, n]`` (descending), ``V`` (not ``Vᵀ``) ``[B, n, n]`` orthonormal
     (:data:`COMPLETES_V`), ``info [B]`` int32 (0; 1 non-finite input, outputs NaN; 2 not converged
     within ``max_sweeps``); ``U``, ``V`` None unless ``compute_uv``. ``A`` is not modified.
@@ -444,10 +445,10 @@ def svd_tall(A: torch.Tensor, full: bool, compute_uv: bool, max_sweeps: int
         return U, S, V, info
     mb, warps = launch_config(m, n)
     npad = n + n % 2
-    u = 2.0 ** -24
+    tol, ctol = thresholds(npad, torch.float32)
     _svd_fused_kernel[(-(-Bn // mb),)](
         A, U if compute_uv else A, S, V if compute_uv else A, info, Bn, m, n, npad, ucols, int(max_sweeps),
-        npad ** 0.5 * u, 2 * npad * u, MB=mb, MP=_pow2(m), NP=_pow2(n), UP=_pow2(ucols), WANT_UV=compute_uv,
+        tol, ctol, MB=mb, MP=_pow2(m), NP=_pow2(n), UP=_pow2(ucols), WANT_UV=compute_uv,
         SLOTS=JACOBI == "slots", JOINT=VARIANT["joint"], GATHER=VARIANT["gather"], RELOAD=VARIANT["reload"],
         SCATTER=VARIANT["scatter"], num_warps=warps, **UNIFORM)
     return U, S, V, info

@@ -1,6 +1,6 @@
 """The lane kernels of the SVD family's CPU kernel, C text (part of
-:data:`mpslinalg.kernels.svd_c_source.SVD_C_SOURCE`, between its helpers and its driver; the
-algorithm and why lanes: :mod:`mpslinalg.kernels.svd_c`).
+:data:`mpslinalg.svd.c_source.SVD_C_SOURCE`, between its helpers and its driver; the
+algorithm and why lanes: :mod:`mpslinalg.svd.c`).
 
 A batch's matrices run 8 (float32/complex64) or 4 (float64/complex128) at a time, one per SIMD
 lane of clang/gcc vector types: ``jacobi_lanes`` (the one-sided Jacobi) and ``lane_geqr2`` /

@@ -1,6 +1,6 @@
 """lstsq's ``gelsy`` driver on the CPU, C text (part of
-:data:`mpslinalg.kernels.svd_c_source.SVD_C_SOURCE`, between its shared helpers and its SVD driver;
-:mod:`mpslinalg.kernels.svd_c` builds it and calls ``lstsq_gelsy`` for :func:`mpslinalg.lstsq`).
+:data:`mpslinalg.svd.c_source.SVD_C_SOURCE`, between its shared helpers and its SVD driver;
+:mod:`mpslinalg.svd.c` builds it and calls ``lstsq_gelsy`` for :func:`mpslinalg.lstsq`).
 
 Column-pivoted Householder QR with LAPACK's rank test and the minimum-norm solution through the QR
 of ``R[:r]ᴴ`` (the algorithm of lstsq's torch-op version), and ``qr_route``: a tall matrix that

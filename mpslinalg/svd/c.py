@@ -60,8 +60,9 @@ import math
 
 import torch
 
-from .codegen import CLibraries
-from .svd_c_source import SVD_C_SOURCE
+from ..kernels.codegen import CLibraries
+from .c_source import SVD_C_SOURCE
+from .kernels import thresholds
 
 __all__ = ["SVD_C", "SVD_C_SOURCE", "cpu_path", "gelsy", "svd_tall", "usable"]
 
@@ -90,7 +91,7 @@ class SVDKernels(CLibraries):
         real, cplx, rmax = _FLAVOURS[dtype]
         head = f"#define REAL {real}\n#define CPLX {cplx}\n#define REAL_MAX {rmax}\n"
         # AVX2 where this CPU has it (the small family's choice; the cache key includes the flags)
-        from .small_c import lanes_and_flags
+        from ..kernels.small_c import lanes_and_flags
 
         return head + SVD_C_SOURCE, FLAGS + lanes_and_flags()[1], f"svd_c_{str(dtype).split('.')[-1]}"
 
@@ -118,7 +119,7 @@ def cpu_path() -> str:
 
     Examples
     --------
-    >>> from mpslinalg.kernels import svd_c
+    >>> from mpslinalg.svd import c as svd_c
     >>> svd_c.cpu_path() in ("C Jacobi", "LAPACK's SVD")
     True
     """
@@ -163,7 +164,6 @@ def svd_tall(A: torch.Tensor, full: bool, compute_uv: bool, max_sweeps: int
     Bn, m, n = A.shape
     lib = SVD_C.library(A.dtype)
     rdt = A.real.dtype if A.is_complex() else A.dtype
-    u = torch.finfo(rdt).eps / 2
     ucols = m if full else n
     S = torch.empty(Bn, n, dtype=rdt)
     info = torch.empty(Bn, dtype=torch.int32)
@@ -178,7 +178,7 @@ def svd_tall(A: torch.Tensor, full: bool, compute_uv: bool, max_sweeps: int
 
     SVD_C._parallel(run, Bn, A.data_ptr(), U.data_ptr() if compute_uv else None, S.data_ptr(),
                     V.data_ptr() if compute_uv else None, info.data_ptr(), m, n, ucols, int(compute_uv),
-                    max_sweeps, (n ** 0.5) * u, 2 * n * u, int(Bn > 1), grain=max(1, 2 ** 16 // (m * n)))
+                    max_sweeps, *thresholds(n, rdt), int(Bn > 1), grain=max(1, 2 ** 16 // (m * n)))
     if any(status):
         raise MemoryError(f"linalg.svd: no memory for the work space of a {m}x{n} matrix")
     return U, S, V, info
@@ -186,7 +186,7 @@ def svd_tall(A: torch.Tensor, full: bool, compute_uv: bool, max_sweeps: int
 
 def gelsy(A: torch.Tensor, B: torch.Tensor, rcond: float, lapack_qr: int | None = None, margin: float = 0.0
           ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``lstsq``'s ``'gelsy'`` (:mod:`mpslinalg.lstsq`'s algorithm) of CPU batches by the C kernel.
+    """``lstsq``'s ``'gelsy'`` (:mod:`mpslinalg.svd.lstsq`'s algorithm) of CPU batches by the C kernel.
 
     Parameters
     ----------
@@ -197,7 +197,7 @@ def gelsy(A: torch.Tensor, B: torch.Tensor, rcond: float, lapack_qr: int | None 
         Pivots ``|r_jj| <= rcond·|r_00|`` end the rank.
     lapack_qr, margin : int or None, float
         The address of LAPACK's ``geqrf``/``ormqr``/``trsm`` for this dtype (``m >= n`` only;
-        :func:`mpslinalg.lstsq._lapack_qr`) and the bound's margin: a matrix whose unpivoted QR
+        :func:`mpslinalg.svd.lstsq._lapack_qr`) and the bound's margin: a matrix whose unpivoted QR
         proves rank ``n`` is solved by those calls (``xgels``'s steps) instead of the pivoted QR.
 
     Returns

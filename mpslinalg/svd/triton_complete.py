@@ -16,8 +16,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .qr_triton import _cload, _cstore, _pow2, _qr_small_kernel, fits
-from .svd_triton_rot import UNIFORM, _pow2i
+from ..kernels.qr_triton import _cload, _cstore, _pow2, _qr_small_kernel, fits
+from .triton_rot import UNIFORM, _pow2i
 
 __all__ = ["complete", "complete_inplace", "finish", "fits"]
 

@@ -6,7 +6,7 @@ On the CPU torch backend ``'gels'``, ``'gelsd'`` and ``'gelss'`` are LAPACK's ow
 (``torch.linalg.lstsq``: the same algorithms and outputs, faster on small problems: docs/ops/svd.md),
 with this module's rules for non-finite input and scaling; ``'gels'`` of a rank-deficient matrix,
 where torch raises, takes the version below. ``'gelsy'`` is the version below, on the CPU run in C
-(:func:`mpslinalg.kernels.svd_c.gelsy`, the same steps with a C compiler, except that the column
+(:func:`mpslinalg.svd.c.gelsy`, the same steps with a C compiler, except that the column
 norms are downdated as LAPACK's ``xlaqp2`` and a full-rank system is solved by ``R⁻¹ c`` directly;
 it is checked against the version below), with one shortcut: a tall matrix (``m·n >= 4096`` or
 ``m·n·k >= 16384``; below, the C QR is as fast) whose *unpivoted*
@@ -72,11 +72,13 @@ import sys
 
 import torch
 
-from .kernels import backend_for, svd_c
-from .oplayer import checks as E
-from .oplayer import defop, functorch_active
+from ..kernels import backend_for
+from ..oplayer import checks as E
+from ..oplayer import defop, functorch_active
+from ..triangular import solve_triangular
+from . import c as svd_c
+from .algorithm import ldexp, pow2_exponent, real_divide
 from .spectral import _pinv, pinv_backward, pinv_jvp, qr_reduced, svd_parts, tolerances
-from .triangular import solve_triangular
 
 __all__ = ["lstsq"]
 
@@ -88,15 +90,13 @@ DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
 # --------------------------------------------------------------------------------------------------
 
 
-def _pow2_scale(A: torch.Tensor) -> torch.Tensor:
-    """Per matrix, the power of two ``s`` with ``max|s·A|`` in ``[0.5, 1)`` (1 for zero/non-finite
-    matrices): scaling by it is exact, and squares of scaled column norms cannot overflow."""
+def _pow2_exponent(A: torch.Tensor) -> torch.Tensor:
+    """Per matrix (kept dims), the exponent ``e`` with ``max|A·2^-e|`` in ``[0.5, 1)`` (0 for
+    zero/non-finite matrices): scaling by ``2^-e`` is exact (the family's :func:`ldexp`, subnormal
+    matrices included), and squares of scaled column norms cannot overflow."""
     if A.numel() == 0:
-        return A.new_ones(A.shape[:-2] + (1, 1), dtype=_real(A.dtype))
-    amax = A.abs().amax((-2, -1), keepdim=True)
-    ok = (amax > 0) & torch.isfinite(amax)
-    e = torch.floor(torch.log2(torch.where(ok, amax, 1.0))) + 1
-    return torch.where(ok, torch.exp2(-e), 1.0)
+        return torch.zeros(A.shape[:-2] + (1, 1), dtype=torch.int32, device=A.device)
+    return pow2_exponent(A)[0][..., None, None]
 
 
 def _gels(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
@@ -108,16 +108,29 @@ def _gels(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
     return Q @ solve_triangular(R.mH, B, upper=False)
 
 
+def _gelss_floor(A: torch.Tensor) -> torch.Tensor:
+    """``xgelss``'s floor ``sfmin`` on the singular values, as LAPACK applies it: to those of ``A``
+    scaled into ``[SMLNUM, BIGNUM]`` (``SMLNUM = sfmin/eps``) when its largest entry is outside, so
+    the floor of ``A`` itself is ``sfmin·anrm/SMLNUM`` (or ``/BIGNUM``): a subnormal matrix keeps
+    its singular values, as with LAPACK."""
+    fi = torch.finfo(A.real.dtype if A.is_complex() else A.dtype)
+    smlnum = fi.tiny / fi.eps
+    anrm = A.abs().amax((-2, -1))
+    scale = torch.where((anrm > 0) & (anrm < smlnum), anrm / smlnum, torch.where(anrm > 1 / smlnum, anrm * smlnum, 1.0))
+    return fi.tiny * scale
+
+
 def _svd_solve(A: torch.Tensor, B: torch.Tensor, rcond: float, driver: str):
     U, S, Vh, info = svd_parts(A)
     eps = torch.finfo(S.dtype).eps
     if driver == "gelss":  # xgelss: thr = max(rcond·σ₁, sfmin); rcond < 0 means eps
-        thr = torch.clamp_min((eps if rcond < 0 else rcond) * S[..., :1], torch.finfo(S.dtype).tiny)
+        thr = torch.maximum((eps if rcond < 0 else rcond) * S[..., :1], _gelss_floor(A).unsqueeze(-1))
     else:  # xlalsd: rcond <= 0 or >= 1 means the unit roundoff
         thr = (eps / 2 if rcond <= 0 or rcond >= 1 else rcond) * S[..., :1]
     keep = S > thr
-    Sinv = torch.where(keep, 1.0 / torch.where(keep, S, 1.0), 0.0).to(S.dtype)
-    X = Vh.mH @ (Sinv.unsqueeze(-1).to(A.dtype) * (U.mH @ B))
+    # (Uᴴ B)/σ, not (1/σ)·(Uᴴ B): 1/σ of a subnormal σ overflows where the solution does not
+    C = real_divide(U.mH @ B, torch.where(keep, S, 1.0).unsqueeze(-1))
+    X = Vh.mH @ torch.where(keep.unsqueeze(-1), C, 0.0)
     return X, torch.where(info > 0, -1, keep.sum(-1)), S
 
 
@@ -267,17 +280,17 @@ def _lapack_lstsq(A: torch.Tensor, B: torch.Tensor, rcond: float, driver: str):
             return X, rank, sv
         bad = ~torch.isfinite(amax_a)
         bad_col = ~torch.isfinite(B).all(-2)
-        sa, sb = _pow2_scale(A), _pow2_scale(B)
-        A0 = torch.where(bad[..., None, None], torch.zeros((), dtype=A.dtype), A * sa)
-        B0 = torch.where(bad_col.unsqueeze(-2), torch.zeros((), dtype=B.dtype), B * sb)
+        ea, eb = _pow2_exponent(A), _pow2_exponent(B)
+        A0 = torch.where(bad[..., None, None], torch.zeros((), dtype=A.dtype), ldexp(A, -ea))
+        B0 = torch.where(bad_col.unsqueeze(-2), torch.zeros((), dtype=B.dtype), ldexp(B, -eb))
         X, _, rank, sv = torch.linalg.lstsq(A0, B0, rcond=rcond, driver=driver)
     except torch.linalg.LinAlgError:
         return None
-    X = torch.where(bad[..., None, None] | bad_col.unsqueeze(-2), float("nan"), X * (sa / sb))
+    X = torch.where(bad[..., None, None] | bad_col.unsqueeze(-2), float("nan"), ldexp(X, eb - ea))
     if driver != "gels":
         rank = torch.where(bad, -1, rank)
     if driver in ("gelsd", "gelss"):
-        sv = torch.where(bad.unsqueeze(-1), float("nan"), sv / sa.squeeze(-1))
+        sv = torch.where(bad.unsqueeze(-1), float("nan"), ldexp(sv, ea.squeeze(-1)))
     return X, rank, sv
 
 
@@ -299,6 +312,12 @@ def _real(dtype: torch.dtype) -> torch.dtype:
 
 def _lstsq_impl(A: torch.Tensor, B: torch.Tensor, rcond: float, driver: str
                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    # the fake's layout (contiguous): LAPACK's solution is a column-major view, which a compiled
+    # graph (inductor) would read with the fake's strides
+    return tuple(t.contiguous() for t in _lstsq_solve(A, B, rcond, driver))
+
+
+def _lstsq_solve(A: torch.Tensor, B: torch.Tensor, rcond: float, driver: str):
     m, n = A.shape[-2:]
     rank_shape, sv_shape = _field_shapes(A, driver)
     empty = torch.empty(0, dtype=torch.int64, device=A.device)
@@ -316,14 +335,14 @@ def _lstsq_impl(A: torch.Tensor, B: torch.Tensor, rcond: float, driver: str
     if driver == "gelsy" and _cpu_route(A) and svd_c.usable(A):  # the same algorithm in C, scaling too
         X, rank = _gelsy_c(A, B, rcond)
         return X, rank, A.new_zeros(sv_shape, dtype=_real(A.dtype))
-    sa, sb = _pow2_scale(A), _pow2_scale(B)
-    As, Bs = A * sa, B * sb
+    ea, eb = _pow2_exponent(A), _pow2_exponent(B)
+    As, Bs = ldexp(A, -ea), ldexp(B, -eb)
     if driver == "gels":  # xgels: a zero matrix has the solution 0 (no division by its zero R)
         X, rank = torch.where(A.abs().amax((-2, -1), keepdim=True) == 0, 0.0, _gels(As, Bs)), empty
     else:
         X, rank = _gelsy(As, Bs, rcond)
-    # (sa A) X' = sb B  =>  X = (sa / sb) X'
-    return X * (sa / sb), rank, A.new_zeros(sv_shape, dtype=_real(A.dtype))
+    # (2^-ea A) X' = 2^-eb B  =>  X = 2^(eb - ea) X'
+    return ldexp(X, eb - ea), rank, A.new_zeros(sv_shape, dtype=_real(A.dtype))
 
 
 def _lstsq_fake(A, B, rcond, driver):
@@ -367,6 +386,26 @@ _lstsq = defop("lstsq", impl=_lstsq_impl, fake=_lstsq_fake, setup=_lstsq_setup,
                backward=_lstsq_backward, jvp=_lstsq_jvp, ranks=(2, 2))
 
 
+def _rhs_layout(op: str, A: torch.Tensor, B: torch.Tensor) -> tuple[bool, torch.Tensor, torch.Size]:
+    """``(vector, B as a matrix, B's batch shape)`` by torch.linalg.lstsq's rules exactly.
+
+    ``B`` has ``A.ndim`` or ``A.ndim - 1`` dimensions. It is a (batch of) vector(s) when it has one
+    dimension, or when its shape is ``A.shape[:-1]``; else a (batch of) matrix(-ces) ``(*, m, k)``.
+    A matrix ``B`` with one dimension fewer than ``A`` is broadcast with ``A``'s batch as if its
+    batch were ``B.shape[:-1]`` (torch's rule: ``lstsq(randn(1, 3, 3), randn(3, 3))`` is ``(3, 3, 3)``,
+    every matrix of it the solution for ``B``)."""
+    dim_diff = A.ndim - B.ndim
+    if not 0 <= dim_diff <= 1:
+        raise E.ShapeError(f"{op}: input.dim() must be greater or equal to other.dim() and (input.dim() - "
+                           f"other.dim()) <= 1 (input {tuple(A.shape)}, other {tuple(B.shape)})")
+    vector = B.ndim == 1 or (dim_diff == 1 and B.shape == A.shape[:-1])
+    Bm = B.unsqueeze(-1) if vector else B
+    if Bm.shape[-2] != A.shape[-2]:
+        raise E.ShapeError(f"{op}: input.size(-2) should match other.size({-1 if vector else -2}) "
+                           f"(input {tuple(A.shape)}, other {tuple(B.shape)})")
+    return vector, Bm, (B.shape[:-1] if dim_diff == 1 and not vector else Bm.shape[:-2])
+
+
 def lstsq(A: torch.Tensor, B: torch.Tensor, rcond: float | None = None, *, driver: str | None = None):
     """Least-squares solution of ``A X = B``, like ``torch.linalg.lstsq`` (every driver everywhere).
 
@@ -375,8 +414,9 @@ def lstsq(A: torch.Tensor, B: torch.Tensor, rcond: float | None = None, *, drive
     A : torch.Tensor
         ``(*, m, n)``; float32/complex64 on every device, float64/complex128 on CPU/CUDA.
     B : torch.Tensor
-        ``(*, m, k)``, or ``(*, m)`` when it has one dimension fewer than ``A`` (a batch of
-        vectors); same dtype and device as ``A``; batch dimensions broadcast.
+        ``(*, m, k)``, or ``(m,)`` or ``A.shape[:-1]`` (vectors); same dtype and device as ``A``;
+        batch dimensions broadcast, exactly as ``torch.linalg.lstsq`` (a matrix ``B`` with one
+        dimension fewer than ``A``: see :func:`_rhs_layout`).
     rcond : float, optional
         Rank cut-off relative to the largest singular value (``'gelsy'``: pivot); default
         ``eps·max(m, n)`` with ``eps`` of ``A``'s dtype. Ignored by ``'gels'``.
@@ -397,17 +437,14 @@ def lstsq(A: torch.Tensor, B: torch.Tensor, rcond: float | None = None, *, drive
     >>> X, res, rank, sv = LA.lstsq(torch.randn(4, 6, 3), torch.randn(4, 6, 2), driver="gelsd")
     """
     op = "linalg.lstsq"
-    E.check_matrix(op, "A", A)
-    E.check_tensor(op, "B", B)
+    # torch's names in the messages: A is "input", B is "other"
+    E.check_matrix(op, "input", A)
+    E.check_tensor(op, "other", B)
     if B.ndim < 1:
-        raise E.ShapeError(f"{op}: B must have at least 1 dimension, got shape {tuple(B.shape)}")
-    E.check_dtype(op, "B", B)
-    E.check_same(op, ("A", "B"), A, B)
-    vector = B.ndim == A.ndim - 1
-    Bm = B.unsqueeze(-1) if vector else B
-    if Bm.ndim < 2 or Bm.shape[-2] != A.shape[-2]:
-        raise E.ShapeError(f"{op}: B {tuple(B.shape)} must have as many rows as A {tuple(A.shape)} "
-                           f"({A.shape[-2]}; a vector B has shape (*, {A.shape[-2]}))")
+        raise E.ShapeError(f"{op}: other must have at least 1 dimension, got shape {tuple(B.shape)}")
+    E.check_dtype(op, "other", B)
+    E.check_same(op, ("input", "other"), A, B)
+    vector, Bm, b_batch = _rhs_layout(op, A, B)
     if driver is None:
         driver = "gelsy" if A.is_cpu else "gels"  # is_cpu: a tenth of device.type's cost
     if driver not in DRIVERS:
@@ -416,7 +453,11 @@ def lstsq(A: torch.Tensor, B: torch.Tensor, rcond: float | None = None, *, drive
         raise TypeError(f"{op}: expected rcond to be a float, got {type(rcond).__name__}")
     m, n = A.shape[-2:]
     rc = torch.finfo(A.dtype).eps * max(m, n) if rcond is None else float(rcond)
-    batch = E.broadcast_batch(op, ("A", "B"), A, Bm)
+    try:
+        batch = E.broadcast_shapes(A.shape[:-2], b_batch)
+    except RuntimeError:
+        raise E.ShapeError(f"{op}: the batch dimensions of input {tuple(A.shape)} and other {tuple(B.shape)} "
+                           f"do not broadcast ({tuple(A.shape[:-2])} and {tuple(b_batch)})") from None
     if (driver == "gelsy" and A.is_cpu and A.shape[:-2] == batch == Bm.shape[:-2] and A.numel() > 0
             and Bm.shape[-1] > 0 and _lstsq.direct(A, Bm) and backend_for(A.device) == "torch"
             and svd_c.usable(A)):

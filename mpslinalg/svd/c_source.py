@@ -1,22 +1,22 @@
-"""The C source of the SVD family's CPU kernel (:mod:`mpslinalg.kernels.svd_c` builds it, once per
+"""The C source of the SVD family's CPU kernel (:mod:`mpslinalg.svd.c` builds it, once per
 dtype, and documents the algorithm, the SIMD lanes and the kernel contract).
 
 Apart from the Python module so that each stays readable: the preconditioned one-sided Jacobi
 (``svd_jacobi``: the one-matrix kernel ``jacobi``) and the Householder steps it shares with
 ``lstsq_gelsy``. Two parts are other modules' text, placed between this one's: the lane kernels
-(``jacobi_lanes`` and the group's Householder QR, :mod:`mpslinalg.kernels.svd_c_lanes`) after the
-helpers, and ``lstsq_gelsy`` (:mod:`mpslinalg.kernels.svd_c_lstsq_source`) before the SVD driver.
+(``jacobi_lanes`` and the group's Householder QR, :mod:`mpslinalg.svd.c_lanes_source`) after the
+helpers, and ``lstsq_gelsy`` (:mod:`mpslinalg.svd.c_gelsy_source`) before the SVD driver.
 ``REAL``, ``CPLX`` and ``REAL_MAX`` are defined by the builder before this text.
 """
 
-from .svd_c_lanes import LANES_C_SOURCE
-from .svd_c_lstsq_source import GELSY_C_SOURCE
+from .c_gelsy_source import GELSY_C_SOURCE
+from .c_lanes_source import LANES_C_SOURCE
 
 __all__ = ["SVD_C_SOURCE"]
 
 _HEAD = r"""
 
-/* The SVD family's one-sided Jacobi (mpslinalg/kernels/svd_c.py): do not edit the cached copy. */
+/* The SVD family's one-sided Jacobi (mpslinalg/svd/c.py): do not edit the cached copy. */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>

@@ -2,7 +2,7 @@
 that exist only on CUDA (:mod:`mpslinalg.svd` calls these; the algorithm itself is there).
 
 * :func:`triton_ok` / :func:`use_triton` / :func:`whole_kernel`: whether the Triton kernels of
-  :mod:`mpslinalg.kernels.svd_triton` serve a tensor (CUDA, or the CPU under ``TRITON_INTERPRET=1``
+  :mod:`mpslinalg.svd.triton_jacobi` serve a tensor (CUDA, or the CPU under ``TRITON_INTERPRET=1``
   for the tests), probed once per process;
 * :func:`triton_call`: a Triton kernel call that switches the Triton path off with one warning when
   generated code fails to build (another Triton version), so the caller falls back to torch ops;
@@ -20,9 +20,9 @@ import os
 
 import torch
 
+from ..kernels.codegen import warn_once
 from ..oplayer import checks as E
 from ..oplayer import functorch_active
-from .codegen import warn_once
 
 __all__ = ["compiled_sweep", "large_svd", "square_qr", "triton_call", "triton_ok", "use_triton",
            "whole_kernel"]
@@ -47,7 +47,7 @@ def triton_ok(X: torch.Tensor, enabled: bool = True) -> bool:
     -------
     bool
         ``enabled``, CUDA (or the CPU under ``TRITON_INTERPRET=1``), float32/complex64, no
-        ``torch.func`` transform, and :mod:`mpslinalg.kernels.svd_triton` imports (probed once).
+        ``torch.func`` transform, and :mod:`mpslinalg.svd.triton_jacobi` imports (probed once).
     """
     dev = X.device.type
     if not (enabled and X.dtype in E.GPU_DTYPES) or functorch_active():
@@ -57,7 +57,7 @@ def triton_ok(X: torch.Tensor, enabled: bool = True) -> bool:
     ok = _triton_state.get("ok")
     if ok is None:
         try:
-            from . import svd_triton  # noqa: F401
+            from . import triton_jacobi  # noqa: F401
             ok = True
         except Exception as exc:  # noqa: BLE001 - no Triton: the torch-op sweeps serve
             ok, _triton_state["error"] = False, repr(exc)
@@ -66,7 +66,7 @@ def triton_ok(X: torch.Tensor, enabled: bool = True) -> bool:
 
 
 def triton_call(fn, *args):
-    """``fn(*args)`` for a kernel of :mod:`mpslinalg.kernels.svd_triton`, or None after switching the
+    """``fn(*args)`` for a kernel of :mod:`mpslinalg.svd.triton_jacobi`, or None after switching the
     Triton kernels off for this process with one warning (a kernel that does not build, e.g. on
     another Triton version); the caller then runs the torch-op path (same algorithm, slower)."""
     try:
@@ -82,7 +82,7 @@ def use_triton(X: torch.Tensor, enabled: bool = True) -> bool:
     """Whether the torch backend's Jacobi on ``X [B, n, n]`` is the Triton kernel (even ``n <= 64``)."""
     if not (X.shape[-2] == X.shape[-1] and triton_ok(X, enabled)):
         return False
-    from .svd_triton import fits
+    from .triton_jacobi import fits
 
     return fits(X.shape[-1])
 
@@ -90,9 +90,9 @@ def use_triton(X: torch.Tensor, enabled: bool = True) -> bool:
 def whole_kernel(A: torch.Tensor, enabled: bool = True):
     """The Triton module whose ``svd_tall`` runs the whole algorithm on ``A [B, m, n]`` in one kernel (or,
     square, in seven), or None: ``n <= m <= 4`` (one matrix per lane,
-    :func:`mpslinalg.kernels.svd_triton.svd_tall`), float32 ``n <= m <= 32`` (one matrix per program,
-    :func:`mpslinalg.kernels.svd_triton_fused.svd_tall`, while its ``ENABLED``), square of even order
-    ``<= 64`` (:func:`mpslinalg.kernels.svd_triton_square.svd_tall`: the preconditioner's passes fused
+    :func:`mpslinalg.svd.triton_jacobi.svd_tall`), float32 ``n <= m <= 32`` (one matrix per program,
+    :func:`mpslinalg.svd.triton_fused.svd_tall`, while its ``ENABLED``), square of even order
+    ``<= 64`` (:func:`mpslinalg.svd.triton_square.svd_tall`: the preconditioner's passes fused
     around the blocked QR and the Jacobi kernel, while its ``ENABLED``).
 
     The module's ``svd_tall(A, full, compute_uv, sweeps)`` returns ``(U, S, V, info)``; its
@@ -100,14 +100,14 @@ def whole_kernel(A: torch.Tensor, enabled: bool = True):
     """
     if not triton_ok(A, enabled):
         return None
-    from . import svd_triton, svd_triton_fused, svd_triton_square
+    from . import triton_fused, triton_jacobi, triton_square
 
     m, n = A.shape[-2:]
-    if svd_triton.fused_fits(m, n, A.dtype):
-        return svd_triton
-    if svd_triton_fused.ENABLED and svd_triton_fused.fits(m, n, A.dtype):
-        return svd_triton_fused
-    return svd_triton_square if svd_triton_square.ENABLED and svd_triton_square.fits(m, n, A.dtype) else None
+    if triton_jacobi.fused_fits(m, n, A.dtype):
+        return triton_jacobi
+    if triton_fused.ENABLED and triton_fused.fits(m, n, A.dtype):
+        return triton_fused
+    return triton_square if triton_square.ENABLED and triton_square.fits(m, n, A.dtype) else None
 
 
 _COMPILED: dict = {}
@@ -171,7 +171,7 @@ def square_qr(As: torch.Tensor, want_q: bool):
     vs 8.75 at the kernel's own 8; R only 4.57 at 8 warps capped at 128 registers vs 5.42), and
     without ``qr_impl``'s copy of the input. Returns ``(Q or None, R)``, or None where the kernel does
     not fit (the caller then runs ``qr_impl``)."""
-    from . import qr_triton as qt
+    from ..kernels import qr_triton as qt
 
     Bn, m, n = As.shape
     if m != n or not qt.fits(m, n) or not As.is_contiguous():

@@ -1,5 +1,5 @@
 """Ops on singular values: ``pinv``, ``matrix_rank``, ``matrix_norm``, ``cond`` with
-``torch.linalg``'s signatures and semantics (issue 12). ``lstsq`` lives in :mod:`mpslinalg.lstsq`.
+``torch.linalg``'s signatures and semantics (issue 12). ``lstsq`` lives in :mod:`mpslinalg.svd.lstsq`.
 
 Everything here is a composition of the SVD family (:mod:`mpslinalg.svd`) and torch ops; there is
 no kernel of its own, so there is no kernel contract: the ``metal``/``emulator``/``torch`` backend
@@ -29,12 +29,13 @@ import math
 
 import torch
 
-from .kernels import backend_for
-from .lu import inv_ex
-from .oplayer import checks as E
-from .oplayer import defop, functorch_active
-from .qr import qr
-from .svd import svd_impl, svdvals
+from ..kernels import backend_for
+from ..oplayer import checks as E
+from ..oplayer import declared, defop, functorch_active
+from ..qr import qr
+from .algorithm import ldexp
+from .api import svdvals
+from .ops import svd_impl
 
 __all__ = ["cond", "matrix_norm", "matrix_rank", "pinv"]
 
@@ -79,8 +80,8 @@ def _svd_lapack(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tens
     # come out at 2^±100, and 1e±30 float32 inputs neither overflow nor underflow inside LAPACK)
     amax = A0.abs().amax((-2, -1)) if A0.numel() else A0.abs().sum((-2, -1))
     expo = torch.frexp(amax).exponent
-    U, S, Vh = torch.linalg.svd(torch.ldexp(A0, -expo[..., None, None]), full_matrices=False)
-    S = torch.ldexp(S, expo[..., None])
+    U, S, Vh = torch.linalg.svd(ldexp(A0, -expo[..., None, None]), full_matrices=False)
+    S = ldexp(S, expo[..., None])
     bad = ~finite
     nan = float("nan")
     U = torch.where(bad[..., None, None], nan, U)
@@ -370,7 +371,8 @@ def svdvals_abs(A: torch.Tensor) -> torch.Tensor:
     slower than torch.linalg, the Jacobi costs 1.5-4x there): the relatively accurate small
     singular values of graded matrices are :func:`mpslinalg.svdvals`'s (issue 12), e.g.
     ``S = svdvals(A); S[..., 0] / S[..., -1]`` for a condition number that is right at κ ≫ 1/u."""
-    if A.device.type == "cpu" and backend_for(A.device) == "torch" and _pinv.direct(A):
+    # direct() first: under torch.compile it is False, and backend_for (a ContextVar) is not traced
+    if A.device.type == "cpu" and _pinv.direct(A) and backend_for(A.device) == "torch":
         return torch.linalg.svdvals(A)
     return svdvals_grad(A)
 
@@ -401,7 +403,7 @@ def matrix_rank(A: torch.Tensor, tol=None, hermitian: bool = False, *, atol=None
     E.check_matrix(op, "A", A, square=hermitian is True)
     E.check_bool(op, "hermitian", hermitian)
     if (tol is None and atol is None and rtol is None and not hermitian and A.numel() > 0
-            and A.device.type == "cpu" and backend_for(A.device) == "torch" and _pinv.direct(A)):
+            and A.device.type == "cpu" and _pinv.direct(A) and backend_for(A.device) == "torch"):
         # torch's defaults are this op's and its singular values LAPACK's (svdvals_abs): one call
         return E.store(op, out, torch.linalg.matrix_rank(A), A)
     if tol is not None:
@@ -539,7 +541,7 @@ def cond(A: torch.Tensor, p=None, *, out: torch.Tensor | None = None) -> torch.T
     E.check_matrix(f"{op}(ord={p_})", "A", A, square=True)
     if A.numel() == 0:
         return E.store(op, out, torch.zeros(A.shape[:-2], dtype=real, device=A.device), A)
-    Ainv, info = inv_ex(A)
+    Ainv, info = declared("inv_ex")(A)  # the LU family's op (lu imports svd: no import back)
     singular = info > 0
     # a singular matrix's condition number is inf (torch fills its inverse with inf; here the
     # inverse's norm is not taken of non-finite values, which the SVD orders would refuse)

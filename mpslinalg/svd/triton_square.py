@@ -1,5 +1,5 @@
 """CUDA (Triton) SVD of batches of square matrices of even order up to 64 in seven launches: the route of
-:func:`mpslinalg.kernels.svd_cuda.whole_kernel` for the orders the one-kernel SVDs do not serve
+:func:`mpslinalg.svd.cuda.whole_kernel` for the orders the one-kernel SVDs do not serve
 (complex64 4096 x 64x64 is issue 12's target).
 
 The algorithm is :mod:`mpslinalg.svd`'s (steps 1-5), its torch-op passes fused:
@@ -10,31 +10,30 @@ The algorithm is :mod:`mpslinalg.svd`'s (steps 1-5), its torch-op passes fused:
    the permutations (torch ops: ~20 launches and ~8 passes over the batch);
 2. the Householder QR (:data:`QR_KERNEL`), writing ``Q``, and ``X = Rᴴ`` (``triu`` and a transposed copy:
    :data:`SMALL_QR_WRITES_X`);
-3. :func:`mpslinalg.kernels.svd_triton.jacobi` on ``X`` with ``V = Q`` (so ``V`` ends as ``U``'s columns);
-4. :func:`mpslinalg.kernels.svd_triton_complete.finish` with the row permutation: ``S``, ``info``,
+3. :func:`mpslinalg.svd.triton_jacobi.jacobi` on ``X`` with ``V = Q`` (so ``V`` ends as ``U``'s columns);
+4. :func:`mpslinalg.svd.triton_complete.finish` with the row permutation: ``S``, ``info``,
    ``V_A`` and ``U_A`` (rows put back, NaN for a non-finite input) in one launch.
 
-5. :func:`mpslinalg.kernels.svd_triton_complete.complete_inplace`: ``V``'s zero-σ columns completed
+5. :func:`mpslinalg.svd.triton_complete.complete_inplace`: ``V``'s zero-σ columns completed
    (the programs of matrices without one return at once).
 Imported lazily on CUDA (and under ``TRITON_INTERPRET=1`` in the tests).
 """
 
 from __future__ import annotations
 
-import math
-
 import torch
 import triton
 import triton.language as tl
 
-from . import qr_triton
-from . import qr_triton_blocked as qb
-from .qr_triton import _cload, _cstore
-from .svd_triton_rot import UNIFORM, _pow2i
+from ..kernels import qr_triton
+from ..kernels import qr_triton_blocked as qb
+from ..kernels.qr_triton import _cload, _cstore
+from .kernels import thresholds
+from .triton_rot import UNIFORM, _pow2i
 
 __all__ = ["COMPLETES_V", "ENABLED", "QR_KERNEL", "SMALL_QR_WRITES_X", "fits", "prep", "svd_tall"]
 
-#: Whether :func:`mpslinalg.kernels.svd_cuda.whole_kernel` routes square batches here.
+#: Whether :func:`mpslinalg.svd.cuda.whole_kernel` routes square batches here.
 ENABLED = True
 #: The preconditioner's QR: ``"small"`` (:func:`mpslinalg.kernels.qr_triton.square_qr_into`, the QR family's
 #: unblocked kernel in registers; H200 round 1 at 1024 x c64 64x64: Q and R 1.90 ms, R only 1.15) or
@@ -45,7 +44,7 @@ QR_KERNEL = "small"
 #: kernel took 8.88 ms with it against 7.38 without (its transposed store from a tile at 255 registers),
 #: while ``triu`` + a transposed copy cost ~0.2 ms: off.
 SMALL_QR_WRITES_X = False
-#: ``V``'s zero-σ columns are completed here (:func:`mpslinalg.kernels.svd_triton_complete.complete_inplace`).
+#: ``V``'s zero-σ columns are completed here (:func:`mpslinalg.svd.triton_complete.complete_inplace`).
 COMPLETES_V = True
 
 
@@ -158,7 +157,7 @@ def svd_tall(A: torch.Tensor, full: bool, compute_uv: bool, sweeps: int):
         ``V``, not ``Vh`` (zero-σ columns completed); ``U``/``V`` None without
         ``compute_uv``; NaN outputs and ``info = 1`` for a non-finite matrix, ``info = 2`` not converged.
     """
-    from . import svd_triton, svd_triton_complete
+    from . import triton_complete, triton_jacobi
 
     Bn, n, _ = A.shape
     W, rperm, cperm, e, finite = prep(A)
@@ -172,9 +171,8 @@ def svd_tall(A: torch.Tensor, full: bool, compute_uv: bool, sweeps: int):
     else:
         qr_triton.square_qr_into(W, tau, Q, None)
         X.copy_(W.triu().mH)  # two launches (~0.2 ms), cheaper than the kernel's own transposed store
-    u = 2.0**-24
-    X, V, rotated = svd_triton.jacobi(X, Q, sweeps, math.sqrt(n) * u, 2 * n * u)
-    _, S_out, info, V_A, U_A = svd_triton_complete.finish(X, V, cperm, e, finite, rotated, rperm=rperm)
+    X, V, rotated = triton_jacobi.jacobi(X, Q, sweeps, *thresholds(n, torch.float32))
+    _, S_out, info, V_A, U_A = triton_complete.finish(X, V, cperm, e, finite, rotated, rperm=rperm)
     if compute_uv:
-        svd_triton_complete.complete_inplace(V_A, S_out)
+        triton_complete.complete_inplace(V_A, S_out)
     return U_A, S_out, V_A, info

@@ -1,7 +1,7 @@
 """CUDA (Triton) blocked Householder QR of batches of square matrices up to 64 x 64 (one launch), for
 the SVD's preconditioner (:func:`mpslinalg.kernels.svd_cuda.square_qr`).
 
-Why: :func:`mpslinalg.kernels.qr_triton._qr_small_kernel` holds the whole tile in registers and, per
+Why: :func:`mpslinalg.qr.triton._qr_small_kernel` holds the whole tile in registers and, per
 column, extracts it with a full-tile masked sum and applies a full-tile rank-1 update (and the thin
 ``Q`` costs a second such loop): O(n) full-tile passes with cross-warp reductions (H200, complex64
 4096 x 64x64: 7.4 ms with ``Q``, 4.6 ms ``R`` only).
@@ -10,7 +10,7 @@ Algorithm (LAPACK ``geqrf`` with ``geqr2`` panels, ``larft``, ``larfb``; one pro
 
 * the matrix lives in the caller's workspace (global memory; L1/L2-resident while the program runs);
 * per panel of ``NB`` columns: load the ``[MP, NB]`` panel, factor it column by column
-  (:func:`mpslinalg.kernels.qr_triton._larfg`: LAPACK's ``clarfg``, ``beta`` real, ``tau = 0`` for an
+  (:func:`mpslinalg.qr.triton._larfg`: LAPACK's ``clarfg``, ``beta`` real, ``tau = 0`` for an
   already-zero column, the scaled norm), store it; form ``T`` (``H_k ... H_{k+NB-1} = I - V T Vᴴ``,
   ``larft`` forward/columnwise from ``G = Vᴴ V``); update the trailing columns
   ``A2 <- A2 - V (Tᴴ (Vᴴ A2))`` and, with ``Q``, ``Q <- Q - ((Q V) T) Vᴴ`` (``Q`` starts as ``I`` and
@@ -29,7 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .qr_triton import _cload, _cstore, _larfg, _pow2
+from .triton import _cload, _cstore, _larfg, _pow2
 
 __all__ = ["CHUNKED", "JOINT_REDUCE", "NB", "NUM_WARPS", "fits", "geqrf_square"]
 

@@ -155,10 +155,10 @@ MUTATIONS = [
         tests=['tests/reference/test_metrics_exact.py', 'tests/reference/test_ref_metrics.py'],
         why='repeated singular values flagged as out of order',
     ),
-    # ---- metal/lu.metal ---------------------------------------------------------------------------
+    # ---- metal/lu_*.metal, lu.h, lu_small.h ------------------------------------------------------
     dict(
         id='lu-panel-tiny-pivot',
-        file='metal/lu.metal',
+        file='metal/lu_panel.metal',
         pattern='''      const bool use_recip = s_abs(pivot) >= S_SFMIN;
       const T rp = lu_recip(pivot);
       for (int r = col + 1 + t; r < m; r += nt) {''',
@@ -171,7 +171,7 @@ MUTATIONS = [
     ),
     dict(
         id='lu-tile-tiny-pivot',
-        file='metal/lu.metal',
+        file='metal/lu_small.h',
         pattern='prow[W + KC + 1] = lu_use_recip(a[j]) ? s_one<T>() : s_zero<T>();',
         replacement='prow[W + KC + 1] = s_one<T>();',
         tests=['tests/lu/test_lu_kernels.py::test_subnormal_pivot_is_divided_not_inverted',
@@ -180,7 +180,7 @@ MUTATIONS = [
     ),
     dict(
         id='lu-pivot-tie-flipped',
-        file='metal/lu.metal',
+        file='metal/lu.h',
         pattern='(v == bv && i < bi)',
         replacement='(v == bv && i > bi)',
         tests=['tests/lu/test_mutation_kills_lu.py::test_pivot_ties_go_to_the_first_row_in_every_kernel', 'tests/lu/test_lu_kernels.py'],
@@ -188,7 +188,7 @@ MUTATIONS = [
     ),
     dict(
         id='lu-pivot-nan-tie-flipped',
-        file='metal/lu.metal',
+        file='metal/lu.h',
         pattern='return vn ? i < bi :',
         replacement='return vn ? i > bi :',
         tests=['tests/lu/test_lu_kernels.py'],
@@ -196,7 +196,7 @@ MUTATIONS = [
     ),
     dict(
         id='lu-pivot-nan-loses',
-        file='metal/lu.metal',
+        file='metal/lu.h',
         pattern='''  if (vn != bn) {
     return vn;''',
         replacement='''  if (vn != bn) {
@@ -206,7 +206,7 @@ MUTATIONS = [
     ),
     dict(
         id='lu-panel-barrier-after-reduction',
-        file='metal/lu.metal',
+        file='metal/lu_panel.metal',
         pattern='    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);',
         replacement='    // barrier removed',
         tests=['tests/lu/test_lu_kernels.py::test_lu_panel'],
@@ -214,7 +214,7 @@ MUTATIONS = [
     ),
     dict(
         id='lu-panel-barrier-after-swap',
-        file='metal/lu.metal',
+        file='metal/lu_panel.metal',
         pattern='''      threadgroup_barrier(mem_flags::mem_device);
       // 3. scale the column''',
         replacement='      // 3. scale the column',
@@ -223,15 +223,15 @@ MUTATIONS = [
     ),
     dict(
         id='lu-panel-reduction-stops-early',
-        file='metal/lu.metal',
-        pattern='for (ushort d = 16; d > 0; d >>= 1)',
-        replacement='for (ushort d = 16; d > 1; d >>= 1)',
+        file='metal/lu.h',
+        pattern='for (ushort d = SIMD_WIDTH / 2; d > 0; d >>= 1)',
+        replacement='for (ushort d = SIMD_WIDTH / 2; d > 1; d >>= 1)',
         tests=['tests/lu/test_lu_kernels.py::test_lu_panel'],
         why='the pivot reduction (simdgroup butterfly) skips its last level (off-by-one bound)',
     ),
     dict(
         id='lu-panel-info-off-by-one',
-        file='metal/lu.metal',
+        file='metal/lu_panel.metal',
         pattern='info[b] = col + 1;',
         replacement='info[b] = col;',
         tests=['tests/lu/test_lu_kernels.py::test_zero_pivot_sets_info_and_no_nan'],
@@ -239,7 +239,7 @@ MUTATIONS = [
     ),
     dict(
         id='lu-small-solve-backsub-bound',
-        file='metal/lu.metal',
+        file='metal/lu_small_solve.metal',
         pattern='} else if (pos[0] < j) {',
         replacement='} else if (pos[0] < j && pos[0] > 0) {',
         tests=['tests/lu/test_lu_kernels.py::test_lu_small_solve'],
@@ -247,7 +247,7 @@ MUTATIONS = [
     ),
     dict(
         id='lu-laswp-reverse-ignored',
-        file='metal/lu.metal',
+        file='metal/lu_swap.metal',
         pattern='const int i = reverse != 0 ? lo + cnt - 1 - step : lo + step;',
         replacement='const int i = lo + step;',
         tests=['tests/lu/test_lu_kernels.py::test_lu_laswp_exact'],
@@ -255,16 +255,16 @@ MUTATIONS = [
     ),
     dict(
         id='lu-small-pivot-tie-last',
-        file='metal/lu.metal',
-        pattern='const uint ni = cand ? ~(uint)(pos * 32 + s) : 0u;',
-        replacement='const uint ni = cand ? (uint)(pos * 32 + s) : 0u;',
+        file='metal/lu_small.h',
+        pattern='const uint ni = cand ? ~(uint)(pos * SIMD_WIDTH + s) : 0u;',
+        replacement='const uint ni = cand ? (uint)(pos * SIMD_WIDTH + s) : 0u;',
         tests=['tests/lu/test_mutation_kills_lu.py::test_pivot_ties_go_to_the_first_row_in_every_kernel',
                'tests/lu/test_lu_small_kernels.py'],
         why='lu_small: ties go to the last position, not the first (i?amax)',
     ),
     dict(
         id='lu-small-pivot-tie-last-w32',
-        file='metal/lu.metal',
+        file='metal/lu_small.h',
         pattern='return simd_min((nidx != 0u && key == best) ? ~nidx : ~0u);',
         replacement='return simd_max((nidx != 0u && key == best) ? ~nidx : 0u);',
         tests=['tests/lu/test_lu_small_kernels.py'],
@@ -272,7 +272,7 @@ MUTATIONS = [
     ),
     dict(
         id='lu-small-bcast-barrier-removed',
-        file='metal/lu.metal',
+        file='metal/lu_small.h',
         pattern='''    simdgroup_barrier(mem_flags::mem_threadgroup);
     const T pivot = prow[j];
     if (s_is_zero(pivot) && info == 0) {
@@ -285,7 +285,7 @@ MUTATIONS = [
     ),
     dict(
         id='lu-small-two-rows-tie-last',
-        file='metal/lu.metal',
+        file='metal/lu_small.h',
         pattern='if (kk > key || (kk == key && ni > nidx)) {',
         replacement='if (kk > key || (kk == key && ni < nidx)) {',
         tests=['tests/lu/test_lu_small_kernels.py::test_lu_small_specials_match_sequential_getf2'],
@@ -293,7 +293,7 @@ MUTATIONS = [
     ),
     dict(
         id='lu-small-pivot-nan-loses',
-        file='metal/lu.metal',
+        file='metal/lu_small.h',
         pattern='return isnan(v) ? 0x7FC00000u : as_type<uint>(v);',
         replacement='return isnan(v) ? 0u : as_type<uint>(v);',
         tests=['tests/lu/test_lu_small_kernels.py'],
@@ -301,7 +301,7 @@ MUTATIONS = [
     ),
     dict(
         id='lu-small-tile-index-map',
-        file='metal/lu.metal',
+        file='metal/lu_small.h',
         pattern='    tl[R * LU_SMALL_LD + c] = src[t];',
         replacement='    tl[c * LU_SMALL_LD + R] = src[t];',
         tests=['tests/lu/test_lu_kernels.py::test_lu_small'],
@@ -309,7 +309,7 @@ MUTATIONS = [
     ),
     dict(
         id='lu-small-free-finished-rows-store',
-        file='metal/lu.metal',
+        file='metal/lu_small.metal',
         pattern='      if (FREE && below) {',
         replacement='      if (FREE) {',
         tests=['tests/lu/test_lu_small_kernels.py::test_lu_small_rolled_equals_unrolled'],
@@ -317,7 +317,7 @@ MUTATIONS = [
     ),
     dict(
         id='lu-small-rcp1-conjugate-lost',
-        file='metal/lu.metal',
+        file='metal/lu_small.metal',
         pattern='float2(x * id * k, -y * id * k)',
         replacement='float2(x * id * k, y * id * k)',
         tests=['tests/lu/test_lu_small_kernels.py::test_lu_small_rolled_one_division_reciprocal'],

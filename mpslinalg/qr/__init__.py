@@ -13,7 +13,7 @@ Algorithm
 
 * small matrices are one **whole-matrix** call (``small``: the ``qr_small`` Metal kernel with the
   matrix in threadgroup memory; on CUDA float32/complex64 the Triton kernel of
-  :mod:`mpslinalg.kernels.qr_triton`; else a Householder loop over columns vectorised over the batch);
+  :mod:`mpslinalg.qr.triton`; else a Householder loop over columns vectorised over the batch);
   ``qr`` has both kernels form the thin ``Q`` in the same launch;
 * larger ones are **compact-WY blocked** (LAPACK ``geqrf``): factor an ``nb``-wide panel
   (``panel``: ``geqr2`` plus its ``T`` factor, ``larft``), then apply ``Qᴴ = I - V Tᴴ Vᴴ`` to the

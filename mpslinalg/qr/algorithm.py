@@ -211,7 +211,7 @@ def _qr_small_fused(A: torch.Tensor, mode: str):
             return None
         run = _MetalKernels(A.device, A.dtype).small
     elif _triton_ok(A) and not _torch_leaf(A):
-        from ..kernels.qr_triton import geqrf_small as run
+        from .triton import geqrf_small as run
     else:
         return None
     K = min(M, N)

@@ -80,7 +80,7 @@ class Tuning:
         algorithm: there is no vendor ``trsm``.
     triton_max : int
         ``torch`` backend on CUDA, float32: systems with ``n`` up to this (``<= 64``) are solved by
-        one launch of the Triton kernel of :mod:`mpslinalg.kernels.triangular_triton` (blocked
+        one launch of the Triton kernel of :mod:`mpslinalg.triangular.triton` (blocked
         substitution with ``tl.dot`` updates, backward stable) instead of cuBLAS. ``0`` (the
         disables it; 64 is where it beat cuBLAS on the H200 (docs/ops/triangular.md).
         A compile or launch failure switches it off for the process (with a warning).
@@ -267,7 +267,7 @@ def _trsm_small_metal(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, upper: 
 def _trsm_small_triton(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, upper: bool, unit: bool) -> None:
     """``X = A⁻¹ B`` for ``n <= 64``, float32, by the one-launch Triton kernel (same index maps as
     :func:`_trsm_small_metal`)."""
-    from ..kernels import triangular_triton as _triangular_triton
+    from . import triton as _triangular_triton
 
     batch, n, k = X.shape
     a, _, aoff, abs_, ars, acs = _kernel_strides(A, batch, upper, True)
@@ -294,7 +294,7 @@ def _use_triton(A: torch.Tensor, n: int) -> bool:
     ok = _triton_state.get("ok")
     if ok is None:
         try:
-            from ..kernels import triangular_triton  # noqa: F401
+            from . import triton  # noqa: F401
             ok = True
         except Exception as exc:  # noqa: BLE001 - no Triton: cuBLAS it is
             ok, _triton_state["error"] = False, repr(exc)

@@ -171,8 +171,8 @@ def _final(A: torch.Tensor) -> bool:
 
 def _qr(A: torch.Tensor) -> None:
     """The preconditioner's QR alone: the old kernel (svd_cuda.square_qr) against the blocked one."""
-    from mpslinalg.kernels import qr_triton
-    from mpslinalg.kernels import qr_triton_blocked as qb
+    from mpslinalg.qr import triton as qr_triton
+    from mpslinalg.qr import triton_blocked as qb
     from mpslinalg.svd import cuda as svd_cuda
 
     Bn, n = A.shape[0], A.shape[-1]
@@ -208,7 +208,7 @@ def _pieces(A: torch.Tensor) -> None:
     _row("svd_triton_square.prep (scaling, sorts, permuted copy)", lambda: sq.prep(A))
     W, rperm, cperm, e, fin = sq.prep(A)
     X = torch.empty_like(A)
-    from mpslinalg.kernels import qr_triton_blocked as qb
+    from mpslinalg.qr import triton_blocked as qb
 
     qb.geqrf_square(W.clone(), A.new_empty(Bn, n), None, X)
     eye = torch.eye(n, dtype=A.dtype, device=A.device).expand(Bn, n, n).contiguous()

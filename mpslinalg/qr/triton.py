@@ -22,6 +22,8 @@ import torch
 import triton
 import triton.language as tl
 
+from ..kernels.triton_prims import pow2 as _pow2
+
 __all__ = ["fits", "geqrf_small", "lapack_signs", "square_qr_into"]
 
 MAX_N = 64
@@ -32,29 +34,6 @@ MAX_TILE = 8192
 def fits(M: int, N: int) -> bool:
     """Whether ``M x N`` matrices fit one program of the kernel."""
     return N <= MAX_N and M <= 256 and _pow2(M) * _pow2(N) <= MAX_TILE
-
-
-@triton.jit
-def _cload(ptr, off, mask, COMPLEX: tl.constexpr):
-    """``(re, im)`` of the 2-D tile of elements at float offsets ``off`` (``2 x`` the element index for
-    complex64; ``im`` zero for float32): complex as one 8-byte load an element, not two 4-byte ones."""
-    if COMPLEX:
-        two = tl.arange(0, 2)[None, None, :]
-        re, im = tl.split(tl.load(ptr + off[:, :, None] + two, mask=mask[:, :, None] & (two < 2), other=0.0))
-    else:
-        re = tl.load(ptr + off, mask=mask, other=0.0)
-        im = tl.zeros_like(re)
-    return re, im
-
-
-@triton.jit
-def _cstore(ptr, off, re, im, mask, COMPLEX: tl.constexpr):
-    """Store the 2-D tile ``re + i im`` (``re`` only for float32) at float offsets ``off`` (as :func:`_cload`)."""
-    if COMPLEX:
-        two = tl.arange(0, 2)[None, None, :]
-        tl.store(ptr + off[:, :, None] + two, tl.join(re, im), mask=mask[:, :, None] & (two < 2))
-    else:
-        tl.store(ptr + off, re, mask=mask)
 
 
 @triton.jit
@@ -198,10 +177,6 @@ def _qr_small_kernel(A, TAU, Q, X, M, N, K,
         tl.store(Q + qoffs, Qr, mask=qin)
         if COMPLEX:
             tl.store(Q + qoffs + 1, Qi, mask=qin)
-
-
-def _pow2(x: int) -> int:
-    return max(2, 1 << (max(x, 1) - 1).bit_length())
 
 
 def geqrf_small(A: torch.Tensor, tau: torch.Tensor, Q: torch.Tensor | None = None) -> None:

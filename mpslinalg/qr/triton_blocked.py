@@ -29,7 +29,10 @@ import torch
 import triton
 import triton.language as tl
 
-from .triton import _cload, _cstore, _larfg, _pow2
+from ..kernels.triton_prims import cload as _cload
+from ..kernels.triton_prims import cstore as _cstore
+from ..kernels.triton_prims import pow2 as _pow2
+from .triton import _larfg
 
 __all__ = ["CHUNKED", "JOINT_REDUCE", "NB", "NUM_WARPS", "fits", "geqrf_square"]
 

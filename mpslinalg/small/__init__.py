@@ -55,7 +55,8 @@ itself (measured fastest without one; a warning says so once, :func:`cpu_path` r
 ``torch.compile`` of the program is available too (see :func:`set_compile`).
 
 Modules: ``program.py`` (the elimination / adjugate program and its executions), ``ops.py`` (internal
-declarations; det's gradient from the cofactor adjugate), ``workloads.py`` (main-job rows).
+declarations; det's gradient from the cofactor adjugate), ``workloads.py`` (main-job rows), ``c.py``
+(the program as C: the CPU path), ``triton.py`` (the program as Triton: CUDA).
 """
 
 from __future__ import annotations

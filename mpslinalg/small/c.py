@@ -15,11 +15,10 @@ into a :class:`CEmitter`, so the C performs exactly the operations of the torch 
 from __future__ import annotations
 
 import ctypes
-import platform
 
 import torch
 
-from ..kernels.codegen import CLibraries, SymArith
+from ..kernels.codegen import CLibraries, SymArith, lanes_and_flags
 
 __all__ = ["CKernels", "c_source"]
 
@@ -338,22 +337,6 @@ void small_solve(const float *A, const float *B, float *X, int32_t *info, int64_
 
 
 FLAGS = ["-x", "c", "-O2", "-fPIC", "-shared", "-ffp-contract=off", "-fno-fast-math", "-Wno-psabi"]
-
-
-def lanes_and_flags() -> tuple[int, list[str]]:
-    """Lanes and extra flags: 8 with AVX2 when this x86-64 CPU has it, else 4 (SSE2 / NEON).
-
-    8 lanes without AVX2 is slower than scalar (register spills); timings in docs/ops/small.md.
-    """
-    if platform.machine() in ("x86_64", "AMD64"):
-        try:
-            with open("/proc/cpuinfo") as f:
-                flags = next((line for line in f if line.startswith("flags")), "")
-        except OSError:
-            flags = ""
-        if " avx2" in flags:
-            return 8, ["-mavx2"]
-    return 4, []
 
 
 class CKernels(CLibraries):

@@ -9,16 +9,13 @@ float32 and complex64 (as interleaved float32 pairs).
 from __future__ import annotations
 
 import importlib.util
-import os
-import tempfile
-import threading
 from collections.abc import Callable
 
 import torch
 
-from ..kernels.codegen import SymArith, warn_once
+from ..kernels.codegen import SymArith, load_generated, warn_once
 
-__all__ = ["TritonKernels", "load_generated", "triton_source"]
+__all__ = ["TritonKernels", "triton_source"]
 
 BLOCK = 128  # matrices per Triton program
 
@@ -216,28 +213,6 @@ def triton_source(program, kind: str, n: int, is_complex: bool) -> str:
 
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
-
-
-_generated_dir: list[str] = []
-_generated_lock = threading.Lock()
-
-
-def load_generated(source: str, stem: str):
-    """Import generated Triton source as a module (Triton's ``@jit`` needs a real file to read).
-
-    Written once per process into a private temporary directory as ``<stem>.py``; shared by the
-    families that print Triton kernels (small, SVD).
-    """
-    with _generated_lock:
-        if not _generated_dir:
-            _generated_dir.append(tempfile.mkdtemp(prefix="mpslinalg_triton_"))
-        path = os.path.join(_generated_dir[0], f"{stem}.py")
-        with open(path, "w") as f:
-            f.write(source)
-        spec = importlib.util.spec_from_file_location(f"mpslinalg_triton_{stem}", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    return module
 
 
 class TritonKernels:

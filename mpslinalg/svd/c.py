@@ -91,7 +91,7 @@ class SVDKernels(CLibraries):
         real, cplx, rmax = _FLAVOURS[dtype]
         head = f"#define REAL {real}\n#define CPLX {cplx}\n#define REAL_MAX {rmax}\n"
         # AVX2 where this CPU has it (the small family's choice; the cache key includes the flags)
-        from ..kernels.small_c import lanes_and_flags
+        from ..kernels.codegen import lanes_and_flags
 
         return head + SVD_C_SOURCE, FLAGS + lanes_and_flags()[1], f"svd_c_{str(dtype).split('.')[-1]}"
 

@@ -171,11 +171,11 @@ def square_qr(As: torch.Tensor, want_q: bool):
     vs 8.75 at the kernel's own 8; R only 4.57 at 8 warps capped at 128 registers vs 5.42), and
     without ``qr_impl``'s copy of the input. Returns ``(Q or None, R)``, or None where the kernel does
     not fit (the caller then runs ``qr_impl``)."""
-    from ..kernels import qr_triton as qt
+    from ..qr import square_qr_fits, square_qr_into
 
     Bn, m, n = As.shape
-    if m != n or not qt.fits(m, n) or not As.is_contiguous():
+    if m != n or not square_qr_fits(m, n) or not As.is_contiguous():
         return None
     Q = torch.empty_like(As) if want_q else None
-    qt.square_qr_into(As, As.new_empty(Bn, n), Q, None)
+    square_qr_into(As, As.new_empty(Bn, n), Q, None)
     return Q, As.triu()

@@ -4,7 +4,7 @@ The rule is :func:`mpslinalg.svd._complete`'s: the columns ``j`` of ``Ux [B, n, 
 ``σ_j <= √tiny·σ_1`` are replaced by the same columns of the ``Q`` of a Householder QR of ``Ux``.
 Without a host read the torch-op route factorises every matrix of the batch (a complex64 64x64 QR
 costs about as much as the QR preconditioner); here one launch runs the QR family's Triton
-``geqr2`` + ``orgqr`` (:func:`mpslinalg.kernels.qr_triton._qr_small_kernel`, called as a function)
+``geqr2`` + ``orgqr`` (:func:`mpslinalg.qr.qr_small_kernel`, called as a function)
 only in the programs whose matrix has such a column, and the others do nothing.
 
 Imported lazily by :mod:`mpslinalg.svd` on CUDA (and under ``TRITON_INTERPRET=1`` in the tests).
@@ -16,7 +16,11 @@ import torch
 import triton
 import triton.language as tl
 
-from ..kernels.qr_triton import _cload, _cstore, _pow2, _qr_small_kernel, fits
+from ..kernels.triton_prims import cload as _cload
+from ..kernels.triton_prims import cstore as _cstore
+from ..kernels.triton_prims import pow2 as _pow2
+from ..qr import qr_small_kernel as _qr_small_kernel
+from ..qr import square_qr_fits as fits
 from .triton_rot import UNIFORM, _pow2i
 
 __all__ = ["complete", "complete_inplace", "finish", "fits"]

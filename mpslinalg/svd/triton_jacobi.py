@@ -43,8 +43,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..kernels.codegen import warn_once
-from ..kernels.small_triton import BLOCK, load_generated
+from ..kernels.codegen import load_generated, warn_once
 from .kernels import thresholds
 from .triton_rot import UNIFORM, _rotate_complex, _rotate_real, _rotation, _store_pq
 
@@ -52,6 +51,8 @@ __all__ = ["FUSED_MAX", "LANE_MAX", "MAX_N", "fits", "fused_fits", "fused_source
 
 #: Largest (even) order of the one-matrix-per-lane Jacobi kernel, by dtype (its registers: 2n² floats
 #: per lane for float32 with V).
+#: Matrices per Triton program of the one-matrix-per-lane kernels (one lane each).
+BLOCK = 128
 LANE_MAX = {torch.float32: 8, torch.complex64: 4}
 #: Largest (even) order of the one-matrix-per-program kernel.
 MAX_N = 64

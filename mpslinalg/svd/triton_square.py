@@ -25,9 +25,9 @@ import torch
 import triton
 import triton.language as tl
 
-from ..kernels import qr_triton
-from ..kernels import qr_triton_blocked as qb
-from ..kernels.qr_triton import _cload, _cstore
+from ..kernels.triton_prims import cload as _cload
+from ..kernels.triton_prims import cstore as _cstore
+from ..qr import geqrf_square, geqrf_square_fits, square_qr_into
 from .kernels import thresholds
 from .triton_rot import UNIFORM, _pow2i
 
@@ -35,9 +35,9 @@ __all__ = ["COMPLETES_V", "ENABLED", "QR_KERNEL", "SMALL_QR_WRITES_X", "fits", "
 
 #: Whether :func:`mpslinalg.svd.cuda.whole_kernel` routes square batches here.
 ENABLED = True
-#: The preconditioner's QR: ``"small"`` (:func:`mpslinalg.kernels.qr_triton.square_qr_into`, the QR family's
+#: The preconditioner's QR: ``"small"`` (:func:`mpslinalg.qr.square_qr_into`, the QR family's
 #: unblocked kernel in registers; H200 round 1 at 1024 x c64 64x64: Q and R 1.90 ms, R only 1.15) or
-#: ``"blocked"`` (:mod:`mpslinalg.kernels.qr_triton_blocked`: 2.72 / 2.05 at 8 warps, 19.9 / 10.7 at 4:
+#: ``"blocked"`` (:func:`mpslinalg.qr.geqrf_square`: 2.72 / 2.05 at 8 warps, 19.9 / 10.7 at 4:
 #: its ``tl.dot`` products of inner size 64 spill, 8.7 KB of stack a thread at 4 warps).
 QR_KERNEL = "small"
 #: With ``"small"``: the kernel stores ``X = Rᴴ`` itself (``WANT_X``). H200 round 2, c64 4096 x 64x64: the
@@ -50,7 +50,7 @@ COMPLETES_V = True
 
 def fits(m: int, n: int, dtype: torch.dtype) -> bool:
     """Square, even order ``<= 64`` (the Jacobi kernel's and the blocked QR's limits), float32/complex64."""
-    return m == n and n % 2 == 0 and qb.fits(n) and dtype in (torch.float32, torch.complex64)
+    return m == n and n % 2 == 0 and geqrf_square_fits(n) and dtype in (torch.float32, torch.complex64)
 
 
 @triton.jit
@@ -165,11 +165,11 @@ def svd_tall(A: torch.Tensor, full: bool, compute_uv: bool, sweeps: int):
     Q = torch.empty_like(W) if compute_uv else None
     X = torch.empty_like(W)
     if QR_KERNEL == "blocked":
-        qb.geqrf_square(W, tau, Q, X)
+        geqrf_square(W, tau, Q, X)
     elif SMALL_QR_WRITES_X:
-        qr_triton.square_qr_into(W, tau, Q, X)
+        square_qr_into(W, tau, Q, X)
     else:
-        qr_triton.square_qr_into(W, tau, Q, None)
+        square_qr_into(W, tau, Q, None)
         X.copy_(W.triu().mH)  # two launches (~0.2 ms), cheaper than the kernel's own transposed store
     X, V, rotated = triton_jacobi.jacobi(X, Q, sweeps, *thresholds(n, torch.float32))
     _, S_out, info, V_A, U_A = triton_complete.finish(X, V, cperm, e, finite, rotated, rperm=rperm)

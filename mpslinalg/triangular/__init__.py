@@ -79,7 +79,8 @@ diagonal entry gives ``inf``/``nan`` (as LAPACK's ``trsm`` does; ``solve_triangu
 
 Modules: ``kernels.py`` (tuning; ``trtri_diag``/``trsm_small`` on Metal, torch and Triton),
 ``algorithm.py`` (the blocked solve with one refinement step per block; ``trsm`` for other
-families), ``api.py`` (declaration, derivatives, front door), ``workloads.py`` (main-job rows).
+families), ``api.py`` (declaration, derivatives, front door), ``workloads.py`` (main-job rows),
+``triton.py`` (one-launch small triangular solves on CUDA).
 """
 
 from __future__ import annotations

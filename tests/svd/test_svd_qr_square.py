@@ -1,5 +1,5 @@
 """The square SVD route of CUDA (issue 12: complex64 4096x64x64 <= 20 ms): the blocked Householder QR
-(``mpslinalg.kernels.qr_triton_blocked``), the prep kernel and the route through ``svd_impl``
+(``mpslinalg.qr.triton_blocked``), the prep kernel and the route through ``svd_impl``
 (``mpslinalg.svd.triton_square``).
 
 Bounds (u = 2^-24):
@@ -42,7 +42,7 @@ def _blocked_qr(device: str, sizes=(64, 40, 17, 2), variants=((False, False), (T
                                                                (True, True)), scales=(1e30, 1e-30)) -> None:
     """Every ``(CHUNKED, JOINT_REDUCE)`` variant of the blocked kernel in ``variants``; ``scales``: the
     scaled matrices of the batch (besides the two at scale 1)."""
-    from mpslinalg.kernels import qr_triton_blocked as qb
+    from mpslinalg.qr import triton_blocked as qb
 
     saved = qb.CHUNKED, qb.JOINT_REDUCE
     try:
@@ -59,8 +59,8 @@ def _blocked_qr_variant(device: str, sizes, scales) -> None:
     batch costs what separate launches would, and each matrix reaches the kernel's every branch."""
     from qr.test_qr_kernels import _check_geqrf
 
-    from mpslinalg.kernels import qr_triton_blocked as qb
-    from mpslinalg.kernels.qr_triton import square_qr_into
+    from mpslinalg.qr import triton_blocked as qb
+    from mpslinalg.qr.triton import square_qr_into
     from reference import metrics
 
     for dtype in (torch.complex64, torch.float32):

@@ -7,8 +7,9 @@ run on the CPU through :mod:`mpslinalg.emulator` (``use_backend("emulator")``).
 from __future__ import annotations
 
 from .kernels import BackendUnavailableError, use_backend
+from .ldl import ldl_factor, ldl_factor_ex, ldl_solve
 from .lstsq import lstsq
-from .lu import det, inv, inv_ex, lu, lu_factor, lu_factor_ex, lu_solve, slogdet, solve, solve_ex
+from .lu import det, inv, inv_ex, lu, lu_factor, lu_factor_ex, lu_solve, lu_unpack, slogdet, solve, solve_ex
 from .qr import geqrf, householder_product, ormqr, qr
 from .routing import disable, enable, enabled
 from .spectral import cond, matrix_norm, matrix_rank, pinv
@@ -35,6 +36,7 @@ __all__ = [
     "slogdet",
     "inv",
     "inv_ex",
+    "lu_unpack",
     "qr",
     "geqrf",
     "householder_product",
@@ -47,4 +49,7 @@ __all__ = [
     "matrix_rank",
     "cond",
     "matrix_norm",
+    "ldl_factor",
+    "ldl_factor_ex",
+    "ldl_solve",
 ]

@@ -127,6 +127,19 @@ def _torch_solves(LD: torch.Tensor, hermitian: bool) -> bool:
     return not (hermitian is True and LD.is_complex() and LD.is_cuda)
 
 
+def _torch_solve(LD: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, hermitian: bool) -> torch.Tensor:
+    """``torch.linalg.ldl_solve`` with the batches expanded to their broadcast shape first: torch 2.13
+    crashes (segmentation fault, CPU) when ``B``'s batch broadcasts against ``LD``'s, e.g. ``LD (4, n, n)``
+    with ``B (3, 1, n, k)``."""
+    if LD.shape[:-2] != B.shape[:-2] and LD.ndim >= 2 and B.ndim >= 2:
+        if pivots.shape != LD.shape[:-1]:
+            raise RuntimeError("pivots")  # the front door's checks name the mistake
+        batch = torch.broadcast_shapes(LD.shape[:-2], B.shape[:-2])
+        LD, pivots = LD.expand(*batch, *LD.shape[-2:]), pivots.expand(*batch, pivots.shape[-1])
+        B = B.expand(*batch, *B.shape[-2:])
+    return torch.linalg.ldl_solve(LD, pivots, B, hermitian=hermitian)
+
+
 def ldl_solve(LD: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, *, hermitian: bool = False,
               out: torch.Tensor | None = None) -> torch.Tensor:
     r"""Solve ``A X = B`` from :func:`ldl_factor`'s ``(LD, pivots)``, like :func:`torch.linalg.ldl_solve`.
@@ -163,7 +176,7 @@ def ldl_solve(LD: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, *, hermit
     op = "torch.linalg.ldl_solve"
     if out is None and table.torch_first("ldl_solve", LD) and _torch_solves(LD, hermitian):
         try:
-            return torch.linalg.ldl_solve(LD, pivots, B, hermitian=hermitian)
+            return _torch_solve(LD, pivots, B, hermitian)
         except _TORCH_ERRORS:  # bad input: the checks below raise mpslinalg's error for it
             pass
     E.check_matrix(op, "LD", LD, square=True)
@@ -184,5 +197,5 @@ def ldl_solve(LD: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, *, hermit
     E.check_rhs(op, LD, B, a_name="LD")
     E.broadcast_batch(op, ("LD", "B"), LD, B)
     if table.torch_is_faster("ldl_solve", LD) and _torch_solves(LD, hermitian):
-        return E.store(op, out, torch.linalg.ldl_solve(LD, pivots, B, hermitian=hermitian), LD, B)
+        return E.store(op, out, _torch_solve(LD, pivots, B, hermitian), LD, B)
     return E.store(op, out, _ldl_solve(LD, pivots.to(torch.int32), B, hermitian), LD, B)

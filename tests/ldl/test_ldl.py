@@ -240,3 +240,16 @@ def test_vmap():
     LD, piv, _ = torch.func.vmap(M.ldl_factor_ex)(A)
     ref = torch.linalg.ldl_factor_ex(A)
     assert torch.equal(piv, ref.pivots) and torch.allclose(LD, ref.LD)
+
+
+def test_enable_routes_torch_calls(routing_table):
+    """``enable()`` sends unmodified torch calls to these ops (and lu_unpack to the LU family's)."""
+    A = (lambda a: a + a.mT)(torch.randn(3, 6, 6))
+    with M.enabled(devices="cpu", ops=("ldl_factor_ex", "ldl_solve", "lu_unpack"), when="always"):
+        LD, piv = torch.linalg.ldl_factor(A)
+        X = torch.linalg.ldl_solve(LD, piv, A[..., :2])
+        Pm, L, U = torch.lu_unpack(*torch.linalg.lu_factor(A))
+        s = M.routing.stats()
+    assert s["ldl_factor_ex"]["ours"] == 1 and s["ldl_solve"]["ours"] == 1 and s["lu_unpack"]["ours"] == 1
+    assert float(metrics.solve_ratio(A, X, A[..., :2]).max()) < P
+    assert torch.allclose(Pm @ L @ U, A, atol=1e-5)

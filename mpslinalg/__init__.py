@@ -7,7 +7,8 @@ run on the CPU through :mod:`mpslinalg.emulator` (``use_backend("emulator")``).
 from __future__ import annotations
 
 from .kernels import BackendUnavailableError, use_backend
-from .lu import det, inv, inv_ex, lu, lu_factor, lu_factor_ex, lu_solve, slogdet, solve, solve_ex
+from .ldl import ldl_factor, ldl_factor_ex, ldl_solve
+from .lu import det, inv, inv_ex, lu, lu_factor, lu_factor_ex, lu_solve, lu_unpack, slogdet, solve, solve_ex
 from .qr import geqrf, householder_product, ormqr, qr
 from .routing import disable, enable, enabled
 from .svd import cond, lstsq, matrix_norm, matrix_rank, pinv, svd, svd_ex, svdvals
@@ -33,6 +34,7 @@ __all__ = [
     "slogdet",
     "inv",
     "inv_ex",
+    "lu_unpack",
     "qr",
     "geqrf",
     "householder_product",
@@ -45,4 +47,7 @@ __all__ = [
     "matrix_rank",
     "cond",
     "matrix_norm",
+    "ldl_factor",
+    "ldl_factor_ex",
+    "ldl_solve",
 ]

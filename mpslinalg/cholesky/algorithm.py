@@ -50,7 +50,7 @@ def cholesky_ex_impl(A: torch.Tensor, upper: bool) -> tuple[torch.Tensor, torch.
         return L.contiguous(), info.contiguous()
     batch, n = A.shape[:-2], A.shape[-1]
     src = A.mH if upper else A
-    L = E.resolved(src.tril()).reshape(-1, n, n)  # tril copies: the input is never written
+    L = E.resolved(src.tril()).reshape(math.prod(batch), n, n)  # tril copies: the input is never written
     info = torch.zeros(L.shape[0], dtype=torch.int32, device=A.device)
     if L.shape[0] and n:
         potrf(L, info)
@@ -114,6 +114,8 @@ def cholesky_solve_impl(B: torch.Tensor, L: torch.Tensor, upper: bool) -> torch.
     batch = E.broadcast_shapes(B.shape[:-2], L.shape[:-2])
     if math.prod(batch) == 0 or B.shape[-1] == 0 or B.shape[-2] == 0:
         return torch.zeros((*batch, *B.shape[-2:]), dtype=B.dtype, device=B.device)
+    # views resolved once (O(n^2) of O(n^3)): a view and its copy take the same solver path, bit for bit
+    B, L = E.resolved(B), E.resolved(L)
     if upper:  # A = Uᴴ U
         Y = _trsm(L.mH, B, upper=False, left=True)
         return _trsm(L, Y, upper=True, left=True)
@@ -142,6 +144,7 @@ def cholesky_inverse_impl(L: torch.Tensor, upper: bool) -> torch.Tensor:
     n = L.shape[-1]
     if L.numel() == 0:
         return torch.zeros(L.shape, dtype=L.dtype, device=L.device)
+    L = E.resolved(L)  # as in cholesky_solve_impl
     eye = torch.eye(n, dtype=L.dtype, device=L.device).expand(L.shape)
     if upper:  # A⁻¹ = U⁻¹ U⁻ᴴ
         W = _trsm(L, eye, upper=True, left=True)

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: Every op some family registers a workload for.
 OPS = ["solve_triangular", "lu_factor", "lu", "lu_solve", "solve", "det", "slogdet", "inv", "qr", "svd",
-       "svdvals", "pinv", "lstsq"]
+       "svdvals", "pinv", "lstsq", "cholesky_ex"]
 
 
 def _perturbed(fn, rel: float):

@@ -197,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     if dev.type == "cuda":
         A = _spd((512, 32, 32), torch.float32, dev, 11)
         B = _spd((1024, 1024), torch.float32, dev, 12)
-        checks = {"cholesky_ex batched": lambda: mpslinalg.cholesky_ex(A), "cholesky_ex 1024^2": lambda: mpslinalg.cholesky_ex(B),
+        checks = {"cholesky_ex batched": lambda: mpslinalg.cholesky_ex(A),
+                  "cholesky_ex 1024^2": lambda: mpslinalg.cholesky_ex(B),
                   "cholesky_ex batched [own]": _own_call(A), "cholesky_ex 1024^2 [own]": _own_call(B)}
         if not print_host_sync_check(checks, warmup=True):
             status = status or 1

@@ -69,7 +69,7 @@ def cholesky_jvp(dA: torch.Tensor, L: torch.Tensor, upper: bool) -> torch.Tensor
 
 
 def _cholesky_jvp(inputs, outputs, tangents):
-    (A, upper), (L, _), dA = inputs, outputs, tangents[0]
+    (_, upper), (L, _), dA = inputs, outputs, tangents[0]
     if dA is None:
         return torch.zeros_like(L), None
     return cholesky_jvp(dA, L, upper), None
@@ -117,7 +117,7 @@ def _cholesky_solve_backward(ctx, gX):
 def _cholesky_solve_jvp(inputs, outputs, tangents):
     """``cholesky_solve_jvp``: ``dA = dK + dKᴴ`` with ``dK = dL Lᴴ`` (``dUᴴ U``), then
     ``dX = A⁻¹ (dB - dA X)``."""
-    (B, L, upper), (X,), (dB, dL) = inputs, outputs, tangents[:2]
+    (_, L, upper), (X,), (dB, dL) = inputs, outputs, tangents[:2]
     R = torch.zeros_like(X) if dB is None else dB.expand_as(X)
     if dL is not None:
         dK = dL.mH @ L if upper else dL @ L.mH

@@ -74,8 +74,8 @@ def test_graded_and_extreme_scales(path):
     the componentwise bound holds unchanged (module docstring)."""
     for dtype in _dtypes(path)[:2]:
         n = 40
-        H = matrices.positive_definite(n, 10.0, batch=(2,), dtype=torch.complex128 if dtype.is_complex else torch.float64,
-                                       seed=3)
+        wide = torch.complex128 if dtype.is_complex else torch.float64
+        H = matrices.positive_definite(n, 10.0, batch=(2,), dtype=wide, seed=3)
         d = 10.0 ** (-12 * torch.arange(n, dtype=torch.float64) / (n - 1))
         A = (d[:, None] * H * d[None, :]).to(dtype)
         L, info = LA.cholesky_ex(A)
@@ -130,7 +130,7 @@ def test_indefinite_info_is_the_failing_order(path, n):
                 assert float(metrics.cholesky_ratio(A[b, :m, :m], L[b, :m, :m])) < metrics.PASS_RATIO
             if path != "torch":  # mpslinalg's kernels clear the columns past the failure
                 assert torch.equal(L[b, :, m:], torch.zeros_like(L[b, :, m:]))
-        with pytest.raises(torch.linalg.LinAlgError, match=r"\(Batch element 1\).*order %d " % ks[1]):
+        with pytest.raises(torch.linalg.LinAlgError, match=rf"\(Batch element 1\).*order {ks[1]} "):
             LA.cholesky(A[[3, 1]])
 
 

@@ -183,7 +183,8 @@ def test_psd_safe_cholesky_matches_the_loop(path, relative):
     K = torch.exp(-((x[:, None] - x[None, :]) ** 2) / 0.5)  # RBF kernel: numerically rank-deficient
     for dtype in DTYPES:
         scales = [1.0, 1e3, 1e-3]
-        A = torch.stack([(K * s).to(dtype) for s in scales] + [_pd(24, dtype=dtype, seed=7), -torch.eye(24, dtype=dtype)])
+        A = torch.stack([(K * s).to(dtype) for s in scales]
+                        + [_pd(24, dtype=dtype, seed=7), -torch.eye(24, dtype=dtype)])
         levels = (1e-6, 1e-5, 1e-4, 1e-3)
         L, used = LA.psd_safe_cholesky(A, levels, relative=relative)
         ref_L, ref_used = _hand_written(A, levels, relative)

@@ -48,7 +48,6 @@ def _hermitian(X):
 
 def _factor(X):
     """A triangular factor with a positive diagonal from a free X (torch's triangular wrapper)."""
-    n = X.shape[-1]
     return X.tril(-1) + torch.diag_embed(X.diagonal(dim1=-2, dim2=-1).real.abs().to(X.dtype) + 1)
 
 
@@ -112,8 +111,8 @@ def test_gradients_equal_torchs(torch_path, dtype):
             g1 = torch.autograd.grad((ours(a1, upper=upper) * W).sum().real, a1)[0]
             g2 = torch.autograd.grad((theirs(a2, upper=upper) * W).sum().real, a2)[0]
             assert _close(g1, g2, A)
-            t1 = torch.func.jvp(lambda a: ours(a, upper=upper), (A,), (W + W.mH,))[1]
-            t2 = torch.func.jvp(lambda a: theirs(a, upper=upper), (A,), (W + W.mH,))[1]
+            t1 = torch.func.jvp(lambda a, f=ours, up=upper: f(a, upper=up), (A,), (W + W.mH,))[1]
+            t2 = torch.func.jvp(lambda a, f=theirs, up=upper: f(a, upper=up), (A,), (W + W.mH,))[1]
             assert _close(t1, t2, A)
         F = torch.linalg.cholesky(A, upper=upper)
         f1, b1 = F.clone().requires_grad_(), B.clone().requires_grad_()

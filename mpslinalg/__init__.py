@@ -6,6 +6,7 @@ run on the CPU through :mod:`mpslinalg.emulator` (``use_backend("emulator")``).
 
 from __future__ import annotations
 
+from .cholesky import cholesky, cholesky_ex, cholesky_inverse, cholesky_solve, psd_safe_cholesky
 from .kernels import BackendUnavailableError, use_backend
 from .ldl import ldl_factor, ldl_factor_ex, ldl_solve
 from .lu import det, inv, inv_ex, lu, lu_factor, lu_factor_ex, lu_solve, lu_unpack, slogdet, solve, solve_ex
@@ -50,4 +51,9 @@ __all__ = [
     "ldl_factor",
     "ldl_factor_ex",
     "ldl_solve",
+    "cholesky",
+    "cholesky_ex",
+    "cholesky_solve",
+    "cholesky_inverse",
+    "psd_safe_cholesky",
 ]

@@ -23,6 +23,7 @@ SMALL = {
     "dropin_camera.py": [],
     "eight_point.py": ["--batch", "256"],
     "ldl_kkt.py": ["--batch", "128"],
+    "gp_regression.py": ["--tasks", "16", "--points", "32", "--steps", "20"],
 }
 
 

@@ -63,26 +63,46 @@ inline float qr_lapy3(float a, float b, float c) {
   return w * sqrt(p * p + q * q + r * r);
 }
 
-// The reflector of [alpha; x] from the column's norm (larfg, see the header). Every thread of the
-// group computes the same values (uniform control flow).
+// x * 2^k for a float or a complex (exact unless the result leaves the normal range).
+inline float qr_ldexp(float a, int k) { return ldexp(a, k); }
+inline float2 qr_ldexp(float2 a, int k) { return float2(ldexp(a.x, k), ldexp(a.y, k)); }
+
+// The reflector of [alpha; x] from the column's largest magnitude big and scaled sum of squares
+// ss (||x|| = big * sqrt(ss)), see the header. Every thread of the group computes the same values
+// (uniform control flow). The arithmetic runs on [alpha; x] * 2^-e with 2^e the binade of
+// max(|Re alpha|, |Im alpha|, big) (LAPACK larfg's rescaling by 1/safmin, done always and
+// exactly): beta, tau and alpha - beta are then normal numbers even where the column is
+// subnormal (the noise left below the diagonal of an exactly rank-deficient matrix decays
+// ~u per column), where unscaled they would hold a few bits and H = I - tau v v^H would not be
+// unitary. tau and v = x / (alpha - beta) do not depend on the scale; the caller scales x by
+// 2^-shift before dividing by denom, and beta is scaled back. Power-of-two scaling is exact, so
+// normal-range columns give the same bits as without it.
 template <typename T>
 struct QrReflector {
   bool skip;  // tau = 0, H = I: nothing is written
   T beta;     // real
   T tau;
-  T denom;    // alpha - beta: x <- x / denom
+  T denom;    // (alpha - beta) * 2^-shift: x <- (x * 2^-shift) / denom
+  int shift;
 };
 
 template <typename T>
-inline QrReflector<T> qr_larfg(T alpha, float xnorm) {
+inline QrReflector<T> qr_larfg(T alpha, float big, float ss) {
   QrReflector<T> h;
-  h.skip = xnorm == 0.0f && qr_im(alpha) == 0.0f;
-  const float ar = qr_re(alpha);
-  const float mag = qr_lapy3(ar, qr_im(alpha), xnorm);
+  h.skip = big == 0.0f && qr_im(alpha) == 0.0f;
+  const float top = max(max(fabs(qr_re(alpha)), fabs(qr_im(alpha))), big);
+  h.shift = 0;
+  if (top > 0.0f && isfinite(top)) {
+    frexp(top, h.shift);  // top * 2^-shift in [1/2, 1)
+  }
+  const T as = qr_ldexp(alpha, -h.shift);
+  const float xnorm = isinf(big) ? big : qr_ldexp(big, -h.shift) * sqrt(ss);
+  const float ar = qr_re(as);
+  const float mag = qr_lapy3(ar, qr_im(as), xnorm);
   const float b = ar >= 0.0f ? -mag : mag;
-  h.beta = qr_real<T>(b);
-  h.tau = h.skip ? s_zero<T>() : s_div(h.beta - alpha, h.beta);
-  h.denom = alpha - h.beta;
+  h.beta = qr_real<T>(qr_ldexp(b, h.shift));
+  h.tau = h.skip ? s_zero<T>() : s_div(qr_real<T>(b) - as, qr_real<T>(b));
+  h.denom = as - qr_real<T>(b);
   return h;
 }
 
@@ -127,13 +147,12 @@ kernel void qr_small(device T* A [[buffer(0)]],
       }
     }
     ss = simd_sum(ss);
-    const float xnorm = isinf(big) ? big : big * sqrt(ss);
     const T alpha = s[j * n + j];
-    const QrReflector<T> h = qr_larfg<T>(alpha, xnorm);
+    const QrReflector<T> h = qr_larfg<T>(alpha, big, ss);
     threadgroup_barrier(mem_flags::mem_threadgroup);  // alpha read by all before it is replaced
     if (!h.skip) {
       for (int r = j + 1 + t0; r < m; r += SIMD_WIDTH) {
-        s[r * n + j] = s_div(s[r * n + j], h.denom);
+        s[r * n + j] = s_div(qr_ldexp(s[r * n + j], -h.shift), h.denom);
       }
       if (t0 == 0) {
         s[j * n + j] = h.beta;
@@ -268,14 +287,13 @@ kernel void qr_panel(device T* A [[buffer(0)]],
       }
     }
     ss = qr_group_sum(ss, fpart, tid);
-    const float xnorm = isinf(big) ? big : big * sqrt(ss);
     const T alpha = a[col * N + col];
-    const QrReflector<T> h = qr_larfg<T>(alpha, xnorm);
+    const QrReflector<T> h = qr_larfg<T>(alpha, big, ss);
     threadgroup_barrier(mem_flags::mem_device);  // alpha read by all before it is replaced
     // 2. v = x / (alpha - beta), R's diagonal entry, tau
     if (!h.skip) {
       for (long r = col + 1 + tid; r < M; r += QR_PANEL_THREADS) {
-        a[r * N + col] = s_div(a[r * N + col], h.denom);
+        a[r * N + col] = s_div(qr_ldexp(a[r * N + col], -h.shift), h.denom);
       }
     }
     if (tid == 0) {

@@ -427,8 +427,8 @@ MUTATIONS = [
     dict(
         id='qr-torch-larfg-zero-sign',
         file='mpslinalg/qr/kernels.py',
-        pattern='beta_r = torch.where(re >= 0, -mag, mag)',
-        replacement='beta_r = torch.where(re > 0, -mag, mag)',
+        pattern='beta_s = torch.where(re_s >= 0, -mag, mag)',
+        replacement='beta_s = torch.where(re_s > 0, -mag, mag)',
         tests=['tests/qr/test_mutation_kills_qr.py', 'tests/qr/test_qr_kernels.py'],
         why="the torch backend's larfg with sign(0) = -1 (its batched geqr2): R's signs differ from LAPACK's",
     ),

@@ -87,27 +87,48 @@ def _scaled_norm(x: torch.Tensor) -> torch.Tensor:
     return s * torch.linalg.vector_norm(x / s[..., None], dim=-1)
 
 
+def _times_pow2(x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """``x * 2^k`` (``k`` an integer tensor broadcasting against ``x``), exact unless the result
+    leaves the normal range: two factors ``2^(k/2)`` (one ``2^k`` for ``|k|`` past 127 is no float32)."""
+    h = torch.div(k, 2, rounding_mode="floor")
+    real = x.real.dtype if x.is_complex() else x.dtype
+    f1 = torch.pow(2.0, h.to(torch.float64)).to(real)
+    f2 = torch.pow(2.0, (k - h).to(torch.float64)).to(real)
+    return x * f1 * f2
+
+
 def _larfg(alpha: torch.Tensor, x2: torch.Tensor):
     """LAPACK ``larfg`` for a batch of columns ``[alpha; x2]``.
 
     Returns ``(beta, tau, v2)``: ``beta`` real (in the dtype of ``alpha``), ``H = I - tau v vᴴ``
     with ``v = [1; v2]`` and ``Hᴴ [alpha; x2] = [beta; 0]``. A column with ``x2 = 0`` and a real
     ``alpha`` gets ``tau = 0`` and ``beta = alpha`` (LAPACK: ``H = I``, nothing negated).
+
+    The arithmetic runs on ``[alpha; x2] · 2^-e``, ``2^e`` the binade of the column's largest
+    component (LAPACK's rescaling by ``1/safmin``, done always and exactly): ``beta``, ``tau`` and
+    ``alpha − beta`` are normal numbers even for a subnormal column (the noise below the diagonal
+    of an exactly rank-deficient matrix), where unscaled they keep a few bits and ``H`` is not
+    unitary. ``tau`` and ``v2`` do not depend on the scale; ``beta`` is scaled back.
     """
-    xnorm = _scaled_norm(x2) if x2.shape[-1] > 0 else alpha.real.abs() * 0
     re = alpha.real if alpha.is_complex() else alpha
     im = alpha.imag if alpha.is_complex() else torch.zeros_like(alpha)
-    mag = torch.hypot(alpha.abs(), xnorm)
-    beta_r = torch.where(re >= 0, -mag, mag)  # -sign(Re alpha) * ||x||, sign(0) = +1
-    skip = (xnorm == 0) & (im == 0)
-    beta_r = torch.where(skip, re, beta_r)
-    safe_b = torch.where(skip, torch.ones_like(beta_r), beta_r)
-    beta = beta_r.to(alpha.dtype)
-    tau = torch.where(skip, torch.zeros_like(alpha), (beta - alpha) / safe_b.to(alpha.dtype))
-    denom = torch.where(skip, torch.ones_like(alpha), alpha - beta)
-    v2 = x2 / denom[..., None]
-    v2 = torch.where(skip[..., None], x2, v2)
-    return beta, tau, v2
+    big = x2.abs().amax(-1) if x2.shape[-1] > 0 else re.abs() * 0
+    top = torch.maximum(torch.maximum(re.abs(), im.abs()), big)
+    ok = (top > 0) & torch.isfinite(top)
+    e = torch.where(ok, torch.frexp(torch.where(ok, top, torch.ones_like(top))).exponent, 0)
+    a_s = _times_pow2(alpha, -e)
+    x_s = _times_pow2(x2, -e[..., None])
+    re_s = a_s.real if a_s.is_complex() else a_s
+    xnorm = _scaled_norm(x_s) if x2.shape[-1] > 0 else big
+    mag = torch.hypot(a_s.abs(), xnorm)
+    beta_s = torch.where(re_s >= 0, -mag, mag)  # -sign(Re alpha) * ||x||, sign(0) = +1
+    skip = (big == 0) & (im == 0)
+    beta_r = torch.where(skip, re, _times_pow2(beta_s, e))
+    safe_b = torch.where(skip, torch.ones_like(beta_s), beta_s).to(alpha.dtype)
+    tau = torch.where(skip, torch.zeros_like(alpha), (beta_s.to(alpha.dtype) - a_s) / safe_b)
+    denom = torch.where(skip, torch.ones_like(alpha), a_s - beta_s.to(alpha.dtype))
+    v2 = torch.where(skip[..., None], x2, x_s / denom[..., None])
+    return beta_r.to(alpha.dtype), tau, v2
 
 
 def _geqr2_torch(P: torch.Tensor, tau: torch.Tensor) -> None:

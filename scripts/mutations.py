@@ -423,7 +423,25 @@ MUTATIONS = [
         why=("issue 33 survivor: larfg's sign(0) = -1 (alpha > 0 for alpha >= 0): a zero leading entry "
              "flips R's diagonal sign and the reflector, a valid QR but not LAPACK's (emulator)"),
     ),
+    dict(
+        id='qr-metal-larfg-unscaled',
+        file='metal/qr.metal',
+        pattern='    frexp(top, h.shift);  // top * 2^-shift in [1/2, 1)',
+        replacement='    // no scaling',
+        tests=['tests/qr/test_qr_rank_deficient.py', 'tests/qr/test_qr_kernels.py'],
+        why=("larfg on the unscaled column: a subnormal column (the noise below the diagonal of an exactly "
+             "rank-deficient matrix) gives beta, tau, alpha - beta of a few bits and a non-unitary H "
+             "(complex ones(33, 33): |I - Q^H Q| = 0.77)"),
+    ),
     # ---- mpslinalg/qr/ ---------------------------------------------------------------------------
+    dict(
+        id='qr-torch-larfg-unscaled',
+        file='mpslinalg/qr/kernels.py',
+        pattern='e = torch.where(ok, torch.frexp(torch.where(ok, top, torch.ones_like(top))).exponent, 0)',
+        replacement='e = torch.zeros_like(top, dtype=torch.int32)',
+        tests=['tests/qr/test_qr_rank_deficient.py', 'tests/qr/test_qr_kernels.py'],
+        why="the torch kernels' larfg on the unscaled column: non-unitary reflectors of subnormal columns",
+    ),
     dict(
         id='qr-torch-larfg-zero-sign',
         file='mpslinalg/qr/kernels.py',

@@ -58,25 +58,46 @@ def _larfg(xr, xi, rows, j, COMPLEX: tl.constexpr, JOINT: tl.constexpr):
     if JOINT:
         ar, ai, big, ss = tl.reduce((tl.where(at, xr, 0.0), tl.where(at, xi, 0.0),
                                      tl.maximum(tl.abs(br), tl.abs(bi)), br * br + bi * bi), 0, _sum_sum_max_sum)
-        xnorm = tl.sqrt(ss)
-        if (big < 9.094947017729282e-13) | (big > 1099511627776.0):
-            ok = (big > 0.0) & (big < float("inf"))
-            sb = tl.where(ok, big, 1.0)
-            xnorm = tl.where(ok, big * tl.sqrt(tl.sum((br / sb) * (br / sb) + (bi / sb) * (bi / sb), axis=0)), big)
     else:
         ar = tl.sum(tl.where(at, xr, 0.0), axis=0)
         ai = tl.sum(tl.where(at, xi, 0.0), axis=0)
         big = tl.max(tl.maximum(tl.abs(br), tl.abs(bi)), axis=0)
-        ok = (big > 0.0) & (big < float("inf"))
+    # the arithmetic runs on the column times sc = 2^s, a power of two bringing its largest
+    # component to [1, 2) (LAPACK's 1/safmin rescaling, done always and exactly): beta, tau and
+    # alpha - beta are normal even for a subnormal column (the noise below the diagonal of an
+    # exactly rank-deficient matrix), where unscaled they keep a few bits and H is not unitary;
+    # tau and v do not depend on the scale, beta is scaled back (by two normal factors 2^(-s/2))
+    top = tl.maximum(tl.maximum(tl.abs(ar), tl.abs(ai)), big)
+    ebits = (top.to(tl.int32, bitcast=True) >> 23) & 0xFF  # biased exponent (0: zero or subnormal)
+    inv_e = tl.where(ebits == 255, 127, tl.minimum(tl.maximum(254 - ebits, 1), 254))  # inf/NaN: sc = 1
+    sc = (inv_e << 23).to(tl.float32, bitcast=True)
+    k1 = (127 - inv_e) >> 1
+    k2 = 127 - inv_e - k1
+    un1 = ((k1 + 127) << 23).to(tl.float32, bitcast=True)
+    un2 = ((k2 + 127) << 23).to(tl.float32, bitcast=True)
+    ok = (big > 0.0) & (big < float("inf"))
+    if JOINT:
+        xnorm = tl.sqrt(ss) * sc
+        if (big < 9.094947017729282e-13) | (big > 1099511627776.0):
+            sb = tl.where(ok, big, 1.0)
+            xnorm = tl.where(ok, (big * sc) * tl.sqrt(tl.sum((br / sb) * (br / sb) + (bi / sb) * (bi / sb), axis=0)),
+                             big)
+    else:
         sb = tl.where(ok, big, 1.0)
         ss = tl.sum((br / sb) * (br / sb) + (bi / sb) * (bi / sb), axis=0)
-        xnorm = tl.where(ok, big * tl.sqrt(ss), big)
+        xnorm = tl.where(ok, (big * sc) * tl.sqrt(ss), big)
+    br = br * sc
+    bi = bi * sc
+    ar0 = ar
+    ai0 = ai
+    ar = ar * sc
+    ai = ai * sc
     # lapy3(ar, ai, xnorm)
     wmax = tl.maximum(tl.maximum(tl.abs(ar), tl.abs(ai)), xnorm)
     ws = tl.where((wmax > 0.0) & (wmax < float("inf")), wmax, 1.0)
     mag = ws * tl.sqrt((ar / ws) * (ar / ws) + (ai / ws) * (ai / ws) + (xnorm / ws) * (xnorm / ws))
     mag = tl.where((wmax > 0.0) & (wmax < float("inf")), mag, tl.abs(ar) + tl.abs(ai) + xnorm)
-    skip = (xnorm == 0.0) & (ai == 0.0)
+    skip = (big == 0.0) & (ai == 0.0)  # from big: xnorm may underflow beside a huge alpha
     beta = tl.where(ar >= 0.0, -mag, mag)
     sbeta = tl.where(skip, 1.0, beta)
     tr = tl.where(skip, 0.0, (beta - ar) / sbeta)
@@ -96,9 +117,12 @@ def _larfg(xr, xi, rows, j, COMPLEX: tl.constexpr, JOINT: tl.constexpr):
     else:
         vr = br / tl.where(skip, 1.0, dr * ds)
         vi = tl.zeros_like(br)
-    vr = tl.where(skip, br, vr)
-    vi = tl.where(skip, bi, vi)
-    return vr, vi, tl.where(skip, ar, beta), tl.where(skip, ai, 0.0), tr, ti
+    vr = tl.where(skip, xr, vr)
+    vi = tl.where(skip, xi, vi)
+    vr = tl.where(below, vr, 0.0)
+    vi = tl.where(below, vi, 0.0)
+    beta = (beta * un1) * un2
+    return vr, vi, tl.where(skip, ar0, beta), tl.where(skip, ai0, 0.0), tr, ti
 
 
 @triton.jit

@@ -131,3 +131,36 @@ def test_ones_33_complex_reported_case(own_kernels):
     Q, R = LA.qr(A)
     recon, orth = metrics.qr_ratios(A, Q, R)
     assert float(recon) < PASS and float(orth) < PASS, (float(recon), float(orth))
+
+
+def _triton_check(device: str, sizes=((3, 3), (17, 17), (33, 33), (48, 3)), blocked=(17, 33, 65)) -> None:
+    """The Triton kernels on the same matrices: the whole-matrix ``geqrf_small`` (with thin ``Q``) at
+    ``sizes`` and the SVD's blocked square ``geqrf_square`` (with ``Q``) at ``blocked``."""
+    from mpslinalg.qr import triton_blocked
+    from mpslinalg.qr.triton import geqrf_small
+
+    runs = [(geqrf_small, m, n) for m, n in sizes] + [(triton_blocked.geqrf_square, n, n) for n in blocked]
+    for dtype in (torch.float32, torch.complex64):
+        for kernel, m, n in runs:
+            cases = _cases(m, n, dtype)
+            A = torch.stack(list(cases.values()))
+            k = min(m, n)
+            QR, tau = A.clone().to(device), torch.zeros(A.shape[0], k, dtype=dtype, device=device)
+            Q = torch.empty(A.shape[0], m, k, dtype=dtype, device=device)
+            kernel(QR, tau, Q)
+            recon, orth = metrics.qr_ratios(A, Q.cpu(), QR.cpu()[..., :k, :].triu())
+            for i, name in enumerate(cases):
+                assert float(recon[i]) < PASS and float(orth[i]) < PASS, (
+                    kernel.__name__, name, (m, n), dtype, float(recon[i]), float(orth[i]))
+
+
+@pytest.mark.slow
+def test_triton_interpreted():
+    from helpers import run_interpreted
+
+    run_interpreted("import qr.test_qr_rank_deficient as t; t._triton_check('cpu', ((3, 3), (17, 17)), (17,))")
+
+
+@pytest.mark.cuda
+def test_triton_cuda():
+    _triton_check("cuda")

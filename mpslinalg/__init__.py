@@ -9,6 +9,7 @@ from __future__ import annotations
 from .kernels import BackendUnavailableError, use_backend
 from .lstsq import lstsq
 from .lu import det, inv, inv_ex, lu, lu_factor, lu_factor_ex, lu_solve, slogdet, solve, solve_ex
+from .matrix_exp import matrix_exp
 from .qr import geqrf, householder_product, ormqr, qr
 from .routing import disable, enable, enabled
 from .spectral import cond, matrix_norm, matrix_rank, pinv
@@ -47,4 +48,5 @@ __all__ = [
     "matrix_rank",
     "cond",
     "matrix_norm",
+    "matrix_exp",
 ]

@@ -6,6 +6,7 @@ run on the CPU through :mod:`mpslinalg.emulator` (``use_backend("emulator")``).
 
 from __future__ import annotations
 
+from .eig import eig, eig_ex, eigvals
 from .kernels import BackendUnavailableError, use_backend
 from .lstsq import lstsq
 from .lu import det, inv, inv_ex, lu, lu_factor, lu_factor_ex, lu_solve, slogdet, solve, solve_ex
@@ -48,5 +49,8 @@ __all__ = [
     "matrix_rank",
     "cond",
     "matrix_norm",
+    "eig",
+    "eigvals",
+    "eig_ex",
     "matrix_exp",
 ]

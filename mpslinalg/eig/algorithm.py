@@ -66,7 +66,7 @@ def balance(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 def _pairs(T: torch.Tensor) -> torch.Tensor:
     """``pair[b, i]``: rows ``i, i+1`` hold a 2x2 block (``T[i+1, i] != 0``), length ``n`` (last False)."""
     sub = torch.diagonal(T, -1, -2, -1) != 0
-    return torch.cat([sub, torch.zeros_like(sub[..., :1])], dim=-1)
+    return torch.cat([sub, torch.zeros(*sub.shape[:-1], 1, dtype=torch.bool, device=T.device)], dim=-1)
 
 
 def _block_eigenvalues(a, b, c, d):
@@ -204,8 +204,8 @@ def eig_impl(A: torch.Tensor, want_v: bool) -> tuple[torch.Tensor, torch.Tensor 
     w, pair, cpair = eigenvalues_of_schur(T)
     V = None
     if want_v:
-        if A.is_complex():
-            Tc, Zc = T, Z
+        if A.is_complex() or n < 2:
+            Tc, Zc = T.to(ct), Z.to(ct)
         else:
             Tc, Zc = _triangularize_blocks(T, Z, w, pair)
         V = _normalize(dvec[:, :, None].to(ct) * (Zc @ triangular_eigenvectors(Tc)))

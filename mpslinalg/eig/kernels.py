@@ -142,6 +142,9 @@ class _TorchKernels:
         eye = torch.eye(n, dtype=A.dtype, device=A.device)
         ar = torch.arange(n, device=A.device)
         check_every = 1 if A.is_cpu else 4
+        # before the first step, deflate as far as the Hessenberg form allows (a triangular matrix
+        # entirely: no QR step, so its diagonal is returned exactly); then at most two per step
+        H, m, its = self._deflate(H, m, its, real, ulp, tiny, rounds=n if n <= 64 else 2)
         for step in range(30 * max(10, n)):
             H, m, its = self._deflate(H, m, its, real, ulp, tiny)
             if step % check_every == 0 and not bool((m > 0).any()):  # the host read of the iteration
@@ -158,9 +161,9 @@ class _TorchKernels:
         return H, Z, m
 
     @staticmethod
-    def _deflate(H, m, its, real, ulp, tiny):
-        # at most two deflations per step and matrix (a 1x1 then another, or a 2x2)
-        for _ in range(2):
+    def _deflate(H, m, its, real, ulp, tiny, rounds=2):
+        # at most `rounds` deflations (a 1x1 or a 2x2 each) per call and matrix
+        for _ in range(rounds):
             r = m - 1
             tst = _diag_at(H, r).abs() + _diag_at(H, r - 1).abs()
             tst = torch.where(tst == 0, H.abs().amax((-2, -1)), tst)

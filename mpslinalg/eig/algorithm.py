@@ -19,7 +19,7 @@
 
 Returns ``(w, V, info)`` with ``info = m`` (``m`` leading eigenvalues did not converge; those
 matrices' outputs are NaN), ``n + 1`` for non-finite input, else 0. No host read except the
-kernel's convergence test (see the kernels module).
+kernel's convergence test with ``sync`` (see the kernels module).
 """
 
 from __future__ import annotations
@@ -137,11 +137,11 @@ def _triangularize_blocks(T: torch.Tensor, Z: torch.Tensor, w: torch.Tensor, pai
     is_first = torch.cat([first, torch.zeros_like(first[..., :1])], -1)   # row i starts a block
     is_second = torch.cat([torch.zeros_like(first[..., :1]), first], -1)  # row i ends one
     diag = torch.where(is_first, torch.cat([ua, pad], -1),
-                       torch.where(is_second, torch.cat([pad, ua], -1).conj(), torch.ones_like(w)))
+                       torch.where(is_second, torch.cat([pad, ua], -1).conj_physical(), torch.ones_like(w)))
     U = torch.diag_embed(diag)
     i = torch.arange(n - 1, device=T.device)
     U[..., i + 1, i] = torch.where(first, ub, zero)
-    U[..., i, i + 1] = torch.where(first, -ub.conj(), zero)
+    U[..., i, i + 1] = torch.where(first, -ub.conj_physical(), zero)
     Tc = U.mH @ Tc @ U
     Zc = Zc @ U
     Tc = torch.triu(Tc)
@@ -181,26 +181,27 @@ def _normalize(V: torch.Tensor) -> torch.Tensor:
     V = V / torch.linalg.vector_norm(V, dim=-2, keepdim=True)
     k = V.abs().argmax(-2, keepdim=True)
     top = V.gather(-2, k)
-    phase = torch.where(top.abs() > 0, top.conj() / top.abs(), torch.ones_like(top))
+    phase = torch.where(top.abs() > 0, top.conj_physical() / top.abs(), torch.ones_like(top))
     return V * phase
 
 
-def eig_impl(A: torch.Tensor, want_v: bool) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
-    """``(w, V, info)`` of every matrix of ``A (*, n, n)`` without checks (module docstring)."""
+def eig_impl(A: torch.Tensor, want_v: bool,
+             sync: bool = True) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """``(w, V, info)`` of every matrix of ``A (*, n, n)`` without checks (module docstring);
+    ``sync=False``: no host read (the kernel's fixed step budget)."""
     shape = A.shape
     n = shape[-1]
     ct = _complex_dtype(A.dtype)
-    X = A.reshape(-1, n, n)
-    B = X.shape[0]
-    if B == 0 or n == 0:
+    if A.numel() == 0:
         info = torch.zeros(shape[:-2], dtype=torch.int32, device=A.device)
         return (torch.empty(*shape[:-1], dtype=ct, device=A.device),
                 torch.empty(shape, dtype=ct, device=A.device) if want_v else None, info)
+    X = A.reshape(-1, n, n)
     finite = torch.isfinite(X).all(-1).all(-1)
     X = torch.where(finite[:, None, None], X, torch.zeros_like(X))
     scale = _pow2_scale(X)
     Xb, dvec = balance(X / scale[:, None, None])
-    T, Z, m = kernels_for(Xb).schur(Xb.contiguous(), want_v)
+    T, Z, m = kernels_for(Xb).schur(Xb.contiguous(), want_v, sync)
     w, pair, cpair = eigenvalues_of_schur(T)
     V = None
     if want_v:
@@ -211,7 +212,7 @@ def eig_impl(A: torch.Tensor, want_v: bool) -> tuple[torch.Tensor, torch.Tensor 
         V = _normalize(dvec[:, :, None].to(ct) * (Zc @ triangular_eigenvectors(Tc)))
         if not A.is_complex():
             second = torch.cat([torch.zeros_like(cpair[..., :1]), cpair[..., :-1]], dim=-1)
-            shifted = torch.cat([V[..., :1], V[..., :-1]], dim=-1).conj()
+            shifted = torch.cat([V[..., :1], V[..., :-1]], dim=-1).conj_physical()
             V = torch.where(second[:, None, :], shifted, V)
             real_eig = ~(cpair | second)
             V = torch.where(real_eig[:, None, :], torch.complex(V.real, torch.zeros_like(V.real)), V)

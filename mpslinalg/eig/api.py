@@ -33,7 +33,7 @@ def _eig_ex_result(values) -> EigEx:
 def _raise(op: str, A: torch.Tensor, info: torch.Tensor) -> None:
     """torch's errors: non-finite input (torch's message), then non-convergence (``LinAlgError``)."""
     n = A.shape[-1]
-    if not E.traced(info) and info.numel() and bool((info == n + 1).any()):
+    if not E.traced(info) and not info.is_meta and info.numel() and bool((info == n + 1).any()):
         raise RuntimeError(f"torch.{op}: {_NONFINITE}")
     E.raise_for_info(op, info, _NO_CONVERGENCE)
 
@@ -78,7 +78,7 @@ def eig(A: torch.Tensor, *, out=None):
             pass
     op = "linalg.eig"
     E.check_matrix(op, "A", A, square=True)
-    L, V, info = _eig_ex(A)
+    L, V, info = _eig_ex(A, True)
     _raise(op, A, info)
     return E.store(op, out, (L, V), A, kind=_RT.linalg_eig)
 
@@ -144,7 +144,7 @@ def eig_ex(A: torch.Tensor, *, check_errors: bool = False, out=None) -> EigEx:
     op = "mpslinalg.eig_ex"
     E.check_matrix(op, "A", A, square=True)
     E.check_bool(op, "check_errors", check_errors)
-    result = _eig_ex(A)
+    result = _eig_ex(A, False)
     if check_errors:
         _raise("linalg.eig", A, result[2])
     return E.store(op, out, result, A, kind=_eig_ex_result)

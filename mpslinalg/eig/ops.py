@@ -26,22 +26,29 @@ PHASE_MESSAGE = ("linalg_eig_backward: The eigenvectors in the complex case are 
                  "e^{i phi}. The specified loss function depends on this quantity, so it is ill-defined.")
 
 
-def _eig_ex_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _fresh(x: torch.Tensor) -> torch.Tensor:
+    """``x`` as a tensor of its own (a custom op returns no views: a compiled graph that got a view of
+    an internal buffer read it with the fake's strides from the buffer's start)."""
+    return x.clone() if x._base is not None else x
+
+
+def _eig_ex_impl(A: torch.Tensor, sync: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(L, V, info)``; ``sync=False`` (``eig_ex``): no host read."""
     if _functorch():  # vmap-friendly: torch's (our impl reads the convergence flag on the host)
         w, V = torch.linalg.eig(A)
         return w, V, torch.zeros(A.shape[:-2], dtype=torch.int32, device=A.device)
-    w, V, info = eig_impl(A, True)
-    return w, V, info
+    w, V, info = eig_impl(A, True, sync)
+    return _fresh(w), _fresh(V), _fresh(info)
 
 
 def _eigvals_ex_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     if _functorch():
         return torch.linalg.eigvals(A), torch.zeros(A.shape[:-2], dtype=torch.int32, device=A.device)
     w, _, info = eig_impl(A, False)
-    return w, info
+    return _fresh(w), _fresh(info)
 
 
-def _eig_fake(A):
+def _eig_fake(A, sync):
     ct = _complex_dtype(A.dtype)
     return (A.new_empty(A.shape[:-1], dtype=ct), A.new_empty(A.shape, dtype=ct),
             A.new_empty(A.shape[:-2], dtype=torch.int32))
@@ -95,11 +102,11 @@ def _eig_setup(ctx, inputs, output):
 
 def _eig_bwd(ctx, gL, gV, _ginfo):
     L, V = ctx.saved_tensors
-    return (eig_backward(gL, gV, L, V, ctx.real_input),)
+    return eig_backward(gL, gV, L, V, ctx.real_input), None
 
 
 def _eig_jvp(inputs, outputs, tangents):
-    (dA,) = tangents
+    dA = tangents[0]
     L, V, _ = outputs
     if dA is None:
         return torch.zeros_like(L), torch.zeros_like(V), None
@@ -113,7 +120,7 @@ def _eigvals_setup(ctx, inputs, output):
 
 def _eigvals_bwd(ctx, gL, _ginfo):
     (A,) = ctx.saved_tensors
-    L, V, _ = _eig_ex(A)
+    L, V, _ = _eig_ex(A, True)
     return (eig_backward(gL, None, L, V, not A.is_complex()),)
 
 
@@ -122,7 +129,7 @@ def _eigvals_jvp(inputs, outputs, tangents):
     (dA,) = tangents
     if dA is None:
         return torch.zeros_like(outputs[0]), None
-    L, V, _ = _eig_ex(A)
+    L, V, _ = _eig_ex(A, True)
     return eig_jvp(dA, L, V)[0], None
 
 

@@ -8,7 +8,8 @@ Peers: ``torch.linalg.eigvals``/``eig`` on the same inputs, timed in the same ru
 cuda; on CUDA torch runs them on the CPU through MAGMA's hybrid geev). Ours runs mpslinalg's
 implementation (``routing.ours_always``; the front door's table would hand CPU/CUDA calls to
 torch.linalg): on CPU/CUDA that is the torch-op Schur kernel (explicit shifted QR steps, one
-batched QR per step; no Metal kernel for eig yet, so no cuda-target row).
+batched QR per step; the Metal kernel metal/eig.metal serves mps and the emulator, and has no
+cuda-target row here yet).
 
 Targets (issue 32, GPU, full sizes): eigvals/eig float32 512x10x10 and 4096x10x10 >= 20x,
 complex64 batched (4096x10x10) >= 10x, single 1024^2 >= 1x. The 1024^2 rows run ~n QR steps of a

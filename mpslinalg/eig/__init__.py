@@ -9,15 +9,19 @@ for real input, Wilkinson's single shift for complex input); eigenvalues from th
 form (exact conjugate pairs for real input); eigenvectors by back-substitution on the triangular
 form (``trevc``), back-transformed and normalized as ``geev`` (unit 2-norm, largest component real).
 
-Kernel contract: ``schur(A, want_z) -> (T, Z, m)`` (see the kernels module). Implemented with torch
-ops on every backend; the batched Metal kernel for small matrices is not written yet, so the
-``emulator``/``metal`` backends run the torch ops too (on ``mps``, QR steps use the QR family's kernels).
+Kernel contract: ``schur(A, want_z) -> (T, Z, m)`` (see the kernels module), twice: with torch ops
+(any device and dtype; on ``mps`` its QR steps use the QR family's kernels) and with
+``metal/eig.metal``'s ``eig_schur_small`` (the ``metal``/``emulator`` backends, float32/complex64,
+n <= 64 (complex64: n <= 62): Householder Hessenberg reduction and LAPACK ``lahqr``'s implicit
+Francis double-shift (real) / Wilkinson single-shift (complex) QR with the whole matrix in
+threadgroup memory, one simdgroup per matrix, one dispatch per batch).
 
 On CPU/CUDA the front doors call ``torch.linalg.eig``/``eigvals`` (the table's ``when`` is empty:
 LAPACK was faster at every size measured on the CPU); ``eig_ex`` always runs ours. Derivatives:
 PyTorch's ``linalg_eig_backward``/``linalg_eig_jvp`` (:mod:`mpslinalg.eig.ops`).
 
-Modules: ``kernels.py`` (kernel contract, the torch-op Schur kernel, Hessenberg reduction),
+Modules: ``kernels.py`` (kernel contract, the torch-op Schur kernel, Hessenberg reduction, the Metal
+kernel's launch code),
 ``algorithm.py`` (scaling, balancing, eigenvalues, eigenvectors), ``ops.py`` (declarations and
 derivatives), ``api.py`` (public ops), ``workloads.py`` (main-job rows).
 """
@@ -42,6 +46,6 @@ FAMILY = Family(
     routes=(Route("eig", "linalg_eig", _route_unary), Route("eigvals", "linalg_eigvals", _route_unary)),
     # CPU, 2-core box, one thread: 512x10x10 float64 ours 0.41 s vs LAPACK 0.02 s; torch.linalg everywhere
     when={},
-    metal=(),
+    metal=("eig",),
     workloads="mpslinalg.eig.workloads",
 )

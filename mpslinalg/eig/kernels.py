@@ -10,7 +10,10 @@ Kernel contract
     quasi-diagonal exactly zero); ``m [B]`` int64, the number of leading eigenvalues that did not
     converge in the iteration budget (0: success; LAPACK's ``info`` of ``geev``).
 
-The torch-op implementation: Householder reduction to Hessenberg form (``gehrd``, unblocked,
+Two implementations: ``_MetalKernels`` (``metal/eig.metal``'s ``eig_schur_small``: ``lahqr`` in
+threadgroup memory, see that file's header; ``m`` is ``lahqr``'s ``info``; it never reads the host)
+for float32/complex64 matrices that fit its tile on the metal/emulator backends, and the torch-op
+implementation for everything else: Householder reduction to Hessenberg form (``gehrd``, unblocked,
 vectorised over the batch), then shifted QR iteration in *explicit* form over the whole batch at
 once: per step ``M = (H - s1 I)(H - s2 I)`` (real input: Francis' double shift, the eigenvalues of
 the active block's trailing 2x2) or ``M = H - σ I`` (complex input: Wilkinson's shift), restricted
@@ -30,6 +33,10 @@ converged matrices pass through unchanged: ``Q = I``), and a matrix still active
 from __future__ import annotations
 
 import torch
+
+from ..kernels import backend_for, kernel_name, load_library
+from ..oplayer import checks as E
+from ..oplayer import functorch_active
 
 _EXCEPTIONAL = (10, 20)  # lahqr's KEXSH: exceptional shifts after this many steps without deflation
 
@@ -90,8 +97,6 @@ def _qr_q(M: torch.Tensor) -> torch.Tensor:
 
 
 def _kernel_backend() -> bool:
-    from ..kernels import backend_for
-
     return backend_for(torch.device("cpu")) != "torch"
 
 
@@ -212,10 +217,46 @@ class _TorchKernels:
         return H - sigma[:, None, None] * eye
 
 
+class _MetalKernels:
+    """The kernel contract with ``metal/eig.metal`` (``metal`` on mps, ``emulator`` on CPU): the
+    whole Schur form of every matrix in one dispatch (``eig_schur_small``: Hessenberg reduction and
+    ``lahqr``'s implicit QR in threadgroup memory, one simdgroup per matrix)."""
+
+    name = "metal"
+
+    def __init__(self, device: torch.device, dtype: torch.dtype) -> None:
+        self.lib = load_library("eig", device)
+        self.dtype = dtype
+
+    def schur(self, A: torch.Tensor, want_z: bool, sync: bool = True):
+        B, n, _ = A.shape
+        T = torch.empty_like(A)
+        Z = torch.empty_like(A) if want_z else T  # a placeholder buffer the kernel never touches
+        m = torch.empty(B, dtype=torch.int32, device=A.device)
+        getattr(self.lib, kernel_name("eig_schur_small", self.dtype))(A, T, Z, m, n, int(want_z), threads=B * 32,
+                                                                      group_size=32)
+        return T, (Z if want_z else None), m.to(torch.int64)
+
+
+#: The largest order ``eig_schur_small`` takes, and its threadgroup tile (``metal/eig.metal``:
+#: 32 KiB of elements less 2 x 64 for the reflector scratch: n <= 64 float32, n <= 62 complex64).
+METAL_MAX_N = 64
+
+
+def metal_fits(n: int, dtype: torch.dtype) -> bool:
+    """``n x n`` of ``dtype`` fits ``eig_schur_small``'s threadgroup tile."""
+    size = 8 if dtype.is_complex else 4
+    return n <= METAL_MAX_N and n * n <= 32768 // size - 2 * METAL_MAX_N
+
+
 _TORCH_KERNELS = _TorchKernels()
 
 
 def kernels_for(A: torch.Tensor):
-    """The kernel object serving ``A``: torch ops on every backend (no Metal kernel yet: the
-    batched small-matrix ``eig.metal`` is issue 32's remaining item)."""
+    """The kernel object serving ``A``: the Metal kernel on the metal/emulator backends for
+    float32/complex64 matrices that fit it (outside ``torch.func`` transforms), else torch ops."""
+    n = A.shape[-1]
+    if (A.dtype in E.GPU_DTYPES and metal_fits(n, A.dtype) and backend_for(A.device) != "torch"
+            and not functorch_active()):
+        return _MetalKernels(A.device, A.dtype)
     return _TORCH_KERNELS

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 from .eig import eig, eig_ex, eigvals
 from .kernels import BackendUnavailableError, use_backend
-from .lstsq import lstsq
 from .lu import det, inv, inv_ex, lu, lu_factor, lu_factor_ex, lu_solve, slogdet, solve, solve_ex
 from .matrix_exp import matrix_exp
 from .qr import geqrf, householder_product, ormqr, qr
 from .routing import disable, enable, enabled
-from .spectral import cond, matrix_norm, matrix_rank, pinv
-from .svd import svd, svd_ex, svdvals
+from .svd import cond, lstsq, matrix_norm, matrix_rank, pinv, svd, svd_ex, svdvals
 from .triangular import solve_triangular
 
 __version__ = "0.1.0"

@@ -150,6 +150,6 @@ FAMILY = Family(
             "inv_ex": {_F32: ((2, 4, 65536),), _C64: ((2, 2, 65536), (3, 3, 100000), (4, 4, 65536))},
         },
     },
-    metal=("lu",),
+    metal=("lu_panel", "lu_look", "lu_small", "lu_small_solve", "lu_swap"),  # kernel groups, one library each
     workloads="mpslinalg.lu.workloads",
 )

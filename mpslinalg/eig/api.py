@@ -33,8 +33,12 @@ def _eig_ex_result(values) -> EigEx:
 def _raise(op: str, A: torch.Tensor, info: torch.Tensor) -> None:
     """torch's errors: non-finite input (torch's message), then non-convergence (``LinAlgError``)."""
     n = A.shape[-1]
-    if not E.traced(info) and not info.is_meta and info.numel() and bool((info == n + 1).any()):
-        raise RuntimeError(f"torch.{op}: {_NONFINITE}")
+    if not E.traced(info) and not info.is_meta and info.numel():
+        flags = info
+        while torch._C._functorch.is_functorch_wrapped_tensor(flags):  # under torch.func: every element,
+            flags = torch._C._functorch.get_unwrapped(flags)             # as raise_for_info reads them
+        if bool((flags == n + 1).any()):
+            raise RuntimeError(f"torch.{op}: {_NONFINITE}")
     E.raise_for_info(op, info, _NO_CONVERGENCE)
 
 

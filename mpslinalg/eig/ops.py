@@ -133,6 +133,7 @@ def _eigvals_jvp(inputs, outputs, tangents):
     return eig_jvp(dA, L, V)[0], None
 
 
-_eig_ex = defop("eig_ex", impl=_eig_ex_impl, fake=_eig_fake, setup=_eig_setup, backward=_eig_bwd, jvp=_eig_jvp)
+_eig_ex = defop("eig_ex", impl=_eig_ex_impl, fake=_eig_fake, setup=_eig_setup, backward=_eig_bwd, jvp=_eig_jvp,
+                 ranks=(2,))
 _eigvals_ex = defop("eigvals_ex", impl=_eigvals_ex_impl, fake=_eigvals_fake, setup=_eigvals_setup,
-                    backward=_eigvals_bwd, jvp=_eigvals_jvp)
+                    backward=_eigvals_bwd, jvp=_eigvals_jvp, ranks=(2,))

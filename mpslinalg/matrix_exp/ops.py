@@ -58,4 +58,5 @@ def _jvp(inputs, outputs, tangents):
     return (frechet(A, dA),)
 
 
-_matrix_exp = defop("matrix_exp", impl=_impl, fake=_fake, setup=_setup, backward=_backward, jvp=_jvp)
+_matrix_exp = defop("matrix_exp", impl=_impl, fake=_fake, setup=_setup, backward=_backward, jvp=_jvp,
+                     ranks=(2,))

@@ -36,6 +36,7 @@ import itertools
 import sys
 
 import torch
+from support import devices
 
 import mpslinalg
 
@@ -139,7 +140,7 @@ def best_angle(E: torch.Tensor, real: torch.Tensor, E_true: torch.Tensor) -> tor
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--problems", type=int, default=1024)
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="cpu", type=devices.device, help="cpu (default), cuda or mps")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ours", action="store_true", help="mpslinalg's own eig even where its table would call "
                    "torch.linalg (CPU/CUDA: LAPACK is faster there)")

@@ -9,7 +9,8 @@ per matrix from the 1-norm so that the approximant's backward error is below ``u
 evaluated at the largest degree any matrix needs and squared with per-matrix masks, so every
 product is one batched ``matmul`` (on ``mps``: MPS's matrix products; no kernel of our own: the
 work is all matrix products). One host read of two integers per call (degree and largest ``s``).
-Under ``torch.func`` transforms the op is ``torch.linalg.matrix_exp`` (vmap-friendly).
+``vmap`` runs the op once on the mapped batch (``ranks=(2,)``); under the other ``torch.func``
+transforms the op is ``torch.linalg.matrix_exp``.
 
 Derivatives: the block-triangular identity ``exp([[X, E], [0, X]]) = [[exp X, L(X, E)], [0, exp X]]``
 (forward mode ``L(A, dA)``, backward ``L(Aᴴ, G)``), each one exponential of order ``2n`` through

@@ -15,7 +15,7 @@ import importlib
 
 import pytest
 import torch
-from helpers import ORDER_IDS, ORDERS, InOrder, gaussian, require_emulator
+from helpers import ORDER_IDS, ORDERS, InOrder, NoHostSync, gaussian, require_emulator
 
 import mpslinalg
 from mpslinalg.kernels import load_library, use_backend
@@ -113,6 +113,15 @@ def test_largest(dtype, n):
     T, Z, m = _kernel(A).schur(A.clone(), True)
     _check_schur(A, T, Z, m)
     assert not eigkern.metal_fits(n + 1, dtype)
+
+
+def test_eig_ex_on_the_kernel_reads_nothing_on_the_host(ordered):
+    A = gaussian((3, 8, 8), torch.complex64, 54)
+    A[1, 2, 3] = float("nan")
+    with use_backend("emulator"), NoHostSync():
+        L, V, info = mpslinalg.eig_ex(A)
+    assert info.tolist() == [0, 9, 0]
+    assert torch.isnan(L[1]).all() and torch.isfinite(L[[0, 2]]).all()
 
 
 def test_routing_of_sizes_and_dtypes():

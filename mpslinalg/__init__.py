@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from .eig import eig, eig_ex, eigvals
 from .kernels import BackendUnavailableError, use_backend
-from .lu import det, inv, inv_ex, lu, lu_factor, lu_factor_ex, lu_solve, slogdet, solve, solve_ex
+from .ldl import ldl_factor, ldl_factor_ex, ldl_solve
+from .lu import det, inv, inv_ex, lu, lu_factor, lu_factor_ex, lu_solve, lu_unpack, slogdet, solve, solve_ex
 from .matrix_exp import matrix_exp
 from .qr import geqrf, householder_product, ormqr, qr
 from .routing import disable, enable, enabled
@@ -35,6 +36,7 @@ __all__ = [
     "slogdet",
     "inv",
     "inv_ex",
+    "lu_unpack",
     "qr",
     "geqrf",
     "householder_product",
@@ -51,4 +53,7 @@ __all__ = [
     "eigvals",
     "eig_ex",
     "matrix_exp",
+    "ldl_factor",
+    "ldl_factor_ex",
+    "ldl_solve",
 ]

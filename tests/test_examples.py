@@ -23,6 +23,7 @@ SMALL = {
     "dropin_camera.py": [],
     "eight_point.py": ["--batch", "256"],
     "five_point_eigvals.py": ["--problems", "128", "--ours"],
+    "ldl_kkt.py": ["--batch", "128"],
 }
 
 

@@ -48,15 +48,13 @@ def _eigvals_ex_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return _fresh(w), _fresh(info)
 
 
-def _eig_fake(A, sync):
+def _eig_shape(A, sync):
     ct = _complex_dtype(A.dtype)
-    return (A.new_empty(A.shape[:-1], dtype=ct), A.new_empty(A.shape, dtype=ct),
-            A.new_empty(A.shape[:-2], dtype=torch.int32))
+    return [(A.shape[-1:], ct), (A.shape[-2:], ct), ((), torch.int32)]
 
 
-def _eigvals_fake(A):
-    ct = _complex_dtype(A.dtype)
-    return A.new_empty(A.shape[:-1], dtype=ct), A.new_empty(A.shape[:-2], dtype=torch.int32)
+def _eigvals_shape(A):
+    return [(A.shape[-1:], _complex_dtype(A.dtype)), ((), torch.int32)]
 
 
 def _differences(L: torch.Tensor) -> torch.Tensor:
@@ -133,7 +131,7 @@ def _eigvals_jvp(inputs, outputs, tangents):
     return eig_jvp(dA, L, V)[0], None
 
 
-_eig_ex = defop("eig_ex", impl=_eig_ex_impl, fake=_eig_fake, setup=_eig_setup, backward=_eig_bwd, jvp=_eig_jvp,
+_eig_ex = defop("eig_ex", impl=_eig_ex_impl, shape=_eig_shape, setup=_eig_setup, backward=_eig_bwd, jvp=_eig_jvp,
                  ranks=(2,))
-_eigvals_ex = defop("eigvals_ex", impl=_eigvals_ex_impl, fake=_eigvals_fake, setup=_eigvals_setup,
+_eigvals_ex = defop("eigvals_ex", impl=_eigvals_ex_impl, shape=_eigvals_shape, setup=_eigvals_setup,
                     backward=_eigvals_bwd, jvp=_eigvals_jvp, ranks=(2,))

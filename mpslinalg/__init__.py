@@ -6,6 +6,7 @@ run on the CPU through :mod:`mpslinalg.emulator` (``use_backend("emulator")``).
 
 from __future__ import annotations
 
+from .eigh import eigh, eigh_ex, eigvalsh
 from .kernels import BackendUnavailableError, use_backend
 from .lstsq import lstsq
 from .lu import det, inv, inv_ex, lu, lu_factor, lu_factor_ex, lu_solve, slogdet, solve, solve_ex
@@ -47,4 +48,7 @@ __all__ = [
     "matrix_rank",
     "cond",
     "matrix_norm",
+    "eigh",
+    "eigh_ex",
+    "eigvalsh",
 ]

@@ -44,7 +44,7 @@ class Tuning:
         Per backend kind (``"torch"``, ``"metal"``) and dtype: the largest order solved by the
         batched Jacobi; larger matrices are tridiagonalised (Householder) and solved by implicit QL.
         On ``metal`` the bound is what fits the threadgroup memory of ``eigh_jacobi`` (``n <= 64``
-        float32, ``n <= 44`` complex64); the ``torch`` bound is measured (the Jacobi costs
+        float32, ``n <= 58`` complex64); the ``torch`` bound is measured (the Jacobi costs
         ``O(n^3)`` per sweep over ``n - 1`` dependent rounds).
     max_sweeps : int
         Sweep bound of the Jacobi where convergence is checked on the host (CPU): ``xGESVJ``'s 30.
@@ -60,7 +60,7 @@ class Tuning:
 
     jacobi_max: dict = field(default_factory=lambda: {
         "torch": {torch.float32: 64, torch.float64: 64, torch.complex64: 64, torch.complex128: 64},
-        "metal": {torch.float32: 64, torch.complex64: 44}})
+        "metal": {torch.float32: 64, torch.complex64: 58}})
     max_sweeps: int = 30
     gpu_sweeps: dict = field(default_factory=lambda: {torch.float32: 6, torch.float64: 8})
     ql_iterations: int = 30

@@ -245,7 +245,7 @@ def _tridiagonal_path(H: torch.Tensor, compute_v: bool):
     kern = kernels_for(H)
     Z = None
     if compute_v:
-        Z = torch.eye(n, dtype=d.dtype, device=d.device).expand(B, n, n).contiguous()
+        Z = torch.eye(n, dtype=H.dtype, device=H.device).expand(B, n, n).contiguous()
     w, Z, failed = kern.tridiagonal(d, e, Z, TUNING.ql_iterations)
     if not compute_v:
         return w, None, failed

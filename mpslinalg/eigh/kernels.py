@@ -14,11 +14,13 @@ Kernel contracts (identical on every backend)
     ``rotated [B]`` (bool) says whether a matrix still rotated a pair above ``ctol`` in its last
     sweep (``early_exit``: the loop stops after the first sweep in which no matrix did). The
     diagonal of ``H'`` holds the eigenvalues (real), ``V'`` the eigenvectors, in the same order.
-``tridiagonal(d, e, Z, sweeps) -> (d', Z', failed)``
-    Implicit QL with Wilkinson shifts (LAPACK ``steqr``'s QL branch, EISPACK ``tql2``) on the real
-    symmetric tridiagonals ``diag(d [B, n]) + offdiag(e [B, n - 1])``; ``Z [B, n, n]`` (or
-    ``None``) is multiplied on the right by the rotations (``Z' = Z Q``); ``failed [B]`` (bool):
-    some eigenvalue took more than ``sweeps`` QL iterations (LAPACK's ``30 n`` in total).
+``tridiagonal(d, e, Z, iterations) -> (w, Z', failed)``
+    The eigenvalues ``w [B, n]`` (any order) of the real symmetric tridiagonals ``diag(d [B, n]) +
+    offdiag(e [B, n - 1])``; ``Z [B, n, n]`` (or ``None``; real or complex) multiplied on the right
+    by the orthogonal eigenvector matrix of the tridiagonal (``Z' = Z Q``, columns in ``w``'s
+    order); ``failed [B]`` (bool): some eigenvalue took more than ``iterations`` QL chases. Metal:
+    implicit QL with Wilkinson shifts (LAPACK ``steqr``'s QL branch, EISPACK ``tql2``); torch: the
+    device's tridiagonal leaf (:func:`tridiagonal_torch`).
 """
 
 from __future__ import annotations
@@ -236,10 +238,10 @@ class _MetalKernels:
         want_z = Z is not None
         Zc = E.resolved(Z).clone() if want_z else d.new_empty(1)
         failed = torch.empty(B, dtype=torch.int32, device=d.device)
-        threads = QL_THREADS
-        zdtype = Z.dtype if want_z else self.dtype
-        getattr(self.tri_lib, kernel_name("eigh_tridiag_ql", zdtype))(
-            d, e_pad, Zc, failed, n, int(want_z), iterations, threads=B * threads, group_size=threads)
+        scratch = d.new_empty(B, 2 * n)
+        getattr(self.tri_lib, kernel_name("eigh_tridiag_ql", Z.dtype if want_z else torch.float32))(
+            d, e_pad, Zc, failed, scratch, n, int(want_z), iterations, threads=B * QL_THREADS,
+            group_size=QL_THREADS)
         return d, (Zc if want_z else None), failed != 0
 
 

@@ -93,7 +93,7 @@ def eigh_impl(A: torch.Tensor, uplo: str, compute_v: bool):
     batch, n = A.shape[:-2], A.shape[-1]
     lower = uplo == "L"
     real = _real_dtype(A.dtype)
-    Af = A.reshape(-1, n, n)
+    Af = A.reshape(math.prod(batch), n, n)
     B = Af.shape[0]
     ok = triangle_finite(Af, lower)
     info = torch.where(ok, 0, INFO_NONFINITE).to(torch.int32)

@@ -26,6 +26,9 @@ def _eigh_fake(A: torch.Tensor, uplo: str, compute_v: bool) -> tuple[torch.Tenso
 
 def _eigh_setup(ctx, inputs, output) -> None:
     ctx.compute_v = inputs[2]
+    # an unused output's gradient stays None (not zeros): a loss of the eigenvalues only then has
+    # torch's finite gradient V diag(gw) Vᴴ at repeated eigenvalues, not 0/0 from the gV term
+    ctx.set_materialize_grads(False)
     w, V, _ = output
     ctx.save_for_backward(w, V)
 
@@ -85,7 +88,8 @@ def _eigh_jvp(inputs, outputs, tangents):
     if dA is None:
         return torch.zeros_like(w), torch.zeros_like(V), None
     dw, dV = eigh_jvp(dA, w, V)
-    return dw, dV, None
+    # tangents in the primals' (contiguous) layout: forward AD requires it of view outputs
+    return dw.contiguous(), dV.contiguous(), None
 
 
 _eigh = defop("eigh", impl=_eigh_op_impl, fake=_eigh_fake, setup=_eigh_setup, backward=_eigh_backward,

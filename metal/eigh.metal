@@ -7,6 +7,12 @@
 //                          into the tile, rotated to diagonal form, written back whole; the same
 //                          rotations are applied to the columns of V (device memory) when want_v.
 //
+//   eigh_small_{f32,c64}   the same Jacobi for n <= 4 (the 3x3 covariances of point-cloud
+//                          normals), one thread per matrix, the matrix and V in registers (the
+//                          loops over the fixed bound 4 unroll: constant indices), cyclic row
+//                          ordering (0,1),(0,2),...,(n-2,n-1), the same rotation and stopping
+//                          rule; no threadgroup memory, no barriers. Grid: threads >= batch.
+//
 // Ordering: round-robin (circle method) with player n-1 fixed: round r (0 <= r < n-1) pairs
 // (r, n-1) and ((r+k) mod (n-1), (r-k) mod (n-1)) for k = 1 .. n/2-1; every pair meets once a sweep.
 //
@@ -180,3 +186,98 @@ kernel void eigh_jacobi(device T* H [[buffer(0)]],
 }
 
 MPSL_INSTANTIATE_DTYPES(eigh_jacobi)
+
+// ---------------------------------------------------------------------------------------------
+// n <= 4: one thread per matrix
+// ---------------------------------------------------------------------------------------------
+
+constant constexpr int EIGH_SMALL_MAX = 4;
+
+template <typename T>
+kernel void eigh_small(device T* H [[buffer(0)]],
+                       device T* V [[buffer(1)]],
+                       device int* rotated [[buffer(2)]],
+                       constant long& N [[buffer(3)]],
+                       constant long& batch [[buffer(4)]],
+                       constant long& sweeps [[buffer(5)]],
+                       constant long& want_v [[buffer(6)]],
+                       constant float& tol [[buffer(7)]],
+                       constant float& ctol [[buffer(8)]],
+                       uint b [[thread_position_in_grid]]) {
+  if ((long)b >= batch) {
+    return;
+  }
+  const int n = (int)N;
+  const bool vec = want_v != 0;
+  device T* hm = H + (long)b * N * N;
+  T a[EIGH_SMALL_MAX][EIGH_SMALL_MAX];
+  T v[EIGH_SMALL_MAX][EIGH_SMALL_MAX];
+  for (int i = 0; i < EIGH_SMALL_MAX; ++i) {
+    for (int j = 0; j < EIGH_SMALL_MAX; ++j) {
+      a[i][j] = (i < n && j < n) ? hm[i * n + j] : s_zero<T>();  // padding: never rotated (|b| = 0)
+      v[i][j] = eigh_real<T>(i == j ? 1.0f : 0.0f);
+    }
+  }
+  int last_big = 0;
+  for (long sweep = 0; sweep < sweeps; ++sweep) {
+    int big = 0;
+    for (int p = 0; p < EIGH_SMALL_MAX - 1; ++p) {
+      for (int q = p + 1; q < EIGH_SMALL_MAX; ++q) {
+        if (q >= n) {
+          continue;
+        }
+        const float ap = eigh_re(a[p][p]);
+        const float dq = eigh_re(a[q][q]);
+        const T bpq = a[p][q];
+        const float ab = s_abs(bpq);
+        const float thr = sqrt(fabs(ap)) * sqrt(fabs(dq));
+        if (ab > ctol * thr && ab > FLT_MIN) {
+          big = 1;
+        }
+        if (!(ab > tol * thr && ab > FLT_MIN)) {
+          continue;
+        }
+        const float zeta = (dq - ap) / (2.0f * ab);
+        const float sign = zeta >= 0.0f ? 1.0f : -1.0f;
+        const float t = sign / (fabs(zeta) + hypot(1.0f, zeta));
+        const float c = 1.0f / sqrt(1.0f + t * t);
+        const T sw = eigh_scale(t * c / ab, bpq);  // s * (b / |b|)
+        for (int j = 0; j < EIGH_SMALL_MAX; ++j) {  // rows p, q <- J^H [rows p; q]
+          const T x = a[p][j], y = a[q][j];
+          a[p][j] = eigh_scale(c, x) - s_mul(sw, y);
+          a[q][j] = s_mul(s_conj(sw), x) + eigh_scale(c, y);
+        }
+        for (int i = 0; i < EIGH_SMALL_MAX; ++i) {  // columns p, q <- [cols p, q] J, of H and V
+          const T x = a[i][p], y = a[i][q];
+          a[i][p] = eigh_scale(c, x) - s_mul(s_conj(sw), y);
+          a[i][q] = s_mul(sw, x) + eigh_scale(c, y);
+          const T vx = v[i][p], vy = v[i][q];
+          v[i][p] = eigh_scale(c, vx) - s_mul(s_conj(sw), vy);
+          v[i][q] = s_mul(sw, vx) + eigh_scale(c, vy);
+        }
+        a[p][p] = eigh_real<T>(ap - t * ab);  // the block exactly (Rutishauser's update)
+        a[q][q] = eigh_real<T>(dq + t * ab);
+        a[p][q] = s_zero<T>();
+        a[q][p] = s_zero<T>();
+      }
+    }
+    last_big = big;
+    if (big == 0) {
+      break;
+    }
+  }
+  device T* vm = V + (vec ? (long)b * N * N : 0);
+  for (int i = 0; i < EIGH_SMALL_MAX; ++i) {
+    for (int j = 0; j < EIGH_SMALL_MAX; ++j) {
+      if (i < n && j < n) {
+        hm[i * n + j] = a[i][j];
+        if (vec) {
+          vm[i * n + j] = v[i][j];
+        }
+      }
+    }
+  }
+  rotated[b] = last_big;
+}
+
+MPSL_INSTANTIATE_DTYPES(eigh_small)

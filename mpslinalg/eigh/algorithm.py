@@ -11,7 +11,7 @@ import torch
 
 from ..oplayer import functorch_active as _functorch
 from ..qr import ormqr_impl
-from .kernels import TUNING, kernels_for, on_kernels
+from .kernels import SMALL_MAX, TUNING, kernels_for, on_kernels
 
 #: info codes of eigh_ex (per matrix)
 INFO_NONFINITE = 1
@@ -144,6 +144,8 @@ def _jacobi(H: torch.Tensor, compute_v: bool):
     """``(w, V, noconv)`` of the scaled Hermitian ``H [B, n, n]`` by the batched Jacobi kernel (odd
     orders padded by one zero row and column, which no rotation touches and which is dropped)."""
     B, n, _ = H.shape
+    if n <= SMALL_MAX:
+        return _jacobi_small(H, compute_v)
     npad = n + n % 2
     if npad != n:
         H = torch.nn.functional.pad(H, (0, 1, 0, 1))
@@ -158,6 +160,19 @@ def _jacobi(H: torch.Tensor, compute_v: bool):
     Hj, Vj, rotated = kern.jacobi(H.contiguous(), V, sweeps, tol, ctol, early)
     w = _real_diag(Hj)[:, :n]
     return w, (Vj[:, :n, :n] if compute_v else None), rotated
+
+
+def _jacobi_small(H: torch.Tensor, compute_v: bool):
+    """``(w, V, noconv)`` for ``n <= SMALL_MAX``: the ``jacobi_small`` kernel (Metal: one thread per
+    matrix in registers), the same tolerances and sweep bounds as :func:`_jacobi`."""
+    B, n, _ = H.shape
+    V = torch.eye(n, dtype=H.dtype, device=H.device).expand(B, n, n).contiguous() if compute_v else None
+    real = _real_dtype(H.dtype)
+    tol, ctol = jacobi_tolerances(real, n)
+    kern = kernels_for(H)
+    sweeps, early = (TUNING.max_sweeps, True) if kern.name == "metal" else TUNING.sweeps(H.device, real, n)
+    Hj, Vj, rotated = kern.jacobi_small(H.contiguous(), V, sweeps, tol, ctol, early)
+    return _real_diag(Hj), Vj, rotated
 
 
 # --------------------------------------------------------------------------------------------------

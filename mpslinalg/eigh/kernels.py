@@ -14,6 +14,10 @@ Kernel contracts (identical on every backend)
     ``rotated [B]`` (bool) says whether a matrix still rotated a pair above ``ctol`` in its last
     sweep (``early_exit``: the loop stops after the first sweep in which no matrix did). The
     diagonal of ``H'`` holds the eigenvalues (real), ``V'`` the eigenvectors, in the same order.
+``jacobi_small(H, V, sweeps, tol, ctol, early_exit) -> (H', V', rotated)``
+    The ``jacobi`` contract for ``n <= SMALL_MAX`` (4; any ``n``, odd included): Metal: one thread
+    per matrix in registers (``eigh_small``, cyclic row ordering); torch: :func:`jacobi_torch` on
+    the matrices padded to an even order (the padding row/column is never rotated).
 ``tridiagonal(d, e, Z, iterations) -> (w, Z', failed)``
     The eigenvalues ``w [B, n]`` (any order) of the real symmetric tridiagonals ``diag(d [B, n]) +
     offdiag(e [B, n - 1])``; ``Z [B, n, n]`` (or ``None``; real or complex) multiplied on the right
@@ -191,6 +195,21 @@ def tridiagonal_torch(d: torch.Tensor, e: torch.Tensor, Z: torch.Tensor | None, 
     return w, torch.matmul(Z, Q.to(Z.dtype)), ~ok
 
 
+def jacobi_small_torch(H: torch.Tensor, V: torch.Tensor | None, sweeps: int, tol: float, ctol: float,
+                       early_exit: bool):
+    """The ``jacobi_small`` contract in torch ops: :func:`jacobi_torch` on ``H`` (and ``V``) padded
+    to an even order by a zero row and column (never rotated: its off-diagonal entries are zero)."""
+    B, n, _ = H.shape
+    if n % 2 == 0:
+        return jacobi_torch(H, V, sweeps, tol, ctol, early_exit)
+    pad = torch.nn.functional.pad
+    Vp = None if V is None else pad(V, (0, 1, 0, 1))
+    if Vp is not None:
+        Vp[:, n, n] = 1
+    Hj, Vj, rotated = jacobi_torch(pad(H, (0, 1, 0, 1)), Vp, sweeps, tol, ctol, early_exit)
+    return Hj[:, :n, :n], (None if Vj is None else Vj[:, :n, :n]), rotated
+
+
 class _TorchKernels:
     """The kernel contracts in torch ops (any device and dtype)."""
 
@@ -198,6 +217,9 @@ class _TorchKernels:
 
     def jacobi(self, H, V, sweeps, tol, ctol, early_exit):
         return jacobi_torch(H, V, sweeps, tol, ctol, early_exit)
+
+    def jacobi_small(self, H, V, sweeps, tol, ctol, early_exit):
+        return jacobi_small_torch(H, V, sweeps, tol, ctol, early_exit)
 
     def tridiagonal(self, d, e, Z, iterations):
         return tridiagonal_torch(d, e, Z, iterations)
@@ -231,6 +253,18 @@ class _MetalKernels:
             group_size=threads)
         return H, (V if want_v else None), rotated != 0
 
+    def jacobi_small(self, H, V, sweeps, tol, ctol, early_exit):
+        B, n, _ = H.shape
+        H = H.contiguous().clone()
+        want_v = V is not None
+        rotated = torch.empty(B, dtype=torch.int32, device=H.device)
+        V = H.new_empty(B, n, n) if want_v else H.new_empty(1)  # the kernel writes V whole
+        groups = max(1, -(-B // SMALL_THREADS))
+        getattr(self.lib, kernel_name("eigh_small", self.dtype))(
+            H, V, rotated, n, B, sweeps, int(want_v), float(tol), float(ctol), threads=groups * SMALL_THREADS,
+            group_size=SMALL_THREADS)
+        return H, (V if want_v else None), rotated != 0
+
     def tridiagonal(self, d, e, Z, iterations):
         B, n = d.shape
         d = d.contiguous().clone()
@@ -248,6 +282,9 @@ class _MetalKernels:
 #: Threads per threadgroup of ``eigh_jacobi`` (one matrix each) and ``eigh_tridiag_ql``.
 JACOBI_THREADS = 64
 QL_THREADS = 64
+#: Threads per threadgroup of ``eigh_small`` (one matrix per thread) and the largest order it solves.
+SMALL_THREADS = 64
+SMALL_MAX = 4
 
 _TORCH_KERNELS = _TorchKernels()
 

@@ -22,6 +22,7 @@ SMALL = {
     "camera_rq.py": ["--cameras", "2048"],
     "dropin_camera.py": [],
     "eight_point.py": ["--batch", "256"],
+    "eigh_surface_normals.py": ["--points", "4096"],
 }
 
 

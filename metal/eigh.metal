@@ -9,7 +9,8 @@
 //
 //   eigh_small_{f32,c64}   the same Jacobi for n <= 4 (the 3x3 covariances of point-cloud
 //                          normals), one thread per matrix, the matrix and V in registers (the
-//                          loops over the fixed bound 4 unroll: constant indices), cyclic row
+//                          loops over the fixed bound 4 are unrolled (#pragma unroll): constant
+//                          indices, no local-memory stack; sm_90: 72/127 registers), cyclic row
 //                          ordering (0,1),(0,2),...,(n-2,n-1), the same rotation and stopping
 //                          rule; no threadgroup memory, no barriers. Grid: threads >= batch.
 //
@@ -212,7 +213,9 @@ kernel void eigh_small(device T* H [[buffer(0)]],
   device T* hm = H + (long)b * N * N;
   T a[EIGH_SMALL_MAX][EIGH_SMALL_MAX];
   T v[EIGH_SMALL_MAX][EIGH_SMALL_MAX];
+  #pragma unroll
   for (int i = 0; i < EIGH_SMALL_MAX; ++i) {
+    #pragma unroll
     for (int j = 0; j < EIGH_SMALL_MAX; ++j) {
       a[i][j] = (i < n && j < n) ? hm[i * n + j] : s_zero<T>();  // padding: never rotated (|b| = 0)
       v[i][j] = eigh_real<T>(i == j ? 1.0f : 0.0f);
@@ -221,7 +224,9 @@ kernel void eigh_small(device T* H [[buffer(0)]],
   int last_big = 0;
   for (long sweep = 0; sweep < sweeps; ++sweep) {
     int big = 0;
+    #pragma unroll
     for (int p = 0; p < EIGH_SMALL_MAX - 1; ++p) {
+      #pragma unroll
       for (int q = p + 1; q < EIGH_SMALL_MAX; ++q) {
         if (q >= n) {
           continue;
@@ -242,11 +247,13 @@ kernel void eigh_small(device T* H [[buffer(0)]],
         const float t = sign / (fabs(zeta) + hypot(1.0f, zeta));
         const float c = 1.0f / sqrt(1.0f + t * t);
         const T sw = eigh_scale(t * c / ab, bpq);  // s * (b / |b|)
+        #pragma unroll
         for (int j = 0; j < EIGH_SMALL_MAX; ++j) {  // rows p, q <- J^H [rows p; q]
           const T x = a[p][j], y = a[q][j];
           a[p][j] = eigh_scale(c, x) - s_mul(sw, y);
           a[q][j] = s_mul(s_conj(sw), x) + eigh_scale(c, y);
         }
+        #pragma unroll
         for (int i = 0; i < EIGH_SMALL_MAX; ++i) {  // columns p, q <- [cols p, q] J, of H and V
           const T x = a[i][p], y = a[i][q];
           a[i][p] = eigh_scale(c, x) - s_mul(s_conj(sw), y);
@@ -267,7 +274,9 @@ kernel void eigh_small(device T* H [[buffer(0)]],
     }
   }
   device T* vm = V + (vec ? (long)b * N * N : 0);
+  #pragma unroll
   for (int i = 0; i < EIGH_SMALL_MAX; ++i) {
+    #pragma unroll
     for (int j = 0; j < EIGH_SMALL_MAX; ++j) {
       if (i < n && j < n) {
         hm[i * n + j] = a[i][j];

@@ -16,6 +16,8 @@ copy bandwidth is what carries over to an Apple GPU) and one kernel-backend ``qr
 kernel-backend ``qr`` at n = 4096 per panel. Every ``qr`` row is also checked for host syncs and
 its LAPACK ratios are printed (PASS/FAIL).
 """
+# run_gpu: --warmup 1 --repeat 3 --count-dispatches
+
 
 from __future__ import annotations
 

@@ -38,7 +38,7 @@ import torch  # noqa: E402
 from benchmarks.harness import Case, cli  # noqa: E402
 from mpslinalg.kernels import kernel_name, load_library  # noqa: E402
 
-FAMILIES = ("small", "triangular", "lu", "qr", "svd")  # the .metal files, metal/<family>.metal
+FAMILIES = ("small", "triangular", "lu", "qr", "svd")  # metal/<family>.metal or metal/<family>_<group>.metal
 
 REPS = 10  # kernel launches per CUDA-graph replay
 
@@ -492,14 +492,17 @@ def kernel_resources() -> dict[str, dict]:
     import json
 
     from mpslinalg import emulator
-    from mpslinalg.kernels.loader import metal_source
+    from mpslinalg.emulator.sources import metal_dir, metal_source
 
     res = {}
-    for fam in FAMILIES:
+    # a family's one file or its kernel groups (metal/lu_panel.metal, ...): one library each
+    sources = [(fam, p.stem) for fam in FAMILIES for p in sorted(metal_dir().glob("*.metal"))
+               if p.stem.split("_")[0] == fam]
+    for fam, source in sources:
         try:
-            lib = emulator.compile_shader(metal_source(fam), target="cuda")
-        except Exception as exc:  # noqa: BLE001 - report the family, keep the others
-            print(f"[bench_roofline] resources of {fam}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            lib = emulator.compile_shader(metal_source(source), target="cuda")
+        except Exception as exc:  # noqa: BLE001 - report the source, keep the others
+            print(f"[bench_roofline] resources of {source}: {type(exc).__name__}: {exc}", file=sys.stderr)
             continue
         man = json.loads(pathlib.Path(lib._runner.path).read_text())
         for k in man["kernels"]:

@@ -21,6 +21,8 @@ Triton Jacobi switched off (the torch-op sweeps, to see what the kernel buys), `
 rows running ``metal/svd.metal`` through the emulator's cuda target (``MPSLINALG_CUBIN_DIR``),
 ``--profile`` prints where one call's GPU time goes.
 """
+# run_gpu: --warmup 1 --repeat 3 --profile
+
 
 from __future__ import annotations
 
@@ -201,11 +203,11 @@ def _gpu_ms(fn) -> float | str:
 
 
 def _fused_report(device: torch.device) -> None:
-    """The one-launch SVD (:mod:`mpslinalg.kernels.svd_triton_fused`) on the GPU: each code-shape
+    """The one-launch SVD (:mod:`mpslinalg.svd.triton_fused`) on the GPU: each code-shape
     variant (``VARIANT``) timed and checked (worst Frobenius ratios over the batch, float64 on the
     GPU: ``‖A − UΣVᵀ‖/(‖A‖·max(m,n)·u)``, ``‖UᵀU − I‖/(n·u)``, ``‖VᵀV − I‖/(n·u)``, < 50 expected),
     then ``svd_impl`` fused vs the composed path and torch.linalg in the same run."""
-    from mpslinalg.kernels import svd_triton_fused as sf
+    from mpslinalg.svd import triton_fused as sf
 
     print("\n| fused SVD piece | GPU ms | S / recon / U / V ratios |\n|---|---:|---|", flush=True)
     u = 2.0 ** -24
@@ -288,8 +290,8 @@ def _fused_report(device: torch.device) -> None:
 def _kernel_report(device: torch.device) -> None:
     """GPU time of the pieces (CUDA events, median of 5 after one warm-up): the Triton Jacobi kernels
     alone at each tile width, the QR preconditioner, and the whole ``svd_impl``."""
-    from mpslinalg.kernels import svd_triton as st
     from mpslinalg.qr import qr_impl
+    from mpslinalg.svd import triton_jacobi as st
 
     ms = _gpu_ms
 

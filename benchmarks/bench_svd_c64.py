@@ -6,9 +6,9 @@
     python benchmarks/bench_svd_c64.py --batch 256 # a smaller batch (quick look)
 
 Routes compared in the same run: ``default`` (whatever this checkout routes to: since 1f28796
-:mod:`mpslinalg.kernels.svd_triton_square` - prep kernel, the unblocked QR with ``X = Rᴴ``, Jacobi,
+:mod:`mpslinalg.svd.triton_square` - prep kernel, the unblocked QR with ``X = Rᴴ``, Jacobi,
 finish, completion in place), ``square, QR blocked`` (its ``QR_KERNEL = "blocked"``) and ``torch ops``
-(the route off: the preconditioning passes as torch ops around :func:`mpslinalg.kernels.svd_cuda.square_qr`).
+(the route off: the preconditioning passes as torch ops around :func:`mpslinalg.svd.cuda.square_qr`).
 
 Tables (CUDA events, median of 5 after a warm-up; GPU time and the host's wall time per call):
 
@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
-import math
 import pathlib
 import sys
 import time
@@ -94,7 +93,7 @@ def _routes():
     """``(name, context manager factory)`` of the routes this checkout has."""
     out = [("default", contextlib.nullcontext)]
     try:
-        sq = importlib.import_module("mpslinalg.kernels.svd_triton_square")
+        sq = importlib.import_module("mpslinalg.svd.triton_square")
     except ImportError:
         return out
     out.append(("square, QR blocked", lambda: _attrs(sq, ENABLED=True, QR_KERNEL="blocked")))
@@ -172,8 +171,9 @@ def _final(A: torch.Tensor) -> bool:
 
 def _qr(A: torch.Tensor) -> None:
     """The preconditioner's QR alone: the old kernel (svd_cuda.square_qr) against the blocked one."""
-    from mpslinalg.kernels import qr_triton, svd_cuda
-    from mpslinalg.kernels import qr_triton_blocked as qb
+    from mpslinalg.qr import triton as qr_triton
+    from mpslinalg.qr import triton_blocked as qb
+    from mpslinalg.svd import cuda as svd_cuda
 
     Bn, n = A.shape[0], A.shape[-1]
     _table("QR of the preconditioner alone (each incl. a copy of A: see the last row)")
@@ -199,30 +199,36 @@ def _qr(A: torch.Tensor) -> None:
 
 
 def _pieces(A: torch.Tensor) -> None:
-    from mpslinalg.kernels import svd_triton as st
-    from mpslinalg.kernels import svd_triton_complete as stc
-    from mpslinalg.kernels import svd_triton_square as sq
+    from mpslinalg.svd import triton_complete as stc
+    from mpslinalg.svd import triton_jacobi as st
+    from mpslinalg.svd import triton_square as sq
 
     Bn, n = A.shape[0], A.shape[-1]
     _table("the other pieces alone")
     _row("svd_triton_square.prep (scaling, sorts, permuted copy)", lambda: sq.prep(A))
     W, rperm, cperm, e, fin = sq.prep(A)
     X = torch.empty_like(A)
-    from mpslinalg.kernels import qr_triton_blocked as qb
+    from mpslinalg.qr import triton_blocked as qb
 
     qb.geqrf_square(W.clone(), A.new_empty(Bn, n), None, X)
     eye = torch.eye(n, dtype=A.dtype, device=A.device).expand(Bn, n, n).contiguous()
-    tol, ctol = math.sqrt(n) * U32, 2 * n * U32
+    tol, ctol = importlib.import_module("mpslinalg.svd.kernels").thresholds(n, torch.float32)
     _row("Jacobi with V", lambda: st.jacobi(X.clone(), eye.clone(), 30, tol, ctol))
     _row("Jacobi without V", lambda: st.jacobi(X.clone(), None, 30, tol, ctol))
     Xj, Vj, rot = st.jacobi(X.clone(), eye.clone(), 30, tol, ctol)
     _row("finish (sigma, order, V_A, U_A)", lambda: stc.finish(Xj, Vj, cperm, e, fin, rot, rperm=rperm))
     U, S, Vh = svdmod.svd_impl(A, False, True)[:3]
+    from mpslinalg.svd.algorithm import complete
+    from mpslinalg.svd.paths import path_for
+
+    def _complete(Ux, S):
+        return complete(Ux, S, False, path_for(Ux))
+
     Ux = Vh.mH.contiguous()
-    _row("_complete (V's zero-sigma columns; none here)", lambda: svdmod._complete(Ux, S, False))
+    _row("_complete (V's zero-sigma columns; none here)", lambda: _complete(Ux, S))
     Sz = S.clone()
     Sz[:, -1] = 0  # every matrix has a zero sigma: the worst case of the completion
-    _row("_complete, every matrix with a zero sigma", lambda: svdmod._complete(Ux, Sz, False))
+    _row("_complete, every matrix with a zero sigma", lambda: _complete(Ux, Sz))
     print("\n### sweeps (fraction of matrices still rotating after k sweeps)\n\n| k | fraction |\n|---:|---:|")
     for k in range(4, 12):
         _, _, r = st.jacobi(X.clone(), None, k, tol, ctol)

@@ -4,7 +4,7 @@
     python benchmarks/bench_svd_jacobi.py --batch 256    # a quick look
     python benchmarks/bench_svd_jacobi.py --variants 0,1 # VARIANTS[0] and [1] only
 
-For each variant of :mod:`mpslinalg.kernels.svd_triton` (module switches, set for the row only):
+For each variant of :mod:`mpslinalg.svd.triton_jacobi` (module switches, set for the row only):
 
 1. the Jacobi kernel alone with ``V`` on ``X = Rᴴ`` of random and of graded matrices (CUDA events,
    median of 5 after a warm-up) and the whole ``svd_impl`` (U, S, V);
@@ -31,7 +31,7 @@ from benchmarks.bench_svd_c64 import _accuracy, _attrs, _gpu_ms, _mats, _row  # 
 
 svdmod = importlib.import_module("mpslinalg.svd")
 
-#: (name, switches of mpslinalg.kernels.svd_triton) - rows whose switch this checkout lacks are skipped.
+#: (name, switches of mpslinalg.svd.triton_jacobi) - rows whose switch this checkout lacks are skipped.
 VARIANTS = [  # most wanted first (a time box may cut the tail)
     ("default", {}),
     ("scaled rotations, unrolled by 2", {"REG_SCALED_ROTATIONS": True, "REG_UNROLL2": True}),
@@ -55,7 +55,7 @@ def _inputs(A: torch.Tensor) -> dict[str, torch.Tensor]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from mpslinalg.kernels import svd_triton as st
+    from mpslinalg.svd import triton_jacobi as st
 
     p = argparse.ArgumentParser(description="complex64 Jacobi variants on CUDA")
     p.add_argument("--batch", type=int, default=4096)

@@ -1,7 +1,7 @@
 """Probe (H200, issue 16): does ``lu_small`` at 65536 x 32x32 get faster with more simdgroups per
 SM, i.e. with ptxas holding its registers down? The Metal source cannot ask for that (Metal has no
 occupancy attribute), so this probe edits the built PTX: it keeps the ``lu_small_*_32_1`` entries
-of ``lu.metal``'s artifact, adds ``.minnctapersm N`` (N threadgroups of 64 threads per SM, i.e. at
+of ``lu_small.metal``'s artifact, adds ``.minnctapersm N`` (N threadgroups of 64 threads per SM, i.e. at
 most 65536 / (64 N) registers per thread) and lets the driver compile that PTX (JIT), then times
 the kernels through the library's own call site (CUDA-graph replay, CUDA events) against the same
 PTX without the directive (the JIT baseline) and ``torch.linalg.lu_factor_ex``.
@@ -43,12 +43,12 @@ def _top_blocks(ptx: str) -> tuple[str, list[str]]:
 
 
 def trimmed_artifact(out: pathlib.Path, min_blocks: int, man_path: pathlib.Path | None = None) -> None:
-    """A copy of lu.metal's manifest + PTX in ``out`` with only KERNELS, no cubin (driver JIT)."""
+    """A copy of lu_small.metal's manifest + PTX in ``out`` with only KERNELS, no cubin (driver JIT)."""
     from mpslinalg.emulator import _cuda
     from mpslinalg.emulator.__main__ import source_text
 
     if man_path is None:
-        key = _cuda.source_key(source_text(ROOT / "metal" / "lu.metal"), list(_cuda.CUDA_FLAGS))
+        key = _cuda.source_key(source_text(ROOT / "metal" / "lu_small.metal"), list(_cuda.CUDA_FLAGS))
         man_path = next(d / f"{key}.json" for d in _cuda.cubin_dirs() if (d / f"{key}.json").is_file())
     man = json.loads(man_path.read_text())
     key = man["key"]
@@ -112,7 +112,7 @@ def measure(min_blocks: int) -> None:
             launch()
             ratio = B._lu_ratio(A, LU, piv)
             name = K.kernel_name("lu_small", dtype, 32, 1, *((1, opt) if opt else ()))
-            regs = _registers(kern.lib, name)
+            regs = _registers(K.load_library(K.KERNEL_SOURCES["lu_small"], "cuda"), name)
             t = B.graph_ms(launch)
             print(f"| {name} | {min_blocks or 'none (JIT)'} | {regs} | {t * 1e3:.1f} | {peer * 1e3:.1f} | "
                   f"{peer / t:.2f}x | xGET01 {ratio:.2f} |", flush=True)

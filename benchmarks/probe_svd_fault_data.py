@@ -34,7 +34,8 @@ sys.path[:0] = [str(ROOT)]
 
 import torch  # noqa: E402
 
-from mpslinalg.kernels import svd_cuda, svd_triton_fused  # noqa: E402
+from mpslinalg.svd import cuda as svd_cuda  # noqa: E402
+from mpslinalg.svd import triton_fused as svd_triton_fused  # noqa: E402
 
 #: the test's draws, in its order
 CASES = (((4096, 3, 3), torch.float32), ((512, 7, 3), torch.float32), ((512, 8, 9), torch.float32),
@@ -42,7 +43,7 @@ CASES = (((4096, 3, 3), torch.float32), ((512, 7, 3), torch.float32), ((512, 8, 
 
 
 def _variant(items: list[str], m: int, n: int) -> None:
-    """Apply ``key=value`` switches of :mod:`mpslinalg.kernels.svd_triton_fused` (``m x n``: the case's
+    """Apply ``key=value`` switches of :mod:`mpslinalg.svd.triton_fused` (``m x n``: the case's
     order, whose launch configuration ``mb``/``warps`` override)."""
     for item in items:
         key, val = item.split("=")

@@ -5,7 +5,9 @@
 #   here (clang):   python -m mpslinalg.emulator build --target cuda --out .cubins
 #   on the GPU:     bash benchmarks/run_gpu.sh STEP...      (carry .cubins)
 #
-# STEPs: any <f> with a benchmarks/bench_<f>.py (run as --device cuda --out DIR), and det-grad matmul triangular triangular-kernel triangular-tune lu lu-tune lu-small small pinv-lstsq qr roofline main main-quick pytest gpucheck svd-fault
+# STEPs: a family <f> (its benchmarks/bench_<f>.py, run as --device cuda --out DIR plus the flags of its
+# "# run_gpu:" line), or det-grad matmul triangular-kernel triangular-tune lu-tune lu-small pinv-lstsq
+# roofline main main-quick pytest gpucheck svd-fault
 # Time limit per step: $STEP_LIMIT seconds (default 240), or LIMIT_<step> (dashes as _).
 # Results: $OUT/gpu_results.tgz (markdown + JSON + logs) and $OUT/summary.md (the tables).
 set -u -o pipefail
@@ -32,26 +34,21 @@ for s in "$@"; do
   case "$s" in
     det-grad) step det-grad bash -c "$PY benchmarks/bench_det_grad.py --device cuda --out $RES --quick && $PY -m pytest -q -p no:cacheprovider tests/lu/test_det_adjugate.py" ;;
     matmul) step matmul $PY benchmarks/bench_matmul.py --device cuda --out "$RES" ;;
-    triangular) step triangular $PY benchmarks/bench_triangular.py --device cuda --out "$RES" ;;
     triangular-kernel) step triangular-kernel $PY benchmarks/bench_triangular.py --device cuda --out "$RES" --kernel ;;
     triangular-tune) step triangular-tune $PY benchmarks/bench_triangular.py --device cuda --out "$RES" --tune ;;
-    lu) step lu $PY benchmarks/bench_lu.py --device cuda --out "$RES" ;;
     lu-tune) step lu-tune $PY benchmarks/bench_lu.py --device cuda --out "$RES" --tune ;;
     lu-small) step lu-small $PY benchmarks/bench_lu_small.py --out "$RES" ;;
-    small) step small $PY benchmarks/bench_small.py --device cuda --out "$RES" ;;
     pinv-lstsq) step pinv-lstsq $PY benchmarks/bench_pinv_lstsq.py --device cuda --out "$RES" ;;
-    qr) step qr $PY benchmarks/bench_qr.py --device cuda --out "$RES" --warmup 1 --repeat 3 --count-dispatches ;;
-    svd) step svd $PY benchmarks/bench_svd.py --device cuda --out "$RES" --warmup 1 --repeat 3 --profile ;;
     roofline) step roofline $PY benchmarks/bench_roofline.py --device cuda --out "$RES" ;;
     main) step main $PY -m mpslinalg --device cuda --json "$RES/main_cuda.json" ;;
     main-quick) step main-quick $PY -m mpslinalg --device cuda --quick --json "$RES/main_cuda_quick.json" ;;
-    pytest) step pytest $PY -m pytest -q -p no:cacheprovider -m cuda tests/mainjob/test_timing.py tests/mainjob/test_main_job.py \
-              tests/triangular/test_triangular.py tests/triangular/test_triangular_grad.py tests/triangular/test_triangular_triton.py tests/lu/test_lu.py tests/lu/test_solve.py \
-              tests/lu/test_inv.py tests/lu/test_det.py tests/small/test_small.py tests/qr tests/svd tests/oplayer/test_oplayer.py ;;
+    pytest) step pytest $PY -m pytest -q -p no:cacheprovider -m cuda tests ;;  # every CUDA test
     svd-fault) step svd-fault bash benchmarks/svd_fault_replay.sh ;;
     gpucheck) OUT="$RES/gpucheck" step gpucheck bash scripts/gpu_check.sh ;;
-    *) if [ -f "benchmarks/bench_$s.py" ]; then  # a family's benchmark, by the recipe's file name
-         step "$s" $PY "benchmarks/bench_$s.py" --device cuda --out "$RES"
+    *) if [ -f "benchmarks/bench_$s.py" ]; then  # a family's benchmark, by the recipe's file name;
+         # its own extra flags on a line '# run_gpu: FLAGS' of the file
+         extra=$(sed -n 's/^# run_gpu: //p' "benchmarks/bench_$s.py" | head -n 1)
+         step "$s" $PY "benchmarks/bench_$s.py" --device cuda --out "$RES" $extra
        else echo "unknown step $s" >&2; fi ;;
   esac
 done

@@ -28,6 +28,7 @@ import argparse
 import sys
 
 import torch
+from support import devices
 
 import mpslinalg as LA
 from mpslinalg.mainjob.timing import compare, time_interleaved
@@ -110,7 +111,7 @@ def verdict(ok: bool) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="cpu", type=devices.device, help="cpu (default), cuda or mps")
     p.add_argument("--poses", type=int, default=None, help="number of poses (default 1e6 on GPU, 1e5 on CPU)")
     p.add_argument("--hypotheses", type=int, default=2048)
     p.add_argument("--points", type=int, default=None, help="points per hypothesis (default 2048 on GPU, 256 on CPU)")

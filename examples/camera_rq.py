@@ -36,6 +36,7 @@ import math
 import sys
 
 import torch
+from support import devices
 
 import mpslinalg as LA
 from mpslinalg.kernels import backend_for
@@ -91,7 +92,7 @@ def _max_ratio(num: torch.Tensor, den: torch.Tensor) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="cpu", type=devices.device, help="cpu (default), cuda or mps")
     p.add_argument("--cameras", type=int, default=100000)
     args = p.parse_args(argv)
     dev = torch.device(args.device)

@@ -28,6 +28,7 @@ import argparse
 
 import torch
 import torch.nn.functional as F
+from support import devices
 
 import mpslinalg
 from mpslinalg.mainjob.timing import compare, time_interleaved
@@ -78,7 +79,7 @@ def ut_transform_solve(A, v_beta, kg_beta, solve_triangular=mpslinalg.solve_tria
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="cpu", type=devices.device, help="cpu (default), cuda or mps")
     p.add_argument("--seq", type=int, default=1024, help="tokens (a multiple of 64)")
     p.add_argument("--heads", type=int, default=32)
     args = p.parse_args(argv)

@@ -1,6 +1,6 @@
 """Drop-in: one line makes an unmodified camera-geometry library run mpslinalg (issue 13).
 
-``posekit`` (next to this file) is ordinary torch code — ``torch.linalg.inv``, ``Tensor.inverse``,
+``support/posekit.py`` (next to this file) is ordinary torch code — ``torch.linalg.inv``, ``Tensor.inverse``,
 ``torch.det``, ``lu_factor_ex`` + ``lu_solve``, ``solve``, ``logdet`` — that knows nothing of
 mpslinalg. The user turns routing on and calls it::
 
@@ -15,8 +15,8 @@ same size); exit status 1 when a check fails.
 
 import sys
 
-import posekit
 import torch
+from support import posekit
 
 import mpslinalg
 

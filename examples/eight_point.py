@@ -27,6 +27,7 @@ import argparse
 import sys
 
 import torch
+from support import devices
 
 import mpslinalg as LA
 
@@ -78,7 +79,7 @@ def _null_ratio(A32: torch.Tensor, f: torch.Tensor, gap_idx: int) -> torch.Tenso
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="cpu", type=devices.device, help="cpu (default), cuda or mps")
     p.add_argument("--batch", type=int, default=4096)
     args = p.parse_args(argv)
     dev = torch.device(args.device)

@@ -29,6 +29,7 @@ import argparse
 import math
 
 import torch
+from support import devices
 
 import mpslinalg as LA
 from mpslinalg.mainjob.timing import time_interleaved
@@ -126,7 +127,7 @@ def kinetic_by_finite_differences(R: torch.Tensor, k: torch.Tensor, h: float) ->
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="cpu", type=devices.device, help="cpu (default), cuda or mps")
     p.add_argument("--backend", default="auto", help="auto, torch, emulator or metal")
     p.add_argument("--walkers", type=int, default=128)
     p.add_argument("--electrons", type=int, default=8)

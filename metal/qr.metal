@@ -34,7 +34,7 @@ constant constexpr int QR_SMALL_MAX = 64;
 constant constexpr int QR_SMALL_BYTES = 32768;
 // Threads per threadgroup of qr_panel, its simdgroups, and the widest panel.
 constant constexpr int QR_PANEL_THREADS = 256;
-constant constexpr int QR_PANEL_SIMDS = QR_PANEL_THREADS / 32;
+constant constexpr int QR_PANEL_SIMDS = QR_PANEL_THREADS / SIMD_WIDTH;
 constant constexpr int QR_PANEL_MAX_W = 32;
 
 // ---- element helpers, overloaded for float (real) and float2 (complex) ------------------------
@@ -110,19 +110,19 @@ kernel void qr_small(device T* A [[buffer(0)]],
   const int k = min(m, n);
   const int t0 = (int)tid;
   device T* a = A + (long)b * M * N;
-  for (int t = t0; t < m * n; t += 32) {
+  for (int t = t0; t < m * n; t += SIMD_WIDTH) {
     s[t] = a[t];
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
   for (int j = 0; j < k; ++j) {
     float big = 0.0f;
-    for (int r = j + 1 + t0; r < m; r += 32) {
+    for (int r = j + 1 + t0; r < m; r += SIMD_WIDTH) {
       big = max(big, s_abs(s[r * n + j]));
     }
     big = simd_max(big);
     float ss = 0.0f;
     if (big > 0.0f && !isinf(big)) {
-      for (int r = j + 1 + t0; r < m; r += 32) {
+      for (int r = j + 1 + t0; r < m; r += SIMD_WIDTH) {
         ss += qr_sq(s[r * n + j], big);
       }
     }
@@ -132,7 +132,7 @@ kernel void qr_small(device T* A [[buffer(0)]],
     const QrReflector<T> h = qr_larfg<T>(alpha, xnorm);
     threadgroup_barrier(mem_flags::mem_threadgroup);  // alpha read by all before it is replaced
     if (!h.skip) {
-      for (int r = j + 1 + t0; r < m; r += 32) {
+      for (int r = j + 1 + t0; r < m; r += SIMD_WIDTH) {
         s[r * n + j] = s_div(s[r * n + j], h.denom);
       }
       if (t0 == 0) {
@@ -146,7 +146,7 @@ kernel void qr_small(device T* A [[buffer(0)]],
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (!h.skip) {
       const T ct = s_conj(h.tau);
-      for (int c = j + 1 + t0; c < n; c += 32) {
+      for (int c = j + 1 + t0; c < n; c += SIMD_WIDTH) {
         T w = s[j * n + c];
         for (int r = j + 1; r < m; ++r) {
           w += s_mul(s_conj(s[r * n + j]), s[r * n + c]);
@@ -160,7 +160,7 @@ kernel void qr_small(device T* A [[buffer(0)]],
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
   }
-  for (int t = t0; t < m * n; t += 32) {
+  for (int t = t0; t < m * n; t += SIMD_WIDTH) {
     a[t] = s[t];
   }
   if (want_q == 0) {
@@ -169,7 +169,7 @@ kernel void qr_small(device T* A [[buffer(0)]],
   // the thin Q [M, k] (orgqr): column c = H_1 ... H_k e_c, each lane owning whole columns, so no
   // barrier is needed; H_j e_c = e_c for j > c (v_j is zero above row j)
   device T* q = Q + (long)b * M * k;
-  for (int c = t0; c < k; c += 32) {
+  for (int c = t0; c < k; c += SIMD_WIDTH) {
     for (int r = 0; r < m; ++r) {
       q[r * k + c] = r == c ? s_one<T>() : s_zero<T>();
     }
@@ -206,8 +206,8 @@ kernel void qr_small(device T* A [[buffer(0)]],
 template <typename T>
 inline T qr_group_sum(T v, threadgroup T* part, uint tid) {
   v = qr_simd_sum(v);
-  if (tid % 32 == 0) {
-    part[tid / 32] = v;
+  if (tid % SIMD_WIDTH == 0) {
+    part[tid / SIMD_WIDTH] = v;
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
   T total = part[0];
@@ -238,7 +238,7 @@ kernel void qr_panel(device T* A [[buffer(0)]],
   device T* tf = Tf + (long)b * w * w;
   const int ww = (int)w;
   const long kl = min(M - o, w);
-  const uint lane = tid % 32, sg = tid / 32;
+  const uint lane = tid % SIMD_WIDTH, sg = tid / SIMD_WIDTH;
   if ((long)tid < w) {
     for (long l = 0; l < (long)tid; ++l) {
       tf[tid * w + l] = s_zero<T>();

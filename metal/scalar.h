@@ -61,6 +61,10 @@ template <> inline float2 s_nan<float2>() { return float2(NAN, NAN); }
 // Smallest normal float32 (LAPACK's slamch('S')): below it, 1 / x overflows for some x.
 constant constexpr float S_SFMIN = 1.17549435e-38f;
 
+// Threads per simdgroup on Apple GPUs (and the emulator's targets: a cuda warp): the width every
+// simd_* collective, lane index and per-simdgroup share in the kernels' index math is written with.
+constant constexpr int SIMD_WIDTH = 32;
+
 // ---- instantiation ---------------------------------------------------------------------------
 // MLX's idiom: the explicit instantiation's type is the template's own (decltype), so parameters
 // and their [[buffer(i)]] / position attributes are written once, in the definition.

@@ -468,6 +468,7 @@ inline float4 tile_pack4(thread const float2 (&a)[N][N], int v) {
 // ---------------------------------------------------------------------------------------------
 
 template <typename T, int N>
+[[max_total_threads_per_threadgroup(64)]]  // = SMALL_GROUP
 kernel void small_inv_staged(device const T *A [[buffer(0)]], device T *X [[buffer(1)]],
                              device int *info [[buffer(2)]], constant long &batch [[buffer(3)]],
                              uint tid [[thread_position_in_grid]],
@@ -499,6 +500,7 @@ kernel void small_inv_staged(device const T *A [[buffer(0)]], device T *X [[buff
 }
 
 template <typename T, int N>
+[[max_total_threads_per_threadgroup(64)]]  // = SMALL_GROUP
 kernel void small_inv_direct(device const T *A [[buffer(0)]], device T *X [[buffer(1)]],
                              device int *info [[buffer(2)]], constant long &batch [[buffer(3)]],
                              uint tid [[thread_position_in_grid]],
@@ -542,6 +544,7 @@ kernel void small_inv_direct(device const T *A [[buffer(0)]], device T *X [[buff
 }
 
 template <typename T, int N>
+[[max_total_threads_per_threadgroup(64)]]  // = SMALL_GROUP
 kernel void small_det_staged(device const T *A [[buffer(0)]], device T *mant [[buffer(1)]],
                              device int *expo [[buffer(2)]], device int *info [[buffer(3)]],
                              constant long &batch [[buffer(4)]], uint tid [[thread_position_in_grid]],
@@ -571,6 +574,7 @@ kernel void small_det_staged(device const T *A [[buffer(0)]], device T *mant [[b
 }
 
 template <typename T, int N>
+[[max_total_threads_per_threadgroup(64)]]  // = SMALL_GROUP
 kernel void small_det_direct(device const T *A [[buffer(0)]], device T *mant [[buffer(1)]],
                              device int *expo [[buffer(2)]], device int *info [[buffer(3)]],
                              constant long &batch [[buffer(4)]], uint tid [[thread_position_in_grid]]) {
@@ -586,6 +590,7 @@ kernel void small_det_direct(device const T *A [[buffer(0)]], device T *mant [[b
 
 // One thread per (matrix, right-hand-side column); A read with the direct variant's accesses.
 template <typename T, int N>
+[[max_total_threads_per_threadgroup(64)]]  // = SMALL_GROUP
 kernel void small_solve(device const T *A [[buffer(0)]], device const T *B [[buffer(1)]],
                         device T *X [[buffer(2)]], device int *info [[buffer(3)]],
                         constant long &batch [[buffer(4)]], constant long &k [[buffer(5)]],

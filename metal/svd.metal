@@ -1,4 +1,4 @@
-// svd.metal - one-sided Jacobi kernels of the SVD family (mpslinalg/svd.py), float32 and
+// svd.metal - one-sided Jacobi kernels of the SVD family (mpslinalg/svd/), float32 and
 // complex64 (float2).
 //
 //   svd_jacobi_small_{f32,c64}  the whole Jacobi iteration of an n x n matrix (n even, <= 32) in
@@ -22,6 +22,17 @@
 // angle), c = 1 / sqrt(1 + t^2), e = g / |g| (the complex phase);
 //   x_p' = c x_p - conj(c t e) x_q,   x_q' = (c t e) x_p + c x_q.
 // NaN never rotates (comparisons with NaN are false); the host zeroes non-finite matrices anyway.
+// Underflow: when min(a, b) < SVD_GRAM_MIN the Gram entries are computed again from the columns
+// scaled apart, x_p by s_p and x_q by s_q, the powers of two of their largest entries (exact): the
+// cosine |g| / (sqrt(a) sqrt(b)) does not change, and zeta = (b~ r - a~ / r) / (2|g~|) with
+// r = s_p / s_q (r = 1 otherwise: the same bits). Below 2^-100 a sum of squares may have lost
+// digits to the subnormal range (the noise columns of an exactly rank-deficient matrix, ~1e-21
+// beside ~1: ones(8, 8)), and such a pair would rotate by noise until the sweep bound (info 2 for
+// an accurate result); above it every lost term is below n * 2^-150, far under u sqrt(a) sqrt(b).
+// A column whose entries are all below tiny / u = 2^-102 (exponent <= SVD_NOISE_EXPONENT) neither
+// rotates nor counts: its digits lie in the subnormal range, rotations cannot orthogonalise it,
+// and its sigma is below sqrt(tiny) sigma_1 (X is the factor of a matrix scaled to max |a| >= 1/2):
+// the host replaces such noise columns by an orthonormal completion.
 //
 // Layout: X and V are contiguous [batch, n, n] row-major buffers (the host pads odd orders with a
 // zero column, which never rotates); sizes arrive as 8-byte longs, tol as float.
@@ -30,6 +41,21 @@
 constant constexpr int SVD_SMALL_MAX = 32;
 constant constexpr int SVD_SMALL_LD = 33;  // padded row stride of the tiles (no bank conflicts)
 constant constexpr uint SVD_ROUND_MAX_THREADS = 256;
+constant constexpr float SVD_GRAM_MIN = 7.8886090522101181e-31f;  // 2^-100
+constant constexpr int SVD_NOISE_EXPONENT = -102;                   // 2^-102 = tiny / u
+
+inline float svd_amax(float a) { return fabs(a); }
+inline float svd_amax(float2 a) { return fmax(fabs(a.x), fabs(a.y)); }
+
+// e with m * 2^-e in [1/2, 1) (m > 0), at least -125 (2^-e is a normal float); 0 for m = 0.
+inline int svd_exponent(float m) {
+  if (!(m > 0.0f)) {
+    return 0;
+  }
+  int e;
+  frexp(m, e);
+  return max(e, -125);
+}
 
 inline float svd_abs2(float a) { return a * a; }
 inline float svd_abs2(float2 a) { return a.x * a.x + a.y * a.y; }
@@ -46,8 +72,8 @@ inline int svd_player(int j, int r, int n) { return j == 0 ? 0 : 1 + (j - 1 + r)
 // The rotation (c, se) of a pair from its Gram entries; false if the pair is already orthogonal
 // to working accuracy.
 template <typename T>
-inline bool svd_rotation(float a, float b, T g, float tol, float ctol, thread float& c, thread T& se,
-                         thread bool& significant) {
+inline bool svd_rotation(float a, float b, T g, float r, float tol, float ctol, thread float& c,
+                         thread T& se, thread bool& significant) {
   const float ag = s_abs(g);
   const float scale = sqrt(a) * sqrt(b);
   significant = ag > ctol * scale;
@@ -56,7 +82,7 @@ inline bool svd_rotation(float a, float b, T g, float tol, float ctol, thread fl
     se = s_zero<T>();
     return false;
   }
-  const float zeta = (b - a) / (2.0f * ag);
+  const float zeta = (b * r - a / r) / (2.0f * ag);  // r = s_p / s_q of the scaled columns
   const float az = fabs(zeta);
   // 1 + zeta^2 overflows above ~1.8e19; there t = 1 / (2|zeta|) to float precision
   float t = az < 1.0e18f ? 1.0f / (az + sqrt(1.0f + az * az)) : 0.5f / az;
@@ -123,10 +149,33 @@ kernel void svd_jacobi_small(device T* X [[buffer(0)]],
           bb += svd_abs2(xq);
           g += s_mul(s_conj(xp), xq);
         }
+        float ratio = 1.0f;
+        if (fmin(a, bb) < SVD_GRAM_MIN) {  // digits lost to underflow: the columns scaled apart
+          float mp = 0.0f, mq = 0.0f;
+          for (int i = 0; i < n; ++i) {
+            mp = fmax(mp, svd_amax(x[i * SVD_SMALL_LD + p]));
+            mq = fmax(mq, svd_amax(x[i * SVD_SMALL_LD + q]));
+          }
+          const int ep = svd_exponent(mp), eq = svd_exponent(mq);
+          const float sp = ldexp(1.0f, -ep), sq = ldexp(1.0f, -eq);
+          ratio = ldexp(1.0f, clamp(eq - ep, -126, 126));
+          a = 0.0f;
+          bb = 0.0f;
+          g = s_zero<T>();
+          for (int i = 0; i < n; ++i) {
+            const T xp = svd_scale(sp, x[i * SVD_SMALL_LD + p]), xq = svd_scale(sq, x[i * SVD_SMALL_LD + q]);
+            a += svd_abs2(xp);
+            bb += svd_abs2(xq);
+            g += s_mul(s_conj(xp), xq);
+          }
+          if (min(ep, eq) <= SVD_NOISE_EXPONENT) {
+            g = s_zero<T>();  // no rotation, not counted
+          }
+        }
         float c;
         T se;
         bool significant;
-        if (svd_rotation(a, bb, g, TOL, CTOL, c, se, significant)) {
+        if (svd_rotation(a, bb, g, ratio, TOL, CTOL, c, se, significant)) {
           mine = significant ? 1 : mine;
           for (int i = 0; i < n; ++i) {
             T xp = x[i * SVD_SMALL_LD + p], xq = x[i * SVD_SMALL_LD + q];
@@ -163,8 +212,52 @@ kernel void svd_jacobi_small(device T* X [[buffer(0)]],
 }
 
 // ---- svd_jacobi_round ------------------------------------------------------------------------
-//
-// Grid: threads = batch * (n/2) * G, group_size = G (a multiple of 32, <= 256); threadgroup
+
+constant constexpr int SVD_ROUND_TOTAL = SVD_ROUND_MAX_THREADS / 32;  // slot of the group's totals
+
+// The Gram entries (a, b, g) of the columns p, q of xb scaled by sp, sq, summed over the threadgroup by
+// a tree reduction (simdgroup sums, then thread 0 adds the simdgroups' partial sums in order);
+// every thread returns the totals. Called by every thread of the group.
+template <typename T>
+inline void svd_round_gram(device const T* xb, int rows, int n, int p, int q, float sp, float sq, int t0, int nt,
+                           uint lane, uint sg, int nsg, threadgroup float* ra, threadgroup float* rb,
+                           threadgroup T* rg, thread float& ta, thread float& tb, thread T& tg) {
+  float a = 0.0f, bb = 0.0f;
+  T g = s_zero<T>();
+  for (int i = t0; i < rows; i += nt) {
+    const T xp = svd_scale(sp, xb[i * n + p]), xq = svd_scale(sq, xb[i * n + q]);
+    a += svd_abs2(xp);
+    bb += svd_abs2(xq);
+    g += s_mul(s_conj(xp), xq);
+  }
+  a = simd_sum(a);
+  bb = simd_sum(bb);
+  g = svd_simd_sum(g);
+  if (lane == 0) {
+    ra[sg] = a;
+    rb[sg] = bb;
+    rg[sg] = g;
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  if (t0 == 0) {
+    float sa = 0.0f, sb = 0.0f;
+    T sgm = s_zero<T>();
+    for (int k = 0; k < nsg; ++k) {
+      sa += ra[k];
+      sb += rb[k];
+      sgm += rg[k];
+    }
+    ra[SVD_ROUND_TOTAL] = sa;
+    rb[SVD_ROUND_TOTAL] = sb;
+    rg[SVD_ROUND_TOTAL] = sgm;
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  ta = ra[SVD_ROUND_TOTAL];
+  tb = rb[SVD_ROUND_TOTAL];
+  tg = rg[SVD_ROUND_TOTAL];
+}
+
+// svd_jacobi_round. Grid: threads = batch * (n/2) * G, group_size = G (a multiple of 32, <= 256); threadgroup
 // g = b * (n/2) + i rotates pair i of round ROUND of matrix b. X is [batch, rows, n] (rows may
 // exceed n); V is [batch, n, n] when WANT_V. flags[b * (n/2) + i] is set to 1 when the pair
 // made a significant rotation (the host zeroes it at the start of a sweep; slot i belongs to one threadgroup per
@@ -188,7 +281,6 @@ kernel void svd_jacobi_round(device T* X [[buffer(0)]],
   threadgroup float ra[SVD_ROUND_MAX_THREADS / 32 + 1];
   threadgroup float rb[SVD_ROUND_MAX_THREADS / 32 + 1];
   threadgroup T rg[SVD_ROUND_MAX_THREADS / 32 + 1];
-  constexpr int TOTAL = SVD_ROUND_MAX_THREADS / 32;  // slot of the group's totals
   const int n = (int)N;
   const int rows = (int)ROWS;
   const int h = n / 2;
@@ -201,44 +293,45 @@ kernel void svd_jacobi_round(device T* X [[buffer(0)]],
   const int nt = (int)ntg;
   const int nsg = (nt + 31) / 32;
   device T* xb = X + b * ROWS * N;
-  float a = 0.0f, bb = 0.0f;
-  T g = s_zero<T>();
-  for (int i = t0; i < rows; i += nt) {
-    const T xp = xb[i * n + p], xq = xb[i * n + q];
-    a += svd_abs2(xp);
-    bb += svd_abs2(xq);
-    g += s_mul(s_conj(xp), xq);
-  }
-  // tree reduction: simdgroup sums, then thread 0 adds the simdgroups' partial sums in order
-  a = simd_sum(a);
-  bb = simd_sum(bb);
-  g = svd_simd_sum(g);
-  if (lane == 0) {
-    ra[sg] = a;
-    rb[sg] = bb;
-    rg[sg] = g;
-  }
-  threadgroup_barrier(mem_flags::mem_threadgroup);
-  if (t0 == 0) {
-    float sa = 0.0f, sb = 0.0f;
-    T sgm = s_zero<T>();
-    for (int s = 0; s < nsg; ++s) {
-      sa += ra[s];
-      sb += rb[s];
-      sgm += rg[s];
+  float ta, tb;
+  T tg;
+  float ratio = 1.0f;
+  svd_round_gram(xb, rows, n, p, q, 1.0f, 1.0f, t0, nt, lane, sg, nsg, ra, rb, rg, ta, tb, tg);
+  if (fmin(ta, tb) < SVD_GRAM_MIN) {  // uniform (every thread read the same totals): digits lost
+    float mp = 0.0f, mq = 0.0f;       // to underflow, the Gram entries of the columns scaled apart
+    for (int i = t0; i < rows; i += nt) {
+      mp = fmax(mp, svd_amax(xb[i * n + p]));
+      mq = fmax(mq, svd_amax(xb[i * n + q]));
     }
-    ra[TOTAL] = sa;
-    rb[TOTAL] = sb;
-    rg[TOTAL] = sgm;
+    mp = simd_max(mp);
+    mq = simd_max(mq);
+    if (lane == 0) {
+      ra[sg] = mp;
+      rb[sg] = mq;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (t0 == 0) {
+      float gp = 0.0f, gq = 0.0f;
+      for (int k = 0; k < nsg; ++k) {
+        gp = fmax(gp, ra[k]);
+        gq = fmax(gq, rb[k]);
+      }
+      ra[SVD_ROUND_TOTAL] = gp;
+      rb[SVD_ROUND_TOTAL] = gq;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const int ep = svd_exponent(ra[SVD_ROUND_TOTAL]), eq = svd_exponent(rb[SVD_ROUND_TOTAL]);
+    ratio = ldexp(1.0f, clamp(eq - ep, -126, 126));
+    svd_round_gram(xb, rows, n, p, q, ldexp(1.0f, -ep), ldexp(1.0f, -eq), t0, nt, lane, sg, nsg, ra, rb, rg,
+                   ta, tb, tg);
+    if (min(ep, eq) <= SVD_NOISE_EXPONENT) {
+      tg = s_zero<T>();  // no rotation, not counted
+    }
   }
-  threadgroup_barrier(mem_flags::mem_threadgroup);
-  const float ta = ra[TOTAL];
-  const float tb = rb[TOTAL];
-  const T tg = rg[TOTAL];
   float c;
   T se;
   bool significant;
-  if (!svd_rotation(ta, tb, tg, TOL, CTOL, c, se, significant)) {
+  if (!svd_rotation(ta, tb, tg, ratio, TOL, CTOL, c, se, significant)) {
     return;  // uniform: every thread of the group computed the same rotation
   }
   for (int i = t0; i < rows; i += nt) {

@@ -64,7 +64,7 @@ kernel void trtri_diag(device const T* A [[buffer(0)]],
 
   // Stage the lower triangle (strictly lower when unit): consecutive threads, consecutive j.
   for (int i = 0; i < bs; ++i) {
-    for (int j = (int)tid; j <= i; j += 32) {
+    for (int j = (int)tid; j <= i; j += SIMD_WIDTH) {
       if (j < i || !unit) {
         const T v = Ab[i * rs + j * cs];
         L[i * TRI_LD + j] = conj ? s_conj(v) : v;
@@ -449,7 +449,7 @@ kernel void trsm_small_mma(device const float* A [[buffer(0)]],
     simdgroup_barrier(mem_flags::mem_threadgroup);  // the lanes' stores before the matrix loads
     // block products: X_I += (-L_IJ) X_J for the later blocks, this simdgroup's 32 columns
     for (int ct = 0; ct < 4; ++ct) {
-      const ulong col = 32 * sg + 8 * (uint)ct;
+      const ulong col = SIMD_WIDTH * sg + 8 * (uint)ct;
       simdgroup_float8x8 xj;
       simdgroup_load(xj, Xs, TRI_MMA_LDX, ulong2(col, ulong(8 * J)));
       for (int I = J + 1; I < nb8; ++I) {

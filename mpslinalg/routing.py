@@ -123,14 +123,17 @@ def _op(name: str) -> Callable:
 
 
 class _Local(threading.local):
-    inside: bool = False  # this thread is computing a routed call (its torch calls are internal)
     counts: dict | None = None  # this thread's counters: op -> [ours, torch, internal]
 
 
 _local = _Local()
 _lock = threading.Lock()  # enable/disable, and the list of the threads' counters
 _libraries: list[torch.library.Library] = []
-_config: tuple | None = None  # (devices, ops, when) of the active routing, for enabled() to restore
+_config: tuple | None = None  # (devices, ops, when) of the active routing
+#: enabled() blocks now open, in the order they were entered, one ``[config]`` each: a block finds
+#: its own entry by identity (blocks of equal configs are distinct), whatever the order of exits
+_open: list[list] = []
+_before_open: tuple | None = None  # the routing in force when the first open block was entered
 _OURS, _TORCH, _INTERNAL = range(3)
 _all_counts: list[dict[str, list[int]]] = []  # every thread's counters (no lock on the call path)
 
@@ -193,19 +196,19 @@ def _kernel(route: Route, op: Callable, original, table: dict | None) -> Callabl
     name, grad_ours = route.name, route.grad_ours
 
     def kernel(keyset, *args, **kwargs):
-        if _local.inside:
+        if _table._local.inside:
             _count(name, _INTERNAL)
             return original.call_boxed(keyset, *args, **kwargs)
         if not _transforms_active() and (
                 table is None or _faster(table, args[0])
                 or (grad_ours and torch.is_grad_enabled() and getattr(args[0], "requires_grad", False))):
-            _local.inside = True
+            _table._local.inside = True
             if table is None:  # when="always": mpslinalg's implementation at every size
                 _table.always(+1)
             try:
                 result = route.call(op, *args, **kwargs)
             finally:
-                _local.inside = False
+                _table._local.inside = False
                 if table is None:
                     _table.always(-1)
             if result is not None:
@@ -315,26 +318,31 @@ def enable(devices: Iterable[str] | str = ("mps",), ops: Iterable[str] | None = 
     1
     >>> mpslinalg.disable()
     """
-    global _config
     config = _normalise(devices, ops, when)
     with _lock:
-        _deregister()
-        _config = None
-        try:
-            _register(*config)
-        except BaseException:
-            _deregister()
-            raise
-        _clear_dispatch_caches()
-        _config = config
+        _apply(config)
 
 
 def disable() -> None:
     """Remove every registration of :func:`enable`: torch's kernels serve every call again."""
-    global _config
     with _lock:
+        _apply(None)
+
+
+def _apply(config: tuple | None) -> None:
+    """Make ``config`` (normalised; ``None``: no routing) the routing in force. Under ``_lock``."""
+    global _config
+    _deregister()
+    _config = None
+    if config is None:
+        return
+    try:
+        _register(*config)
+    except BaseException:
         _deregister()
-        _config = None
+        raise
+    _clear_dispatch_caches()
+    _config = config
 
 
 @contextlib.contextmanager
@@ -342,7 +350,11 @@ def enabled(devices: Iterable[str] | str = ("mps",), ops: Iterable[str] | None =
             when: str = "faster") -> Iterator[None]:
     """Context manager: :func:`enable` on entry; on exit the routing in force before is restored.
 
-    Like :func:`enable` it acts process-wide (every thread), not only on the calling thread.
+    Like :func:`enable` it acts process-wide (every thread), not only on the calling thread. Blocks
+    may be open on several threads at once and exit in any order: the open blocks form a stack, the
+    routing in force is that of the innermost (last entered) block still open, and when the last
+    one exits, the routing in force before the first was entered comes back (thread 1 enters,
+    thread 2 enters, 1 exits, 2 exits: routing off again, as before either).
 
     Examples
     --------
@@ -350,12 +362,19 @@ def enabled(devices: Iterable[str] | str = ("mps",), ops: Iterable[str] | None =
     >>> with mpslinalg.enabled(devices="cpu", ops=("det",), when="always"):
     ...     d = torch.det(torch.randn(8, 3, 3))
     """
-    previous = _config
-    enable(devices, ops, when=when)
+    global _before_open
+    config = _normalise(devices, ops, when)
+    entry = [config]
+    with _lock:
+        if not _open:
+            _before_open = _config
+        _apply(config)
+        _open.append(entry)
     try:
         yield
     finally:
-        if previous is None:
-            disable()
-        else:
-            enable(*previous[:2], when=previous[2])
+        with _lock:
+            top = _open[-1] is entry
+            del _open[next(i for i, e in enumerate(_open) if e is entry)]  # by identity, not ==
+            if top:
+                _apply(_open[-1][0] if _open else _before_open)

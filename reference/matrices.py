@@ -34,6 +34,7 @@ __all__ = [
     "hilbert_like",
     "kahan",
     "near_singular",
+    "positive_definite",
     "random",
     "rank_deficient",
     "scaled",
@@ -331,6 +332,50 @@ def near_singular(
     if n:
         S[-1] = eps
     return _from_svals(S, n, n, _batch(batch), dt.is_complex, g).to(dt)
+
+
+def positive_definite(
+    n: int,
+    kappa: float = 10.0,
+    mode: str = "geometric",
+    *,
+    batch: Batch = (),
+    dtype: torch.dtype = torch.float32,
+    generator: torch.Generator | None = None,
+    seed: int | None = None,
+) -> torch.Tensor:
+    """Hermitian positive-definite matrix ``A = Q diag(λ) Qᴴ`` with ``Q`` Haar and ``λ`` the
+    :func:`singular_values` profile (``λ₁ = 1``, ``λ_n = 1/kappa``), made exactly Hermitian after
+    rounding (the lower triangle mirrored).
+
+    Rounding to ``dtype`` perturbs ``A`` by ``‖ΔA‖₂ <= u√n`` (as :func:`with_condition`), so the
+    rounded matrix is positive definite with ``κ₂`` within ``(1 ± κu√n)`` of ``kappa`` while
+    ``κu√n < 1``.
+
+    Parameters
+    ----------
+    n : int
+        Order.
+    kappa : float
+        2-norm condition number (= ``λ_max/λ_min``), ``>= 1``.
+    mode : str
+        Eigenvalue profile, see :func:`singular_values`.
+
+    Returns
+    -------
+    torch.Tensor
+        ``batch + (n, n)``.
+    """
+    _size("n", n)
+    dt = _dtype(dtype)
+    g = _rng(generator, seed)
+    lam = singular_values(n, kappa, mode, generator=g)
+    Q = _haar(n, n, _batch(batch), dt.is_complex, g)
+    A = (Q * lam.to(Q.dtype)) @ Q.mH
+    A = A.to(dt)
+    S = A.tril(-1)
+    d = A.diagonal(dim1=-2, dim2=-1)
+    return S + S.mH + torch.diag_embed(d.real.to(dt) if dt.is_complex else d)
 
 
 def rank_deficient(

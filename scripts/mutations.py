@@ -155,10 +155,10 @@ MUTATIONS = [
         tests=['tests/reference/test_metrics_exact.py', 'tests/reference/test_ref_metrics.py'],
         why='repeated singular values flagged as out of order',
     ),
-    # ---- metal/lu.metal ---------------------------------------------------------------------------
+    # ---- metal/lu_*.metal, lu.h, lu_small.h ------------------------------------------------------
     dict(
         id='lu-panel-tiny-pivot',
-        file='metal/lu.metal',
+        file='metal/lu_panel.metal',
         pattern='''      const bool use_recip = s_abs(pivot) >= S_SFMIN;
       const T rp = lu_recip(pivot);
       for (int r = col + 1 + t; r < m; r += nt) {''',
@@ -171,7 +171,7 @@ MUTATIONS = [
     ),
     dict(
         id='lu-tile-tiny-pivot',
-        file='metal/lu.metal',
+        file='metal/lu_small.h',
         pattern='prow[W + KC + 1] = lu_use_recip(a[j]) ? s_one<T>() : s_zero<T>();',
         replacement='prow[W + KC + 1] = s_one<T>();',
         tests=['tests/lu/test_lu_kernels.py::test_subnormal_pivot_is_divided_not_inverted',
@@ -180,7 +180,7 @@ MUTATIONS = [
     ),
     dict(
         id='lu-pivot-tie-flipped',
-        file='metal/lu.metal',
+        file='metal/lu.h',
         pattern='(v == bv && i < bi)',
         replacement='(v == bv && i > bi)',
         tests=['tests/lu/test_mutation_kills_lu.py::test_pivot_ties_go_to_the_first_row_in_every_kernel', 'tests/lu/test_lu_kernels.py'],
@@ -188,7 +188,7 @@ MUTATIONS = [
     ),
     dict(
         id='lu-pivot-nan-tie-flipped',
-        file='metal/lu.metal',
+        file='metal/lu.h',
         pattern='return vn ? i < bi :',
         replacement='return vn ? i > bi :',
         tests=['tests/lu/test_lu_kernels.py'],
@@ -196,7 +196,7 @@ MUTATIONS = [
     ),
     dict(
         id='lu-pivot-nan-loses',
-        file='metal/lu.metal',
+        file='metal/lu.h',
         pattern='''  if (vn != bn) {
     return vn;''',
         replacement='''  if (vn != bn) {
@@ -206,7 +206,7 @@ MUTATIONS = [
     ),
     dict(
         id='lu-panel-barrier-after-reduction',
-        file='metal/lu.metal',
+        file='metal/lu_panel.metal',
         pattern='    threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);',
         replacement='    // barrier removed',
         tests=['tests/lu/test_lu_kernels.py::test_lu_panel'],
@@ -214,7 +214,7 @@ MUTATIONS = [
     ),
     dict(
         id='lu-panel-barrier-after-swap',
-        file='metal/lu.metal',
+        file='metal/lu_panel.metal',
         pattern='''      threadgroup_barrier(mem_flags::mem_device);
       // 3. scale the column''',
         replacement='      // 3. scale the column',
@@ -223,15 +223,15 @@ MUTATIONS = [
     ),
     dict(
         id='lu-panel-reduction-stops-early',
-        file='metal/lu.metal',
-        pattern='for (ushort d = 16; d > 0; d >>= 1)',
-        replacement='for (ushort d = 16; d > 1; d >>= 1)',
+        file='metal/lu.h',
+        pattern='for (ushort d = SIMD_WIDTH / 2; d > 0; d >>= 1)',
+        replacement='for (ushort d = SIMD_WIDTH / 2; d > 1; d >>= 1)',
         tests=['tests/lu/test_lu_kernels.py::test_lu_panel'],
         why='the pivot reduction (simdgroup butterfly) skips its last level (off-by-one bound)',
     ),
     dict(
         id='lu-panel-info-off-by-one',
-        file='metal/lu.metal',
+        file='metal/lu_panel.metal',
         pattern='info[b] = col + 1;',
         replacement='info[b] = col;',
         tests=['tests/lu/test_lu_kernels.py::test_zero_pivot_sets_info_and_no_nan'],
@@ -239,7 +239,7 @@ MUTATIONS = [
     ),
     dict(
         id='lu-small-solve-backsub-bound',
-        file='metal/lu.metal',
+        file='metal/lu_small_solve.metal',
         pattern='} else if (pos[0] < j) {',
         replacement='} else if (pos[0] < j && pos[0] > 0) {',
         tests=['tests/lu/test_lu_kernels.py::test_lu_small_solve'],
@@ -247,7 +247,7 @@ MUTATIONS = [
     ),
     dict(
         id='lu-laswp-reverse-ignored',
-        file='metal/lu.metal',
+        file='metal/lu_swap.metal',
         pattern='const int i = reverse != 0 ? lo + cnt - 1 - step : lo + step;',
         replacement='const int i = lo + step;',
         tests=['tests/lu/test_lu_kernels.py::test_lu_laswp_exact'],
@@ -255,16 +255,16 @@ MUTATIONS = [
     ),
     dict(
         id='lu-small-pivot-tie-last',
-        file='metal/lu.metal',
-        pattern='const uint ni = cand ? ~(uint)(pos * 32 + s) : 0u;',
-        replacement='const uint ni = cand ? (uint)(pos * 32 + s) : 0u;',
+        file='metal/lu_small.h',
+        pattern='const uint ni = cand ? ~(uint)(pos * SIMD_WIDTH + s) : 0u;',
+        replacement='const uint ni = cand ? (uint)(pos * SIMD_WIDTH + s) : 0u;',
         tests=['tests/lu/test_mutation_kills_lu.py::test_pivot_ties_go_to_the_first_row_in_every_kernel',
                'tests/lu/test_lu_small_kernels.py'],
         why='lu_small: ties go to the last position, not the first (i?amax)',
     ),
     dict(
         id='lu-small-pivot-tie-last-w32',
-        file='metal/lu.metal',
+        file='metal/lu_small.h',
         pattern='return simd_min((nidx != 0u && key == best) ? ~nidx : ~0u);',
         replacement='return simd_max((nidx != 0u && key == best) ? ~nidx : 0u);',
         tests=['tests/lu/test_lu_small_kernels.py'],
@@ -272,7 +272,7 @@ MUTATIONS = [
     ),
     dict(
         id='lu-small-bcast-barrier-removed',
-        file='metal/lu.metal',
+        file='metal/lu_small.h',
         pattern='''    simdgroup_barrier(mem_flags::mem_threadgroup);
     const T pivot = prow[j];
     if (s_is_zero(pivot) && info == 0) {
@@ -285,7 +285,7 @@ MUTATIONS = [
     ),
     dict(
         id='lu-small-two-rows-tie-last',
-        file='metal/lu.metal',
+        file='metal/lu_small.h',
         pattern='if (kk > key || (kk == key && ni > nidx)) {',
         replacement='if (kk > key || (kk == key && ni < nidx)) {',
         tests=['tests/lu/test_lu_small_kernels.py::test_lu_small_specials_match_sequential_getf2'],
@@ -293,7 +293,7 @@ MUTATIONS = [
     ),
     dict(
         id='lu-small-pivot-nan-loses',
-        file='metal/lu.metal',
+        file='metal/lu_small.h',
         pattern='return isnan(v) ? 0x7FC00000u : as_type<uint>(v);',
         replacement='return isnan(v) ? 0u : as_type<uint>(v);',
         tests=['tests/lu/test_lu_small_kernels.py'],
@@ -301,7 +301,7 @@ MUTATIONS = [
     ),
     dict(
         id='lu-small-tile-index-map',
-        file='metal/lu.metal',
+        file='metal/lu_small.h',
         pattern='    tl[R * LU_SMALL_LD + c] = src[t];',
         replacement='    tl[c * LU_SMALL_LD + R] = src[t];',
         tests=['tests/lu/test_lu_kernels.py::test_lu_small'],
@@ -309,7 +309,7 @@ MUTATIONS = [
     ),
     dict(
         id='lu-small-free-finished-rows-store',
-        file='metal/lu.metal',
+        file='metal/lu_small.metal',
         pattern='      if (FREE && below) {',
         replacement='      if (FREE) {',
         tests=['tests/lu/test_lu_small_kernels.py::test_lu_small_rolled_equals_unrolled'],
@@ -317,7 +317,7 @@ MUTATIONS = [
     ),
     dict(
         id='lu-small-rcp1-conjugate-lost',
-        file='metal/lu.metal',
+        file='metal/lu_small.metal',
         pattern='float2(x * id * k, -y * id * k)',
         replacement='float2(x * id * k, y * id * k)',
         tests=['tests/lu/test_lu_small_kernels.py::test_lu_small_rolled_one_division_reciprocal'],
@@ -414,7 +414,24 @@ MUTATIONS = [
         tests=['tests/qr/test_qr_kernels.py'],
         why='T of the compact WY form with the wrong sign off the diagonal',
     ),
+    dict(
+        id='qr-metal-larfg-zero-sign',
+        file='metal/qr.metal',
+        pattern='const float b = ar >= 0.0f ? -mag : mag;',
+        replacement='const float b = ar > 0.0f ? -mag : mag;',
+        tests=['tests/qr/test_mutation_kills_qr.py', 'tests/qr/test_qr_kernels.py'],
+        why=("issue 33 survivor: larfg's sign(0) = -1 (alpha > 0 for alpha >= 0): a zero leading entry "
+             "flips R's diagonal sign and the reflector, a valid QR but not LAPACK's (emulator)"),
+    ),
     # ---- mpslinalg/qr/ ---------------------------------------------------------------------------
+    dict(
+        id='qr-torch-larfg-zero-sign',
+        file='mpslinalg/qr/kernels.py',
+        pattern='beta_r = torch.where(re >= 0, -mag, mag)',
+        replacement='beta_r = torch.where(re > 0, -mag, mag)',
+        tests=['tests/qr/test_mutation_kills_qr.py', 'tests/qr/test_qr_kernels.py'],
+        why="the torch backend's larfg with sign(0) = -1 (its batched geqr2): R's signs differ from LAPACK's",
+    ),
     dict(
         id='qr-torch-geqr2-conj-tau-dropped',
         file='mpslinalg/qr/kernels.py',
@@ -441,7 +458,7 @@ MUTATIONS = [
         tests=['tests/qr/test_qr_grad.py'],
         why='qr backward with R^T instead of R^H',
     ),
-    # ---- metal/svd.metal / mpslinalg/svd.py --------------------------------------------------------
+    # ---- metal/svd.metal / mpslinalg/svd/ --------------------------------------------------------------
     dict(
         id='svd-metal-rotation-conj-dropped',
         file='metal/svd.metal',
@@ -468,7 +485,7 @@ MUTATIONS = [
     ),
     dict(
         id='svd-torch-rotation-conj-dropped',
-        file='mpslinalg/svd.py',
+        file='mpslinalg/svd/kernels.py',
         pattern='new_p = c * yp - se.conj() * yq',
         replacement='new_p = c * yp - se * yq',
         tests=['tests/svd/test_svd_api.py', 'tests/svd/test_svd_accuracy.py', 'tests/svd/test_svd_c.py'],
@@ -476,7 +493,7 @@ MUTATIONS = [
     ),
     dict(
         id='svd-values-ascending',
-        file='mpslinalg/svd.py',
+        file='mpslinalg/svd/algorithm.py',
         pattern='S, order = S.sort(dim=-1, descending=True, stable=True)',
         replacement='S, order = S.sort(dim=-1, descending=False, stable=True)',
         tests=['tests/svd/test_svd_api.py', 'tests/svd/test_svd_accuracy.py', 'tests/svd/test_svd_c.py'],
@@ -484,16 +501,32 @@ MUTATIONS = [
     ),
     dict(
         id='svd-row-sort-ascending',
-        file='mpslinalg/svd.py',
+        file='mpslinalg/svd/algorithm.py',
         pattern='rperm = As.abs().amax(-1).argsort(dim=-1, descending=True, stable=True)',
         replacement='rperm = As.abs().amax(-1).argsort(dim=-1, descending=False, stable=True)',
         tests=['tests/svd/test_svd_accuracy.py', 'tests/svd/test_svd_c.py'],
         why='the row-sorting preconditioner sorts the wrong way (graded accuracy lost)',
     ),
-    # ---- mpslinalg/spectral.py / lstsq.py ----------------------------------------------------------
+    dict(
+        id='svd-jacobi-tol-100x',
+        file='mpslinalg/svd/kernels.py',
+        pattern='return math.sqrt(n) * u, 2 * n * u',
+        replacement='return 100 * math.sqrt(n) * u, 2 * n * u',
+        tests=['tests/svd/test_svd_accuracy.py', 'tests/svd/test_svd_api.py', 'tests/svd/test_svd_c.py'],
+        why="issue 33 survivor: the Jacobi's rotation threshold 100x looser (pairs left at |cos| up to 100·√n·u)",
+    ),
+    dict(
+        id='svd-jacobi-ctol-100x',
+        file='mpslinalg/svd/kernels.py',
+        pattern='return math.sqrt(n) * u, 2 * n * u',
+        replacement='return math.sqrt(n) * u, 200 * n * u',
+        tests=['tests/svd/test_svd_accuracy.py', 'tests/svd/test_svd_api.py', 'tests/svd/test_svd_c.py'],
+        why="the Jacobi's convergence threshold 100x looser (a matrix stopped by the sweep bound reported converged)",
+    ),
+    # ---- mpslinalg/svd/spectral.py, lstsq.py --------------------------------------------------------
     dict(
         id='spectral-default-rtol-min-dim',
-        file='mpslinalg/spectral.py',
+        file='mpslinalg/svd/spectral.py',
         pattern='default = torch.finfo(A.dtype).eps * max(A.shape[-2], A.shape[-1])',
         replacement='default = torch.finfo(A.dtype).eps * min(A.shape[-2], A.shape[-1])',
         tests=['tests/svd/test_mutation_kills_svd.py', 'tests/svd/test_rank_cond_norm.py', 'tests/svd/test_pinv.py'],
@@ -501,7 +534,7 @@ MUTATIONS = [
     ),
     dict(
         id='spectral-keep-at-threshold',
-        file='mpslinalg/spectral.py',
+        file='mpslinalg/svd/spectral.py',
         pattern='    return S > tol',
         replacement='    return S >= tol',
         tests=['tests/svd/test_mutation_kills_svd.py', 'tests/svd/test_rank_cond_norm.py', 'tests/svd/test_pinv.py'],
@@ -509,7 +542,7 @@ MUTATIONS = [
     ),
     dict(
         id='spectral-atol-given-keeps-default-rtol',
-        file='mpslinalg/spectral.py',
+        file='mpslinalg/svd/spectral.py',
         pattern='return atol_t, _tol_tensor(op, "rtol", 0.0 if atol > 0 else default, A)',
         replacement='return atol_t, _tol_tensor(op, "rtol", default, A)',
         tests=['tests/svd/test_mutation_kills_svd.py', 'tests/svd/test_rank_cond_norm.py', 'tests/svd/test_pinv.py'],
@@ -517,15 +550,31 @@ MUTATIONS = [
     ),
     dict(
         id='spectral-pinv-backward-sign',
-        file='mpslinalg/spectral.py',
+        file='mpslinalg/svd/spectral.py',
         pattern='return -(P @ K).mH + KPh - (A @ P) @ KPh + (Ph @ P) @ (gh - K @ A)',
         replacement='return (P @ K).mH + KPh - (A @ P) @ KPh + (Ph @ P) @ (gh - K @ A)',
         tests=['tests/svd/test_pinv.py'],
         why='pinv backward (m <= n) with a flipped term',
     ),
     dict(
+        id='spectral-rank-legacy-tol-as-rtol',
+        file='mpslinalg/svd/spectral.py',
+        pattern='atol, rtol = tol, 0.0',
+        replacement='atol, rtol = 0.0, tol',
+        tests=['tests/svd/test_rank_cond_norm.py'],
+        why="issue 33 survivor: matrix_rank's legacy tol= read as a relative tolerance (torch: atol = tol, rtol = 0)",
+    ),
+    dict(
+        id='lstsq-gelss-rcond-zero-as-eps',
+        file='mpslinalg/svd/lstsq.py',
+        pattern='thr = torch.maximum((eps if rcond < 0 else rcond) * S[..., :1], _gelss_floor(A).unsqueeze(-1))',
+        replacement='thr = torch.maximum((eps if rcond <= 0 else rcond) * S[..., :1], _gelss_floor(A).unsqueeze(-1))',
+        tests=['tests/svd/test_lstsq.py'],
+        why="issue 33 survivor: gelss with rcond=0 on the kernel path cuts at eps·σ₁ (xgelss: only rcond < 0 means eps)",
+    ),
+    dict(
         id='lstsq-gelsd-rcond-ge-1',
-        file='mpslinalg/lstsq.py',
+        file='mpslinalg/svd/lstsq.py',
         pattern='thr = (eps / 2 if rcond <= 0 or rcond >= 1 else rcond) * S[..., :1]',
         replacement='thr = (eps / 2 if rcond <= 0 else rcond) * S[..., :1]',
         tests=['tests/svd/test_mutation_kills_svd.py', 'tests/svd/test_lstsq.py'],
@@ -533,7 +582,7 @@ MUTATIONS = [
     ),
     dict(
         id='lstsq-min-norm-conj-dropped',
-        file='mpslinalg/lstsq.py',
+        file='mpslinalg/svd/lstsq.py',
         pattern='return Q @ solve_triangular(R.mH, B, upper=False)',
         replacement='return Q @ solve_triangular(R.mT, B, upper=False)',
         tests=['tests/svd/test_lstsq.py'],
@@ -541,7 +590,7 @@ MUTATIONS = [
     ),
     dict(
         id='lstsq-gelsy-rank-at-threshold',
-        file='mpslinalg/lstsq.py',
+        file='mpslinalg/svd/lstsq.py',
         pattern='keep = ((d > rcond * d[..., :1]) & (d[..., :1] > 0))',
         replacement='keep = ((d >= rcond * d[..., :1]) & (d[..., :1] > 0))',
         tests=['tests/svd/test_mutation_kills_svd.py', 'tests/svd/test_lstsq.py'],
@@ -549,7 +598,7 @@ MUTATIONS = [
     ),
     dict(
         id='lstsq-qr-route-margin-inverted',
-        file='mpslinalg/lstsq.py',
+        file='mpslinalg/svd/lstsq.py',
         pattern='_QR_ROUTE_MARGIN = 32.0',
         replacement='_QR_ROUTE_MARGIN = 1 / 32',
         tests=['tests/svd/test_lstsq.py::test_gelsy_route_never_changes_the_rank',
@@ -559,7 +608,7 @@ MUTATIONS = [
     ),
     dict(
         id='lstsq-qr-route-margin-never',
-        file='mpslinalg/lstsq.py',
+        file='mpslinalg/svd/lstsq.py',
         pattern='_QR_ROUTE_MARGIN = 32.0',
         replacement='_QR_ROUTE_MARGIN = 32.0e6',
         tests=['tests/svd/test_lstsq.py::test_gelsy_routed_matrices_are_lapack_gels_bits'],
@@ -569,7 +618,7 @@ MUTATIONS = [
     # ---- host synchronisation inside no-sync ops -----------------------------------------------------
     dict(
         id='lstsq-gelsy-host-sync',
-        file='mpslinalg/lstsq.py',
+        file='mpslinalg/svd/lstsq.py',
         pattern='T = R * keep.unsqueeze(-1)',
         replacement='T = R * keep.unsqueeze(-1) if bool(keep.any()) else R * 0',
         tests=['tests/svd/test_lstsq.py::test_no_host_sync'],
@@ -701,6 +750,47 @@ MUTATIONS = [
             if _libc.mprotect(region, self.GUARD, 0) != 0:''',
         tests=['tests/emulator/test_emulator_faults.py'],
         why='guard=True no longer protects the page after a buffer',
+    ),
+    # ---- issue 33 (non-SVD): the classes fixed there, each kept caught ------------------------------
+    dict(
+        id='routing-enabled-exit-restores-oldest',
+        file='mpslinalg/routing.py',
+        pattern='_apply(_open[-1][0] if _open else _before_open)',
+        replacement='_apply(_before_open)',
+        tests=['tests/test_routing_threads.py', 'tests/test_routing.py::test_enabled_context_restores_previous_routing'],
+        why="an inner enabled() block's exit drops the outer block's routing",
+    ),
+    dict(
+        id='triangular-fast-path-dtype-mix',
+        file='mpslinalg/triangular/api.py',
+        pattern='            if B.dtype is A.dtype:',
+        replacement='            if True:',
+        tests=['tests/oplayer/test_torch_contract.py'],
+        why="issue 33 item 1: the torch-first path inherits torch's silent cast of a complex B",
+    ),
+    dict(
+        id='lu-det-jvp-conj-dropped',
+        file='mpslinalg/lu/ops.py',
+        pattern='return (adj_h.conj() * dA).sum((-2, -1)), torch.zeros_like(LU_t), None',
+        replacement='return (adj_h * dA).sum((-2, -1)), torch.zeros_like(LU_t), None',
+        tests=['tests/lu/test_det_forward_mode.py'],
+        why="det's tangent contracts adj(A)^H instead of adj(A)^T (complex)",
+    ),
+    dict(
+        id='lu-det-dual-takes-torch-path',
+        file='mpslinalg/lu/api.py',
+        pattern='and _fwad._current_level < 0 and table.torch_first("det", A)):',
+        replacement='and table.torch_first("det", A)):',
+        tests=['tests/lu/test_det_forward_mode.py'],
+        why="issue 33 item 2: a dual A goes to torch.linalg.det, whose tangent is 0 at singular matrices",
+    ),
+    dict(
+        id='oplayer-backward-not-internal',
+        file='mpslinalg/oplayer/op.py',
+        pattern='        local.inside = True\n',
+        replacement='        local.inside = before\n',
+        tests=['tests/test_routing_backward_once.py'],
+        why="issue 33 'Also': a backward's torch.linalg calls re-enter our front doors under when='always'",
     ),
 ]
 

@@ -84,7 +84,29 @@ def gpu_dtype(request) -> torch.dtype:
     return request.param
 
 
+def _second_shuffle(params: dict) -> bool:
+    """Whether a test's parameters select helpers.ORDERS' second shuffled order (``"shuffle"``, seed 2)."""
+    order = params.get("order")
+    if isinstance(order, tuple):  # parametrize("order", ORDERS) or a fixture with params=ORDERS
+        order, seed = order[0], order[1] if len(order) > 1 else None
+    else:
+        seed = params.get("seed")
+    return order == "shuffle" and seed == 2
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: the slow marks below must count there
 def pytest_collection_modifyitems(config, items):
+    # Triton's interpreter runs a check in a subprocess for 10-50 s (minutes on a loaded box): every
+    # `*_interpreted` test is in the slow tier (README: the default command leaves it out, .ci/run
+    # runs it after), without a decorator in each family's test files.
+    # A kernel test runs in helpers.ORDERS: in order, reversed, and two shuffles. The default tier
+    # keeps in order, reversed and the first shuffle (the three orders every kernel is tested in);
+    # the second shuffle's seed is the slow tier's (a quarter of the kernel sweeps' time).
+    slow = pytest.mark.slow
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if getattr(item, "originalname", item.name).endswith("_interpreted") or _second_shuffle(params):
+            item.add_marker(slow)
     skip_mps = pytest.mark.skip(reason=MPS_REASON)
     skip_cuda = pytest.mark.skip(reason="needs a CUDA device (torch.cuda.is_available() is False)")
     for item in items:

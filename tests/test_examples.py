@@ -23,11 +23,15 @@ SMALL = {
     "dropin_camera.py": [],
     "eight_point.py": ["--batch", "256"],
     "eigh_surface_normals.py": ["--points", "4096"],
+    "five_point_eigvals.py": ["--problems", "128", "--ours"],
+    "ldl_kkt.py": ["--batch", "128"],
+    "gp_regression.py": ["--tasks", "16", "--points", "32", "--steps", "20"],
 }
 
 
 def test_every_example_is_covered():
-    scripts = {p.name for p in (ROOT / "examples").glob("*.py")} - {"posekit.py"}  # posekit: a library
+    # every examples/*.py is an example (the code they import lives in examples/support/)
+    scripts = {p.name for p in (ROOT / "examples").glob("*.py")}
     assert scripts == set(SMALL), "add the new example to SMALL with small sizes"
 
 
@@ -39,3 +43,26 @@ def test_example_passes_its_own_check(script):
                          capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, f"{script} exited {res.returncode}\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
     assert "PASS" in res.stdout and "FAIL" not in res.stdout, res.stdout
+
+
+DEVICE_SCRIPTS = sorted(s for s in SMALL if "--device" in (ROOT / "examples" / s).read_text())
+
+
+def test_device_scripts_are_found():
+    assert "vmc_slogdet.py" in DEVICE_SCRIPTS and len(DEVICE_SCRIPTS) >= 5
+
+
+@pytest.mark.parametrize("script", DEVICE_SCRIPTS)
+def test_a_missing_device_is_a_usage_error_not_a_traceback(script):
+    # issue 34.8: `--device mps` without an Apple GPU ended in a raw traceback from inside torch
+    import torch
+
+    missing = [d for d, there in (("mps", torch.backends.mps.is_available()), ("cuda", torch.cuda.is_available()))
+               if not there]
+    if not missing:
+        pytest.skip("this machine has both mps and cuda: no missing device to ask for")
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    res = subprocess.run([sys.executable, str(ROOT / "examples" / script), "--device", missing[0]], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-3000:]
+    assert f"{missing[0]} is not available here" in res.stderr and "--device cpu" in res.stderr

@@ -98,3 +98,146 @@ def test_a_failing_child_shows_its_output():
         _run([sys.executable, "-c", code])
     text = str(exc.value)
     assert "exited 1" in text and "to stdout" in text and "the child explains itself" in text
+
+
+# ---- the extras resolve against torch's own pins (issue 34.1) --------------------------------------
+# pip backtracked for 8.5 minutes through 200-420 MB wheels when `.[test]` pinned triton 3.9.0 and
+# the default index's torch 2.13.0 (its CUDA build) pinned triton 3.7.1. These tests resolve our
+# declared requirements against torch's declared ones, offline: the installed torch's metadata
+# (importlib.metadata, with the installed packages it pulls in), and the Linux wheel's as recorded.
+
+#: Requires-Dist of the default index's torch 2.13.0 for Linux x86-64 (the CUDA build), as
+#: `pip install --dry-run --report` read it on 2026-12-07 (the installed torch here is the CPU wheel,
+#: which declares none of the CUDA pins); with sympy 1.14.0's, which it brings.
+CUDA_TORCH_2_13 = [
+    "filelock", "typing-extensions>=4.10.0", "setuptools>=77.0.3", "sympy>=1.13.3", "networkx>=2.5.1", "jinja2",
+    "fsspec>=0.8.5",
+    'cuda-toolkit[cublas,cudart,cufft,cufile,cupti,curand,cusolver,cusparse,nvjitlink,nvrtc,nvtx]==13.0.3; '
+    'platform_system == "Linux"',
+    'cuda-bindings<14,>=13.0.3; platform_system == "Linux" and python_version < "3.15"',
+    'nvidia-cudnn-cu13==9.20.0.48; platform_system == "Linux"',
+    'nvidia-cusparselt-cu13==0.8.1; platform_system == "Linux"',
+    'nvidia-nccl-cu13==2.29.7; platform_system == "Linux"',
+    'nvidia-nvshmem-cu13==3.4.5; platform_system == "Linux"',
+    'triton==3.7.1; platform_system == "Linux" and python_version < "3.15"',
+    'optree>=0.13.0; extra == "optree"',
+    "mpmath<1.4,>=1.1.0",  # sympy 1.14.0's
+]
+LINUX_X86_64 = {"platform_system": "Linux", "platform_machine": "x86_64", "sys_platform": "linux"}
+
+
+def _our_requirements(extras=("test", "bench")) -> list:
+    """pyproject.toml's dependencies and ``extras``, as ``packaging`` requirements."""
+    from packaging.requirements import Requirement
+
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: hatchling (in the test extra) depends on tomli there
+        import tomli as tomllib
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    lines = list(project["dependencies"])
+    for extra in extras:
+        lines += project["optional-dependencies"][extra]
+    return [Requirement(line) for line in lines]
+
+
+def _applies(req, env: dict | None = None, extra: str = "") -> bool:
+    return req.marker is None or req.marker.evaluate({**(env or {}), "extra": extra})
+
+
+def _candidates(specs) -> set:
+    """Versions that decide whether ``specs`` (SpecifierSets on one package) admit a common version:
+    each version a specifier names, and just above it (next release of its last component, and one
+    component deeper), which is what an exclusive bound (``>``, ``!=``) leaves."""
+    from packaging.version import Version
+
+    out = set()
+    for spec_set in specs:
+        for spec in spec_set:
+            v = Version(spec.version.rstrip(".*"))
+            *head, last = v.release
+            out |= {v, Version(".".join(map(str, [*head, last + 1]))), Version(".".join(map(str, [*v.release, 1])))}
+    return out
+
+
+def _conflicts(ours, theirs: dict[str, list]) -> list[str]:
+    """Our requirements on packages ``theirs`` (name -> [(SpecifierSet, who)]) also constrains whose
+    specifiers admit no common version."""
+    from packaging.utils import canonicalize_name
+
+    bad = []
+    for req in ours:
+        pins = theirs.get(canonicalize_name(req.name), [])
+        specs = [req.specifier, *(s for s, _ in pins)]
+        cands = _candidates(specs)
+        if cands and not any(all(s.contains(v, prereleases=True) for s in specs) for v in cands):
+            bad.append(f"{req} against {', '.join(f'{s} ({who})' for s, who in pins)}")
+    return bad
+
+
+def _constraints(lines: list[str], who: str, env: dict | None = None) -> dict[str, list]:
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    out: dict[str, list] = {}
+    for line in lines:
+        req = Requirement(line)
+        if _applies(req, env):
+            out.setdefault(canonicalize_name(req.name), []).append((req.specifier, who))
+    return out
+
+
+def _installed_torch_closure() -> dict[str, list]:
+    """What the installed torch declares (importlib.metadata), and what the installed packages it
+    needs declare in turn (sympy pins mpmath), for this interpreter's platform."""
+    import importlib.metadata as md
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    out: dict[str, list] = {}
+    todo, seen = ["torch"], set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            dist = md.distribution(name)
+        except md.PackageNotFoundError:
+            continue
+        for line in dist.requires or []:
+            req = Requirement(line)
+            if _applies(req):
+                key = canonicalize_name(req.name)
+                out.setdefault(key, []).append((req.specifier, f"{dist.metadata['Name']} {dist.version}"))
+                todo.append(key)
+    return out
+
+
+def test_extras_resolve_against_the_installed_torchs_requirements():
+    theirs = _installed_torch_closure()
+    assert "sympy" in theirs  # the metadata was read: every torch since 2.0 declares sympy
+    ours = [r for r in _our_requirements() if any(_applies(r, extra=e) for e in ("", "test", "bench"))]
+    assert _conflicts(ours, theirs) == []
+
+
+def test_extras_resolve_against_the_default_indexs_linux_torch():
+    ours = [r for r in _our_requirements() if any(_applies(r, LINUX_X86_64, e) for e in ("", "test", "bench"))]
+    theirs = _constraints(CUDA_TORCH_2_13, "torch 2.13.0 (CUDA build)", LINUX_X86_64)
+    assert "triton" in {r.name for r in ours}  # the interpreter tests' Triton, on the platform that has wheels
+    assert _conflicts(ours, theirs) == []
+    # the check itself: the pin that sent pip backtracking conflicts, an unpinned one does not
+    from packaging.requirements import Requirement
+
+    assert len(_conflicts([Requirement("triton==3.9.0")], theirs)) == 1
+    assert len(_conflicts([Requirement("mpmath>=1.4")], theirs)) == 1  # sympy's cap
+    assert _conflicts([Requirement("triton"), Requirement("triton>=3.7,!=3.7.0"), Requirement("mpmath>=1.3")],
+                      theirs) == []
+
+
+def test_no_exact_pins_in_our_requirements():
+    # An exact pin conflicts with whichever torch pins that package differently (torch >= 2.7 is
+    # allowed, and CUDA builds pin triton and the nvidia-* packages exactly): none, anywhere.
+    pinned = [str(r) for r in _our_requirements() if any(s.operator in ("==", "===") for s in r.specifier)]
+    assert pinned == []

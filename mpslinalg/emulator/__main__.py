@@ -18,10 +18,10 @@ import sys
 import time
 from pathlib import Path
 
+from .sources import INCLUDE, inline_headers, metal_dir, metal_source
+
 
 def _default_files() -> list[Path]:
-    from mpslinalg.kernels.loader import metal_dir
-
     files = sorted(metal_dir().glob("*.metal"))
     tests = Path(__file__).resolve().parents[2] / "tests" / "emulator" / "kernels"
     if tests.is_dir():
@@ -36,8 +36,6 @@ def source_text(path: Path) -> str:
     headers inlined, ``#line`` markers); any other file is used as written (the emulator's test
     kernels are self-contained).
     """
-    from mpslinalg.kernels.loader import metal_dir, metal_source
-
     path = Path(path).resolve()
     try:
         in_pkg = path.parent == metal_dir().resolve()
@@ -47,11 +45,9 @@ def source_text(path: Path) -> str:
         return metal_source(path.stem, root=path.parent)
     if '#include "' in path.read_text():
         # headers next to the file, else the package's own metal/*.h (scalar.h for test kernels)
-        from mpslinalg.kernels.loader import _INCLUDE, _inline
-
-        names = {m.group(2) for m in map(_INCLUDE.match, path.read_text().splitlines()) if m and m.group(1) == '"'}
+        names = {m.group(2) for m in map(INCLUDE.match, path.read_text().splitlines()) if m and m.group(1) == '"'}
         root = path.parent if all((path.parent / n).is_file() for n in names) else metal_dir()
-        return "\n".join(_inline(path, set(), root)) + "\n"
+        return "\n".join(inline_headers(path, set(), root)) + "\n"
     return path.read_text()
 
 

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import importlib.util
 import os
+import platform
 import subprocess
+import tempfile
 import threading
 import warnings
 
@@ -237,3 +240,41 @@ class CLibraries:
         futures = [self._pool.submit(fn, *args, b0, min(batch, b0 + step)) for b0 in range(0, batch, step)]
         for f in futures:
             f.result()
+
+
+def lanes_and_flags() -> tuple[int, list[str]]:
+    """Lanes and extra flags: 8 with AVX2 when this x86-64 CPU has it, else 4 (SSE2 / NEON).
+
+    8 lanes without AVX2 is slower than scalar (register spills); timings in docs/ops/small.md.
+    """
+    if platform.machine() in ("x86_64", "AMD64"):
+        try:
+            with open("/proc/cpuinfo") as f:
+                flags = next((line for line in f if line.startswith("flags")), "")
+        except OSError:
+            flags = ""
+        if " avx2" in flags:
+            return 8, ["-mavx2"]
+    return 4, []
+
+
+_generated_dir: list[str] = []
+_generated_lock = threading.Lock()
+
+
+def load_generated(source: str, stem: str):
+    """Import generated Triton source as a module (Triton's ``@jit`` needs a real file to read).
+
+    Written once per process into a private temporary directory as ``<stem>.py``; shared by the
+    families that print Triton kernels (small, SVD).
+    """
+    with _generated_lock:
+        if not _generated_dir:
+            _generated_dir.append(tempfile.mkdtemp(prefix="mpslinalg_triton_"))
+        path = os.path.join(_generated_dir[0], f"{stem}.py")
+        with open(path, "w") as f:
+            f.write(source)
+        spec = importlib.util.spec_from_file_location(f"mpslinalg_triton_{stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return module

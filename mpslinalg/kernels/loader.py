@@ -1,37 +1,37 @@
-"""Find, assemble and compile a family's ``.metal`` source, once per process and device type.
+"""Compile a kernel group's ``.metal`` source on its first use, once per process and device type.
 
-A family's kernels live in ``metal/<family>.metal``. Shared helpers live in our own
-``metal/*.h`` headers, included as ``#include "name.h"``; torch's ``compile_shader`` takes one
-self-contained source string, so the loader inlines those headers (each once, with ``#line``
-markers so compiler messages point at the right file). ``#include <metal_stdlib>`` is left alone;
-any other include (``<c10/...>`` breaks editable installs) is an error.
+A family's kernels live in ``metal/<family>.metal``, or, split by kernel group, in
+``metal/<family>_<group>.metal`` (the LU family: ``lu_panel``, ``lu_look``, ``lu_small``,
+``lu_small_solve``, ``lu_swap``); each file is one library, compiled by the first call that needs
+one of its kernels, so a first ``lu_factor`` of a small matrix compiles ``lu_small`` only. The
+family's kernel class names the file of each kernel (``mpslinalg/lu/kernels.py``:
+``KERNEL_SOURCES``). Sources are assembled by :func:`mpslinalg.emulator.sources.metal_source`
+(our ``metal/*.h`` headers inlined, ASCII only).
 
 The shader compiler is injected per device type: ``torch.mps.compile_shader`` for ``mps``,
 ``mpslinalg.emulator.compile_shader`` for ``cpu`` (and its cuda target for ``cuda``).
 
 Kernels are instantiated as ``<kernel>_<dtype>[_<param>...]`` (``metal/scalar.h``'s
 ``MPSL_INSTANTIATE``); :func:`kernel_name` builds those names on the host, and every call site
-uses it. PyTorch builds the source string with an ASCII encoding, so a source with any other byte
-is rejected here, before it reaches a Mac.
+uses it.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import threading
 import warnings
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
 
+from ..emulator.sources import metal_dir, metal_source
 from .backends import BackendUnavailableError, mps_available
 
 ShaderCompiler = Callable[[str], Any]
 
-_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"]+)[>"]')
+__all__ = ["DTYPE_TAGS", "BoundLibrary", "kernel_name", "load_library", "metal_dir", "metal_source", "set_compiler"]
 
 #: The dtype tag of kernel host names (``metal/scalar.h``: ``MPSL_INSTANTIATE_DTYPES``).
 DTYPE_TAGS: dict[torch.dtype, str] = {torch.float32: "f32", torch.complex64: "c64"}
@@ -70,58 +70,6 @@ def kernel_name(kernel: str, dtype: torch.dtype, *params: int) -> str:
     if tag is None:
         raise TypeError(f"no Metal kernel {kernel!r} for dtype {dtype}: expected torch.float32 or torch.complex64")
     return "_".join([kernel, tag, *(str(int(p)) for p in params)])
-
-
-def metal_dir() -> Path:
-    """Directory holding the ``.metal`` sources: inside the wheel, else the checkout's ``metal/``."""
-    pkg = Path(__file__).resolve().parent.parent
-    for candidate in (pkg / "metal", pkg.parent / "metal"):
-        if candidate.is_dir():
-            return candidate
-    raise FileNotFoundError(f"mpslinalg: no metal/ directory next to {pkg} (broken install?)")
-
-
-def _ascii_text(path: Path) -> str:
-    """``path``'s text; a non-ASCII byte is an error (PyTorch passes the source as ASCII)."""
-    data = path.read_bytes()
-    bad = next((i for i, byte in enumerate(data) if byte > 127), None)
-    if bad is not None:
-        line = data.count(b"\n", 0, bad) + 1
-        raise ValueError(f"{path.name}:{line}: non-ASCII byte 0x{data[bad]:02x}; Metal sources must be "
-                         "ASCII (torch.mps.compile_shader encodes the source as ASCII)")
-    return data.decode("ascii")
-
-
-def _inline(path: Path, seen: set[str], root: Path) -> list[str]:
-    out = [f'#line 1 "{path.name}"']
-    for lineno, line in enumerate(_ascii_text(path).splitlines(), start=1):
-        m = _INCLUDE.match(line)
-        if m is None:
-            out.append(line)
-            continue
-        kind, name = m.groups()
-        if kind == "<":
-            if name != "metal_stdlib":
-                raise ValueError(f"{path.name}:{lineno}: only <metal_stdlib> may be included with <>, got <{name}>")
-            out.append(line)
-            continue
-        header = root / name
-        if not header.is_file() or header.suffix != ".h":
-            raise FileNotFoundError(f"{path.name}:{lineno}: included header {name!r} not found in {root}")
-        if name not in seen:
-            seen.add(name)
-            out.extend(_inline(header, seen, root))
-        out.append(f'#line {lineno + 1} "{path.name}"')
-    return out
-
-
-def metal_source(family: str, *, root: Path | None = None) -> str:
-    """The self-contained source of ``metal/<family>.metal`` with our headers inlined."""
-    root = metal_dir() if root is None else Path(root)
-    path = root / f"{family}.metal"
-    if not path.is_file():
-        raise FileNotFoundError(f"no Metal source for family {family!r}: {path} does not exist")
-    return "\n".join(_inline(path, set(), root)) + "\n"
 
 
 _fast_math_warned: list[bool] = []
@@ -224,22 +172,38 @@ def _bindable(kernel: str, i: int, a: Any) -> Any:
     return a
 
 
-def load_library(family: str, device: torch.device | str) -> Any:
-    """The compiled kernel library of ``family`` for tensors on ``device`` (cached per process).
+def load_library(source: str, device: torch.device | str) -> Any:
+    """The compiled kernel library of ``metal/<source>.metal`` for tensors on ``device``, compiled
+    on the first call for that source and device type and cached for the process.
 
-    The returned object has one attribute per kernel, called as
-    ``lib.kernel(*args, threads=..., group_size=...)`` (``torch.mps.compile_shader``'s shape), whose
-    tensor arguments are resolved by :class:`BoundLibrary`.
+    Parameters
+    ----------
+    source : str
+        The file's stem: a family (``"qr"``) or one of its kernel groups (``"lu_small"``).
+    device : torch.device or str
+        Where the tensors live: ``mps`` compiles with ``torch.mps.compile_shader``, ``cpu`` and
+        ``cuda`` with the emulator.
+
+    Returns
+    -------
+    BoundLibrary
+        One attribute per kernel, called as ``lib.kernel(*args, threads=..., group_size=...)``
+        (``torch.mps.compile_shader``'s shape).
+
+    Raises
+    ------
+    BackendUnavailableError
+        If no shader compiler serves ``device``'s type.
     """
     device_type = torch.device(device).type
     if device_type not in _compilers:
         raise BackendUnavailableError(f"no Metal kernel runner for device type {device_type!r}")
-    key = (family, device_type)
+    key = (source, device_type)
     lib = _cache.get(key)  # hot path: one dict lookup, no file access
     if lib is None:
         with _lock:
             lib = _cache.get(key)
             if lib is None:
-                lib = BoundLibrary(_compilers[device_type](metal_source(family)))
+                lib = BoundLibrary(_compilers[device_type](metal_source(source, root=metal_dir())))
                 _cache[key] = lib
     return lib

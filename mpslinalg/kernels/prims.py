@@ -5,8 +5,8 @@ is a tensor of shape (batch,) (real) or a pair (re, im) of such tensors (complex
 arithmetic is spelled out on real values, exactly as ``metal/complex.h`` does on float2, so the
 torch program, the Metal kernel and the generated C/Triton perform the same operations.
 
-:class:`TorchPrims` implements the primitive set on torch tensors; :mod:`.small_c` and
-:mod:`.small_triton` implement it on symbolic values that print code. :class:`RealOps` /
+:class:`TorchPrims` implements the primitive set on torch tensors; :mod:`mpslinalg.small.c` and
+:mod:`mpslinalg.small.triton` implement it on symbolic values that print code. :class:`RealOps` /
 :class:`ComplexOps` are the scalar arithmetic over any of them. Also here: exact powers of two by
 bit manipulation and doubled-precision dot products (error-free transformations).
 """
@@ -29,7 +29,7 @@ __all__ = ["FMT", "ComplexOps", "RealOps", "TorchPrims", "dot2", "exponent", "po
 
 class TorchPrims:
     """Primitive element operations on torch tensors (the C and Triton versions print code:
-    :mod:`.small_c`, :mod:`.small_triton`)."""
+    :mod:`mpslinalg.small.c`, :mod:`mpslinalg.small.triton`)."""
 
     def __init__(self, real_dtype: torch.dtype):
         self.real_dtype = real_dtype

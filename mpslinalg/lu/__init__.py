@@ -1,5 +1,5 @@
-"""The LU family: ``lu_factor(_ex)``, ``lu``, ``lu_solve``, ``solve(_ex)``, ``det``, ``slogdet``,
-``inv(_ex)`` with ``torch.linalg``'s signatures and semantics (DESIGN §6, §7).
+"""The LU family: ``lu_factor(_ex)``, ``lu``, ``lu_solve``, ``lu_unpack``, ``solve(_ex)``, ``det``,
+``slogdet``, ``inv(_ex)`` with ``torch.linalg``'s signatures and semantics (DESIGN §6, §7).
 
 The whole story lives here: input checks, the device-agnostic algorithm, its kernel
 contracts (implemented in ``metal/lu.metal`` for the ``metal``/``emulator`` backends and
@@ -54,7 +54,8 @@ read), and from the project's SVD where LU shows two or more negligible pivots (
 Modules: ``kernels.py`` (tuning; the ``panel``/``small``/``swap`` contracts with torch ops and with
 the Metal sources), ``algorithm.py`` (blocked ``getrf`` on the kernel backends, recursive ``getrf2``
 on torch, ``getrs``, inverses and determinants from the factors), ``ops.py`` (declarations and
-derivatives), ``api.py`` (front doors), ``workloads.py`` (the family's main-job rows).
+derivatives), ``api.py`` (front doors), ``unpack.py`` (``lu_unpack``: its op, derivatives and front
+door), ``workloads.py`` (the family's main-job rows).
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ import torch
 from ..oplayer.family import Family, Route, takes
 from .api import det, inv, inv_ex, lu, lu_factor, lu_factor_ex, lu_solve, slogdet, solve, solve_ex
 from .kernels import TUNING, Tuning
+from .unpack import lu_unpack
 
 __all__ = [
     "FAMILY",
@@ -76,6 +78,7 @@ __all__ = [
     "lu_factor",
     "lu_factor_ex",
     "lu_solve",
+    "lu_unpack",
     "slogdet",
     "solve",
     "solve_ex",
@@ -116,11 +119,17 @@ def _route_lu_solve(op, LU, pivots, B, left=True, adjoint=False):
     return op(LU, pivots, B, left=left, adjoint=adjoint) if ok else None
 
 
+def _route_lu_unpack(op, LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
+    ok = takes(LU_data) and isinstance(LU_pivots, torch.Tensor) and LU_pivots.dtype == torch.int32
+    return op(LU_data, LU_pivots, unpack_data, unpack_pivots) if ok else None
+
+
 _F32, _C64 = torch.float32, torch.complex64
 FAMILY = Family(
     name="lu",
     order=30,
-    ops=("lu_factor", "lu_factor_ex", "lu", "lu_solve", "solve", "solve_ex", "det", "slogdet", "inv", "inv_ex"),
+    ops=("lu_factor", "lu_factor_ex", "lu", "lu_solve", "solve", "solve_ex", "det", "slogdet", "inv", "inv_ex",
+         "lu_unpack"),
     routes=(
         Route("lu_factor_ex", "linalg_lu_factor_ex", _route_lu_factor_ex),
         Route("lu", "linalg_lu", _route_lu),
@@ -132,6 +141,7 @@ FAMILY = Family(
         Route("det", "linalg_det", _route_unary, grad_ours=True),
         Route("slogdet", "linalg_slogdet", _route_unary),
         Route("inv_ex", "linalg_inv_ex", _route_inv_ex),
+        Route("lu_unpack", "lu_unpack", _route_lu_unpack),
     ),
     when={
         # 2026-12-01, torch 2.13 CPU, shared 2-core x86-64: bench_routing.py --threads 1 --blocks 4,
@@ -150,6 +160,6 @@ FAMILY = Family(
             "inv_ex": {_F32: ((2, 4, 65536),), _C64: ((2, 2, 65536), (3, 3, 100000), (4, 4, 65536))},
         },
     },
-    metal=("lu",),
+    metal=("lu_panel", "lu_look", "lu_small", "lu_small_solve", "lu_swap"),  # kernel groups, one library each
     workloads="mpslinalg.lu.workloads",
 )

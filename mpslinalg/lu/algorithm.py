@@ -10,8 +10,7 @@ import torch
 
 from ..oplayer import checks as E
 from ..oplayer import functorch_active as _functorch
-from ..triangular import solve_triangular, trsm
-from ..triangular.kernels import _trsm_small_metal
+from ..triangular import solve_triangular, trsm, trsm_small_metal
 from .kernels import (
     _TORCH_KERNELS,
     DISPATCHES,
@@ -138,7 +137,7 @@ def _block_update(LU, o: int, kl: int, c0: int, c1: int, gemm: str, solved: bool
     if not solved:
         # in place: trsm_small reads a thread's whole column of B before it writes that column of X
         # (and columns are never shared), so X may be B (kl <= 64: one dispatch, no copy)
-        _trsm_small_metal(LU[:, o:o + kl, o:o + kl], A12, A12, False, True)
+        trsm_small_metal(LU[:, o:o + kl, o:o + kl], A12, A12, False, True)
         DISPATCHES["trsm"] += 1
     if LU.shape[-2] > o + kl:
         _gemm_sub(LU[:, o + kl:, c0:c1], LU[:, o + kl:, o:o + kl], A12, gemm)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import torch
+import torch.autograd.forward_ad as _fwad
 
 from .. import small
 from ..oplayer import checks as E
@@ -46,15 +47,14 @@ def _route(op, kind: str | None, name: str, A: torch.Tensor, *more: torch.Tensor
       ``torch.func``, dual tensor): the front door makes the call itself, skipping the op layer;
     * ``"small"``: ``n <= 4`` and ``kind`` given (``"inv"`` for inv/solve, ``"det"`` for
       det/slogdet): the small family;
-    * ``"op"``: the declared op. Under ``torch.func`` transforms and on meta tensors the LU path
-      serves ``n <= 4`` too (it supports them).
+    * ``"op"``: the declared op. On meta tensors the LU path serves ``n <= 4`` too (it supports them).
     """
     # first: the common CPU/CUDA case (torch_is_faster checks compile, transforms and the backend)
     if (not grad_ours or op.direct(A, *more)) and table.torch_is_faster(name, A):
         return "torch"
-    if _functorch() or A.is_meta:
+    if A.is_meta:
         return "op"
-    if torch.compiler.is_compiling():  # no backend lookup while tracing (a ContextVar read)
+    if _functorch() or torch.compiler.is_compiling():  # no backend lookup under a transform or trace
         return "small" if kind is not None and 0 < A.shape[-1] <= 4 else "op"
     if kind is not None and 0 < A.shape[-1] <= 4:
         return "small"
@@ -89,8 +89,8 @@ def _check_factor_args(op: str, A: torch.Tensor, pivot: bool) -> None:
     """The checks lu_factor_ex, lu_factor and lu share: ``A`` a matrix, ``pivot`` a bool and True."""
     E.check_matrix(op, "A", A)
     E.check_bool(op, "pivot", pivot)
-    if not pivot:
-        raise E.ShapeError(
+    if not pivot:  # torch raises RuntimeError here on the CPU; NotImplementedError is one (issue 34.8)
+        raise NotImplementedError(
             f"{op}: pivot=False (LU without pivoting) is not supported by mpslinalg; partial "
             "pivoting is what makes LU stable. Use pivot=True (the default)."
         )
@@ -506,8 +506,10 @@ def det(A: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
     >>> LA.det(torch.eye(3))
     tensor(1.)
     """
+    # torch's derivatives of det are zero (reverse) or NaN/zero (forward) at singular matrices: with
+    # autograd recording or a forward-mode level open (a dual A), the checks and our op run
     if (out is None and isinstance(A, torch.Tensor) and not (A.requires_grad and torch.is_grad_enabled())
-            and table.torch_first("det", A)):
+            and _fwad._current_level < 0 and table.torch_first("det", A)):
         try:
             if A.is_complex() and A.is_cpu and A.numel() >= _DET_BY_TRANSPOSE and A.is_contiguous():
                 # det(Aᵀ) = det(A), and Aᵀ of a row-major batch is the column-major layout LAPACK

@@ -1,6 +1,7 @@
 """The LU family's tuning and its three kernel contracts (``panel``, ``small``, ``swap``; listed in
-:mod:`mpslinalg.lu`), implemented with torch ops (:class:`_TorchKernels`) and with ``metal/lu.metal``
-(:class:`_MetalKernels`, one call site for the ``metal`` and ``emulator`` backends)."""
+:mod:`mpslinalg.lu`), implemented with torch ops (:class:`_TorchKernels`) and with the
+``metal/lu_*.metal`` kernel groups (:class:`_MetalKernels`, one call site for the ``metal`` and
+``emulator`` backends)."""
 
 from __future__ import annotations
 
@@ -117,7 +118,7 @@ class Tuning:
         group per core, so the registers cost no occupancy); 32 on a Mac, where 256 threads a group
         leave about 128 registers a thread (64 values would spill). Only 32 is built since
         2026-12-01 night: 64 was slower on the H200 in every round (docs/ops/lu.md), and its
-        kernels took much of ptxas' time for ``lu.metal`` (the build's 600 s limit).
+        kernels took much of ptxas' time for the LU kernels (the build's 600 s limit).
     panel_single_rows : int
         Panels with at most this many rows (0: none) are factored by one threadgroup in one
         dispatch (``lu_panel``); taller ones by ``ceil(rows / panel_rows)`` threadgroups in ``w + 1``
@@ -262,7 +263,20 @@ class _TorchKernels:
         sub.copy_(sub.gather(-2, perm[:, :, None].expand(-1, -1, nc)))
 
 
-#: Compile-time limits of ``metal/lu.metal`` (LU_PANEL_LANES, LU_PANEL_MAX_THREADS, lu_small's widths).
+#: The source (``metal/<source>.metal``, one library each) of every kernel template: a call compiles
+#: only the group of the kernel it launches (a first ``lu_factor`` of a small matrix: ``lu_small``).
+KERNEL_SOURCES: dict[str, str] = {
+    "lu_panel": "lu_panel",
+    "lu_panel_step": "lu_panel",
+    "lu_panel_look": "lu_look",
+    "lu_panel_regs": "lu_look",
+    "lu_small": "lu_small",
+    "lu_small_solve": "lu_small_solve",
+    "lu_laswp": "lu_swap",
+    "lu_laswp_block": "lu_swap",
+}
+
+#: Compile-time limits of the kernels (SIMD_WIDTH, LU_PANEL_MAX_THREADS, lu_small's widths).
 _PANEL_THREADS = (32, 256)
 _SMALL_MAX = 32
 #: Most right-hand sides of the fused ``lu_small_solve`` (its register rows of B: 1 or 8).
@@ -311,6 +325,8 @@ SWAP_BLOCK_MAX = 64
 #: lu_laswp_block with its fused triangular solve: most interchanges (rows of L11; LU_SWAP_TRSM_MAX).
 SWAP_TRSM_MAX = 32
 _SWAP_THREADS = 256
+#: lu_laswp: most threads per group (LU_LASWP_GROUP, its threadgroup attribute).
+_LASWP_GROUP = 64
 
 #: Kernel dispatches issued by :class:`_MetalKernels` (by kernel template name) and matrix-product
 #: steps issued by the blocked algorithm (``"trsm"``, ``"gemm"``), counted since the last
@@ -378,19 +394,21 @@ def _check_int32(M: int, N: int) -> None:
 
 
 class _MetalKernels:
-    """The kernel contracts with ``metal/lu.metal`` (``metal`` on mps, ``emulator`` on CPU/CUDA)."""
+    """The kernel contracts with ``metal/lu_*.metal`` (``metal`` on mps, ``emulator`` on CPU/CUDA);
+    each kernel group's library is compiled on the first launch of one of its kernels."""
 
     name = "metal"
 
     def __init__(self, device: torch.device, dtype: torch.dtype) -> None:
         _check_tuning()
-        self.lib = load_library("lu", device)
+        self.device = torch.device(device)
         self.dtype = dtype
-        self.look_slots = TUNING.look_slots.get(torch.device(device).type, 32)
+        self.look_slots = TUNING.look_slots.get(self.device.type, 32)
 
     def _kernel(self, name: str, *params: int):
         DISPATCHES[name] += 1  # every call site launches the kernel it looks up, once
-        return getattr(self.lib, kernel_name(name, self.dtype, *params))
+        lib = load_library(KERNEL_SOURCES[name], self.device)  # cached: one dict lookup after the first
+        return getattr(lib, kernel_name(name, self.dtype, *params))
 
     def small(self, LU: torch.Tensor, piv: torch.Tensor, info: torch.Tensor) -> None:
         B, M, N = LU.shape
@@ -581,7 +599,7 @@ class _MetalKernels:
         K = piv.shape[-1]
         total = B * nc
         self._kernel("lu_laswp")(X, piv, M, N, K, k1, k2, c0, nc, int(reverse), B,
-                                 threads=total, group_size=min(64, total))
+                                 threads=total, group_size=min(_LASWP_GROUP, total))
 
 
 _TORCH_KERNELS = _TorchKernels()

@@ -111,7 +111,7 @@ def _lu_factor_jvp(inputs, outputs, tangents):
 
 
 _lu_factor_ex_op = defop("lu_factor_ex", impl=_lu_factor_ex_op_impl, fake=_lu_factor_ex_op_fake, setup=_lu_factor_setup,
-                          backward=_lu_factor_backward, jvp=_lu_factor_jvp)
+                          backward=_lu_factor_backward, jvp=_lu_factor_jvp, ranks=(2,))
 
 
 def _lu_solve_op_impl(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, left: bool,
@@ -181,7 +181,7 @@ def _lu_solve_jvp(inputs, outputs, tangents):
 
 
 _lu_solve_op = defop("lu_solve", impl=_lu_solve_op_impl, fake=_lu_solve_op_fake, setup=_lu_solve_setup,
-                      backward=_lu_solve_backward, jvp=_lu_solve_jvp)
+                      backward=_lu_solve_backward, jvp=_lu_solve_jvp, ranks=(2, 1, 2))
 
 
 def _solve_ex_op_impl(A: torch.Tensor, B: torch.Tensor, left: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -189,7 +189,7 @@ def _solve_ex_op_impl(A: torch.Tensor, B: torch.Tensor, left: bool) -> tuple[tor
 
 
 _solve_ex_op = defop("solve_ex", impl=_solve_ex_op_impl,
-                     **D.solve_rules(lambda A, B, left: _solve_ex_op(A, B, left)[0]))
+                     **D.solve_rules(lambda A, B, left: _solve_ex_op(A, B, left)[0]), ranks=(2, 2))
 
 
 def _inv_ex_op_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -197,7 +197,7 @@ def _inv_ex_op_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return X.contiguous(), info
 
 
-_inv_ex_op = defop("inv_ex", impl=_inv_ex_op_impl, **D.inv_rules())
+_inv_ex_op = defop("inv_ex", impl=_inv_ex_op_impl, **D.inv_rules(), ranks=(2,))
 
 
 def _det_op_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -284,6 +284,16 @@ def _host_any(mask: torch.Tensor) -> bool:
 
 
 def _det_backward(ctx, g, gLU=None, gpiv=None):
+    A, d, LU_t, piv = ctx.saved_tensors
+    return _det_adjugate_h(g, A, d, LU_t.mT, piv, differentiable=torch.is_grad_enabled())
+
+
+def _det_adjugate_h(g: torch.Tensor, A: torch.Tensor, d: torch.Tensor, LU: torch.Tensor, piv: torch.Tensor,
+                    differentiable: bool) -> torch.Tensor:
+    """``g · adj(A)ᴴ`` from the forward's ``d``, ``LU``/``piv`` (of ``Aᵀ``): det's backward, and with
+    ``g = 1`` its forward mode (``d det = tr(adj(A) dA) = Σ conj(adj(A)ᴴ) ⊙ dA``), so both modes
+    agree at and near singular matrices. ``differentiable``: through our differentiable ops (a
+    create_graph backward, or a jvp whose result is differentiated again)."""
     # linalg_det_backward: gA = g * adj(A)ᴴ. Invertible: g conj(det) A⁻ᴴ from the forward's LU.
     # Singular: the adjugate.
     # CPU (LAPACK's LU): the count of negligible pivots is read (host memory, no device sync). None:
@@ -296,8 +306,6 @@ def _det_backward(ctx, g, gLU=None, gpiv=None):
     #   0.47x torch, against 0.59x with the read (69 small launches, host-bound). It was also wrong
     #   where the device's getrf met an exactly zero pivot before the last column (cuBLAS's
     #   small-matrix kernel: a zero row of A gave a gradient 3x off). docs/routing.md has the numbers.
-    A, d, LU_t, piv = ctx.saved_tensors
-    LU = LU_t.mT  # the forward saved it transposed
     cpu = A.device.type == "cpu"
     if cpu:
         worst = _cpu_worst_count(LU)
@@ -305,7 +313,7 @@ def _det_backward(ctx, g, gLU=None, gpiv=None):
     else:
         sing = D.det_negligible_pivots(LU) >= 1
         worst = 2 if _host_any(sing) else 0
-    if torch.is_grad_enabled():  # create_graph: through our differentiable det and inverse
+    if differentiable:  # through our differentiable det and inverse
         v = _pivot_column(LU, piv, D.det_pivot_replacement(LU)[0])
         gA = D.det_backward_lu_differentiable(g, A, LU, v, det=lambda X: _det_op(X)[0],
                                               inv=lambda X: _inv_ex_op(X)[0])
@@ -326,14 +334,17 @@ def _det_backward(ctx, g, gLU=None, gpiv=None):
 
 
 def _det_jvp(inputs, outputs, tangents):
-    # d det = det · tr(A⁻¹ dA) (invertible A; at an exactly singular A this is NaN: forward mode
-    # has no adjugate branch, use reverse mode there)
-    (A,), (d, LU, _), (dA,) = inputs, outputs, tangents
-    return d * _tr_solve(A, D.or_zeros(dA, A)), torch.zeros_like(LU), None
+    # d det = tr(adj(A) dA), with the adjugate of the backward (exact at singular matrices, where
+    # det · tr(A⁻¹ dA) is NaN, and the same formula as reverse mode near them)
+    (A,), (d, LU_t, piv), (dA,) = inputs, outputs, tangents
+    dA = D.or_zeros(dA, A)
+    differentiable = _functorch() or (torch.is_grad_enabled() and (A.requires_grad or dA.requires_grad))
+    adj_h = _det_adjugate_h(torch.ones_like(d), A, d, LU_t.mT, piv, differentiable)
+    return (adj_h.conj() * dA).sum((-2, -1)), torch.zeros_like(LU_t), None
 
 
 _det_op = defop("det", impl=_det_op_impl, fake=_det_op_fake, setup=_det_setup,
-                 backward=_det_backward, jvp=_det_jvp)
+                 backward=_det_backward, jvp=_det_jvp, ranks=(2,))
 
 
 def _slogdet_op_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -369,6 +380,6 @@ def _slogdet_jvp(inputs, outputs, tangents):
 
 
 _slogdet_op = defop("slogdet", impl=_slogdet_op_impl, fake=_slogdet_op_fake, setup=_slogdet_setup,
-                     backward=_slogdet_backward, jvp=_slogdet_jvp)
+                     backward=_slogdet_backward, jvp=_slogdet_jvp, ranks=(2,))
 
 

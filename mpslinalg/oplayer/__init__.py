@@ -3,6 +3,6 @@ checks and errors every public op shares (``checks.py``), and the derivative for
 than one op uses (``derivatives.py``)."""
 
 from . import checks
-from .op import Op, defop, functorch_active, needs_custom_op
+from .op import Op, declared, defop, functorch_active, needs_custom_op
 
-__all__ = ["Op", "checks", "defop", "functorch_active", "needs_custom_op"]
+__all__ = ["Op", "checks", "declared", "defop", "functorch_active", "needs_custom_op"]

@@ -33,8 +33,18 @@ class DTypeError(RuntimeError, TypeError):
     """An argument has an unsupported dtype, or arguments disagree on dtype."""
 
 
+class UnsupportedDTypeError(DTypeError, NotImplementedError):
+    """An argument's dtype is one the op does not implement (integer, half, float64 on mps): also a
+    ``NotImplementedError``, torch's class for it in ``lu_factor``, ``solve_triangular``, ``geqrf``."""
+
+
 class DeviceError(RuntimeError, ValueError):
     """Arguments live on different devices."""
+
+
+class OptionError(RuntimeError, ValueError):
+    """A string option (e.g. ``qr``'s ``mode``) has a value outside the accepted ones (torch raises
+    ``RuntimeError``)."""
 
 
 def _describe(t: torch.Tensor) -> str:
@@ -63,12 +73,12 @@ def check_dtype(op: str, name: str, x: torch.Tensor) -> None:
         return
     allowed = supported_dtypes(x.device)
     if x.device.type == "mps" and x.dtype in (torch.float64, torch.complex128):
-        raise DTypeError(
+        raise UnsupportedDTypeError(
             f"{op}: {name} has dtype {x.dtype} on mps, but Apple GPUs have no float64; "
             "use float32/complex64 on mps, or compute on the CPU"
         )
     names = ", ".join(str(d).replace("torch.", "") for d in allowed)
-    raise DTypeError(
+    raise UnsupportedDTypeError(
         f"{op}: expected {name} to be a floating point or complex tensor ({names} on "
         f"{x.device.type}), got {x.dtype}"
     )

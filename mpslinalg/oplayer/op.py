@@ -32,7 +32,9 @@ from collections.abc import Callable
 import torch
 import torch.autograd.forward_ad as _fwad
 
-__all__ = ["Op", "defop", "functorch_active", "needs_custom_op"]
+from . import table
+
+__all__ = ["Op", "declared", "defop", "functorch_active", "needs_custom_op"]
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
@@ -123,6 +125,25 @@ class _BackwardCtx:
         return getattr(self._ctx, name)
 
 
+def _internal(backward: Callable) -> Callable:
+    """``backward`` run as mpslinalg's own computation for the drop-in routing: its calls into
+    ``torch.linalg`` (the torch backend's leaves, a front door's table decision) are internal and go
+    to torch's kernels, as inside a routed call. Without it, a backward under
+    ``enable(when="always")`` (outside the routed call that recorded it) sent each such call
+    through the dispatcher back into our front door: two passes (issue 33)."""
+    local = table._local
+
+    def run(ctx, *grads):
+        before = local.inside
+        local.inside = True
+        try:
+            return backward(ctx, *grads)
+        finally:
+            local.inside = before
+
+    return run
+
+
 def _no_setup(ctx, inputs, output) -> None:
     """The default ``setup`` (torch calls it with these keyword names)."""
 
@@ -135,15 +156,18 @@ class Op:
     """One declared op. Call it like its ``impl``; see the module docstring for what it runs."""
 
     def __init__(self, name: str, impl: Callable, fake: Callable, setup: Callable | None,
-                 backward: Callable | None, jvp: Callable | None) -> None:
+                 backward: Callable | None, jvp: Callable | None, ranks: tuple[int, ...] | None = None) -> None:
         self.name = name
         self.impl = impl
+        self.ranks = ranks
         self.custom = torch.library.custom_op(f"mpslinalg::{name}", mutates_args=())(impl)
         self.custom.register_fake(fake)
         self.differentiable = backward is not None
         if backward is not None:
+            backward = _internal(backward)
             self.custom.register_autograd(backward, setup_context=setup or _no_setup)
         self.function = self._function(setup, backward, jvp)
+        _DECLARED[name] = self
 
     def _function(self, setup, backward, jvp) -> type:
         """The ``setup_context``-style autograd.Function equivalent to the custom op.
@@ -175,7 +199,6 @@ class Op:
             return (backward or _no_backward)(_BackwardCtx(ctx), *grads)
 
         body = {
-            "generate_vmap_rule": True,
             "forward": staticmethod(self.impl),
             "setup_context": staticmethod(setup_),
             "backward": staticmethod(backward_),
@@ -189,7 +212,52 @@ class Op:
                 return out if multi else out[0]
 
             body["jvp"] = staticmethod(forward_ad)
+        if self.ranks is None:
+            body["generate_vmap_rule"] = True
+        else:
+            body["vmap"] = staticmethod(self._vmap_rule())
         return type(f"_{self.name}_function", (torch.autograd.Function,), body)
+
+    def _vmap_rule(self) -> Callable:
+        """The batching rule of the declared ``ranks``: ``vmap`` of an op whose tensor arguments carry
+        leading batch dimensions is the op on one more batch dimension. Each tensor argument gets the
+        mapped dimension first and every argument the common batch shape (``expand``: a view), then
+        the op runs once on plain tensors, below the ``vmap`` level, so our kernels serve it (no
+        per-example loop, no fallback); every output's first dimension is the mapped one."""
+        ranks, op = self.ranks, self
+
+        def rule(info, in_dims, *args):
+            size = info.batch_size
+            moved, batches = [], []
+            k = 0
+            for a, d in zip(args, in_dims):
+                if isinstance(a, torch.Tensor):
+                    r = ranks[k]
+                    k += 1
+                    if d is not None:
+                        a = a.movedim(d, 0)
+                    batch = a.shape[1 if d is not None else 0: a.dim() - r]
+                    batches.append(batch)
+                    moved.append((a, d is not None, r, batch))
+                else:
+                    moved.append((a, None, None, None))
+            common = torch.broadcast_shapes(*batches) if batches else torch.Size()
+            call = []
+            for a, batched, r, batch in moved:
+                if batched is None:
+                    call.append(a)
+                    continue
+                core = a.shape[a.dim() - r:]
+                if batched:
+                    a = a.reshape(size, *(1,) * (len(common) - len(batch)), *batch, *core)
+                call.append(a.expand(size, *common, *core))
+            out = op(*call)
+            outs = out if isinstance(out, tuple) else (out,)
+            dims = tuple(0 if o.dim() > 0 and o.shape[0] == size and not (o.dim() == 1 and o.numel() == 0)
+                         else None for o in outs)
+            return out, dims if isinstance(out, tuple) else dims[0]
+
+        return rule
 
     def __call__(self, *args):
         path = _path(args)
@@ -210,8 +278,29 @@ class Op:
         return f"<mpslinalg op {self.name}>"
 
 
+#: Every declared op by name (:func:`declared`).
+_DECLARED: dict[str, Op] = {}
+
+
+def declared(name: str) -> Op:
+    """The op declared as ``name``, looked up when called: how a family uses another family's op
+    when an import would close a circle (the SVD family's ``cond`` calls the LU family's
+    ``inv_ex`` while LU's ``det`` imports the public SVD). The declaring family must be imported
+    (the package root imports every family).
+
+    Raises
+    ------
+    LookupError
+        No op of that name has been declared.
+    """
+    try:
+        return _DECLARED[name]
+    except KeyError:
+        raise LookupError(f"mpslinalg: no op named {name!r} is declared (is its family imported?)") from None
+
+
 def defop(name: str, *, impl: Callable, fake: Callable, setup: Callable | None = None,
-          backward: Callable | None = None, jvp: Callable | None = None) -> Op:
+          backward: Callable | None = None, jvp: Callable | None = None, ranks: tuple[int, ...] | None = None) -> Op:
     """Declare the op ``mpslinalg::<name>``.
 
     Parameters
@@ -232,10 +321,16 @@ def defop(name: str, *, impl: Callable, fake: Callable, setup: Callable | None =
     jvp : callable, optional
         ``jvp(inputs, outputs, tangents)``: forward mode; one tangent per output (``None`` for
         integer outputs); input tangents may be ``None`` (zero). Without it forward mode raises.
+    ranks : tuple of int, optional
+        The core rank of each tensor argument, in order (2 for a matrix, 1 for pivots or ``tau``,
+        0 for a per-matrix scalar): the dimensions before them are batch dimensions, broadcast
+        together, and lead every output. The batching rule (``torch.func.vmap``) comes from it and
+        runs ``impl`` once on the batched tensors; without it torch's generated rule runs the
+        ``torch.func`` path of ``impl`` (torch ops only).
 
     Returns
     -------
     Op
         Callable like ``impl``.
     """
-    return Op(name, impl, fake, setup, backward, jvp)
+    return Op(name, impl, fake, setup, backward, jvp, ranks)

@@ -245,6 +245,8 @@ def _count_value(counter: itertools.count) -> int:
 
 class _Local(threading.local):
     ours: bool = False  # this thread computes a call under enable(when="always"): front doors skip WHEN
+    inside: bool = False  # this thread computes a routed call or a declared op's backward: the drop-in
+    # routing sends its torch.linalg calls to torch's kernels (internal)
 
 
 _local = _Local()

@@ -13,7 +13,7 @@ Algorithm
 
 * small matrices are one **whole-matrix** call (``small``: the ``qr_small`` Metal kernel with the
   matrix in threadgroup memory; on CUDA float32/complex64 the Triton kernel of
-  :mod:`mpslinalg.kernels.qr_triton`; else a Householder loop over columns vectorised over the batch);
+  :mod:`mpslinalg.qr.triton`; else a Householder loop over columns vectorised over the batch);
   ``qr`` has both kernels form the thin ``Q`` in the same launch;
 * larger ones are **compact-WY blocked** (LAPACK ``geqrf``): factor an ``nb``-wide panel
   (``panel``: ``geqr2`` plus its ``T`` factor, ``larft``), then apply ``Qᴴ = I - V Tᴴ Vᴴ`` to the
@@ -32,7 +32,8 @@ Internal entry points (no checks; torch conventions; used by the SVD family):
 
 Modules: ``kernels.py`` (tuning, the kernel contract, torch and Metal kernels), ``algorithm.py``,
 ``tsqr.py``, ``ops.py`` (declarations and derivatives), ``api.py`` (public ops), ``workloads.py``
-(main-job rows).
+(main-job rows); the CUDA (Triton) kernels ``triton.py`` (batched small QR in one launch) and
+``triton_blocked.py`` (blocked QR of square batches up to 64), imported on first use.
 """
 
 from __future__ import annotations
@@ -59,6 +60,27 @@ __all__ = [
     "qr_impl",
     "qr_plain",
 ]
+
+
+#: The QR family's CUDA (Triton) kernels that other families' Triton code calls (the SVD's
+#: preconditioner and its V completion): package-level names, imported on first use (Triton is
+#: needed only on CUDA). Name -> (module, attribute).
+_CUDA_KERNELS = {
+    "square_qr_into": ("triton", "square_qr_into"),
+    "square_qr_fits": ("triton", "fits"),
+    "qr_small_kernel": ("triton", "_qr_small_kernel"),
+    "geqrf_square": ("triton_blocked", "geqrf_square"),
+    "geqrf_square_fits": ("triton_blocked", "fits"),
+}
+
+
+def __getattr__(name: str):
+    if name in _CUDA_KERNELS:
+        import importlib
+
+        module, attr = _CUDA_KERNELS[name]
+        return getattr(importlib.import_module(f"{__name__}.{module}"), attr)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _route_qr(op, A, mode="reduced"):

@@ -47,7 +47,7 @@ def _geqrf_blocks(A: torch.Tensor):
     """``(QR [B, M, N], tau [B, K], blocks)`` of ``A`` flattened to one batch dim; ``blocks`` are the
     panels' ``(j, w, V, T)`` when the blocked algorithm ran (``orgqr`` reuses them), else empty."""
     M, N = A.shape[-2], A.shape[-1]
-    QR = E.resolved(A).reshape(-1, M, N).clone()
+    QR = E.resolved(A).reshape(math.prod(A.shape[:-2]), M, N).clone()  # not -1: ambiguous when empty
     tau = QR.new_zeros(QR.shape[0], min(M, N))
     blocks: list = []
     if QR.shape[0] > 0 and min(M, N) > 0:
@@ -211,12 +211,12 @@ def _qr_small_fused(A: torch.Tensor, mode: str):
             return None
         run = _MetalKernels(A.device, A.dtype).small
     elif _triton_ok(A) and not _torch_leaf(A):
-        from ..kernels.qr_triton import geqrf_small as run
+        from .triton import geqrf_small as run
     else:
         return None
     K = min(M, N)
     batch = A.shape[:-2]
-    QR = E.resolved(A).reshape(-1, M, N).clone()
+    QR = E.resolved(A).reshape(math.prod(A.shape[:-2]), M, N).clone()  # not -1: ambiguous when empty
     tau = QR.new_empty(QR.shape[0], K)
     Q = None if mode == "r" else QR.new_empty(QR.shape[0], M, K)
     if QR.shape[0] > 0 and K > 0:

@@ -39,8 +39,10 @@ def qr(A: torch.Tensor, mode: str = "reduced", *, out=None):
 
     Raises
     ------
+    TypeError
+        ``mode`` not a str.
     RuntimeError
-        Bad mode, rank below 2, unsupported dtype; in backward, ``mode="r"`` and ``"complete"`` with
+        Unknown mode, rank below 2, unsupported dtype; in backward, ``mode="r"`` and ``"complete"`` with
         ``m > n`` (torch's messages).
 
     Examples
@@ -57,8 +59,10 @@ def qr(A: torch.Tensor, mode: str = "reduced", *, out=None):
             pass
     op = "linalg.qr"
     E.check_matrix(op, "A", A)
+    if not isinstance(mode, str):  # torch's argument parser: TypeError
+        raise TypeError(f"{op}: argument 'mode' must be str, not {type(mode).__name__}")
     if mode not in ("reduced", "complete", "r"):
-        raise ValueError(f"qr received unrecognized mode {mode!r} but expected one of 'reduced' (default), "
+        raise E.OptionError(f"qr received unrecognized mode {mode!r} but expected one of 'reduced' (default), "
                          "'r', or 'complete'")
     if table.torch_is_faster("qr", A):  # outside the measured table (table.WHEN)
         return E.store(op, out, torch.linalg.qr(A, mode), A, kind=_RT.linalg_qr)

@@ -167,7 +167,7 @@ class _TorchKernels:
 
     def small(self, A: torch.Tensor, tau: torch.Tensor) -> None:
         if _triton_ok(A):
-            from ..kernels.qr_triton import geqrf_small
+            from .triton import geqrf_small
 
             geqrf_small(A, tau)
             return
@@ -223,7 +223,7 @@ def _triton_ok(A: torch.Tensor) -> bool:
     M, N = A.shape[-2], A.shape[-1]
     if not (TUNING.triton and A.device.type == "cuda" and A.dtype in E.GPU_DTYPES and not _functorch()):
         return False
-    from ..kernels.qr_triton import fits
+    from .triton import fits
 
     return fits(M, N)
 

@@ -141,11 +141,33 @@ def _ormqr_fake(V: torch.Tensor, tau: torch.Tensor, C: torch.Tensor, left: bool,
     return C.new_empty(C.shape)
 
 
+# The ops' outputs are contiguous, as their fakes (``new_empty``) declare: the torch leaf's LAPACK
+# results are column-major, and inductor checks a custom op's strides against its fake ("incorrect
+# fake kernel", issue 33). A copy of O(mn) after O(mn²) work; ``.contiguous()`` is free where the
+# kernels already wrote row-major.
+
+
+def _contiguous(*ts: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return tuple(t.contiguous() for t in ts)
+
+
 def _qr_op_impl(A: torch.Tensor, mode: str) -> tuple[torch.Tensor, torch.Tensor]:
-    return qr_impl(A, mode)
+    return _contiguous(*qr_impl(A, mode))
 
 
-_qr = defop("qr", impl=_qr_op_impl, fake=_qr_fake, setup=_qr_setup, backward=_qr_backward, jvp=_qr_jvp)
+def _geqrf_op_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return _contiguous(*geqrf_impl(A))
+
+
+def _hp_op_impl(V: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
+    return householder_product_impl(V, tau).contiguous()
+
+
+def _ormqr_op_impl(V: torch.Tensor, tau: torch.Tensor, C: torch.Tensor, left: bool, transpose: bool) -> torch.Tensor:
+    return ormqr_impl(V, tau, C, left, transpose).contiguous()
+
+
+_qr = defop("qr", impl=_qr_op_impl, fake=_qr_fake, setup=_qr_setup, backward=_qr_backward, jvp=_qr_jvp, ranks=(2,))
 # householder_product / ormqr: the derivatives of the reflector-by-reflector products written in
 # torch ops (each H_i = I - tau_i v_i v_iᴴ once), differentiated by torch.func (vjp/jvp). Exact (no
 # formula of our own to get wrong) and differentiable again (double backward), at O(k) small
@@ -238,10 +260,10 @@ def _ormqr_jvp(inputs, outputs, tangents):
 
 
 # torch.geqrf has no derivative (neither has torch's)
-_geqrf = defop("geqrf", impl=geqrf_impl, fake=_geqrf_fake)
-_householder_product = defop("householder_product", impl=householder_product_impl, fake=_hp_fake,
-                             setup=_save_inputs, backward=_hp_backward, jvp=_hp_jvp)
-_ormqr = defop("ormqr", impl=ormqr_impl, fake=_ormqr_fake, setup=_save_inputs, backward=_ormqr_backward,
-               jvp=_ormqr_jvp)
+_geqrf = defop("geqrf", impl=_geqrf_op_impl, fake=_geqrf_fake, ranks=(2,))
+_householder_product = defop("householder_product", impl=_hp_op_impl, fake=_hp_fake,
+                             setup=_save_inputs, backward=_hp_backward, jvp=_hp_jvp, ranks=(2, 1))
+_ormqr = defop("ormqr", impl=_ormqr_op_impl, fake=_ormqr_fake, setup=_save_inputs, backward=_ormqr_backward,
+               jvp=_ormqr_jvp, ranks=(2, 1, 2))
 
 

@@ -91,7 +91,7 @@ def _signs(Q1: torch.Tensor) -> torch.Tensor:
     from .kernels import _triton_ok
 
     if _triton_ok(Q1):
-        from ..kernels.qr_triton import lapack_signs
+        from .triton import lapack_signs
 
         return lapack_signs(Q1)
     return _signs_torch(Q1)

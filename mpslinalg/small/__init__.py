@@ -49,13 +49,14 @@ per-thread vector loads; ``staged``: through threadgroup memory), chosen per dev
 The program is written once, over a few primitives, and executed three ways: as torch ops
 (reference, any device), printed as one C function per matrix size (CPU: every matrix in registers,
 4/8 matrices per SIMD vector; compiled once by the emulator's compiler and cached on disk, see
-:mod:`mpslinalg.kernels.small_c`) and printed as one Triton kernel (CUDA,
-:mod:`mpslinalg.kernels.small_triton`). Where no compiler exists the CPU path is torch.linalg
+:mod:`mpslinalg.small.c`) and printed as one Triton kernel (CUDA,
+:mod:`mpslinalg.small.triton`). Where no compiler exists the CPU path is torch.linalg
 itself (measured fastest without one; a warning says so once, :func:`cpu_path` reports it);
 ``torch.compile`` of the program is available too (see :func:`set_compile`).
 
 Modules: ``program.py`` (the elimination / adjugate program and its executions), ``ops.py`` (internal
-declarations; det's gradient from the cofactor adjugate), ``workloads.py`` (main-job rows).
+declarations; det's gradient from the cofactor adjugate), ``workloads.py`` (main-job rows), ``c.py``
+(the program as C: the CPU path), ``triton.py`` (the program as Triton: CUDA).
 """
 
 from __future__ import annotations

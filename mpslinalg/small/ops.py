@@ -25,7 +25,7 @@ def _inv_ex(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 #: ``A -> (A⁻¹, info)`` for ``n <= 4`` (no checks: the public ``inv``/``inv_ex`` check).
-inv_ex_op = defop("small_inv_ex", impl=_inv_ex, **D.inv_rules())
+inv_ex_op = defop("small_inv_ex", impl=_inv_ex, **D.inv_rules(), ranks=(2,))
 
 
 def _det(A: torch.Tensor) -> torch.Tensor:
@@ -50,7 +50,7 @@ def _det_jvp(inputs, outputs, tangents):
 
 #: ``A -> det(A)`` for ``n <= 4``.
 det_op = defop("small_det", impl=_det, fake=lambda A: A.new_empty(A.shape[:-2]), setup=_det_setup,
-               backward=_det_backward, jvp=_det_jvp)
+               backward=_det_backward, jvp=_det_jvp, ranks=(2,))
 
 
 def _slogdet(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -79,7 +79,7 @@ def _slogdet_jvp(inputs, outputs, tangents):
 
 #: ``A -> (sign, logabsdet)`` for ``n <= 4``.
 slogdet_op = defop("small_slogdet", impl=_slogdet, fake=_slogdet_fake, setup=_slogdet_setup,
-                   backward=_slogdet_backward, jvp=_slogdet_jvp)
+                   backward=_slogdet_backward, jvp=_slogdet_jvp, ranks=(2,))
 
 
 def _solve_ex(A: torch.Tensor, B: torch.Tensor, left: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -88,7 +88,7 @@ def _solve_ex(A: torch.Tensor, B: torch.Tensor, left: bool) -> tuple[torch.Tenso
 
 #: ``(A, B, left) -> (X, info)`` for ``n <= 4``, ``B`` a matrix (``info`` of ``A``'s batch).
 solve_ex_op = defop("small_solve_ex", impl=_solve_ex,
-                    **D.solve_rules(lambda A, B, left: solve_ex_op(A, B, left)[0]))
+                    **D.solve_rules(lambda A, B, left: solve_ex_op(A, B, left)[0]), ranks=(2, 2))
 
 
 # ---------------------------------------------------------------------------------------------

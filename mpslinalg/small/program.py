@@ -11,11 +11,13 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..kernels import backend_for, kernel_name, load_library, small_c, small_triton
+from ..kernels import backend_for, kernel_name, load_library
 from ..kernels.codegen import warn_once
 from ..kernels.prims import ComplexOps, RealOps, TorchPrims, dot2, exponent, pow2
 from ..oplayer import functorch_active
 from ..oplayer.checks import broadcast_shapes
+from . import c as small_c
+from . import triton as small_triton
 
 __all__ = ["MAX_N", "TUNING", "Program", "Tuning", "cpu_path", "set_compile"]
 

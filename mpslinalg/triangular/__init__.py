@@ -79,7 +79,8 @@ diagonal entry gives ``inf``/``nan`` (as LAPACK's ``trsm`` does; ``solve_triangu
 
 Modules: ``kernels.py`` (tuning; ``trtri_diag``/``trsm_small`` on Metal, torch and Triton),
 ``algorithm.py`` (the blocked solve with one refinement step per block; ``trsm`` for other
-families), ``api.py`` (declaration, derivatives, front door), ``workloads.py`` (main-job rows).
+families), ``api.py`` (declaration, derivatives, front door), ``workloads.py`` (main-job rows),
+``triton.py`` (one-launch small triangular solves on CUDA).
 """
 
 from __future__ import annotations
@@ -88,8 +89,9 @@ from ..oplayer.family import Family, Route, takes
 from .algorithm import trsm
 from .api import solve_triangular
 from .kernels import TUNING, Tuning
+from .kernels import _trsm_small_metal as trsm_small_metal
 
-__all__ = ["FAMILY", "TUNING", "Tuning", "solve_triangular", "trsm"]
+__all__ = ["FAMILY", "TUNING", "Tuning", "solve_triangular", "trsm", "trsm_small_metal"]
 
 
 def _route_solve_triangular(op, A, B, upper, left=True, unitriangular=False):

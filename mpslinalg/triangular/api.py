@@ -73,7 +73,7 @@ def _jvp(inputs, outputs, tangents):
 
 
 _solve_triangular_op = defop("solve_triangular", impl=_solve_triangular, fake=_solve_triangular_fake,
-                             setup=_setup_context, backward=_backward, jvp=_jvp)
+                             setup=_setup_context, backward=_backward, jvp=_jvp, ranks=(2, 2))
 
 
 
@@ -121,7 +121,7 @@ def solve_triangular(A: torch.Tensor, B: torch.Tensor, *, upper: bool, left: boo
     -----
     Diagonal blocks of width ``nb <= 32`` are inverted in one batched dispatch; everything else is
     matrix products (recursive splitting). The result is backward stable: LAPACK's residual ratio
-    ``‖B − AX‖₁ / (‖A‖₁ ‖X‖₁ u)`` stays far below 30 (see ``docs/ops/solve_triangular.md``).
+    ``‖B − AX‖₁ / (‖A‖₁ ‖X‖₁ u)`` stays far below 30 (see ``docs/ops/triangular.md``).
     Differentiable in ``A`` and ``B`` (complex included, twice), a ``torch.library`` custom op
     (``mpslinalg::solve_triangular``) that ``torch.compile(fullgraph=True)`` traces through, and
     free of host synchronisation.
@@ -137,8 +137,11 @@ def solve_triangular(A: torch.Tensor, B: torch.Tensor, *, upper: bool, left: boo
     """
     if out is None and table.torch_first("solve_triangular", A):  # outside the table (table.WHEN)
         try:
-            return torch.linalg.solve_triangular(A, B, upper=upper, left=left, unitriangular=unitriangular)
-        except (RuntimeError, TypeError, ValueError, IndexError):  # bad input: our checks say what
+            # torch casts B to A's dtype (or promotes) silently, dropping a complex B's imaginary
+            # part: a mix goes to our checks, which refuse it (dtypes are singletons: `is`)
+            if B.dtype is A.dtype:
+                return torch.linalg.solve_triangular(A, B, upper=upper, left=left, unitriangular=unitriangular)
+        except (RuntimeError, TypeError, ValueError, IndexError, AttributeError):  # bad input: our checks say what
             pass
     A = E.check_matrix(_OP, "A", A, square=True)
     B = E.check_matrix(_OP, "B", B)
@@ -146,9 +149,10 @@ def solve_triangular(A: torch.Tensor, B: torch.Tensor, *, upper: bool, left: boo
     for name, val in (("upper", upper), ("left", left), ("unitriangular", unitriangular)):
         E.check_bool(_OP, name, val)
     E.check_rhs(_OP, A, B, left=left)
+    batch = _batch_shape(A, B)  # before either path: a mismatch names A's and B's shapes (issue 34.8)
     if table.torch_is_faster("solve_triangular", A):  # outside the measured table (table.WHEN)
         X = torch.linalg.solve_triangular(A, B, upper=upper, left=left, unitriangular=unitriangular)
     else:
-        X = _solve(A, B, upper, left, unitriangular, _batch_shape(A, B))
+        X = _solve(A, B, upper, left, unitriangular, batch)
     return E.store(_OP, out, X, A, B)
 

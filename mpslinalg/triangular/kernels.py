@@ -61,7 +61,7 @@ class Tuning:
         ``trsm_small``: right-hand-side columns (threads) per system and threadgroup,
         a multiple of 32 in [32, 128]; fewer columns than this per system put several systems in a
         group. 128: the DeltaNet shape (128 right-hand sides) in one group per system, 3.4x
-        torch.linalg on the H200 against 2.6x with 64 (docs/ops/solve_triangular.md).
+        torch.linalg on the H200 against 2.6x with 64 (docs/ops/triangular.md).
     torch_inverse : str
         How the ``torch`` backend inverts the diagonal blocks: ``"trsm"`` (one batched
         ``torch.linalg.solve_triangular`` against the identity) or ``"doubling"`` (log2(nb)
@@ -74,21 +74,21 @@ class Tuning:
         blocked diagonal-inverse path. Devices not listed: 0 (never direct).
 
         On CUDA that is every size: every alternative of the blocked path lost to one cuBLAS
-        ``trsm`` on the H200 (docs/ops/solve_triangular.md, "Tuning measurements"); on the CPU
+        ``trsm`` on the H200 (docs/ops/triangular.md, "Tuning measurements"); on the CPU
         LAPACK's ``trsm`` up to 512, GEMM recursion over ``trsm`` leaves above. The kernel
         backends (``metal``, ``emulator``) keep the fused ``trsm_small`` kernel and the blocked
         algorithm: there is no vendor ``trsm``.
     triton_max : int
         ``torch`` backend on CUDA, float32: systems with ``n`` up to this (``<= 64``) are solved by
-        one launch of the Triton kernel of :mod:`mpslinalg.kernels.triangular_triton` (blocked
+        one launch of the Triton kernel of :mod:`mpslinalg.triangular.triton` (blocked
         substitution with ``tl.dot`` updates, backward stable) instead of cuBLAS. ``0`` (the
-        disables it; 64 is where it beat cuBLAS on the H200 (docs/ops/solve_triangular.md).
+        disables it; 64 is where it beat cuBLAS on the H200 (docs/ops/triangular.md).
         A compile or launch failure switches it off for the process (with a warning).
     direct_transpose_max : dict
         Per device type: direct ``trsm`` calls with ``n`` up to this are posed as the transposed
         problem; above it (and on devices not listed) as the user posed it, i.e. torch.linalg's own
         call (the custom op and :func:`trsm` then copy the result into row-major order); the
-        thresholds come from the measurements in docs/ops/solve_triangular.md.
+        thresholds come from the measurements in docs/ops/triangular.md.
     """
 
     nb: int = 16
@@ -267,7 +267,7 @@ def _trsm_small_metal(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, upper: 
 def _trsm_small_triton(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor, upper: bool, unit: bool) -> None:
     """``X = A⁻¹ B`` for ``n <= 64``, float32, by the one-launch Triton kernel (same index maps as
     :func:`_trsm_small_metal`)."""
-    from ..kernels import triangular_triton as _triangular_triton
+    from . import triton as _triangular_triton
 
     batch, n, k = X.shape
     a, _, aoff, abs_, ars, acs = _kernel_strides(A, batch, upper, True)
@@ -294,7 +294,7 @@ def _use_triton(A: torch.Tensor, n: int) -> bool:
     ok = _triton_state.get("ok")
     if ok is None:
         try:
-            from ..kernels import triangular_triton  # noqa: F401
+            from . import triton  # noqa: F401
             ok = True
         except Exception as exc:  # noqa: BLE001 - no Triton: cuBLAS it is
             ok, _triton_state["error"] = False, repr(exc)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import re
 import subprocess
@@ -179,8 +180,9 @@ def test_compile_times_recorded(built):
     for name in ("basics", "lu_small"):
         man, _ = built[name]
         assert set(man["timings"]) == {"clang_s", "ptxas_sm_90_s"}
-        # issue 7's budget for one file: well under a few seconds (measured 0.1-0.6 s each)
-        assert 0 < man["timings"]["clang_s"] < 30 and 0 < man["timings"]["ptxas_sm_90_s"] < 30
+        # recorded, positive and finite; how long they take is this machine's load, not a test's
+        # business (issue 34: issue 7's budget, measured 0.1-0.6 s each, is for benchmarks to watch)
+        assert all(0 < v < math.inf for v in man["timings"].values()), man["timings"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -288,6 +290,8 @@ def test_plain_launch_plan_is_one_launch(cuda_mod):
 # ---------------------------------------------------------------------------------------------
 # every family source builds for the cuda target
 # ---------------------------------------------------------------------------------------------
+@pytest.mark.slow  # 2-100 s a family from a cold cache (lu: 100 s); the build path itself is the
+# `built` fixture's, in the default tier
 @pytest.mark.parametrize("family", sorted(p.stem for p in (ROOT / "metal").glob("*.metal")))
 def test_family_sources_build(cuda_mod, family):
     from mpslinalg import emulator
@@ -312,7 +316,7 @@ def test_cuda_build_is_cxx14_like_msl(cuda_mod, tmp_path):
         "kernel void k(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n"
         "  if constexpr (sizeof(float) == 4) { x[i] = 1.0f; }\n}\n"
     )
-    with pytest.raises(ShaderCompileError, match=r"constexpr if is a C\+\+17 extension"):
+    with pytest.raises(ShaderCompileError, match=r"error: [^\n]*C\+\+17"):  # the meaning, not clang 19's words
         cuda_mod.build_artifacts(prepass(preprocess(src)), cuda_mod.source_key(src), tmp_path)
 
 

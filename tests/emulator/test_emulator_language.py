@@ -25,14 +25,18 @@ HEAD = "#include <metal_stdlib>\nusing namespace metal;\n"
 @pytest.mark.parametrize(
     ("body", "what"),
     [
-        ("if constexpr (sizeof(float) == 4) { x[i] = 1; }", "constexpr if"),
-        ("float2 v = float2(1, 2); auto [a, b] = v; x[i] = a;", "decomposition declarations"),
+        ("if constexpr (sizeof(float) == 4) { x[i] = 1; }", "if constexpr"),
+        ("float2 v = float2(1, 2); auto [a, b] = v; x[i] = a;", "auto [a, b]"),
     ],
 )
 def test_cxx17_syntax_is_a_compile_error(emu, body, what):
+    # The meaning, not one compiler's words: an error that says C++17, with the construct in the
+    # quoted source line (clang 19: "decomposition declarations are a C++17 extension", ziglang's
+    # clang 22: "structured binding declarations are ...").
     src = HEAD + f"kernel void k(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) {{ {body} }}\n"
-    with pytest.raises(ShaderCompileError, match=rf"{what} (is|are) a C\+\+17 extension"):
+    with pytest.raises(ShaderCompileError, match=r"error: [^\n]*C\+\+17") as exc:
         emulator.compile_shader(src)
+    assert what in str(exc.value)
 
 
 def test_cxx14_source_compiles(emu):

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from mpslinalg.emulator.lint import lint_source
-from mpslinalg.kernels.loader import metal_source
+from mpslinalg.emulator.sources import metal_source
 
 ROOT = Path(__file__).resolve().parents[2]
 METAL = ROOT / "metal"

@@ -47,7 +47,7 @@ def blocked(lib, monkeypatch):
 
     def make(dtype, order, seed, nb=16, rows=16, single=0, threads=32, look=1, slots=32, mma=False, short=(0, 64),
              colmajor=False, roll=False, regs=False, outer=0, swap_trsm=False):
-        monkeypatch.setattr(lu_mod, "load_library", lambda family, device: InOrder(lib, order, seed))
+        monkeypatch.setattr(lu_mod, "load_library", lambda source, device: InOrder(lib(source), order, seed))
         for name, v in (("panel_nb", nb), ("panel_rows", rows), ("panel_single_rows", single),
                         ("panel_threads", threads), ("panel_look", look)):
             monkeypatch.setattr(lu_mod.TUNING, name, v)

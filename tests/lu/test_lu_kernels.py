@@ -1,4 +1,4 @@
-"""The kernels of ``metal/lu.metal`` in the emulator, in every thread order.
+"""The kernels of ``metal/lu_*.metal`` in the emulator, in every thread order.
 
 Each case runs in order, in reverse and shuffled (two seeds), so a missing barrier shows, through
 the library's own launch code (``mpslinalg.lu.kernels._MetalKernels`` with its ``load_library`` patched to
@@ -42,7 +42,7 @@ def kernels(lib, monkeypatch):
     launches run in that emulator thread order (lu_panel with that many threads per group)."""
 
     def make(dtype, order, seed, panel_threads=256):
-        monkeypatch.setattr(lu_mod, "load_library", lambda family, device: InOrder(lib, order, seed))
+        monkeypatch.setattr(lu_mod, "load_library", lambda source, device: InOrder(lib(source), order, seed))
         monkeypatch.setattr(lu_mod.TUNING, "panel_threads", panel_threads)
         return lu_mod._MetalKernels(torch.device("cpu"), dtype)
 
@@ -274,7 +274,7 @@ def test_laswp_invalid_pivots_never_out_of_bounds(lib, monkeypatch, order, seed,
     """Invalid pivots (0, negative, > M: a user's lu_solve input) are skipped by lu_laswp, run with
     the emulator's guard pages after every buffer, so an access past the end would fault. The
     valid interchanges are applied exactly as LAPACK's laswp would."""
-    monkeypatch.setattr(lu_mod, "load_library", lambda family, device: InOrder(lib, order, seed, guard=True))
+    monkeypatch.setattr(lu_mod, "load_library", lambda source, device: InOrder(lib(source), order, seed, guard=True))
     kern = lu_mod._MetalKernels(torch.device("cpu"), dtype)
     B, M, N = 2, 6, 5
     X = matrices.random(M, N, batch=(B,), dtype=dtype, seed=3)

@@ -1,4 +1,4 @@
-"""The register-resident small LU kernels of ``metal/lu.metal`` (``lu_small``, ``lu_small_solve``)
+"""The register-resident small LU kernels (``metal/lu_small.metal``, ``metal/lu_small_solve.metal``)
 in the emulator, through the library's own call sites, in every thread order, for both load
 variants (``TUNING.small_stage`` 0: each lane reads its row; 1: through a threadgroup tile) and
 every instantiated width (8, 16, 32 lanes per matrix: 4, 2, 1 matrices per simdgroup), and for
@@ -57,7 +57,8 @@ def kernels(lib, monkeypatch):
     emulator thread order, with guard pages behind every buffer, with that load variant."""
 
     def make(dtype, order, seed, stage, rows=1, fma=0, roll=0, variant=0):
-        monkeypatch.setattr(lu_mod, "load_library", lambda family, device: InOrder(lib, order, seed, guard=True))
+        monkeypatch.setattr(lu_mod, "load_library",
+                            lambda source, device: InOrder(lib(source), order, seed, guard=True))
         monkeypatch.setattr(lu_mod.TUNING, "small_stage", stage)
         monkeypatch.setattr(lu_mod.TUNING, "small_rows", rows)
         monkeypatch.setattr(lu_mod.TUNING, "small_fma", fma)
@@ -316,7 +317,7 @@ def test_lu_small_solve_every_width(kernels, order, seed, stage, dtype):
 
 
 def test_small_solve_rejects_what_it_cannot_hold(lib, monkeypatch):
-    monkeypatch.setattr(lu_mod, "load_library", lambda family, device: lib)
+    monkeypatch.setattr(lu_mod, "load_library", lambda source, device: lib(source))
     kern = lu_mod._MetalKernels(torch.device("cpu"), torch.float32)
     A = torch.eye(4).expand(2, 4, 4).contiguous()
     B = torch.ones(2, 4, 9)

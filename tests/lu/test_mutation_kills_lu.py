@@ -137,7 +137,7 @@ def test_pivot_ties_go_to_the_first_row_in_every_kernel(lib, monkeypatch, order,
     matrix ties every candidate of every column in magnitude (entries +-1; its elimination is exact),
     so LAPACK makes no interchange: pivots 1..n. The panel cases spread the tied rows over the
     threads' strided scans and the tree reduction (32 and 64 threads for 40 rows)."""
-    monkeypatch.setattr(kern_mod, "load_library", lambda family, device: InOrder(lib, order, seed))
+    monkeypatch.setattr(kern_mod, "load_library", lambda source, device: InOrder(lib(source), order, seed))
     monkeypatch.setattr(lu_mod.TUNING, "panel_threads", threads)
     kern = kern_mod._MetalKernels(torch.device("cpu"), torch.float32)
     A = matrices.wilkinson_growth(n, dtype=torch.float32)[None]

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import FakeClock
 
 from mpslinalg.mainjob.report import Progress, format_table
 from mpslinalg.mainjob.timing import (
@@ -39,82 +40,108 @@ def test_statistics_of_known_samples():
         Timing.from_samples([])
 
 
-def test_sleep_is_timed_within_scheduler_slack():
-    # time.sleep(d) sleeps at least d (POSIX guarantee) and returns after the scheduler wakes the
-    # thread: within a few ms idle, within tens of ms on a loaded shared 2-core box. So the median
-    # of 5 samples lies in [d, 2.5 d] for d = 40 ms; a per-call bookkeeping error (a missing
-    # division by the calls per sample, a sample spanning two calls) would read >= 2 d.
-    d = 0.04
-    t = time_callable(lambda: time.sleep(d), device="cpu", warmup=1, repeat=5, min_time=0.0)
-    assert t.n >= 5 and t.number == 1
-    assert d <= t.min <= t.median <= t.max
-    assert t.median <= 2.5 * d
+# The timing core is tested on a fake clock (tests/helpers.FakeClock): each callable "takes" a known
+# time, so every count, sample and ratio is exact and no assertion depends on how loaded this machine
+# is (issue 34: a wall-clock ratio bound failed at load 8). Durations are powers of two, which the
+# clock's sums and differences keep exact. Speed itself belongs in benchmarks.
+US = 2.0**-20  # ~0.95 us
 
 
-def test_fast_calls_are_repeated_per_sample():
-    # A no-op call takes ~100 ns, far below the 0.1 ms sample target: calls must be batched
-    # (number > 1) and the per-call time must stay far below the 0.1 ms target.
-    t = time_callable(lambda: None, device="cpu", warmup=1, repeat=3, min_time=0.0)
-    assert t.number > 10
-    assert t.median < 1e-4
+def test_a_call_is_timed_as_the_clock_says(monkeypatch):
+    # a 40 ms call: one call a sample (>= 10x the 0.1 ms target), each sample 40 ms, and a per-call
+    # bookkeeping error (a missing division by the calls per sample, a sample spanning two calls)
+    # would read 2x
+    clock = FakeClock().install(monkeypatch)
+    t = time_callable(clock.work(2.0**-5), device="cpu", warmup=1, repeat=5, min_time=0.0)
+    assert (t.n, t.number) == (5, 1) and t.samples == (2.0**-5,) * 5
 
 
-def test_interleaved_callables_share_one_count_per_sample():
+def test_real_clocks_see_a_sleep():
+    # the real clock end to end, with no bound that load can break: time.sleep(d) sleeps at least d
+    # (POSIX), so no sample may read less (whatever else the machine runs, samples only grow)
+    d = 0.01
+    t = time_callable(lambda: time.sleep(d), device="cpu", warmup=1, repeat=3, min_time=0.0)
+    assert t.n == 3 and t.number == 1 and t.min >= d
+    x = torch.randn(64, 64)
+    r = time_interleaved({"mm": lambda: x @ x, "add": lambda: x + x}, device="cpu", warmup=1, repeat=3,
+                         min_time=0.0)
+    assert all(v.n >= 3 and v.number >= 1 and v.min > 0 for v in r.values())
+
+
+def test_fast_calls_are_repeated_per_sample(monkeypatch):
+    # a ~1 us call, far below the 0.1 ms sample target: ceil(0.1 ms / 1 us) calls a sample, and the
+    # per-call time divides them out
+    clock = FakeClock().install(monkeypatch)
+    t = time_callable(clock.work(US), device="cpu", warmup=1, repeat=3, min_time=0.0)
+    assert t.number == math.ceil(1e-4 / US) == 105
+    assert t.samples == (US,) * 3
+
+
+def test_interleaved_callables_share_one_count_per_sample(monkeypatch):
     # A sample's own cost (clock reads, the loop) is divided by its count: with different counts the
     # pair's difference carried it (host overhead +7.6 us with 1 call a sample against 7, +3.2 with
-    # 5 and 7). A no-op and a ~20 us call timed together get the no-op's count, both.
-    t = time_interleaved({"noop": lambda: None, "sum": lambda: sum(range(500))}, device="cpu",
+    # 5 and 7). A ~1 us call and a ~30 us call timed together get the fast one's count, both.
+    clock = FakeClock().install(monkeypatch)
+    t = time_interleaved({"noop": clock.work(US), "sum": clock.work(32 * US)}, device="cpu",
                          warmup=1, repeat=3, min_time=0.0, cpu_clock="process")
-    assert t["noop"].number == t["sum"].number > 10
+    assert t["noop"].number == t["sum"].number == 105
+    assert t["noop"].median == US and t["sum"].median == 32 * US
 
 
-def test_interleaved_count_set_by_the_named_callables():
-    # calibrate=(...): the host-overhead section's state probe (~20 us) must not raise the count of
-    # a slow pair's samples; it runs as many times as the named callables' count says
-    slow = lambda: sum(range(20000))  # noqa: E731 - ~0.5 ms: one call a sample
-    t = time_interleaved({"a": slow, "b": slow, "probe": lambda: None}, device="cpu", warmup=1, repeat=3,
+def test_interleaved_count_set_by_the_named_callables(monkeypatch):
+    # calibrate=(...): the host-overhead section's state probe must not raise the count of a slow
+    # pair's samples; it runs as many times as the named callables' count says
+    clock = FakeClock().install(monkeypatch)
+    slow = clock.work(512 * US)  # ~0.5 ms: one call a sample
+    t = time_interleaved({"a": slow, "b": slow, "probe": clock.work(US)}, device="cpu", warmup=1, repeat=3,
                          min_time=0.0, cpu_clock="process", calibrate=("a", "b"))
     assert t["a"].number == t["b"].number == t["probe"].number == 1
-    t = time_interleaved({"a": slow, "b": slow, "probe": lambda: None}, device="cpu", warmup=1, repeat=3,
+    t = time_interleaved({"a": slow, "b": slow, "probe": clock.work(US)}, device="cpu", warmup=1, repeat=3,
                          min_time=0.0, cpu_clock="process")
-    assert t["a"].number == t["probe"].number > 10  # without it the no-op sets the count
+    assert t["a"].number == t["probe"].number == 105  # without it the fast probe sets the count
 
 
-def test_interleaved_ratio_of_known_costs():
-    # Two sleeps of 20 and 60 ms: the ratio of medians is (60 + s2)/(20 + s1) with the wake-up
-    # latencies s >= 0; for s up to 60 ms (a very loaded box) it lies in [1.5, 4].
-    r = time_interleaved({"a": lambda: time.sleep(0.02), "b": lambda: time.sleep(0.06)},
-                         device="cpu", warmup=1, repeat=4, min_time=0.0)
-    assert set(r) == {"a", "b"} and r["a"].n >= 4 and r["b"].n >= 4
-    assert 1.5 <= r["b"].median / r["a"].median <= 4.0
+def test_interleaved_rounds_take_one_sample_of_each(monkeypatch):
+    # round by round, one sample of each callable in the rotating order of _round_order: a machine
+    # that slows down between rounds slows both samples of a round, and the paired ratio keeps its
+    # value (here the machine halves its speed after every round: 2^7 over the run)
+    from mpslinalg.mainjob.timing import _round_order
+
+    clock = FakeClock().install(monkeypatch)
+    order = []
+
+    def call(name, cost):
+        def fn():
+            order.append(name)
+            clock.advance(cost * 2.0 ** ((len(order) - 1) // 2))  # calls 2k and 2k+1: one round
+        return fn
+
+    # ~2 and ~6 ms: one calibration call each (the first "round"), one call a sample
+    r = time_interleaved({"a": call("a", 2.0**-9), "b": call("b", 3 * 2.0**-9)}, device="cpu", warmup=0,
+                         repeat=6, min_time=0.0)
+    assert order[:2] == ["a", "b"] and order[2:] == [x for k in range(6) for x in _round_order(["a", "b"], k)]
+    assert r["a"].number == r["b"].number == 1 and r["a"].n == r["b"].n == 6
+    assert r["a"].samples == tuple(2.0 ** (k - 9) for k in range(1, 7))  # the drift itself: 64x
+    c = compare(r["a"], r["b"], drift=0)
+    assert (c.ratio, c.low, c.high, c.verdict) == (3.0, 3.0, 3.0, "faster")
 
 
-def test_min_time_adds_samples_and_max_time_caps_them():
+def test_min_time_adds_samples_and_max_time_caps_them(monkeypatch):
+    clock = FakeClock().install(monkeypatch)
     # ~1 ms calls and min_time 0.3 s: sampling continues past repeat=3 exactly until the samples
-    # cover 0.3 s (whatever the wake-up latency of a loaded box adds to each sleep).
-    t = time_callable(lambda: time.sleep(0.001), device="cpu", warmup=0, repeat=3, min_time=0.3)
-    assert t.n > 3 and t.number == 1
+    # cover 0.3 s: ceil(0.3 / 2^-10) = 308 samples
+    t = time_callable(clock.work(1024 * US), device="cpu", warmup=0, repeat=3, min_time=0.3)
+    assert t.n == 308 and t.number == 1
     assert sum(t.samples) >= 0.3 > sum(t.samples[:-1])
     # max_time 0 stops right after the `repeat` samples even though min_time asks for 10 s.
-    t = time_callable(lambda: time.sleep(0.001), device="cpu", warmup=0, repeat=3, min_time=10.0,
-                      max_time=0.0)
+    t = time_callable(clock.work(1024 * US), device="cpu", warmup=0, repeat=3, min_time=10.0, max_time=0.0)
     assert t.n == 3
-    # A slow call (20 ms) with repeat=10 but max_time=0.05 s: the cap wins once MIN_SAMPLES = 3
-    # samples exist (warm-up 1 + calibration 1 + 3 samples = 5 calls, ~0.1 s, not 12 calls).
-    t0 = time.perf_counter()
-    t = time_callable(lambda: time.sleep(0.02), device="cpu", warmup=1, repeat=10, min_time=0.0,
-                      max_time=0.05)
+    # A slow call (~16 ms) with repeat=10 but max_time=0.05 s: the cap wins once MIN_SAMPLES = 3
+    # samples exist: warm-up 1 + calibration 1 + 3 samples = 5 calls, not 12.
+    start = clock.now
+    t = time_callable(clock.work(2.0**-6), device="cpu", warmup=1, repeat=10, min_time=0.0, max_time=0.05)
     assert t.n == 3
-    assert time.perf_counter() - t0 < 0.2 + 5 * 0.02
-
-
-def test_matmul_is_slower_than_an_add():
-    # 256^3 multiply-adds vs 256^2 adds: ~256x the flops; even at very different efficiencies the
-    # matmul must take longer than the add.
-    x = torch.randn(256, 256)
-    r = time_interleaved({"mm": lambda: x @ x, "add": lambda: x + x}, device="cpu", warmup=1, repeat=5,
-                         min_time=0.0)
-    assert r["mm"].median > r["add"].median
+    assert clock.now - start == 5 * 2.0**-6
 
 
 def test_bad_arguments():
@@ -250,19 +277,26 @@ def test_t_quantile_matches_the_tables():
         _t_quantile(0.975, 0)
 
 
-def test_interleaved_work_of_three_times_the_cost_is_called_slower():
-    # Pure-Python loops of 20k and 60k additions: the per-round ratio is ~3 whatever the load, since
-    # both samples of a round see the same machine; the verdict must say so, and identical work must
-    # not be called either way.
-    work = {"1x": lambda: sum(range(20_000)), "3x": lambda: sum(range(60_000)),
-            "1x again": lambda: sum(range(20_000))}
-    # the process's CPU time: on the loaded box wall time adds other users' time to some samples
-    # (a flaky "1x vs 1x again" verdict at load 8), not the loops' own cost
+def test_interleaved_work_of_three_times_the_cost_is_called_slower(monkeypatch):
+    # ~20 us and ~60 us calls, each with its own deterministic +-2% jitter: the verdicts must say 3x,
+    # and identical work must not be called either way
+    clock = FakeClock().install(monkeypatch)
+
+    def jittered(cost):
+        i = [0]
+
+        def duration():
+            i[0] += 1
+            return cost * (1 + 0.01 * ((i[0] * 7) % 5 - 2))
+        return duration
+
+    work = {"1x": clock.work(jittered(20e-6)), "3x": clock.work(jittered(60e-6)),
+            "1x again": clock.work(jittered(20e-6))}
     t = time_interleaved(work, device="cpu", warmup=1, repeat=15, min_time=0.0, max_time=10.0,
                          min_samples=9, cpu_clock="process")
-    assert t["1x"].n >= 9
+    assert t["1x"].n == 15
     c = compare(t["1x"], t["3x"])
-    assert c.verdict == "faster" and 2.0 <= c.ratio <= 4.5, c
+    assert c.verdict == "faster" and 2.8 <= c.low <= c.ratio <= c.high <= 3.2, c  # 3 x (1 +- 2%)^2, widened
     assert compare(t["3x"], t["1x"]).verdict == "slower"
     assert compare(t["1x"], t["1x again"]).verdict == "inconclusive"
 
@@ -302,41 +336,38 @@ def _harness():
     return harness
 
 
-def test_run_cases_ratios_roofline_and_errors(tmp_path):
+def test_run_cases_ratios_roofline_and_errors(tmp_path, monkeypatch):
     h = _harness()
-    x = torch.ones(2**20)  # 4 MiB
+    clock = FakeClock().install(monkeypatch)
+    # the copy reference, too, takes a known time: 2^-10 s for the 8 MiB the case moves
+    monkeypatch.setattr(h, "_copy_fn", lambda nbytes, device: clock.work(2.0**-10))
 
     def broken():
         raise RuntimeError("no such op here")
 
     cases = [
-        # ours 20 ms vs peer 60 ms: peer/ours = (60 + s2)/(20 + s1) in [1.5, 4] for wake-up
-        # latencies s up to 60 ms.
+        # ours ~16 ms vs peer ~47 ms: peer/ours = 3 in every round
         h.Case(name="sleep", workload="w", device="cpu", dtype=torch.float32, shape=(1,),
-               ours=lambda: time.sleep(0.02), peer={"slow": lambda: time.sleep(0.06), "missing": broken}),
-        # ours *is* the copy reference: the roofline fraction is the ratio of medians of the same
-        # interleaved call, 1 up to noise; a 4x bias would mean broken interleaving.
+               ours=clock.work(2.0**-6), peer={"slow": clock.work(3 * 2.0**-6), "missing": broken}),
+        # ours takes 4x the copy of the bytes it moves: a quarter of the attainable bandwidth
         h.Case(name="copy", workload="w", device="cpu", dtype=torch.float32, shape=(2**20,),
-               ours=lambda: torch.empty_like(x).copy_(x), bytes_moved=2 * x.nbytes),
+               ours=clock.work(2.0**-8), bytes_moved=2 * 4 * 2**20),
         h.Case(name="fails", workload="w", device="cpu", dtype=torch.float32, shape=(1,), ours=broken),
     ]
     out = io.StringIO()
-    # min_time 0.1 s: the ~1 ms copies get ~100 samples, so a few preempted ones on a loaded box
-    # cannot move the median.
     res = h.run_cases(cases, out_json=tmp_path / "r.json", out_md=tmp_path / "r.md", warmup=1, repeat=5,
-                      min_time=0.1, family="selftest", stream=out)
+                      min_time=0.05, family="selftest", stream=out)
     assert res["ok"] is False  # the last case's op raised
     sleep, copy, fails = res["cases"]
     slow = sleep["peers"]["slow"]
-    assert 1.5 <= slow["ratio"] <= 4.0 and slow["ratio_low"] <= slow["ratio"]
-    # 5 rounds of 20 ms cover min_time; 5 paired ratios cannot bound a median at 95% (1 - 2/32 <
-    # 0.95), so however clear the ratio looks, the harness must not call it.
-    assert slow["n"] == 5 and slow["verdict"] == "inconclusive" and slow["ratio_high"] is None
+    # 5 rounds of 16 ms cover min_time; 5 paired ratios cannot bound a median at 95% (1 - 2/32 <
+    # 0.95), so however clear the ratio (3 in every round), the harness must not call it.
+    assert slow["ratio"] == 3.0 and slow["ratio_low"] == 0.0 and slow["ratio_high"] is None
+    assert slow["n"] == 5 and slow["verdict"] == "inconclusive"
     assert sleep["peers"]["missing"] == {"error": "RuntimeError: no such op here"}
     roof = copy["roofline"]
-    assert roof["bound"] == "bandwidth"
-    assert roof["fraction"] == pytest.approx(roof["copy_ms"] / copy["ours"]["median_ms"])
-    assert 0.25 <= roof["fraction"] <= 4.0
+    assert roof["bound"] == "bandwidth" and roof["fraction"] == 0.25
+    assert roof["copy_ms"] == 1000 * 2.0**-10 and roof["achieved_GBps"] == 8 * 2**20 / 2.0**-8 / 1e9
     assert fails["error"] == "RuntimeError: no such op here" and "ours" not in fails
     on_disk = json.loads((tmp_path / "r.json").read_text())
     assert on_disk["family"] == "selftest" and on_disk["environment"]["torch"] == torch.__version__
@@ -355,8 +386,9 @@ def test_nominal_peaks_pick_the_most_specific_name():
 
 
 def test_bench_matmul_cli_quick(tmp_path):
-    # The self-benchmark as a user runs it: a matmul timed against the very same call must give a
-    # ratio near 1 (interleaved medians of identical work; 3x covers a noisy shared 2-core box).
+    # The self-benchmark as a user runs it: it runs, times and writes its JSON and table. No bound on
+    # its ratios: they are measurements of this machine now (the interleaving itself is tested on
+    # the fake clock above).
     cmd = [sys.executable, str(ROOT / "benchmarks" / "bench_matmul.py"), "--device", "cpu", "--quick",
            "--out", str(tmp_path)]
     # One intra-op thread: on a loaded 2-core box a 2-thread matmul stalls whenever one of its
@@ -367,7 +399,7 @@ def test_bench_matmul_cli_quick(tmp_path):
     res = json.loads((tmp_path / "matmul_cpu_quick.json").read_text())
     assert res["ok"] and res["quick"] and len(res["cases"]) == 3
     mm = res["cases"][0]
-    assert 1 / 3 <= mm["peers"]["torch.matmul (same call)"]["ratio"] <= 3
+    assert 0 < mm["peers"]["torch.matmul (same call)"]["ratio"] < math.inf
     assert mm["roofline"]["gemm_GFLOPs"] > 0 and mm["ours"]["n"] >= 5
     assert (tmp_path / "matmul_cpu_quick.md").read_text().count("\n|") >= 4
 
@@ -411,26 +443,24 @@ def test_round_order_is_balanced(n):
     assert len(set(collections.Counter(r[0] for r in rounds).values())) == 1
 
 
-def _spin(seconds: float) -> None:
-    """Burn ``seconds`` of this process's CPU time (not wall time: a descheduled spin waits)."""
-    end = time.process_time() + seconds
-    while time.process_time() < end:
-        pass
+def test_process_clock_counts_cpu_not_waiting(monkeypatch):
+    # cpu_clock="process" samples the process's CPU time (time.process_time), "wall" the wall clock;
+    # max_time is always wall time. Two fake clocks: a "sleep" advances only the wall, a "spin" both.
+    from mpslinalg.mainjob import timing
 
-
-def test_process_clock_counts_cpu_not_waiting():
-    # cpu_clock="process" reads the process's CPU time: a 20 ms sleep costs microseconds of CPU (the
-    # syscall and the wake-up), a 20 ms spin costs 20 ms however often the box deschedules it. The
-    # wall clock sees the sleep (>= 20 ms, POSIX). Bounds: the sleep's CPU under 2 ms (100x the
-    # syscall's cost); the spin's CPU in [20, 26] ms (the loop overshoots by one process_time call;
-    # 6 ms covers a page fault or an interrupt charged to the process).
-    sleep = time_callable(lambda: time.sleep(0.02), device="cpu", warmup=1, repeat=5, min_time=0.0,
-                          cpu_clock="process")
-    spin = time_callable(lambda: _spin(0.02), device="cpu", warmup=1, repeat=5, min_time=0.0, cpu_clock="process")
-    wall = time_callable(lambda: time.sleep(0.02), device="cpu", warmup=1, repeat=3, min_time=0.0)
-    assert sleep.median < 0.002
-    assert 0.02 <= spin.median <= 0.026
-    assert wall.median >= 0.02
+    assert timing.CPU_CLOCKS == {"wall": time.perf_counter, "process": time.process_time}
+    wall, cpu = FakeClock(), FakeClock()
+    monkeypatch.setitem(timing.CPU_CLOCKS, "wall", wall)
+    monkeypatch.setitem(timing.CPU_CLOCKS, "process", cpu)
+    sleep = lambda: wall.advance(2.0**-6)  # noqa: E731
+    spin = lambda: (wall.advance(2.0**-6), cpu.advance(2.0**-6))  # noqa: E731
+    s = time_callable(sleep, device="cpu", warmup=1, repeat=5, min_time=0.0, max_time=1e9, cpu_clock="process")
+    assert s.samples == (0.0,) * 5 and s.number == timing._MAX_NUMBER  # no CPU time at all
+    assert time_callable(spin, device="cpu", warmup=1, repeat=5, min_time=0.0, cpu_clock="process").median == 2.0**-6
+    assert time_callable(sleep, device="cpu", warmup=1, repeat=3, min_time=0.0).median == 2.0**-6
+    # the time box reads the wall clock even while samples read the CPU clock: 3 samples, not 20
+    t = time_callable(sleep, device="cpu", warmup=0, repeat=20, min_time=0.0, max_time=0.0, cpu_clock="process")
+    assert t.n == 3
     with pytest.raises(ValueError, match="cpu_clock"):
         time_callable(lambda: None, device="cpu", cpu_clock="cycles")
 

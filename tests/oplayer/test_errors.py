@@ -108,7 +108,7 @@ def test_raise_for_info_leaves_fake_tensors_to_torchs_check():
 
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    svd = importlib.import_module("mpslinalg.svd")
+    svd = importlib.import_module("mpslinalg.svd.api")
     lu_api = importlib.import_module("mpslinalg.lu.api")
     with FakeTensorMode():
         E.raise_for_info("linalg.inv", torch.zeros(4, dtype=torch.int32), "pivot {info} is zero")

@@ -36,7 +36,7 @@ def test_missing_header_and_family(tmp_path):
     (tmp_path / "fam.metal").write_text('#include "nope.h"\n')
     with pytest.raises(FileNotFoundError, match="nope.h"):
         metal_source("fam", root=tmp_path)
-    with pytest.raises(FileNotFoundError, match="no Metal source for family 'other'"):
+    with pytest.raises(FileNotFoundError, match="no Metal source 'other'"):
         metal_source("other", root=tmp_path)
 
 

@@ -1,5 +1,5 @@
 """The kernels of ``metal/qr.metal`` called directly in the emulator, in every thread order, and the
-Triton kernels of ``mpslinalg.kernels.qr_triton`` (Triton's interpreter on the CPU; compiled on CUDA).
+Triton kernels of ``mpslinalg.qr.triton`` (Triton's interpreter on the CPU; compiled on CUDA).
 
 Each Metal case runs in order, in reverse and shuffled (two seeds), so a missing barrier shows,
 through the same call shape as ``mpslinalg.qr._MetalKernels`` plus the emulator-only
@@ -127,7 +127,7 @@ def test_panel_path_through_module(lib, dtype):
 
 def _triton_check(device: str) -> None:
     """Triton geqrf_small (with thin Q) and lapack_signs against LAPACK, real and complex."""
-    from mpslinalg.kernels.qr_triton import geqrf_small, lapack_signs
+    from mpslinalg.qr.triton import geqrf_small, lapack_signs
     from mpslinalg.qr.tsqr import _signs_torch
 
     for dtype in DTYPES:

@@ -30,5 +30,5 @@ def run_interpreted(module: str, code: str) -> None:
     without Triton) with ``module`` imported as ``t`` and the C kernel switched off
     (``svd_c.usable``), so that ``mpslinalg.svd`` dispatches as on CUDA."""
     helpers.run_interpreted("import warnings; warnings.simplefilter('ignore', RuntimeWarning)\n"
-                            "from mpslinalg.kernels import svd_c; svd_c.usable = lambda A: False\n"
+                            "from mpslinalg.svd import c as svd_c; svd_c.usable = lambda A: False\n"
                             f"import {module} as t\n" + code)

@@ -28,7 +28,7 @@ from sync_check import no_host_sync
 import mpslinalg as LA
 from reference.metrics import lstsq_ratio, unit_roundoff
 
-lstsq_mod = importlib.import_module("mpslinalg.lstsq")  # the module (mpslinalg.lstsq is the op)
+lstsq_mod = importlib.import_module("mpslinalg.svd.lstsq")  # the module (mpslinalg.lstsq is the op)
 
 THRESHOLD = 30.0
 DRIVERS = ["gels", "gelsy", "gelsd", "gelss"]
@@ -228,8 +228,10 @@ def test_errors():
     A, B = torch.randn(5, 3), torch.randn(5, 2)
     with pytest.raises(ValueError, match="driver"):
         LA.lstsq(A, B, driver="gelsx")
-    with pytest.raises(RuntimeError, match="rows"):
+    with pytest.raises(RuntimeError, match=r"input.size\(-2\) should match other.size\(-2\)"):  # torch's words
         LA.lstsq(A, torch.randn(4, 2))
+    with pytest.raises(RuntimeError, match=r"input.size\(-2\) should match other.size\(-1\)"):
+        LA.lstsq(A, torch.randn(4))
     with pytest.raises(TypeError, match="same dtype"):
         LA.lstsq(A, B.double())
     with pytest.raises(RuntimeError, match="at least 2 dimensions"):

@@ -25,7 +25,7 @@ from helpers import ORDER_IDS, ORDERS, InOrder, require_emulator
 import mpslinalg as LA
 from mpslinalg.kernels import load_library
 
-svd_mod = importlib.import_module("mpslinalg.svd")
+svd_kernels = importlib.import_module("mpslinalg.svd.kernels")
 
 EPS32 = torch.finfo(torch.float32).eps  # 2^-23
 BACKENDS = ["torch", "emulator"]
@@ -114,12 +114,12 @@ def test_jacobi_rotates_a_pair_whose_zeta_overflows(monkeypatch, order, seed):
     (cosine <= (sqrt(n) + 1.01 m) u, as test_svd_kernels.py) and the sweep converges."""
     require_emulator()
     lib = load_library("svd", "cpu")
-    monkeypatch.setattr(svd_mod, "load_library", lambda family, device: InOrder(lib, order, seed))
+    monkeypatch.setattr(svd_kernels, "load_library", lambda family, device: InOrder(lib, order, seed))
     X = torch.tensor([[1.0, 2.2e6], [0.0, 1.0e13]])[None]
     n = 2
     tol = math.sqrt(n) * 2.0**-24
     ctol = 2 * n * 2.0**-24  # the library's convergence tolerance (svd.py, kernel contract)
-    W, _, rotated = svd_mod._MetalKernels(X.device, X.dtype).jacobi(X.clone(), None, 30, tol, ctol, True)
+    W, _, rotated = svd_kernels.MetalKernels(X.device, X.dtype).jacobi(X.clone(), None, 30, tol, ctol, True)
     assert not bool(rotated.any())
     W = W[0].double()
     cos = float((W[:, 0] @ W[:, 1]).abs() / (W[:, 0].norm() * W[:, 1].norm()))

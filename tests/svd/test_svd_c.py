@@ -1,4 +1,4 @@
-"""The SVD's C kernel on the CPU (mpslinalg/kernels/svd_c.py) and the torch-op path it replaces there.
+"""The SVD's C kernel on the CPU (mpslinalg/svd/c.py) and the torch-op path it replaces there.
 
 Thresholds are LAPACK's (``TESTING/ctest.in``): the SVD ratios ``‖A − UΣVᴴ‖/(max(m,n)‖A‖u)``,
 ``‖I − UᴴU‖/(m u)``, ``‖I − VᴴV‖/(n u)`` below 30, with ``u = 2^-24`` (float32) / ``2^-53``
@@ -27,7 +27,7 @@ import mpslinalg as LA
 from reference.metrics import unit_roundoff
 
 svd_mod = importlib.import_module("mpslinalg.svd")
-svd_c = importlib.import_module("mpslinalg.kernels.svd_c")
+svd_c = importlib.import_module("mpslinalg.svd.c")
 
 THRESHOLD = 30.0
 HOST = [torch.float32, torch.float64, torch.complex64, torch.complex128]
@@ -39,7 +39,8 @@ pytestmark = pytest.mark.skipif(svd_c.SVD_C.compiler() is None, reason="no C com
 def path(request, monkeypatch):
     """Run a test on the C kernel and on the torch-op Jacobi (C route switched off)."""
     if request.param == "torch-ops":
-        monkeypatch.setattr(svd_mod, "_c_serves", lambda A: False)
+        paths = importlib.import_module("mpslinalg.svd.paths")
+        monkeypatch.setattr(paths, "_C", paths.TorchPath(torch.empty(0)))  # the C path served by torch ops
     return request.param
 
 
@@ -143,8 +144,8 @@ def test_graded_relative_accuracy_both_paths(path):
 
 _NO_COMPILER_CHILD = r"""
 import warnings, torch, mpslinalg
-from mpslinalg.kernels import svd_c
-from mpslinalg.svd_workloads import cpu_path_line as _svd_cpu_path
+from mpslinalg.svd import c as svd_c
+from mpslinalg.svd.workloads import cpu_path_line as _svd_cpu_path
 A = torch.randn(4, 6, 5)
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
@@ -227,7 +228,7 @@ def test_gelsy_in_c_equals_the_torch_op_version(monkeypatch, dtype, shape):
     # the same algorithm (pivots, rank rule, minimum-norm solve): the same rank, and solutions
     # equal to rounding. Full rank (cond 1e2 Gaussian-like) and rank 3 (exact rank deficiency):
     # forward-error bound c·κ·u with κ <= 1e2 of the kept part -> 30·n·κ·u relative
-    lstsq_mod = importlib.import_module("mpslinalg.lstsq")
+    lstsq_mod = importlib.import_module("mpslinalg.svd.lstsq")
     from spectral_data import matrix as _matrix
 
     u = unit_roundoff(dtype)

@@ -1,4 +1,4 @@
-"""The C kernel's lane Jacobi (mpslinalg/kernels/svd_c.py, ``jacobi_lanes``): a batch's matrices
+"""The C kernel's lane Jacobi (mpslinalg/svd/c.py, ``jacobi_lanes``): a batch's matrices
 run 8 (float32/complex64) or 4 (float64/complex128) at a time, one per SIMD lane; a batch of one
 runs the one-matrix kernel (``jacobi``, de Rijk's pivoting).
 
@@ -20,7 +20,7 @@ import mpslinalg as LA
 from reference.metrics import unit_roundoff
 
 svd_mod = importlib.import_module("mpslinalg.svd")
-svd_c = importlib.import_module("mpslinalg.kernels.svd_c")
+svd_c = importlib.import_module("mpslinalg.svd.c")
 
 THRESHOLD = 30.0
 HOST = [torch.float32, torch.float64, torch.complex64, torch.complex128]

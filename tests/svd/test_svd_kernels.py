@@ -1,5 +1,5 @@
 """The kernels of ``metal/svd.metal`` in the emulator, through the library's own call site
-(``mpslinalg.svd._MetalKernels.jacobi``, its ``load_library`` patched to add the emulator-only thread
+(``mpslinalg.svd.kernels.MetalKernels.jacobi``, its ``load_library`` patched to add the emulator-only thread
 ``order``/``seed``), in every thread order, compared with the contract.
 
 The contract: ``X' = X V`` with ``V`` the product of the applied rotations, the columns of ``X'``
@@ -30,7 +30,7 @@ from helpers import ORDER_IDS, ORDERS, InOrder, require_emulator
 from mpslinalg.kernels import load_library
 from reference import metrics
 
-svd_mod = importlib.import_module("mpslinalg.svd")  # the module (mpslinalg.svd is the op)
+svd_kernels = importlib.import_module("mpslinalg.svd.kernels")
 
 U32 = 2.0**-24
 
@@ -43,8 +43,8 @@ def lib():
 
 def _jacobi(lib, X, want_v, order, seed, sweeps=30, early_exit=True):
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(svd_mod, "load_library", lambda family, device: InOrder(lib, order, seed))
-        kern = svd_mod._MetalKernels(X.device, X.dtype)
+        mp.setattr(svd_kernels, "load_library", lambda family, device: InOrder(lib, order, seed))
+        kern = svd_kernels.MetalKernels(X.device, X.dtype)
         n = X.shape[-1]
         V = torch.eye(n, dtype=X.dtype).expand(X.shape[0], n, n).contiguous() if want_v else None
         # the library's tolerances: rotate above √n u, count as work left above 2n u
@@ -127,7 +127,7 @@ def test_jacobi_contract_on_the_cuda_target(dtype):
     for rows, n, batch in [(4, 4, 257), (10, 10, 33), (32, 32, 65), (34, 34, 5), (40, 6, 7)]:
         g = torch.Generator().manual_seed(rows * 100 + n)
         X = torch.randn(batch, rows, n, dtype=dtype, generator=g)
-        kern = svd_mod._MetalKernels(torch.device("cuda"), dtype)
+        kern = svd_kernels.MetalKernels(torch.device("cuda"), dtype)
         Vc = torch.eye(n, dtype=dtype, device="cuda").expand(batch, n, n).contiguous()
         W, V, rotated = kern.jacobi(X.cuda(), Vc, 30, n**0.5 * U32, 2 * n * U32, True)
         _assert_contract(X, W, V, rotated)

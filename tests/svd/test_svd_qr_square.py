@@ -1,6 +1,6 @@
 """The square SVD route of CUDA (issue 12: complex64 4096x64x64 <= 20 ms): the blocked Householder QR
-(``mpslinalg.kernels.qr_triton_blocked``), the prep kernel and the route through ``svd_impl``
-(``mpslinalg.kernels.svd_triton_square``).
+(``mpslinalg.qr.triton_blocked``), the prep kernel and the route through ``svd_impl``
+(``mpslinalg.svd.triton_square``).
 
 Bounds (u = 2^-24):
 
@@ -42,7 +42,7 @@ def _blocked_qr(device: str, sizes=(64, 40, 17, 2), variants=((False, False), (T
                                                                (True, True)), scales=(1e30, 1e-30)) -> None:
     """Every ``(CHUNKED, JOINT_REDUCE)`` variant of the blocked kernel in ``variants``; ``scales``: the
     scaled matrices of the batch (besides the two at scale 1)."""
-    from mpslinalg.kernels import qr_triton_blocked as qb
+    from mpslinalg.qr import triton_blocked as qb
 
     saved = qb.CHUNKED, qb.JOINT_REDUCE
     try:
@@ -59,8 +59,8 @@ def _blocked_qr_variant(device: str, sizes, scales) -> None:
     batch costs what separate launches would, and each matrix reaches the kernel's every branch."""
     from qr.test_qr_kernels import _check_geqrf
 
-    from mpslinalg.kernels import qr_triton_blocked as qb
-    from mpslinalg.kernels.qr_triton import square_qr_into
+    from mpslinalg.qr import triton_blocked as qb
+    from mpslinalg.qr.triton import square_qr_into
     from reference import metrics
 
     for dtype in (torch.complex64, torch.float32):
@@ -97,10 +97,9 @@ def _blocked_qr_variant(device: str, sizes, scales) -> None:
 
 
 def _torch_prep(A):
-    """The torch ops of ``mpslinalg.svd._svd_tall`` that ``prep`` replaces."""
-    svdmod = importlib.import_module("mpslinalg.svd")
+    """The torch ops of ``mpslinalg.svd.algorithm.svd_tall`` that ``prep`` replaces."""
     n = A.shape[-1]
-    As, e, finite = svdmod._pow2_scale(A)
+    As, e, finite = importlib.import_module("mpslinalg.svd.algorithm").pow2_scale(A)
     As = As.masked_fill(~finite[:, None, None], 0)
     rperm = As.abs().amax(-1).argsort(dim=-1, descending=True, stable=True)
     As = As.gather(-2, rperm[:, :, None].expand(-1, -1, n))
@@ -109,7 +108,7 @@ def _torch_prep(A):
 
 
 def _prep(device: str, sizes=(64, 10)) -> None:
-    from mpslinalg.kernels import svd_triton_square as sq
+    from mpslinalg.svd import triton_square as sq
 
     for dtype in (torch.complex64, torch.float32):
         for n in sizes:
@@ -143,8 +142,8 @@ def _prep(device: str, sizes=(64, 10)) -> None:
 def _square_route(on: bool = True, qr: str | None = None):
     """The square route switched on (and float32's one-kernel SVD up to 32 off, so it serves those
     orders too) or off; ``qr``: its QR kernel."""
-    from mpslinalg.kernels import svd_triton_fused as sf
-    from mpslinalg.kernels import svd_triton_square as sq
+    from mpslinalg.svd import triton_fused as sf
+    from mpslinalg.svd import triton_square as sq
 
     saved = sq.ENABLED, sf.ENABLED, sq.QR_KERNEL
     sq.ENABLED, sf.ENABLED, sq.QR_KERNEL = on, (not on) and saved[1], qr or saved[2]
@@ -159,8 +158,8 @@ def _route(device: str, sizes=(8, 6), qr: str | None = None) -> None:
     kernel of the route (complex64: 8 the halving ordering with non-degenerate regrouping, 6 the pairs
     kernel with an odd half; float32: the register kernel)."""
     import mpslinalg as LA
-    from mpslinalg.kernels import svd_cuda
-    from mpslinalg.kernels import svd_triton_square as sq
+    from mpslinalg.svd import cuda as svd_cuda
+    from mpslinalg.svd import triton_square as sq
 
     svdmod = importlib.import_module("mpslinalg.svd")
     for dtype in (torch.complex64, torch.float32):

@@ -1,4 +1,4 @@
-"""The SVD family's Triton kernels (``mpslinalg.kernels.svd_triton``), through the public ops.
+"""The SVD family's Triton kernels (``mpslinalg.svd.triton_jacobi``), through the public ops.
 
 Four kernels serve the torch backend on CUDA: the whole SVD of ``n <= m <= 4`` float32 matrices
 (complex64 ``m <= 2``) one matrix per lane, the whole SVD of float32 ``n <= m <= 32`` one matrix
@@ -32,7 +32,7 @@ from svd.harness import assert_svd_ratios, run_interpreted
 from svd.sync_check import no_cuda_sync
 
 import mpslinalg as LA
-from mpslinalg.kernels import svd_cuda
+from mpslinalg.svd import cuda as svd_cuda
 from reference import matrices
 from reference import mp as ref_mp
 
@@ -62,8 +62,8 @@ def _gpu_schedule(device, dtype, n=32):
 @contextlib.contextmanager
 def _recording():
     """Record which Triton kernel served each call: "whole", "fused", "lane" or "tile"."""
-    from mpslinalg.kernels import svd_triton as st
-    from mpslinalg.kernels import svd_triton_fused as sf
+    from mpslinalg.svd import triton_fused as sf
+    from mpslinalg.svd import triton_jacobi as st
 
     seen: list[str] = []
     real_whole, real_jacobi, real_fused = st.svd_tall, st.jacobi, sf.svd_tall
@@ -93,7 +93,7 @@ def _check_ratios(A, U, S, Vh, what):
 
 def _accuracy(device: str, cases=CASES) -> None:
     """LAPACK ratios, S against float64 LAPACK and the torch-op path, inputs unchanged."""
-    from mpslinalg.kernels import svd_triton_fused as sf
+    from mpslinalg.svd import triton_fused as sf
 
     for m, n, dtype, kind in cases:
         kind = kind.split("|")[0 if sf.ENABLED else -1]
@@ -191,7 +191,7 @@ def _no_host_sync_cpu() -> None:
 def _fallback_warns() -> None:
     """A Triton kernel that fails to build switches the Triton path off with one warning; the torch
     ops then give the same results."""
-    from mpslinalg.kernels import svd_triton as st
+    from mpslinalg.svd import triton_jacobi as st
 
     A = torch.randn(2, 3, 3, generator=torch.Generator().manual_seed(5))
     good = LA.svdvals(A)
@@ -219,7 +219,7 @@ def _registers_variant(device: str) -> None:
     column norms."""
     import math
 
-    from mpslinalg.kernels import svd_triton as st
+    from mpslinalg.svd import triton_jacobi as st
 
     u = _u(torch.float32)
     for n, dtype in ((10, torch.float32), (6, torch.complex64), (2, torch.float32), (4, torch.complex64),
@@ -264,7 +264,7 @@ def test_triton_no_host_sync_and_fallback_interpreted():
 
 def test_sources_reject_bad_orders():
     pytest.importorskip("triton")
-    from mpslinalg.kernels import svd_triton as st
+    from mpslinalg.svd import triton_jacobi as st
 
     with pytest.raises(ValueError, match="even"):
         st.lane_source(3, False, True)

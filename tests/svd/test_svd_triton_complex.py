@@ -1,6 +1,6 @@
 """The CUDA SVD's complex64 speed-ups (issue 12: complex64 4096x64x64 <= 20 ms) keep its results.
 
-* ``mpslinalg.kernels.svd_triton_complete``: ``V``'s zero-σ columns completed by the QR family's
+* ``mpslinalg.svd.triton_complete``: ``V``'s zero-σ columns completed by the QR family's
   Triton QR run only in the programs whose matrix has such a column. Checked: matrices without a
   flagged column come back bit-identical (their programs do nothing), flagged columns make the
   matrix orthonormal to ``30·n·u`` (Householder QR's ``O(n·u)`` orthogonality, LAPACK's threshold
@@ -42,7 +42,7 @@ def _u() -> float:
 
 
 def _completion(device: str) -> None:
-    from mpslinalg.kernels import svd_triton_complete as stc
+    from mpslinalg.svd import triton_complete as stc
 
     u = _u()
     for dtype, n in ((torch.complex64, 10), (torch.float32, 7)):
@@ -81,7 +81,7 @@ def _completion_through_svd(device: str) -> None:
 
 
 def _joint_reduce(device: str) -> None:
-    from mpslinalg.kernels import svd_triton as st
+    from mpslinalg.svd import triton_jacobi as st
 
     u = _u()
     for n in (6, 12):
@@ -108,7 +108,7 @@ def _pairs_kernel(device: str, cases=((2, torch.float32), (4, torch.complex64), 
     same pairs, rotations and sums; only the moves differ) ``X`` and ``V`` agree to ``30·n·u`` of
     their scale (bit-identical in the interpreter). Converged, "pairs" and "halving" give ``X0 V = X``
     to ``30·n·u·‖X0‖``, ``V`` orthonormal to ``30·n·u`` and the register kernel's column norms."""
-    from mpslinalg.kernels import svd_triton as st
+    from mpslinalg.svd import triton_jacobi as st
 
     u = _u()
     for n, dtype in cases:
@@ -148,12 +148,11 @@ def _pairs_kernel(device: str, cases=((2, torch.float32), (4, torch.complex64), 
 
 def _finish(device: str) -> None:
     """``svd_triton_complete.finish`` (σ, order, ``V_A``, ``Vj`` in one launch) against the torch ops of
-    ``mpslinalg.svd._finish``: σ and ``V_A`` to ``8u`` relative / absolute (the kernel scales a column
+    ``mpslinalg.svd.algorithm.finish``: σ and ``V_A`` to ``8u`` relative / absolute (the kernel scales a column
     by its largest real or imaginary part, torch by its largest modulus: a few roundings apart), the
     same order (``Vj`` bit-identical, ties included), ``info`` and NaN for non-finite input, exponents
     beyond ``2^±126`` (subnormal σ at ``2^-140``; ``2^125``)."""
-    svdmod = importlib.import_module("mpslinalg.svd")
-    from mpslinalg.kernels import svd_triton_complete as stc
+    from mpslinalg.svd import triton_complete as stc
 
     u = _u()
     g = torch.Generator().manual_seed(1)
@@ -169,7 +168,7 @@ def _finish(device: str) -> None:
         rotated = torch.tensor([False, True, False, False, True])
         args = [t.to(device) for t in (X, V, cperm, e, finite, rotated)]
         got = stc.finish(*args)
-        ref = svdmod._finish(*args)
+        ref = importlib.import_module("mpslinalg.svd.algorithm").finish(*args)
         assert torch.equal(got[2], ref[2]) and torch.equal(got[4], ref[4])  # info, Vj
         assert float(((got[0] - ref[0]).abs() / ref[0].clamp_min(1e-30)).max()) <= 8 * u
         assert torch.equal(got[1][4].isnan(), torch.ones(n, dtype=torch.bool, device=device))
@@ -184,7 +183,7 @@ _HALVING_SWITCHES = ("REG_TRACK_NORMS", "REG_UNROLL2", "REG_SCALED_ROTATIONS")
 
 def _halving(X0: torch.Tensor, eye: torch.Tensor, *switches: bool):
     """``svd_triton.jacobi`` by the halving kernel with ``_HALVING_SWITCHES`` set to ``switches``."""
-    from mpslinalg.kernels import svd_triton as st
+    from mpslinalg.svd import triton_jacobi as st
 
     u = _u()
     n = X0.shape[-1]

@@ -1,4 +1,4 @@
-"""The one-launch float32 SVD of ``n <= m <= 32`` matrices (``mpslinalg.kernels.svd_triton_fused``),
+"""The one-launch float32 SVD of ``n <= m <= 32`` matrices (``mpslinalg.svd.triton_fused``),
 through the public ops, with the bounds of ``test_svd_triton.py`` / ``test_svd_accuracy.py``:
 
 * LAPACK ``xDRVBD`` ratios (``‖A − UΣVᵀ‖/(max(m,n)‖A‖u)``, ``U``/``V`` orthogonality, full and
@@ -45,7 +45,7 @@ SHAPES = [(3, 9, 8), (3, 8, 9), (2, 5, 1), (2, 7, 5), (2, 17, 12), (2, 16, 16), 
 def _served():
     """Dispatch to the fused kernel (``ENABLED``) and count its launches (so a silent fallback fails
     the test)."""
-    from mpslinalg.kernels import svd_triton_fused as sf
+    from mpslinalg.svd import triton_fused as sf
 
     calls: list[tuple] = []
     real, enabled = sf.svd_tall, sf.ENABLED
@@ -63,7 +63,7 @@ def _served():
 
 @contextlib.contextmanager
 def _composed():
-    from mpslinalg.kernels import svd_triton_fused as sf
+    from mpslinalg.svd import triton_fused as sf
 
     saved, sf.ENABLED = sf.ENABLED, False
     try:
@@ -78,7 +78,7 @@ def _pinv(A: torch.Tensor) -> torch.Tensor:
     directly so that the interpreter runs what the GPU runs."""
     if A.device.type == "cuda":
         return LA.pinv(A)
-    import mpslinalg.spectral as spectral
+    spectral = importlib.import_module("mpslinalg.svd.spectral")
 
     batch = A.shape[:-2]
     rtol = torch.full(batch, torch.finfo(A.dtype).eps * max(A.shape[-2:]), dtype=A.dtype)
@@ -177,7 +177,7 @@ def _special(device: str, shapes=((9, 8), (6, 6), (12, 5))) -> None:
 def _packing(device: str) -> None:
     """``MB`` matrices per program (a partly filled last program) give the ``MB = 1`` results to
     rounding: ``S`` within ``2·30·n·u·σ₁``, the same LAPACK ratios bound."""
-    from mpslinalg.kernels import svd_triton_fused as sf
+    from mpslinalg.svd import triton_fused as sf
 
     A = torch.randn(7, 9, 8, generator=torch.Generator().manual_seed(11)).to(device)
     out = {}
@@ -237,7 +237,7 @@ def test_fused_packing_pinv_no_sync_interpreted():
 
 def test_fits_and_rejects():
     pytest.importorskip("triton")
-    from mpslinalg.kernels import svd_triton_fused as sf
+    from mpslinalg.svd import triton_fused as sf
 
     assert sf.fits(32, 32, torch.float32) and sf.fits(9, 8, torch.float32)
     assert not sf.fits(33, 8, torch.float32) and not sf.fits(8, 9, torch.float32)

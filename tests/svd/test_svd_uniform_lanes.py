@@ -29,9 +29,8 @@ from svd.harness import assert_svd_ratios
 import mpslinalg as LA
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-KERNELS = os.path.join(ROOT, "mpslinalg", "kernels")
-FAMILY = ("svd_triton.py", "svd_triton_fused.py", "svd_triton_regs.py", "svd_triton_square.py",
-          "svd_triton_complete.py")
+KERNELS = os.path.join(ROOT, "mpslinalg", "svd")
+FAMILY = ("triton_jacobi.py", "triton_fused.py", "triton_regs.py", "triton_square.py", "triton_complete.py")
 #: row 173 of the H200's ``torch.manual_seed(1); randn(512, 7, 3)`` after the test's 4096x3x3 draw: it
 #: faulted alone in every run before the fix (benchmarks/svd_fault_replay.sh's bisection)
 FAULTING_7x3 = [[-1.3351813554763794, -0.4442659318447113, 0.18008454144001007],
@@ -68,7 +67,7 @@ def _sass_fused_kernel(fp_fusion: bool) -> str:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from mpslinalg.kernels import svd_triton_fused as sf
+    from mpslinalg.svd import triton_fused as sf
 
     nvdisasm = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "nvdisasm")
     if not os.path.exists(nvdisasm):

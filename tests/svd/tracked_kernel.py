@@ -6,7 +6,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from mpslinalg.kernels import svd_triton_regs as regs
+from mpslinalg.svd import triton_regs as regs
 
 
 @triton.jit

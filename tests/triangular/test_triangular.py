@@ -238,6 +238,25 @@ def test_broadcasting_and_layouts(backend, backend_device, gpu_dtype):
     assert float(diff.max()) <= 2 * e / (1 - e)
 
 
+def _assert_batch_mismatch_names_both_shapes():
+    A = torch.eye(4).expand(2, 4, 4)
+    B = torch.ones(3, 4, 2)
+    for left, B_ in ((True, B), (False, B.mT)):
+        with pytest.raises(RuntimeError, match=r"solve_triangular: incompatible batch dimensions of "
+                                               r"A \(2, 4, 4\), B \(3, \d, \d\)"):
+            mpslinalg.solve_triangular(A, B_, upper=False, left=left)
+
+
+def test_batch_mismatch_names_both_shapes():
+    _assert_batch_mismatch_names_both_shapes()
+
+
+def test_batch_mismatch_names_both_shapes_where_the_table_routes_to_torch(routing_table):
+    # issue 34.8: torch's raw "The size of tensor a (3) must match ..." came through where the
+    # routing table hands small solves to torch.linalg; that path checks the batches first too
+    _assert_batch_mismatch_names_both_shapes()
+
+
 @pytest.mark.parametrize("shapes", [((0, 0), (0, 3)), ((4, 4), (4, 0)), ((0, 5, 5), (5, 2)),
                                     ((2, 0, 0), (1, 0, 0))])
 def test_empty(backend, backend_device, shapes):

@@ -125,7 +125,7 @@ def test_blocked_solve_near_the_ends_of_the_float32_range(lib, monkeypatch, orde
 
     lu_mod = importlib.import_module("mpslinalg.lu.kernels")
     monkeypatch.setattr(tri, "load_library", lambda family, device: InOrder(lib, order, seed))
-    monkeypatch.setattr(lu_mod, "load_library", lambda family, device: InOrder(load_library("lu", "cpu"),
+    monkeypatch.setattr(lu_mod, "load_library", lambda source, device: InOrder(load_library(source, "cpu"),
                                                                                order, seed))
     g = torch.Generator().manual_seed(0)
     n = 70

@@ -1,4 +1,4 @@
-"""The one-launch Triton kernel for batches of small float32 solves (``mpslinalg.kernels.triangular_triton``).
+"""The one-launch Triton kernel for batches of small float32 solves (``mpslinalg.triangular.triton``).
 
 It is blocked forward substitution (LAPACK's blocked ``trsm``: 16-row blocks, ``tl.dot`` updates in
 IEEE float32, correctly rounded divisions), so it must pass LAPACK's residual test (``xTRT02``

@@ -121,7 +121,8 @@ def test_non_finite(backend, backend_device, gpu_dtype, n):
     w, V, info = mpslinalg.eigh_ex(bad)
     assert info.tolist() == [0, eighmod.INFO_NONFINITE, eighmod.INFO_NONFINITE]
     assert bool(w[1:].isnan().all() and V[1:].isnan().all())
-    w0 = torch.linalg.eigvalsh(A[:1].cpu().to(torch.complex128 if gpu_dtype.is_complex else torch.float64))  # the finite neighbour is solved as usual
+    # the finite neighbour is solved as usual
+    w0 = torch.linalg.eigvalsh(A[:1].cpu().to(torch.complex128 if gpu_dtype.is_complex else torch.float64))
     _close_spectra(w[:1].cpu(), w0, gpu_dtype, n, A[:1].cpu())
     with pytest.raises(torch.linalg.LinAlgError, match=r"\(Batch element 1\).*failed to converge.*error code: 1"):
         mpslinalg.eigh(bad)

@@ -136,3 +136,15 @@ def test_float32_gradient_on_the_emulator(backend, backend_device):
     (gd,) = torch.autograd.grad(torch.linalg.eigvalsh(Xd).pow(2).sum(), Xd)
     tol = 30 * 6 * 2.0**-24 * float(gd.abs().max())
     assert float((g.cpu().double() - gd).abs().max()) <= tol
+
+
+def test_vmap_runs_the_batched_op(backend, backend_device):
+    """``vmap`` of eigh/eigh_ex is the declared op on one more batch dimension (``ranks=(2,)``): the
+    same eigenvalues as the plain batched call (bit for bit: the same kernels on the same batch),
+    ``info`` per matrix."""
+    A = _herm(5, (3, 2), torch.float64, seed=9).float().to(backend_device)
+    w, V = torch.func.vmap(mpslinalg.eigh)(A)
+    w0, V0 = mpslinalg.eigh(A)
+    assert torch.equal(w, w0) and torch.equal(V.abs(), V0.abs())
+    info = torch.func.vmap(lambda X: mpslinalg.eigh_ex(X).info)(A)
+    assert info.shape == (3, 2) and not bool(info.any())

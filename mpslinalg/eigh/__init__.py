@@ -21,9 +21,9 @@ For a batch ``[B, n, n]`` (:mod:`mpslinalg.eigh.algorithm`):
    Rutishauser's rotation with the complex phase split off; **relative stopping rule** (Demmel &
    Veselić 1992): a pair is rotated when ``|a_pq| > tol·√|a_pp|·√|a_qq|``, ``tol = √n·u``, so the
    eigenvalues of a positive-definite ``A = D M D`` are accurate to ``O(n u κ(M))`` relatively,
-   however graded ``D`` is. ``n <= 4`` (the 3x3 covariances of point-cloud normals) is the same
-   kernel: one round-robin of at most 3 rounds a sweep. Odd orders are padded by a zero row and
-   column that no rotation touches.
+   however graded ``D`` is. ``n <= 4`` (the 3x3 covariances of point-cloud normals): the
+   ``jacobi_small`` contract, one matrix per thread in registers on Metal (``eigh_small``), same
+   rotation and rule. Odd orders are padded by a zero row and column that no rotation touches.
 3. larger ``n``: **Householder tridiagonalisation** (LAPACK ``sytrd``/``latrd``: panels of ``nb``
    columns, trailing rank-``2nb`` updates by matrix products, torch ops on every backend), the
    **implicit QL** with Wilkinson shifts on the tridiagonal (a kernel: ``metal/eigh_tridiag.metal`` —
@@ -40,7 +40,7 @@ measured table (``FAMILY.when``); ``eigh_ex`` keeps its contract there (non-fini
 replaced by the identity before the call and flagged). Under ``torch.func`` transforms the op is
 that same torch.linalg call.
 
-Kernel contracts: :mod:`mpslinalg.eigh.kernels` (``jacobi``, ``tridiagonal``).
+Kernel contracts: :mod:`mpslinalg.eigh.kernels` (``jacobi``, ``jacobi_small``, ``tridiagonal``).
 
 Derivatives: PyTorch's ``linalg_eig_backward``/``linalg_eig_jvp`` for the Hermitian case, with the
 complex gauge check and its error; ``eigvalsh`` computes the eigenvectors when a derivative may be

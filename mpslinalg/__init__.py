@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .cholesky import cholesky, cholesky_ex, cholesky_inverse, cholesky_solve, psd_safe_cholesky
 from .eig import eig, eig_ex, eigvals
+from .eigh import eigh, eigh_ex, eigvalsh
 from .kernels import BackendUnavailableError, use_backend
 from .ldl import ldl_factor, ldl_factor_ex, ldl_solve
 from .lu import det, inv, inv_ex, lu, lu_factor, lu_factor_ex, lu_solve, lu_unpack, slogdet, solve, solve_ex
@@ -50,6 +51,9 @@ __all__ = [
     "matrix_rank",
     "cond",
     "matrix_norm",
+    "eigh",
+    "eigh_ex",
+    "eigvalsh",
     "eig",
     "eigvals",
     "eig_ex",

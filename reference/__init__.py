@@ -8,7 +8,8 @@ the library against:
     ``u`` and the pass mark ``PASS_RATIO = 30`` of LAPACK's ``TESTING/ctest.in``.
 ``reference.lapack``
     SciPy/LAPACK references in float64/complex128 of the (rounded) input, with ``torch.linalg``'s
-    conventions and batching, plus ``getrf_pivots`` in the input's own precision.
+    conventions and batching, plus ``getrf_pivots`` in the input's own precision (the QR/SVD ones are written in
+    ``reference.lapack_orthogonal``, re-exported by ``reference.lapack``).
 ``reference.mp``
     mpmath references at arbitrary precision, with the working precision raised until the answer
     is correct to the requested digits (slow: small matrices only).

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import torch
 
 
@@ -39,3 +42,14 @@ def wide(t: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
     t = t.detach().to("cpu")
     t = t.to(dtype or wide_dtype(t))
     return t.resolve_conj().resolve_neg().contiguous()
+
+
+def flat_batch(t: torch.Tensor, batch: tuple[int, ...], core: int) -> np.ndarray:
+    """Expand ``t`` to ``batch + t.shape[-core:]`` and return it as (N, *core) numpy array."""
+    tail = tuple(t.shape[t.ndim - core :]) if core else ()
+    return np.ascontiguousarray(t.expand(*batch, *tail).reshape(math.prod(batch), *tail).numpy())
+
+
+def all_finite(a: np.ndarray) -> bool:
+    """Whether every entry of ``a`` is finite."""
+    return bool(np.isfinite(a).all())

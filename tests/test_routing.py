@@ -20,7 +20,7 @@ are below 30 for both torch and us, ``TESTING/ctest.in``):
   ``n κ · 30 n u`` relative (``d det/det = tr(A⁻¹dA)``); two results: ``DET_C = 60 n² κ``, also the
   bound of the absolute difference of ``logdet``.
 * **gradients** (float64): a first-order bound for two backward-stable backward passes, each a few
-  solves with ``A`` or ``Aᴴ``: ``GRAD_C = 60 √n κ²`` relative (as ``tests/test_parity.py``).
+  solves with ``A`` or ``Aᴴ``: ``GRAD_C = 60 √n κ²`` relative (as ``tests/parity/common.py``).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ types, non-finite input.
 Bounds (float64, ``u = 2^-53``; test matrices ``U diag(s) Vᴴ`` with ``κ₂ = 10``): every op here is a
 few backward-stable solves with ``A`` or ``Aᴴ`` (LAPACK ratio < 30); two such evaluations differ by
 at most ``2 · 30 √n κ u`` relative per solve, and gradients chain two solves (``κ²``):
-``GRAD_C = 60 √n κ² u``, the bound of ``tests/test_parity.py``. A Hessian of ``log|det A|`` is
+``GRAD_C = 60 √n κ² u``, the bound of ``tests/parity/common.py``. A Hessian of ``log|det A|`` is
 ``-tr(A⁻¹ dA A⁻¹ dA)``: two inverses again, the same bound. n = 6 > 4, so the LU path (not the
 small family) is what is checked.
 """
@@ -309,13 +309,13 @@ def test_lu_solve_jvp(dtype, left, adjoint):
 def test_vmap_float32_on_every_backend(backend, backend_device):
     """Under vmap the kernel backends step aside (BatchedTensors have no raw buffers) and the
     torch-op path serves float32 too. Bound: two backward-stable solves, LAPACK ratio < 30 each,
-    differ by <= 2 · 30 √n κ u relative (u = 2^-24), as in test_parity.py."""
+    differ by <= 2 · 30 √n κ u relative (u = 2^-24), as in tests/parity/common.py."""
     A = _A(torch.float32).to(backend_device)
     B = _B((3, N, 2), torch.float32).to(backend_device)
     X = torch.vmap(LA.solve)(A, B)
     ref = torch.linalg.solve(A.cpu(), B.cpu())
     assert _rel(X.cpu(), ref) <= 60 * math.sqrt(N) * KAPPA * 2.0**-24
     _, la = torch.vmap(LA.slogdet)(A)
-    # logabsdet: absolute error <= 60 n² κ u (d log|det| = Re tr(A⁻¹ dA), see test_parity.py)
+    # logabsdet: absolute error <= 60 n² κ u (d log|det| = Re tr(A⁻¹ dA), see tests/parity/common.py)
     err = (la.cpu() - torch.linalg.slogdet(A.cpu()).logabsdet).abs().max()
     assert float(err) <= 60 * N * N * KAPPA * 2.0**-24

@@ -20,9 +20,9 @@ Exit status 0 when every check of ``mpslinalg`` passes, 1 otherwise.
 from __future__ import annotations
 
 import argparse
-import sys
 
 import torch
+from support import devices
 
 import mpslinalg as LA
 
@@ -64,14 +64,11 @@ def check(n: torch.Tensor, C: torch.Tensor) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="cpu", type=devices.device, help="cpu (default), cuda or mps")
     p.add_argument("--points", type=int, default=100000)
     p.add_argument("--k", type=int, default=16, help="neighbourhood size")
     p.add_argument("--noise", type=float, default=1e-3)
     args = p.parse_args(argv)
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
-        print(f"--device {args.device}: this machine has no CUDA device", file=sys.stderr)
-        return 2
     g = torch.Generator().manual_seed(0)
     P, truth = neighbourhoods(args.points, args.k, args.noise, g)
     C = covariances(P).float().to(args.device)

@@ -17,11 +17,9 @@ def _eigh_op_impl(A: torch.Tensor, uplo: str, compute_v: bool) -> tuple[torch.Te
     return eigh_impl(A, uplo, compute_v)
 
 
-def _eigh_fake(A: torch.Tensor, uplo: str, compute_v: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    batch, n = A.shape[:-2], A.shape[-1]
-    w = A.new_empty((*batch, n), dtype=_real_dtype(A.dtype))
-    V = A.new_empty((*batch, n, n)) if compute_v else A.new_empty(0)
-    return w, V, A.new_empty(batch, dtype=torch.int32)
+def _eigh_shape(A: torch.Tensor, uplo: str, compute_v: bool):
+    n = A.shape[-1]
+    return [((n,), _real_dtype(A.dtype)), ((n, n) if compute_v else None, A.dtype), ((), torch.int32)]
 
 
 def _eigh_setup(ctx, inputs, output) -> None:
@@ -92,5 +90,5 @@ def _eigh_jvp(inputs, outputs, tangents):
     return dw.contiguous(), dV.contiguous(), None
 
 
-_eigh = defop("eigh", impl=_eigh_op_impl, fake=_eigh_fake, setup=_eigh_setup, backward=_eigh_backward,
+_eigh = defop("eigh", impl=_eigh_op_impl, shape=_eigh_shape, setup=_eigh_setup, backward=_eigh_backward,
               jvp=_eigh_jvp, ranks=(2,))

@@ -122,6 +122,9 @@ _SHAPE_CASES = {
     "qr": lambda A, B: (A, "r"),
     "svd": lambda A, B: (A, False, False),
     "eig_ex": lambda A, B: (A, False),
+    "eigh": lambda A, B: (A, "L", True),
+    "cholesky_ex": lambda A, B: (A @ A.mT, False),
+    "ldl_factor_ex": lambda A, B: (A + A.mT, False),
     "lstsq": lambda A, B: (A.expand(2, 3, 4, 4), B.expand(2, 3, 4, 2), 1e-6, "gelsd"),
 }
 

@@ -344,7 +344,7 @@ def _kernel_lu_cases(device, quick) -> list[Case]:
     slower, one-group panels at every size 2.6x slower, 16 rows per group only for panels of at
     most 1024 rows, complex64 k = 16 slower, the matrix-unit update no faster; the night's rounds:
     column-major panel buffers faster (now the default), the rolled column loop, lu_panel_regs, the
-    fused TRSM and rank-64 outer blocks slower; docs/ops/lu.md)."""
+    fused TRSM and rank-64 outer blocks slower; docs/evidence/lu.md)."""
     if device.type != "cuda":
         return []
     rows = []

@@ -1,5 +1,5 @@
 """Replays the batches of ``tests/svd/test_svd_triton.py::test_triton_cuda_no_host_sync`` that faulted (issue 12,
-docs/ops/svd.md "The CUDA fault of issue 12": fixed by ``svd_triton_rot.UNIFORM``) through the one-launch SVD
+docs/evidence/svd.md "The CUDA fault of issue 12": fixed by ``svd_triton_rot.UNIFORM``) through the one-launch SVD
 kernel that serves them, one synchronised launch.
 
     python benchmarks/probe_svd_fault_data.py --seed 1 --case 1 [--rows A:B] [--variant reload=0 ...]

@@ -1,5 +1,5 @@
-"""A pytest plugin for the SVD CUDA fault hunt (issue 12, docs/ops/svd.md "The CUDA fault of issue 12"): it wraps the
-unchecked first pass of ``tests/svd/sync_check.no_cuda_sync`` so that a failing run names the call it
+"""A pytest plugin for the SVD CUDA fault hunt (issue 12, docs/evidence/svd.md "The CUDA fault of issue 12"): it
+wraps the unchecked first pass of ``tests/svd/sync_check.no_cuda_sync`` so that a failing run names the call it
 failed in, and, by ``SVD_FAULT_MODE``, changes how far the host may run ahead of the device there:
 
 * unset: no change (each call is only named on stderr before it starts);

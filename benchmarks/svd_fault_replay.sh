@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# benchmarks/svd_fault_replay.sh — issue 12's fault, replayed outside pytest (docs/ops/svd.md "The CUDA fault of issue 12"):
+# benchmarks/svd_fault_replay.sh — issue 12's fault, replayed outside pytest (docs/evidence/svd.md "The CUDA fault of issue 12"):
 # the seeds that fault in test_triton_cuda_no_host_sync, seed 1's batch halved down to the matrix, the kernel's
 # device asserts (TRITON_DEBUG=1), the fused kernel's variants on that batch, the matrix itself.
 # Run by `benchmarks/run_gpu.sh svd-fault` (log: svd-fault.log).

@@ -173,7 +173,7 @@ __attribute__((always_inline)) inline void lu_look_column(thread T (&x)[RPT * KL
       x[i * KL + j] = l;
 #pragma unroll
       // a constant trip count (q > j tested inside), which clang unrolls before the j loop,
-      // except complex64 k = 16, which spills so and not from j + 1 (sm_90, docs/ops/lu.md)
+      // except complex64 k = 16, which spills so and not from j + 1 (sm_90, docs/evidence/lu.md)
       for (int q = (sizeof(T) == 4 || KL < 16) ? 0 : j + 1; q < KL; ++q) {
         if (q > j) {
           x[i * KL + q] -= s_mul(l, pslice[q]);

@@ -76,3 +76,52 @@ def test_design_sections_cited_by_the_code_exist():
         cited |= set(re.findall(r"DESIGN §(\d+b?)", p.read_text(errors="replace")))
     assert cited, "no DESIGN § references found (the test would be vacuous)"
     assert cited <= sections, f"cited sections missing from docs/design.md: {sorted(cited - sections)}"
+
+
+#: A page a user reads stays short enough to read (issue 29); the measurement journals behind the pages
+#: live in docs/evidence/, exempt.
+MAX_PAGE_LINES = 300
+
+
+def _doc_pages() -> list[Path]:
+    return sorted((ROOT / "docs").glob("*.md")) + sorted((ROOT / "docs" / "ops").glob("*.md"))
+
+
+def test_user_pages_are_short():
+    pages = _doc_pages()
+    assert len(pages) >= 10, "docs/*.md and docs/ops/*.md not found (the test would be vacuous)"
+    long = {p.relative_to(ROOT).as_posix(): n for p in pages
+            if (n := len(p.read_text().splitlines())) > MAX_PAGE_LINES}
+    assert not long, f"pages over {MAX_PAGE_LINES} lines (move journals to docs/evidence/): {long}"
+
+
+def test_every_page_has_its_evidence_linked():
+    """Each journal in docs/evidence/ is linked from at least one page outside it."""
+    journals = sorted((ROOT / "docs" / "evidence").glob("*.md"))
+    assert journals, "docs/evidence/ is empty (the test would be vacuous)"
+    text = "\n".join(p.read_text() for p in _doc_pages())
+    unlinked = [j.name for j in journals if f"evidence/{j.name})" not in text]
+    assert not unlinked, f"journals no page links to: {unlinked}"
+
+
+_LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")  # [text](target); images are not used
+_ROOT_PATH = re.compile(r"`(docs/[\w./-]+\.md)`")  # `docs/...md` written from the repository root
+
+
+def test_relative_links_in_docs_resolve():
+    files = sorted((ROOT / "docs").rglob("*.md"))
+    broken, seen = [], 0
+    for p in files:
+        text = p.read_text()
+        for target in _LINK.findall(text):
+            if re.match(r"[a-z]+:", target) or target.startswith("#"):
+                continue  # a URL or an anchor on the same page
+            seen += 1
+            if not (p.parent / target.split("#", 1)[0]).exists():
+                broken.append(f"{p.relative_to(ROOT)}: ({target})")
+        for target in _ROOT_PATH.findall(text):
+            seen += 1
+            if not (ROOT / target).exists():
+                broken.append(f"{p.relative_to(ROOT)}: `{target}`")
+    assert seen >= 10, f"only {seen} links found in docs/ (the test would be vacuous)"
+    assert not broken, f"links that resolve to no file: {broken}"

@@ -245,7 +245,7 @@ class CLibraries:
 def lanes_and_flags() -> tuple[int, list[str]]:
     """Lanes and extra flags: 8 with AVX2 when this x86-64 CPU has it, else 4 (SSE2 / NEON).
 
-    8 lanes without AVX2 is slower than scalar (register spills); timings in docs/ops/small.md.
+    8 lanes without AVX2 is slower than scalar (register spills); timings in docs/evidence/small.md.
     """
     if platform.machine() in ("x86_64", "AMD64"):
         try:

@@ -40,20 +40,20 @@ class Tuning:
         ``lu_small`` on float32 matrices wider than 16: rows per lane, 1 (one matrix per
         simdgroup) or 2 (two matrices per simdgroup, 16 lanes each: the per-column pivot search,
         publication and barrier are shared by two matrices; 128 registers per lane instead of 72,
-        so fewer simdgroups resident: docs/ops/lu.md has the measurement behind the default 1).
+        so fewer simdgroups resident: docs/evidence/lu.md has the measurement behind the default 1).
     small_fma : int or dict
         ``lu_small`` at 32 lanes, staged, one row per lane, for every dtype or per dtype name: 1
         updates the trailing rows with fused multiply-adds (one rounding per product-sum; complex:
         four ``fma`` instead of four products and four sums), 0 with getf2's separate products and
         differences (float32: bit for bit the sequential ``getf2``). Default ``{"float32": 0,
-        "complex64": 1}`` (H200, docs/ops/lu.md: complex64 faster with fma; float32 keeps the
+        "complex64": 1}`` (H200, docs/evidence/lu.md: complex64 faster with fma; float32 keeps the
         bit-for-bit property, 8% slower than with fma).
     small_roll : int or dict
         ``lu_small`` at 32 lanes, staged, one row per lane, for every dtype or per dtype name: 1
         runs the column loop rolled (one loop body per phase of 8 columns, the row's registers
         rotating a column a step: ~1/5 of the unrolled code, which the GPU otherwise streams
         through its instruction cache), 0 unrolled. Same arithmetic either way. Default 1 for both
-        (with ``small_roll_variant``'s defaults; docs/ops/lu.md has the measurements).
+        (with ``small_roll_variant``'s defaults; docs/evidence/lu.md has the measurements).
     small_roll_variant : int or dict
         The rolled loop's variants (``small_roll`` = 1 only), for every dtype or per dtype name, a
         bit mask: 1 moves finished values out of the registers into the staging tile (multipliers
@@ -88,7 +88,7 @@ class Tuning:
         group's rows times the ``k`` rows of U) as 8 x 8 products on Apple's matrix units
         (``simdgroup_matrix``) instead of ``k`` multiply-subtracts per entry. Off by default: the
         product is ``32 x k x w`` per group, far too small to be throughput-bound, and it costs a
-        16 KiB threadgroup tile and a barrier (docs/ops/lu.md has the H200 proxy timing both ways).
+        16 KiB threadgroup tile and a barrier (docs/evidence/lu.md has the H200 proxy timing both ways).
     swap_trsm : bool
         The block's ``U12 <- L11^{-1} A12`` inside its ``lu_laswp_block`` (for blocks of at most
         ``SWAP_TRSM_MAX`` columns; one dispatch a block instead of two: the interchanges' gather
@@ -117,7 +117,7 @@ class Tuning:
         floats) a thread. 64 fits the H200's 255 registers a thread (a tall panel has at most one
         group per core, so the registers cost no occupancy); 32 on a Mac, where 256 threads a group
         leave about 128 registers a thread (64 values would spill). Only 32 is built since
-        2026-12-01 night: 64 was slower on the H200 in every round (docs/ops/lu.md), and its
+        2026-12-01 night: 64 was slower on the H200 in every round (docs/evidence/lu.md), and its
         kernels took much of ptxas' time for the LU kernels (the build's 600 s limit).
     panel_single_rows : int
         Panels with at most this many rows (0: none) are factored by one threadgroup in one
@@ -135,7 +135,7 @@ class Tuning:
     """
 
     # H200 (2026-12-01, c64 n=1024 through the cuda target): nb 32 5.29 ms vs 64 6.32 ms, 16 rows
-    # per group 5.46 ms vs 64 rows 6.32 ms (docs/ops/lu.md)
+    # per group 5.46 ms vs 64 rows 6.32 ms (docs/evidence/lu.md)
     panel_nb: int = 32
     small_max: int = 32
     small_stage: int = 1
@@ -155,7 +155,7 @@ class Tuning:
     look_mma: bool = False
     # H200 2026-12-01 night, round 2 (ms, default / variant; c64 n=1024, 4096, f32 n=1024, 4096): rolled
     # 3.82 / 4.15, 30.0 / 30.4, 3.08 / 3.84, 20.8 / 23.1; panel_regs + swap_trsm 4.34, 31.7, 3.31, 21.5
-    # (the fused TRSM: 40.7 us a block against 6.5 + 15.6); round 1: panel_outer 64 slower (docs/ops/lu.md)
+    # (the fused TRSM: 40.7 us a block against 6.5 + 15.6); round 1: panel_outer 64 slower (docs/evidence/lu.md)
     look_roll: bool = False
     panel_regs: bool = False
     panel_outer: int = 0

@@ -301,7 +301,7 @@ def _det_adjugate_h(g: torch.Tensor, A: torch.Tensor, d: torch.Tensor, LU: torch
     #   The sync-free rank-1 formula for every element was measured on the H200 (evening rounds 1-2):
     #   0.47x torch, against 0.59x with the read (69 small launches, host-bound). It was also wrong
     #   where the device's getrf met an exactly zero pivot before the last column (cuBLAS's
-    #   small-matrix kernel: a zero row of A gave a gradient 3x off). docs/routing.md has the numbers.
+    #   small-matrix kernel: a zero row of A gave a gradient 3x off). docs/evidence/routing.md has the numbers.
     cpu = A.device.type == "cpu"
     if cpu:
         worst = _cpu_worst_count(LU)

@@ -160,7 +160,7 @@ def workloads() -> list[Workload]:
             op="inv", name="inv complex64 large", dtype=torch.complex64,
             description=f"complex64 inverse of one 1024x1024 matrix ({no_complex_inv_on_mps()})",
             # CPU 512² (lu_factor's CPU size): at 256² torch's getrs against SciPy's getri read
-            # 0.81-0.86x, on the slower edge in one run of six (docs/routing.md, item 20)
+            # 0.81-0.86x, on the slower edge in one run of six (docs/evidence/routing.md, item 20)
             make=make_square((0, 1024), (0, 512), (0, 256), (0, 64), 24),
             ours=lambda x: ours("inv")(x["A"]), peer=lambda x: torch.linalg.inv(x["A"]),
             scipy=lambda x: sl().inv(x["A"].numpy(), check_finite=False), accuracy=inv_acc))

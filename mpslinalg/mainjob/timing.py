@@ -93,7 +93,7 @@ CONFIDENCE = 0.95
 #: complex ``inv`` (0.81-0.86x at 256², torch's getrs against SciPy's getri, a quarter fewer flops;
 #: timed at 512² on the CPU now, lu_factor's CPU size: 0.68x [0.60-0.79]). The two triangular rows
 #: (1.1-1.45x, OpenBLAS's ``strtrs`` with the machine's state) declare their own drift
-#: (docs/routing.md, "Verdicts that repeat").
+#: (docs/evidence/routing.md, "Verdicts that repeat").
 RUN_DRIFT = 0.029
 #: The SciPy column's run-to-run drift (:data:`RUN_DRIFT`'s method and runs).
 SCIPY_DRIFT = 0.045
@@ -330,7 +330,7 @@ def compare_passes(ours: list[Timing], peer: list[Timing], *, floor: float = RUN
     DeltaNet: 1.26, 1.47 and 1.12 in one run, 1.06 in the next) is not called faster on the
     strength of the states one run happened to see; passes that agree leave the pooled interval
     as it is. On the four pairs of consecutive runs of the morning of 2026-12-02 this rule agrees
-    on 150 of 152 row verdicts against 146 (docs/routing.md, "Verdicts that repeat"). The row's
+    on 150 of 152 row verdicts against 146 (docs/evidence/routing.md, "Verdicts that repeat"). The row's
     own drift (:func:`pass_drift`) is recorded, not used as a widening: from three passes it is
     itself noisy, and a widening by it made verdicts flip that agreed without it (host overhead,
     2026-12-01: 4 of 16).

@@ -1,7 +1,7 @@
 """The SVD family's CPU kernel in C: the whole preconditioned one-sided Jacobi SVD of a batch.
 
 Why C: the torch-op Jacobi of :mod:`mpslinalg.svd` pays a Python round (~35 small ops) per rotation
-round, 0.004-0.14x torch.linalg on the CPU (docs/ops/svd.md). Here one call does, per matrix, the
+round, 0.004-0.14x torch.linalg on the CPU (docs/evidence/svd.md). Here one call does, per matrix, the
 algorithm of :mod:`mpslinalg.svd`'s module docstring (DESIGN §6, LAPACK ``xGEJSV``/``xGESVJ``):
 
 1. power-of-two scaling (max |a_ij| in [1/2, 1): exact, 1e±30 inputs neither overflow nor
@@ -12,7 +12,7 @@ algorithm of :mod:`mpslinalg.svd`'s module docstring (DESIGN §6, LAPACK ``xGEJS
    matrices 8 (float32/complex64) or 4 (float64/complex128) at a time, one per SIMD lane
    (``jacobi_lanes``: every operation is one vector operation over the group, so the pair's chain
    of dot product, divisions and square roots is paid once per group; measured in
-   docs/ops/svd.md), cyclic by rows; from n = 16 with de Rijk's pivoting in each lane (a column
+   docs/evidence/svd.md), cyclic by rows; from n = 16 with de Rijk's pivoting in each lane (a column
    swap within the lane), below in a fixed order; a lane stops rotating after its own first sweep
    without a significant rotation, so a matrix's result does not depend on its neighbours in the
    batch. The group's QR of step 2 and ``U``'s reflector product of step 5 run in the same lanes
@@ -130,7 +130,7 @@ def unbuildable(A: torch.Tensor) -> bool:
     """The C kernel can't be built here for ``A``'s dtype (no compiler, or its build failed; warns
     once). The CPU's svd/svdvals then call LAPACK's SVD (issue 15: without the compiled path, what
     is fastest): the torch-op Jacobi, the algorithm's other form, ran at 0.00-0.14x torch.linalg
-    there (docs/ops/svd.md). A dtype without a C flavour is not unbuildable: the torch ops serve it."""
+    there (docs/evidence/svd.md). A dtype without a C flavour is not unbuildable: the torch ops serve it."""
     return A.dtype in _FLAVOURS and not SVD_C.usable(A.dtype)
 
 

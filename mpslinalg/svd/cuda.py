@@ -130,7 +130,7 @@ def large_svd(As: torch.Tensor, e: torch.Tensor, finite: torch.Tensor, full: boo
     """CUDA above ``TUNING.jacobi_max``: cuSOLVER's SVD of the power-of-two-scaled ``As`` itself.
 
     The QR preconditioner buys relative accuracy only for Jacobi; before a bidiagonalising SVD it
-    is a second O(n³) factorisation (docs/ops/svd.md: the 2048² trade). cuSOLVER's ``U``/``V`` are
+    is a second O(n³) factorisation (docs/evidence/svd.md: the 2048² trade). cuSOLVER's ``U``/``V`` are
     orthonormal for rank-deficient input; torch checks its ``info`` on the host (a sync).
 
     Parameters

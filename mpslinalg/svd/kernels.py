@@ -53,7 +53,7 @@ class Tuning:
         Devices where checking convergence would synchronise run a fixed ``gpu_sweeps[dtype] +
         ceil(log2 n)`` sweeps (at most ``max_sweeps``). Quadratic convergence after QR
         preconditioning; the sweeps needed on random, graded, κ = 1e6 and clustered spectra are
-        in ``docs/ops/svd.md`` (float32 n = 32: 9 of the 11 run).
+        in ``docs/evidence/svd.md`` (float32 n = 32: 9 of the 11 run).
     """
 
     max_sweeps: int = 30

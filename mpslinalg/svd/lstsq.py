@@ -251,7 +251,7 @@ def _gelsy_c(A: torch.Tensor, B: torch.Tensor, rcond: float) -> tuple[torch.Tens
     m, n = A.shape[-2:]
     # small problems: the pivoted C QR is as fast or faster (LAPACK's per-call cost; float32,
     # per matrix: 32x32 with 4 RHS 18.8 against 22.0 us, 16 RHS 32.2 against 26.7; 128x32 with 16
-    # RHS 85 against 55; docs/ops/svd.md)
+    # RHS 85 against 55; docs/evidence/svd.md)
     big = m * n >= 4096 or m * n * B.shape[-1] >= 16384
     qr = _lapack_qr(A.dtype) if big and m >= n and rcond >= torch.finfo(A.dtype).eps * m else None
     return svd_c.gelsy(A, B, rcond, None if qr is None else ctypes.addressof(qr), _QR_ROUTE_MARGIN)

@@ -116,7 +116,7 @@ def _pinv_by_qr(A: torch.Tensor, atol, rtol) -> tuple[torch.Tensor, torch.Tensor
     ``max(atol, rtol·σ₁)`` and ``A⁺ = R⁻¹Qᴴ`` (wide: ``Q R⁻ᴴ``), as backward stable as the SVD's
     ``V Σ⁻¹ Uᴴ`` (each column a least-squares solution by Householder QR). A QR, a small
     triangular solve and one product instead of the SVD with vectors: 1.4-2x faster at 128x32 and
-    512x128 (docs/ops/svd.md). The bounds' slack (a factor ``<= k``) only sends nearly
+    512x128 (docs/evidence/svd.md). The bounds' slack (a factor ``<= k``) only sends nearly
     rank-deficient matrices to the SVD; a non-finite matrix gives ``ok = False``.
     """
     m, n = A.shape[-2:]

@@ -86,7 +86,7 @@ def launch_config(m: int, n: int) -> tuple[int, int]:
     One warp a program, one matrix (two for ``n <= 8``) by default: compiled for sm_90, a 32x32 Jacobi round is ~560
     SASS instructions on one warp with no barrier (each lane owns a column: its sums stay in the
     thread) against ~420 a warp and 8 barriers on two (the cross-warp sums); the H200 timing of the
-    other shapes is ``bench_svd.py --fused``'s table (docs/ops/svd.md).
+    other shapes is ``bench_svd.py --fused``'s table (docs/evidence/svd.md).
     """
     np_ = _pow2(n)
     if np_ in CONFIG:

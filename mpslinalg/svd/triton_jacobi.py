@@ -66,7 +66,7 @@ TILE_MAXNREG: int | None = None
 #: float32: "registers") or "memory" (columns gathered from the matrix's buffer every round,
 #: :func:`_jacobi_tile_kernel`). H200 (Triton 3.6), Jacobi alone, complex64 4096x64x64: registers 18.95 ms,
 #: pairs 16.4, halving 14.25 (joint sums, fast angle; without them 30.6 / 550: keep both on), memory 470;
-#: float32 4096x32x32: registers 2.27, memory 30.8 (benchmarks/bench_svd_c64.py, docs/ops/svd.md).
+#: float32 4096x32x32: registers 2.27, memory 30.8 (benchmarks/bench_svd_c64.py, docs/evidence/svd.md).
 TILE_KERNEL = "auto"
 #: The register-resident choices of TILE_KERNEL (the memory one aside).
 REG_KERNELS = ("auto", "registers", "pairs", "halving")

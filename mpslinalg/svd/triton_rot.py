@@ -26,7 +26,7 @@ __all__: list[str] = []  # Triton helpers of the family's kernels, not a public 
 #: (``FFMA x_L x_L shfl(x_K²)``), so two copies can differ in the last bit; a rotation or convergence
 #: test at its threshold, a σ rank or a norm order then disagrees between lanes. On the H200 (Triton 3.6)
 #: that split the Jacobi sweep loop's exit inside a warp, and the next round's shuffles ran with lanes
-#: missing: stores to garbage addresses and hangs (issue 12, docs/ops/svd.md). Without contraction both
+#: missing: stores to garbage addresses and hangs (issue 12, docs/evidence/svd.md). Without contraction both
 #: lanes of a butterfly step add the same two rounded values (IEEE addition commutes): every copy is
 #: bit-identical, as the kernels assume. The one-matrix-per-lane kernels keep their sums in one thread
 #: and do not need it.

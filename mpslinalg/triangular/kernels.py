@@ -61,7 +61,7 @@ class Tuning:
         ``trsm_small``: right-hand-side columns (threads) per system and threadgroup,
         a multiple of 32 in [32, 128]; fewer columns than this per system put several systems in a
         group. 128: the DeltaNet shape (128 right-hand sides) in one group per system, 3.4x
-        torch.linalg on the H200 against 2.6x with 64 (docs/ops/triangular.md).
+        torch.linalg on the H200 against 2.6x with 64 (docs/evidence/triangular.md).
     torch_inverse : str
         How the ``torch`` backend inverts the diagonal blocks: ``"trsm"`` (one batched
         ``torch.linalg.solve_triangular`` against the identity) or ``"doubling"`` (log2(nb)

@@ -335,7 +335,7 @@ def test_blocked_nan_pivots_and_propagation_match_torch_cpu(blocked, order, seed
 
 
 def _panel_steps_per_call(M, N, nb, rows_single, look=1, threads=32, slots=32, regs=0, outer=0, swap_trsm=False):
-    """The dispatches the blocked LU issues (its design, docs/ops/lu.md): per block at o a panel
+    """The dispatches the blocked LU issues (its design, docs/evidence/lu.md): per block at o a panel
     (one lu_panel_regs if it has <= rows_single rows and at most ``regs`` rows (0: never), else one
     lu_panel if it has <= rows_single rows; else, where the M - o active rows fit k <= look
     columns per dispatch, ceil(min(M - o, w) / k) lu_panel_look, after one copy if that is 1; else

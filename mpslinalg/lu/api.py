@@ -10,6 +10,7 @@ from .. import small
 from ..oplayer import checks as E
 from ..oplayer import functorch_active as _functorch
 from ..oplayer import table
+from . import lapack as _lapack
 from .kernels import TUNING, _on_kernels, _perm_from_pivots
 from .ops import (
     _cpu_worst_count,
@@ -127,6 +128,8 @@ def lu_factor_ex(A: torch.Tensor, *, pivot: bool = True, check_errors: bool = Fa
     >>> LU, piv, info = LA.lu_factor_ex(A)
     """
     if out is None and pivot is True and table.torch_first("lu_factor_ex", A):
+        if (lapack := table.lapack_first("lu_factor_ex", A)) is not None and check_errors is False:
+            return _RT.linalg_lu_factor_ex(_lapack.lu_factor_ex(lapack, A))  # table.LAPACK
         try:
             return torch.linalg.lu_factor_ex(A, check_errors=check_errors)
         except _TORCH_ERRORS:  # bad input: the checks below raise mpslinalg's error for it
@@ -159,6 +162,10 @@ def lu_factor(A: torch.Tensor, *, pivot: bool = True, out=None):
     >>> LU, piv = LA.lu_factor(torch.randn(5, 5))
     """
     if out is None and pivot is True and table.torch_first("lu_factor_ex", A):
+        if (lapack := table.lapack_first("lu_factor_ex", A)) is not None:
+            LU, piv, info = _lapack.lu_factor_ex(lapack, A)  # table.LAPACK
+            if not info:  # singular: torch.linalg.lu_factor raises torch's error
+                return _RT.linalg_lu_factor((LU, piv))
         try:
             return torch.linalg.lu_factor(A)
         except _TORCH_ERRORS:  # bad input: the checks below raise mpslinalg's error for it
@@ -421,6 +428,9 @@ def inv_ex(A: torch.Tensor, *, check_errors: bool = False, out=None):
     >>> Ainv, info = LA.inv_ex(torch.randn(8, 5, 5))
     """
     if out is None and table.torch_first("inv_ex", A):
+        if ((lapack := table.lapack_first("inv_ex", A)) is not None
+                and (X := _lapack.inv(lapack, A)) is not None):  # table.LAPACK; singular: torch's info
+            return _RT.linalg_inv_ex((X, torch.zeros((), dtype=torch.int32)))
         try:
             return torch.linalg.inv_ex(A, check_errors=check_errors)
         except _TORCH_ERRORS:  # bad input: the checks below raise mpslinalg's error for it
@@ -466,6 +476,9 @@ def inv(A: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
     >>> err = (LA.inv(A) @ A - torch.eye(6)).abs().max()
     """
     if out is None and table.torch_first("inv_ex", A):
+        if ((lapack := table.lapack_first("inv_ex", A)) is not None
+                and (X := _lapack.inv(lapack, A)) is not None):  # table.LAPACK; singular: torch raises
+            return X
         try:
             return torch.linalg.inv(A)
         except _TORCH_ERRORS:  # bad input: the checks below raise mpslinalg's error for it

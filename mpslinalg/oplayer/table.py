@@ -18,12 +18,13 @@ import threading
 from collections.abc import Iterator
 
 import torch
+import torch.autograd.forward_ad as _fwad
 
 from ..kernels import backends as _backends
 from ..kernels.backends import requested_backend
 
-__all__ = ["WHEN", "add_regions", "always", "decisions", "ours_always", "reset_decisions", "torch_first",
-           "torch_is_faster"]
+__all__ = ["LAPACK", "WHEN", "add_regions", "always", "decisions", "lapack_first", "ours_always", "reset_decisions",
+           "torch_first", "torch_is_faster"]
 
 # --------------------------------------------------------------------------------------------------
 # "Never slower": where each op routes, per device type (measured; docs/routing.md has the table)
@@ -43,6 +44,49 @@ WHEN: dict[str, dict[str, dict[torch.dtype, tuple[tuple[int, int, int], ...]]] |
     "cuda": {},
     "mps": None,
 }
+
+
+#: ``LAPACK[op][dtype]``: the least order ``n`` of one square CPU matrix (no batch) from which the
+#: front door calls SciPy's LAPACK (OpenBLAS) on zero-copy numpy views instead of torch.linalg, where
+#: that was measured faster (issue 34.7). 2026-12-07, torch 2.13 CPU, scipy 1.17.1, shared 2-core
+#: x86-64 (load ~1), both libraries on one thread, interleaved medians, time ratio LAPACK/torch at
+#: n = 128, 256, 512 -- inv (xGESV of Aᵀ with I): f32 0.59 0.56 0.60, c64 0.80 0.81 0.80 (f64 0.90
+#: 0.93 0.86: not taken); lu_factor (xGETRF): f32 0.70 0.66 0.75, c64 0.93 0.83 0.77 (f64 0.91 0.89
+#: 1.02: not taken); svdvals (xGESDD of Aᵀ, no vectors): f32 0.78 0.61 0.54, f64 0.91 0.77 0.79.
+#: Batches stay torch's (a Python loop over matrices loses to torch's batched call); tensors that
+#: record autograd, dual tensors, conj/neg views and non-contiguous tensors too. Without SciPy the
+#: path is skipped (SciPy is an optional dependency). Table in docs/ops/overhead.md.
+LAPACK: dict[str, dict[torch.dtype, int]] = {
+    "inv_ex": {torch.float32: 128, torch.complex64: 128},
+    "lu_factor_ex": {torch.float32: 128, torch.complex64: 256},
+    "svdvals": {torch.float32: 128, torch.float64: 256},
+}
+_scipy_lapack: list = []  # [scipy.linalg.lapack] once imported, [None] when SciPy is absent
+
+
+def lapack_first(op: str, A: torch.Tensor):
+    """SciPy's ``scipy.linalg.lapack`` module when ``op`` on ``A`` takes the CPU LAPACK path, else None.
+
+    For a front door whose call already goes to torch.linalg (:func:`torch_first`: CPU, torch
+    backend, no compile or transform): True when ``A`` is one plain, contiguous, square CPU matrix
+    of a dtype and order in :data:`LAPACK`, no autograd records and no tangent rides on it, not
+    inside :func:`ours_always`, and SciPy imports.
+    """
+    regions = LAPACK.get(op)
+    if regions is None or (n_min := regions.get(A.dtype)) is None:
+        return None
+    shape = A.shape
+    if (len(shape) != 2 or shape[0] != shape[1] or shape[0] < n_min or _ours_depth or type(A) is not torch.Tensor
+            or not A.is_cpu or (A.requires_grad and torch.is_grad_enabled()) or _fwad._current_level >= 0
+            or A.is_conj() or A.is_neg() or not A.is_contiguous()):
+        return None
+    if not _scipy_lapack:
+        try:
+            from scipy.linalg import lapack
+        except ImportError:
+            lapack = None
+        _scipy_lapack.append(lapack)
+    return _scipy_lapack[0]
 
 
 def add_regions(device: str, ops) -> None:

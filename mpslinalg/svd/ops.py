@@ -12,6 +12,8 @@ from .paths import path_for
 
 __all__ = ["svd_impl", "svd_op"]
 
+_transforms_active = torch._C._are_functorch_transforms_active
+
 
 def _empty_svd(A: torch.Tensor, full: bool, compute_uv: bool):
     *batch, m, n = A.shape
@@ -71,8 +73,15 @@ def svd_impl(A: torch.Tensor, full_matrices: bool, compute_uv: bool
 
 
 def _shaped(t: torch.Tensor, *shape: int) -> torch.Tensor:
-    """``t.reshape(shape)``, but ``t`` itself when already so shaped (the op would copy a view)."""
-    return t if tuple(t.shape) == shape else t.reshape(shape)
+    """``t.reshape(shape)``, but ``t`` itself when already so shaped, and ``t`` reshaped in place
+    when it is a fresh contiguous tensor (its metadata only): a view would be cloned by
+    :func:`_svd_op_impl` (the op returns no views), four clones per 2-D call (issue 34.7, host
+    overhead at 8x8). Under ``torch.func`` transforms (batched tensors) and autograd: a view."""
+    if tuple(t.shape) == shape:
+        return t
+    if t._base is None and not t.requires_grad and not _transforms_active() and t.is_contiguous():
+        return t.resize_(shape)
+    return t.reshape(shape)
 
 
 def _svd_op_impl(A: torch.Tensor, full_matrices: bool, compute_uv: bool

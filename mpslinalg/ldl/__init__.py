@@ -75,7 +75,8 @@ FAMILY = Family(
             Route("ldl_solve", "linalg_ldl_solve", _route_ldl_solve)),
     # CPU: LAPACK was faster at every size measured here; CUDA: the lead's GPU runs fill it; mps: torch
     # has no LDL there (docs/calibrate.md)
-    when={"mps": {op: {torch.float32: EVERY_SIZE, torch.complex64: EVERY_SIZE} for op in ("ldl_factor_ex", "ldl_solve")}},
+    when={"mps": {op: {torch.float32: EVERY_SIZE, torch.complex64: EVERY_SIZE}
+                  for op in ("ldl_factor_ex", "ldl_solve")}},
     grid={"ldl_solve": Grid(inputs=lambda A: (*torch.linalg.ldl_factor(A), A[..., :1].clone()))},
     metal=("ldl",),
     workloads="mpslinalg.ldl.workloads",

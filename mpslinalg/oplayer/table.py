@@ -22,8 +22,8 @@ import torch
 from ..kernels import backends as _backends
 from ..kernels.backends import requested_backend
 
-__all__ = ["EVERY_SIZE", "SHIPPED", "SOURCES", "WHEN", "add_regions", "forget", "in_force", "always", "decisions", "ours_always", "reset_decisions", "torch_first",
-           "torch_is_faster"]
+__all__ = ["EVERY_SIZE", "SHIPPED", "SOURCES", "WHEN", "add_regions", "always", "decisions", "forget", "in_force",
+           "ours_always", "reset_decisions", "torch_first", "torch_is_faster"]
 
 # --------------------------------------------------------------------------------------------------
 # "Never slower": where each op routes, per device type (measured; docs/routing.md has the table)

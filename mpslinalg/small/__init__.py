@@ -70,4 +70,4 @@ __all__ = ["FAMILY", "MAX_N", "TUNING", "Program", "Tuning", "adjugate", "cpu_pa
            "set_compile", "slogdet_op", "solve_ex_op"]
 
 #: No public ops of its own (the LU family's ops route n <= 4 here); its kernels and main-job rows.
-FAMILY = Family(name="small", order=20, ops=(), metal=("small",), workloads="mpslinalg.small.workloads")  # no routes: no grid
+FAMILY = Family(name="small", order=20, ops=(), metal=("small",), workloads="mpslinalg.small.workloads")

@@ -274,13 +274,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="small grid, within 2 minutes (default: within 15)")
     p.add_argument("--only", action="append", default=[], metavar="TEXT", help="ops whose name contains TEXT")
     p.add_argument("--budget", type=float, default=None, metavar="S", help="time budget in seconds")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="torch CPU threads while measuring (default on the CPU: 1, as the main job and the "
+                        "shipped CPU table; elsewhere torch's default)")
     p.add_argument("--export", metavar="FILE", help="write the table in force to FILE (no measuring) and exit")
     return p
 
 
 def main(argv=None, cells_for: Callable | None = None) -> int:
     """Run the calibration (``cells_for(device, quick)``: the cells, for tests); the exit status."""
-    from ..registry import families
     from .report import best_device
 
     started = time.perf_counter()
@@ -291,13 +293,31 @@ def main(argv=None, cells_for: Callable | None = None) -> int:
         print(f"python -m mpslinalg calibrate: --device: {exc}", file=sys.stderr)
         return 2
     kind = device.type
-    fams = families()
     if args.export:
-        t = {"source": _table.SOURCES.get(kind), "ops": _table.in_force(kind)}
-        path = calibrated.save(kind, t["ops"], path=args.export,
-                               extra={"source": _table.SOURCES.get(kind, "shipped default")})
-        print(f"the routing table in force on {kind} ({_table.SOURCES.get(kind)}) written to {path}")
+        ops = _table.in_force(kind)
+        source = _table.SOURCES.get(kind, "shipped default")
+        path = calibrated.save(kind, ops, path=args.export, extra={"source": source})
+        print(f"the routing table in force on {kind} ({source}) written to {path}")
         return 0
+    threads = args.threads if args.threads is not None else (1 if kind == "cpu" else None)
+    if threads is not None and threads < 1:
+        print(f"python -m mpslinalg calibrate: --threads: expected an int >= 1, got {threads}", file=sys.stderr)
+        return 2
+    previous = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        return _calibrate(args, device, started, cells_for)
+    finally:  # main() is also called in-process (tests): leave torch as it was
+        torch.set_num_threads(previous)
+
+
+def _calibrate(args, device: torch.device, started: float, cells_for: Callable | None) -> int:
+    """Measure, report, write the cache (after :func:`main`'s argument checks)."""
+    from ..registry import families
+
+    kind = device.type
+    fams = families()
     todo = cells_for(device, args.quick) if cells_for is not None else cells(fams, device, args.quick, args.only)
     budget = args.budget if args.budget is not None else BUDGET_S[args.quick]
     print(f"calibrating the routing table on {device} ({calibrated.device_name(kind)}): {len(todo)} cells, "

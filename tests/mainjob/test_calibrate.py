@@ -13,7 +13,7 @@ from helpers import FakeClock
 
 import mpslinalg
 from mpslinalg import routing
-from mpslinalg.mainjob import calibrate
+from mpslinalg.mainjob import calibrate, main
 from mpslinalg.oplayer import calibrated, family
 from mpslinalg.oplayer import table as T
 
@@ -93,7 +93,7 @@ def test_export_and_the_environment_variable(tmp_path, monkeypatch, routing_tabl
     calibrated.save("cpu", here)
     T.forget()
     path = tmp_path / "attached.json"
-    assert calibrate.main(["--device", "cpu", "--export", str(path)]) == 0
+    assert main(["calibrate", "--device", "cpu", "--export", str(path)]) == 0  # python -m mpslinalg calibrate
     doc = json.loads(path.read_text())
     assert doc["table"]["inv_ex"] == {"float32": [[3, 3, 2]]} and doc["source"].startswith("calibrated")
     doc["table"]["inv_ex"] = {"float32": [[5, 5, 1]]}
@@ -126,6 +126,15 @@ def test_a_stale_or_corrupt_cache_is_ignored_with_one_warning(damage, routing_ta
     assert len([w for w in record if "mpslinalg" in str(w.message)]) == 1
     assert routing.table("cpu")["source"] == "shipped default"
     assert routing.decisions()["inv_ex"] == {"ours": 0, "torch": 2}  # the shipped table: torch at 3x3 x1
+
+
+def test_threads_are_restored_and_checked(monkeypatch):
+    clock = FakeClock(tick=1e-7).install(monkeypatch)
+    before = torch.get_num_threads()
+    assert calibrate.main(["--device", "cpu", "--threads", "0"]) == 2
+    one = {(4, 1): (1e-3, 2e-3)}
+    assert calibrate.main(["--device", "cpu", "--quick"], cells_for=lambda d, q: _cells(clock, one)) == 0
+    assert torch.get_num_threads() == before
 
 
 def test_cache_location(monkeypatch, tmp_path):

@@ -122,8 +122,8 @@ class Family:
         ``{device_type: {op: {dtype: regions}}}``: where its own implementation was measured faster
         than torch.linalg on the ``torch`` backend (the front doors and ``enable(when="faster")``
         call torch.linalg elsewhere). Merged into :data:`mpslinalg.oplayer.table.WHEN` on
-        declaration. A device type missing here means torch.linalg everywhere on it (``mps`` is
-        never in the table: our kernels run there).
+        declaration. A device type missing here means torch.linalg everywhere on it (on ``mps``:
+        until ``python -m mpslinalg calibrate`` measures it, docs/calibrate.md).
     metal : tuple of str
         Stems of its Metal sources, ``metal/<stem>.metal`` (each starts with the family's name).
     workloads : str or None

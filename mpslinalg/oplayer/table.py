@@ -219,8 +219,8 @@ def torch_first(op: str, A, _count_ours: bool = False) -> bool:
     # its timeit time. So: no helper frames, no isinstance/dim pre-tests, module globals for the
     # modes that only our own context managers set (no thread-local read unless one is active), one
     # C call to count (docs/ops/overhead.md, "The table decision in one frame" and "Fewer calls on
-    # the torch path"). A.is_cpu / is_cuda cost a tenth of A.device.type; mps (kernels always) and
-    # meta (the declared op) never go to torch here.
+    # the torch path"). A.is_cpu / is_cuda cost a tenth of A.device.type; mps reads its own
+    # table (docs/calibrate.md); meta (the declared op) never goes to torch here.
     if _ours_depth or (_always_active and _local.ours):
         return False
     try:

@@ -12,6 +12,9 @@ the library against:
 ``reference.mp``
     mpmath references at arbitrary precision, with the working precision raised until the answer
     is correct to the requested digits (slow: small matrices only).
+``reference.spectra``
+    The general eigenproblem and the matrix exponential: SciPy's ``expm`` and ``geev``, the
+    scaled forward error of an exponential, eigenpair residual ratios, eigenvalue matching.
 ``reference.matrices``
     Generators of hard matrices: prescribed condition number and singular-value profile, graded,
     Kahan, Wilkinson growth, near-singular, rank-deficient, extreme scales, Hilbert/Cauchy,
@@ -23,7 +26,7 @@ All functions take and return torch tensors on the CPU.
 import importlib
 from types import ModuleType
 
-__all__ = ["lapack", "matrices", "metrics", "mp"]
+__all__ = ["lapack", "matrices", "metrics", "mp", "spectra"]
 
 
 def __getattr__(name: str) -> ModuleType:

@@ -38,6 +38,7 @@ from ._common import wide_dtype as _wide_dtype
 __all__ = [
     "PASS_RATIO",
     "SVDRatios",
+    "eigh_ratios",
     "cholesky_componentwise",
     "cholesky_ratio",
     "hermitian_from",
@@ -476,6 +477,44 @@ def qr_ratios(
     recon = _ratio(_amax(_colnorms1(E), -1), m * _amax(_colnorms1(A64), -1) * uu)
     G = _eye_like(Q64, k) - Q64.mH @ Q64
     orth = _ratio(_amax(_colnorms1(G), -1), torch.tensor(m * uu, dtype=torch.float64))
+    return recon, orth
+
+
+def eigh_ratios(
+    A: torch.Tensor, w: torch.Tensor, V: torch.Tensor, *, upper: bool = False, u: float | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """LAPACK ``xSYT21``/``xHET21`` ratios of a Hermitian eigendecomposition.
+
+    Returns ``(‖H − V diag(w) Vᴴ‖₁/(n ‖H‖₁ u), ‖I − VᴴV‖₁/(n u))`` where ``H`` is the Hermitian
+    matrix whose ``upper``/lower triangle (and real diagonal) is ``A``'s — what eigh reads.
+
+    Parameters
+    ----------
+    A : torch.Tensor
+        ``(..., n, n)``.
+    w, V : torch.Tensor
+        ``(..., n)`` real and ``(..., n, n)``, as returned by ``torch.linalg.eigh``.
+    upper : bool
+        The triangle of ``A`` that defines ``H`` (``UPLO="U"``).
+    u : float, optional
+        Unit roundoff; default that of ``V.dtype``.
+
+    Returns
+    -------
+    tuple of torch.Tensor
+        Two float64 tensors of the batch shape.
+    """
+    for name, t in (("A", A), ("V", V)):
+        _check_tensor(name, t)
+    uu = _u_of(u, V)
+    A64, V64 = _pair(A, V)
+    n = V64.shape[-1]
+    H = hermitian_from(A64, upper=upper)
+    w64 = w.to(torch.float64).to(V64.dtype)
+    E = H - (V64 * w64.unsqueeze(-2)) @ V64.mH
+    recon = _ratio(_amax(_colnorms1(E), -1), max(n, 1) * _amax(_colnorms1(H), -1) * uu)
+    G = _eye_like(V64, n) - V64.mH @ V64
+    orth = _ratio(_amax(_colnorms1(G), -1), torch.tensor(max(n, 1) * uu, dtype=torch.float64))
     return recon, orth
 
 

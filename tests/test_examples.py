@@ -22,6 +22,8 @@ SMALL = {
     "camera_rq.py": ["--cameras", "2048"],
     "dropin_camera.py": [],
     "eight_point.py": ["--batch", "256"],
+    "eigh_surface_normals.py": ["--points", "4096"],
+    "five_point_eigvals.py": ["--problems", "128", "--ours"],
     "ldl_kkt.py": ["--batch", "128"],
     "gp_regression.py": ["--tasks", "16", "--points", "32", "--steps", "20"],
 }

@@ -424,7 +424,7 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="devices"):
         mpslinalg.enable(devices=("tpu",))
     with pytest.raises(ValueError, match="ops"):
-        mpslinalg.enable(devices="cpu", ops=("eig",))
+        mpslinalg.enable(devices="cpu", ops=("not_an_op",))
     with pytest.raises(ValueError, match="when"):
         mpslinalg.enable(devices="cpu", when="sometimes")
     assert routing._libraries == []  # nothing left registered by a failed enable

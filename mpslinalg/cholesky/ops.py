@@ -32,8 +32,8 @@ def _solve_tri(A: torch.Tensor, B: torch.Tensor, *, upper: bool, left: bool) -> 
 # --------------------------------------------------------------------------------------------------
 
 
-def _cholesky_ex_fake(A: torch.Tensor, upper: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    return A.new_empty(A.shape), A.new_empty(A.shape[:-2], dtype=torch.int32)
+def _cholesky_ex_shape(A: torch.Tensor, upper: bool):
+    return [(A.shape[-2:], A.dtype), ((), torch.int32)]
 
 
 def _cholesky_setup(ctx, inputs, output) -> None:
@@ -75,7 +75,7 @@ def _cholesky_jvp(inputs, outputs, tangents):
     return cholesky_jvp(dA, L, upper), None
 
 
-_cholesky_ex = defop("cholesky_ex", impl=cholesky_ex_impl, fake=_cholesky_ex_fake, setup=_cholesky_setup,
+_cholesky_ex = defop("cholesky_ex", impl=cholesky_ex_impl, shape=_cholesky_ex_shape, setup=_cholesky_setup,
                      backward=_cholesky_backward, jvp=_cholesky_jvp, ranks=(2,))
 
 
@@ -88,9 +88,8 @@ def _cholesky_solve_impl(B: torch.Tensor, L: torch.Tensor, upper: bool) -> torch
     return cholesky_solve_impl(B, L, upper).contiguous()
 
 
-def _cholesky_solve_fake(B: torch.Tensor, L: torch.Tensor, upper: bool) -> torch.Tensor:
-    batch = torch.broadcast_shapes(B.shape[:-2], L.shape[:-2])
-    return B.new_empty((*batch, *B.shape[-2:]))
+def _cholesky_solve_shape(B: torch.Tensor, L: torch.Tensor, upper: bool):
+    return (B.shape[-2:], B.dtype)
 
 
 def _cholesky_solve_setup(ctx, inputs, output) -> None:
@@ -125,7 +124,7 @@ def _cholesky_solve_jvp(inputs, outputs, tangents):
     return (_cholesky_solve(R, L, upper),)
 
 
-_cholesky_solve = defop("cholesky_solve", impl=_cholesky_solve_impl, fake=_cholesky_solve_fake,
+_cholesky_solve = defop("cholesky_solve", impl=_cholesky_solve_impl, shape=_cholesky_solve_shape,
                         setup=_cholesky_solve_setup, backward=_cholesky_solve_backward, jvp=_cholesky_solve_jvp,
                         ranks=(2, 2))
 
@@ -135,8 +134,8 @@ _cholesky_solve = defop("cholesky_solve", impl=_cholesky_solve_impl, fake=_chole
 # --------------------------------------------------------------------------------------------------
 
 
-def _cholesky_inverse_fake(L: torch.Tensor, upper: bool) -> torch.Tensor:
-    return L.new_empty(L.shape)
+def _cholesky_inverse_shape(L: torch.Tensor, upper: bool):
+    return (L.shape[-2:], L.dtype)
 
 
 def _cholesky_inverse_setup(ctx, inputs, output) -> None:
@@ -162,6 +161,6 @@ def _cholesky_inverse_jvp(inputs, outputs, tangents):
     return (K + K.mH,)
 
 
-_cholesky_inverse = defop("cholesky_inverse", impl=cholesky_inverse_impl, fake=_cholesky_inverse_fake,
+_cholesky_inverse = defop("cholesky_inverse", impl=cholesky_inverse_impl, shape=_cholesky_inverse_shape,
                           setup=_cholesky_inverse_setup, backward=_cholesky_inverse_backward,
                           jvp=_cholesky_inverse_jvp, ranks=(2,))

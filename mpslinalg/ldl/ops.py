@@ -28,24 +28,22 @@ def _factor_impl(A: torch.Tensor, hermitian: bool) -> tuple[torch.Tensor, torch.
     return LD.contiguous(), piv.contiguous(), info.contiguous()
 
 
-def _factor_fake(A: torch.Tensor, hermitian: bool):
-    return (A.new_empty(A.shape), A.new_empty(A.shape[:-1], dtype=torch.int32),
-            A.new_empty(A.shape[:-2], dtype=torch.int32))
+def _factor_shape(A: torch.Tensor, hermitian: bool):
+    return [(A.shape[-2:], A.dtype), (A.shape[-1:], torch.int32), ((), torch.int32)]
 
 
 def _solve_impl(LD: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, hermitian: bool) -> torch.Tensor:
     return ldl_solve_impl(LD, pivots, B, hermitian).contiguous()
 
 
-def _solve_fake(LD: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, hermitian: bool) -> torch.Tensor:
-    batch = torch.broadcast_shapes(LD.shape[:-2], B.shape[:-2])
-    return B.new_empty((*batch, *B.shape[-2:]))
+def _solve_shape(LD: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, hermitian: bool):
+    return (B.shape[-2:], B.dtype)
 
 
 _factor_backward, _factor_jvp = _not_differentiable("linalg_ldl_factor_ex")
 _solve_backward, _solve_jvp = _not_differentiable("linalg_ldl_solve")
 
-_ldl_factor_ex = defop("ldl_factor_ex", impl=_factor_impl, fake=_factor_fake, backward=_factor_backward,
+_ldl_factor_ex = defop("ldl_factor_ex", impl=_factor_impl, shape=_factor_shape, backward=_factor_backward,
                        jvp=_factor_jvp, ranks=(2,))
-_ldl_solve = defop("ldl_solve", impl=_solve_impl, fake=_solve_fake, backward=_solve_backward, jvp=_solve_jvp,
+_ldl_solve = defop("ldl_solve", impl=_solve_impl, shape=_solve_shape, backward=_solve_backward, jvp=_solve_jvp,
                    ranks=(2, 1, 2))

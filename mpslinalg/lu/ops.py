@@ -39,10 +39,8 @@ def _lu_factor_ex_op_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, 
     return LU.contiguous(), piv.contiguous(), info.contiguous()
 
 
-def _lu_factor_ex_op_fake(A):
-    K = min(A.shape[-2], A.shape[-1])
-    return (A.new_empty(A.shape), A.new_empty((*A.shape[:-2], K), dtype=torch.int32),
-            A.new_empty(A.shape[:-2], dtype=torch.int32))
+def _lu_factor_ex_op_shape(A):
+    return [(A.shape[-2:], A.dtype), ((min(A.shape[-2], A.shape[-1]),), torch.int32), ((), torch.int32)]
 
 
 def _apply_P(piv: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
@@ -110,8 +108,8 @@ def _lu_factor_jvp(inputs, outputs, tangents):
     return L @ M.tril(-1) + M.triu() @ U, None, None
 
 
-_lu_factor_ex_op = defop("lu_factor_ex", impl=_lu_factor_ex_op_impl, fake=_lu_factor_ex_op_fake, setup=_lu_factor_setup,
-                          backward=_lu_factor_backward, jvp=_lu_factor_jvp, ranks=(2,))
+_lu_factor_ex_op = defop("lu_factor_ex", impl=_lu_factor_ex_op_impl, shape=_lu_factor_ex_op_shape,
+                          setup=_lu_factor_setup, backward=_lu_factor_backward, jvp=_lu_factor_jvp, ranks=(2,))
 
 
 def _lu_solve_op_impl(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, left: bool,
@@ -119,9 +117,8 @@ def _lu_solve_op_impl(LU: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor, l
     return _lu_solve_impl(LU, pivots, B, left, adjoint).contiguous()
 
 
-def _lu_solve_op_fake(LU, pivots, B, left, adjoint):
-    batch = torch.broadcast_shapes(LU.shape[:-2], B.shape[:-2])
-    return B.new_empty((*batch, *B.shape[-2:]))
+def _lu_solve_op_shape(LU, pivots, B, left, adjoint):
+    return (B.shape[-2:], B.dtype)
 
 
 def _lu_solve_setup(ctx, inputs, output):
@@ -180,7 +177,7 @@ def _lu_solve_jvp(inputs, outputs, tangents):
     return (_lu_solve_op(LU, piv, R, left, adjoint),)
 
 
-_lu_solve_op = defop("lu_solve", impl=_lu_solve_op_impl, fake=_lu_solve_op_fake, setup=_lu_solve_setup,
+_lu_solve_op = defop("lu_solve", impl=_lu_solve_op_impl, shape=_lu_solve_op_shape, setup=_lu_solve_setup,
                       backward=_lu_solve_backward, jvp=_lu_solve_jvp, ranks=(2, 1, 2))
 
 
@@ -216,9 +213,8 @@ def _det_op_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Ten
     return d.prod(-1) * sign, LU.mT.contiguous(), piv.contiguous()
 
 
-def _det_op_fake(A):
-    return (A.new_empty(A.shape[:-2]), A.new_empty(A.shape),
-            A.new_empty(A.shape[:-1], dtype=torch.int32))
+def _det_op_shape(A):
+    return [((), A.dtype), (A.shape[-2:], A.dtype), (A.shape[-1:], torch.int32)]
 
 
 def _det_setup(ctx, inputs, output):
@@ -343,7 +339,7 @@ def _det_jvp(inputs, outputs, tangents):
     return (adj_h.conj() * dA).sum((-2, -1)), torch.zeros_like(LU_t), None
 
 
-_det_op = defop("det", impl=_det_op_impl, fake=_det_op_fake, setup=_det_setup,
+_det_op = defop("det", impl=_det_op_impl, shape=_det_op_shape, setup=_det_setup,
                  backward=_det_backward, jvp=_det_jvp, ranks=(2,))
 
 
@@ -354,10 +350,9 @@ def _slogdet_op_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch
     return s, la, LU.contiguous(), piv.contiguous()
 
 
-def _slogdet_op_fake(A):
+def _slogdet_op_shape(A):
     real = A.real.dtype if A.is_complex() else A.dtype
-    return (A.new_empty(A.shape[:-2]), A.new_empty(A.shape[:-2], dtype=real), A.new_empty(A.shape),
-            A.new_empty(A.shape[:-1], dtype=torch.int32))
+    return [((), A.dtype), ((), real), (A.shape[-2:], A.dtype), (A.shape[-1:], torch.int32)]
 
 
 def _slogdet_setup(ctx, inputs, output):
@@ -379,7 +374,7 @@ def _slogdet_jvp(inputs, outputs, tangents):
     return (*D.slogdet_jvp(t, sign, logabs, A.is_complex()), torch.zeros_like(LU), None)
 
 
-_slogdet_op = defop("slogdet", impl=_slogdet_op_impl, fake=_slogdet_op_fake, setup=_slogdet_setup,
+_slogdet_op = defop("slogdet", impl=_slogdet_op_impl, shape=_slogdet_op_shape, setup=_slogdet_setup,
                      backward=_slogdet_backward, jvp=_slogdet_jvp, ranks=(2,))
 
 

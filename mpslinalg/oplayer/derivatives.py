@@ -4,7 +4,7 @@ Conventions are PyTorch's (``torch/csrc/autograd/FunctionsManual.cpp``): conjuga
 calculus, so for a real loss ``L`` the gradient ``G`` of a complex input satisfies
 ``dL = Re tr(Gᴴ dA)``. Each formula names the PyTorch function it follows. The callers pass the
 Ops to use inside (``solve``...), so that a backward runs through differentiable ops and double
-backward works. ``solve_rules``/``inv_rules`` bundle an op shape's rules with its fake (meta)
+backward works. ``solve_rules``/``inv_rules`` bundle an op shape's rules with its shape rule (meta)
 implementation, for the families that declare that shape (LU, small).
 """
 
@@ -101,9 +101,8 @@ def solve_rules(solve: Callable) -> dict:
     broadcast batch, ``info`` of ``A``'s); ``solve(A, B, left)`` returns ``X`` through a differentiable
     op (late-bound: the op may be declared after this call)."""
 
-    def fake(A, B, left):
-        batch = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
-        return B.new_empty((*batch, *B.shape[-2:])), A.new_empty(A.shape[:-2], dtype=torch.int32)
+    def shape(A, B, left):  # X of B's core shape and the broadcast batch, info of A's batch
+        return [(B.shape[-2:], B.dtype), ((), torch.int32, 0)]
 
     def setup(ctx, inputs, output):
         A, B, left = inputs
@@ -120,14 +119,14 @@ def solve_rules(solve: Callable) -> dict:
         (A, _, left), (X, _), (dA, dB, _) = inputs, outputs, tangents
         return solve_jvp(solve, A, X, dA, dB, left), None
 
-    return {"fake": fake, "setup": setup, "backward": backward, "jvp": jvp}
+    return {"shape": shape, "setup": setup, "backward": backward, "jvp": jvp}
 
 
 def inv_rules() -> dict:
     """``fake``/``setup``/``backward``/``jvp`` of an op ``A -> (A⁻¹, info)``."""
 
-    def fake(A):
-        return A.new_empty(A.shape), A.new_empty(A.shape[:-2], dtype=torch.int32)
+    def shape(A):
+        return [(A.shape[-2:], A.dtype), ((), torch.int32)]
 
     def setup(ctx, inputs, output):
         ctx.save_for_backward(output[0])
@@ -139,7 +138,7 @@ def inv_rules() -> dict:
     def jvp(inputs, outputs, tangents):
         return inv_jvp(outputs[0], tangents[0]), None
 
-    return {"fake": fake, "setup": setup, "backward": backward, "jvp": jvp}
+    return {"shape": shape, "setup": setup, "backward": backward, "jvp": jvp}
 
 
 # det: the adjugate from the forward's LU, without a host read of a "singular" mask

@@ -2,17 +2,18 @@
 
 A family declares each op once::
 
-    _qr = defop("qr", impl=_qr_impl, fake=_qr_fake,
+    _qr = defop("qr", impl=_qr_impl, shape=_qr_shape, ranks=(2,),
                 setup=_qr_setup, backward=_qr_backward, jvp=_qr_jvp)
     Q, R = _qr(A, mode)
 
 and gets:
 
 * the ``torch.library`` custom op ``mpslinalg::<name>`` (schema from ``impl``'s annotations) with
-  its fake implementation, so ``torch.compile(fullgraph=True)`` and ``torch.export`` see one node;
+  its fake implementation (the shape rule ``shape`` over the batch the core ``ranks`` imply), so
+  ``torch.compile(fullgraph=True)`` and ``torch.export`` see one node;
 * reverse-mode autograd on it (``setup`` + ``backward``, the ``torch.library`` conventions);
 * an equivalent ``torch.autograd.Function`` in the ``setup_context`` style (same forward, backward,
-  a generated vmap rule and the forward-mode ``jvp``): what runs under ``torch.func`` transforms and
+  the batching rule of ``ranks`` and the forward-mode ``jvp``): what runs under ``torch.func`` transforms and
   for forward-mode dual tensors (``torch.autograd.forward_ad``), which a custom op's autograd cannot
   serve (it returns no tangent, silently);
 * the eager fast path: when nothing needs the custom op (no autograd, compile, tracing, tensor
@@ -155,13 +156,15 @@ def _no_backward(ctx, *grads):
 class Op:
     """One declared op. Call it like its ``impl``; see the module docstring for what it runs."""
 
-    def __init__(self, name: str, impl: Callable, fake: Callable, setup: Callable | None,
-                 backward: Callable | None, jvp: Callable | None, ranks: tuple[int, ...] | None = None) -> None:
+    def __init__(self, name: str, impl: Callable, fake: Callable | None, setup: Callable | None,
+                 backward: Callable | None, jvp: Callable | None, ranks: tuple[int, ...] | None = None,
+                 shape: Callable | None = None) -> None:
         self.name = name
         self.impl = impl
         self.ranks = ranks
+        self.shape = shape
         self.custom = torch.library.custom_op(f"mpslinalg::{name}", mutates_args=())(impl)
-        self.custom.register_fake(fake)
+        self.custom.register_fake(fake if shape is None else self._fake_from_shape)
         self.differentiable = backward is not None
         if backward is not None:
             backward = _internal(backward)
@@ -218,6 +221,27 @@ class Op:
             body["vmap"] = staticmethod(self._vmap_rule())
         return type(f"_{self.name}_function", (torch.autograd.Function,), body)
 
+    def batch_shape(self, *args) -> torch.Size:
+        """The broadcast batch shape of the tensor arguments: each one's dimensions before its
+        declared core rank (``ranks``)."""
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        return torch.broadcast_shapes(*(t.shape[: t.dim() - r] for t, r in zip(tensors, self.ranks)))
+
+    def _fake_from_shape(self, *args):
+        """The fake implementation the declaration implies: every output is the batch shape
+        followed by the core shape the ``shape`` rule gives (core ``None``: an empty placeholder of
+        shape ``(0,)``, as torch returns for outputs not asked for)."""
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        batch = self.batch_shape(*args)
+        cores = self.shape(*args)
+
+        def lead(c):  # (core, dtype[, k]): the batch of every argument, or of tensor argument k only
+            return batch if len(c) < 3 else tensors[c[2]].shape[: tensors[c[2]].dim() - self.ranks[c[2]]]
+
+        outs = tuple(tensors[0].new_empty(0 if c[0] is None else (*lead(c), *c[0]), dtype=c[1])
+                     for c in (cores if isinstance(cores, list) else [cores]))
+        return outs if isinstance(cores, list) else outs[0]
+
     def _vmap_rule(self) -> Callable:
         """The batching rule of the declared ``ranks``: ``vmap`` of an op whose tensor arguments carry
         leading batch dimensions is the op on one more batch dimension. Each tensor argument gets the
@@ -253,8 +277,13 @@ class Op:
                 call.append(a.expand(size, *common, *core))
             out = op(*call)
             outs = out if isinstance(out, tuple) else (out,)
-            dims = tuple(0 if o.dim() > 0 and o.shape[0] == size and not (o.dim() == 1 and o.numel() == 0)
-                         else None for o in outs)
+            if op.shape is not None:  # the placeholders the declaration names are not batched
+                cores = op.shape(*call)
+                cores = cores if isinstance(cores, list) else [cores]
+                dims = tuple(None if c[0] is None else 0 for c in cores)
+            else:
+                dims = tuple(0 if o.dim() > 0 and o.shape[0] == size and not (o.dim() == 1 and o.numel() == 0)
+                             else None for o in outs)
             return out, dims if isinstance(out, tuple) else dims[0]
 
         return rule
@@ -299,8 +328,9 @@ def declared(name: str) -> Op:
         raise LookupError(f"mpslinalg: no op named {name!r} is declared (is its family imported?)") from None
 
 
-def defop(name: str, *, impl: Callable, fake: Callable, setup: Callable | None = None,
-          backward: Callable | None = None, jvp: Callable | None = None, ranks: tuple[int, ...] | None = None) -> Op:
+def defop(name: str, *, impl: Callable, fake: Callable | None = None, setup: Callable | None = None,
+          backward: Callable | None = None, jvp: Callable | None = None, ranks: tuple[int, ...] | None = None,
+          shape: Callable | None = None) -> Op:
     """Declare the op ``mpslinalg::<name>``.
 
     Parameters
@@ -310,8 +340,9 @@ def defop(name: str, *, impl: Callable, fake: Callable, setup: Callable | None =
     impl : callable
         The computation, annotated (the custom op's schema is inferred from it): tensors and
         Python scalars in, fresh tensors out.
-    fake : callable
+    fake : callable, optional
         Same arguments; returns empty tensors of the outputs' shapes and dtypes (meta / compile).
+        Only for an op whose outputs are not "batch + core" (give ``shape`` and ``ranks`` instead).
     setup : callable, optional
         ``setup(ctx, inputs, output)``: saves what the derivatives need (``ctx.save_for_backward``,
         attributes on ``ctx``).
@@ -327,10 +358,22 @@ def defop(name: str, *, impl: Callable, fake: Callable, setup: Callable | None =
         together, and lead every output. The batching rule (``torch.func.vmap``) comes from it and
         runs ``impl`` once on the batched tensors; without it torch's generated rule runs the
         ``torch.func`` path of ``impl`` (torch ops only).
+    shape : callable, optional
+        The shape rule: ``shape(*args)`` (the ``impl``'s arguments) gives each output's core
+        ``(shape, dtype)`` — a list for several outputs, one pair for one; shape ``None`` for an
+        empty placeholder; a third entry ``k`` when the output has the batch of tensor argument
+        ``k`` alone (``solve_ex``'s ``info``: one per ``A``) — read from the core dimensions only.
+        With ``ranks`` it is the whole fake implementation (batch shape broadcast from the
+        arguments, then the core), so no fake writes batch arithmetic by hand; the batching rule
+        reads the placeholders from it.
 
     Returns
     -------
     Op
         Callable like ``impl``.
     """
-    return Op(name, impl, fake, setup, backward, jvp, ranks)
+    if (fake is None) == (shape is None):
+        raise TypeError(f"defop({name!r}): give exactly one of fake= and shape=")
+    if shape is not None and ranks is None:
+        raise TypeError(f"defop({name!r}): a shape rule needs ranks= (the core rank of each tensor argument)")
+    return Op(name, impl, fake, setup, backward, jvp, ranks, shape)

@@ -46,12 +46,10 @@ _Q_MISSING = ("The derivative of linalg.qr depends on Q, which is not computed w
 _COMPLETE_TALL = "The QR decomposition is not differentiable when mode='complete' and nrows > ncols."
 
 
-def _qr_fake(A: torch.Tensor, mode: str) -> tuple[torch.Tensor, torch.Tensor]:
+def _qr_shape(A: torch.Tensor, mode: str):
     M, N = A.shape[-2], A.shape[-1]
-    K = min(M, N)
-    rows = M if mode == "complete" else K
-    Q = A.new_empty(0) if mode == "r" else A.new_empty((*A.shape[:-2], M, rows))
-    return Q, A.new_empty((*A.shape[:-2], rows, N))
+    rows = M if mode == "complete" else min(M, N)
+    return [(None if mode == "r" else (M, rows), A.dtype), ((rows, N), A.dtype)]
 
 
 def _qr_setup(ctx, inputs, output) -> None:
@@ -129,16 +127,16 @@ def _qr_jvp(inputs, outputs, tangents):
     return Q @ C, QhdA - C @ R
 
 
-def _geqrf_fake(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    return A.new_empty(A.shape), A.new_empty((*A.shape[:-2], min(A.shape[-2], A.shape[-1])))
+def _geqrf_shape(A: torch.Tensor):
+    return [(A.shape[-2:], A.dtype), ((min(A.shape[-2], A.shape[-1]),), A.dtype)]
 
 
-def _hp_fake(V: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
-    return V.new_empty(V.shape)
+def _hp_shape(V: torch.Tensor, tau: torch.Tensor):
+    return (V.shape[-2:], V.dtype)
 
 
-def _ormqr_fake(V: torch.Tensor, tau: torch.Tensor, C: torch.Tensor, left: bool, transpose: bool) -> torch.Tensor:
-    return C.new_empty(C.shape)
+def _ormqr_shape(V: torch.Tensor, tau: torch.Tensor, C: torch.Tensor, left: bool, transpose: bool):
+    return (C.shape[-2:], C.dtype)
 
 
 # The ops' outputs are contiguous, as their fakes (``new_empty``) declare: the torch leaf's LAPACK
@@ -167,7 +165,7 @@ def _ormqr_op_impl(V: torch.Tensor, tau: torch.Tensor, C: torch.Tensor, left: bo
     return ormqr_impl(V, tau, C, left, transpose).contiguous()
 
 
-_qr = defop("qr", impl=_qr_op_impl, fake=_qr_fake, setup=_qr_setup, backward=_qr_backward, jvp=_qr_jvp, ranks=(2,))
+_qr = defop("qr", impl=_qr_op_impl, shape=_qr_shape, setup=_qr_setup, backward=_qr_backward, jvp=_qr_jvp, ranks=(2,))
 # householder_product / ormqr: the derivatives of the reflector-by-reflector products written in
 # torch ops (each H_i = I - tau_i v_i v_iᴴ once), differentiated by torch.func (vjp/jvp). Exact (no
 # formula of our own to get wrong) and differentiable again (double backward), at O(k) small
@@ -260,10 +258,10 @@ def _ormqr_jvp(inputs, outputs, tangents):
 
 
 # torch.geqrf has no derivative (neither has torch's)
-_geqrf = defop("geqrf", impl=_geqrf_op_impl, fake=_geqrf_fake, ranks=(2,))
-_householder_product = defop("householder_product", impl=_hp_op_impl, fake=_hp_fake,
+_geqrf = defop("geqrf", impl=_geqrf_op_impl, shape=_geqrf_shape, ranks=(2,))
+_householder_product = defop("householder_product", impl=_hp_op_impl, shape=_hp_shape,
                              setup=_save_inputs, backward=_hp_backward, jvp=_hp_jvp, ranks=(2, 1))
-_ormqr = defop("ormqr", impl=_ormqr_op_impl, fake=_ormqr_fake, setup=_save_inputs, backward=_ormqr_backward,
+_ormqr = defop("ormqr", impl=_ormqr_op_impl, shape=_ormqr_shape, setup=_save_inputs, backward=_ormqr_backward,
                jvp=_ormqr_jvp, ranks=(2, 1, 2))
 
 

@@ -49,7 +49,7 @@ def _det_jvp(inputs, outputs, tangents):
 
 
 #: ``A -> det(A)`` for ``n <= 4``.
-det_op = defop("small_det", impl=_det, fake=lambda A: A.new_empty(A.shape[:-2]), setup=_det_setup,
+det_op = defop("small_det", impl=_det, shape=lambda A: ((), A.dtype), setup=_det_setup,
                backward=_det_backward, jvp=_det_jvp, ranks=(2,))
 
 
@@ -57,8 +57,8 @@ def _slogdet(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return _slogdet_impl(A)
 
 
-def _slogdet_fake(A):
-    return A.new_empty(A.shape[:-2]), A.new_empty(A.shape[:-2], dtype=_real_dtype(A.dtype))
+def _slogdet_shape(A):
+    return [((), A.dtype), ((), _real_dtype(A.dtype))]
 
 
 def _slogdet_setup(ctx, inputs, output):
@@ -78,7 +78,7 @@ def _slogdet_jvp(inputs, outputs, tangents):
 
 
 #: ``A -> (sign, logabsdet)`` for ``n <= 4``.
-slogdet_op = defop("small_slogdet", impl=_slogdet, fake=_slogdet_fake, setup=_slogdet_setup,
+slogdet_op = defop("small_slogdet", impl=_slogdet, shape=_slogdet_shape, setup=_slogdet_setup,
                    backward=_slogdet_backward, jvp=_slogdet_jvp, ranks=(2,))
 
 

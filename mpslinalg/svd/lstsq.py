@@ -345,10 +345,9 @@ def _lstsq_solve(A: torch.Tensor, B: torch.Tensor, rcond: float, driver: str):
     return ldexp(X, eb - ea), rank, A.new_zeros(sv_shape, dtype=_real(A.dtype))
 
 
-def _lstsq_fake(A, B, rcond, driver):
-    rank_shape, sv_shape = _field_shapes(A, driver)
-    return (A.new_empty(A.shape[:-2] + (A.shape[-1], B.shape[-1])),
-            A.new_empty(rank_shape, dtype=torch.int64), A.new_empty(sv_shape, dtype=_real(A.dtype)))
+def _lstsq_shape(A, B, rcond, driver):  # the fields a driver does not compute: empty (torch's rule)
+    return [((A.shape[-1], B.shape[-1]), A.dtype), (None if driver == "gels" else (), torch.int64),
+            ((min(A.shape[-2:]),) if driver in ("gelsd", "gelss") else None, _real(A.dtype))]
 
 
 def _lstsq_setup(ctx, inputs, output):
@@ -382,7 +381,7 @@ def _lstsq_jvp(inputs, outputs, tangents):
     return dX, None, torch.zeros_like(outputs[2])
 
 
-_lstsq = defop("lstsq", impl=_lstsq_impl, fake=_lstsq_fake, setup=_lstsq_setup,
+_lstsq = defop("lstsq", impl=_lstsq_impl, shape=_lstsq_shape, setup=_lstsq_setup,
                backward=_lstsq_backward, jvp=_lstsq_jvp, ranks=(2, 2))
 
 

@@ -84,16 +84,14 @@ def _svd_op_impl(A: torch.Tensor, full_matrices: bool, compute_uv: bool
     return tuple(t.clone() if t._base is not None else t for t in (U, S, Vh, info))
 
 
-def _svd_fake(A, full_matrices, compute_uv):
-    *batch, m, n = A.shape
+def _svd_shape(A, full_matrices, compute_uv):
+    m, n = A.shape[-2:]
     k = min(m, n)
-    rdt = A.real.dtype if A.is_complex() else A.dtype
-    S = A.new_empty((*batch, k), dtype=rdt)
-    info = A.new_empty(batch, dtype=torch.int32)
+    S, info = ((k,), A.real.dtype if A.is_complex() else A.dtype), ((), torch.int32)
     if not compute_uv:
-        return A.new_empty(0), S, A.new_empty(0), info
+        return [(None, A.dtype), S, (None, A.dtype), info]
     uc, vr = (m, n) if full_matrices else (k, k)
-    return A.new_empty((*batch, m, uc)), S, A.new_empty((*batch, vr, n)), info
+    return [((m, uc), A.dtype), S, ((vr, n), A.dtype), info]
 
 
 def _svd_setup(ctx, inputs, output):
@@ -126,5 +124,5 @@ def _svd_jvp(inputs, outputs, tangents):
     return dU, dS, dVh, None
 
 
-svd_op = defop("svd", impl=_svd_op_impl, fake=_svd_fake, setup=_svd_setup, backward=_svd_backward,
-               jvp=_svd_jvp)
+svd_op = defop("svd", impl=_svd_op_impl, shape=_svd_shape, setup=_svd_setup, backward=_svd_backward,
+               jvp=_svd_jvp, ranks=(2,))

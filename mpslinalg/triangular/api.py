@@ -30,9 +30,8 @@ def _solve_triangular(A: torch.Tensor, B: torch.Tensor, upper: bool, left: bool,
     return _solve_impl(A, B, upper, left, unitriangular)
 
 
-def _solve_triangular_fake(A, B, upper, left, unitriangular):
-    batch = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])  # symbolic shapes welcome here
-    return A.new_empty((*batch, *B.shape[-2:]))
+def _solve_triangular_shape(A, B, upper, left, unitriangular):
+    return (B.shape[-2:], A.dtype)
 
 
 def _setup_context(ctx, inputs, output):
@@ -72,7 +71,7 @@ def _jvp(inputs, outputs, tangents):
     return (D.solve_jvp(lambda a, r, lft: _solve_triangular_op(a, r, upper, lft, unit), A, X, dA, dB, left),)
 
 
-_solve_triangular_op = defop("solve_triangular", impl=_solve_triangular, fake=_solve_triangular_fake,
+_solve_triangular_op = defop("solve_triangular", impl=_solve_triangular, shape=_solve_triangular_shape,
                              setup=_setup_context, backward=_backward, jvp=_jvp, ranks=(2, 2))
 
 

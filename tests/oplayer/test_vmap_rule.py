@@ -102,3 +102,57 @@ def test_vmap_runs_our_kernels_once_for_the_batch(name):
     assert len(launches) - n_direct == n_direct, launches
     torch.testing.assert_close(mapped, direct, rtol=0, atol=0)
     torch.testing.assert_close(mapped, expected, rtol=0, atol=0)
+
+
+# -- the shape rule: the fake implementation comes from the declaration ----------------------------
+
+from mpslinalg.oplayer import declared, defop  # noqa: E402
+
+#: op name -> arguments with broadcasting batches (A's batch (2, 1), B's (3,)): the fake the shape
+#: rule builds must equal the real outputs' shapes and dtypes.
+_SHAPE_CASES = {
+    "solve_ex": lambda A, B: (A, B, True),
+    "lu_solve": lambda A, B: (*declared("lu_factor_ex")(A)[:2], B, True, False),
+    "solve_triangular": lambda A, B: (A.tril(), B, False, True, False),
+    "cholesky_solve": lambda A, B: (B, torch.linalg.cholesky(A @ A.mT + 4 * torch.eye(4)), False),
+    "lu_factor_ex": lambda A, B: (A,),
+    "det": lambda A, B: (A,),
+    "slogdet": lambda A, B: (A,),
+    "inv_ex": lambda A, B: (A,),
+    "qr": lambda A, B: (A, "r"),
+    "svd": lambda A, B: (A, False, False),
+    "eig_ex": lambda A, B: (A, False),
+    "eigh": lambda A, B: (A, "L", True),
+    "cholesky_ex": lambda A, B: (A @ A.mT, False),
+    "ldl_factor_ex": lambda A, B: (A + A.mT, False),
+    "lstsq": lambda A, B: (A.expand(2, 3, 4, 4), B.expand(2, 3, 4, 2), 1e-6, "gelsd"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_SHAPE_CASES))
+def test_fake_from_the_shape_rule_matches_the_outputs(name):
+    g = torch.Generator().manual_seed(5)
+    A = torch.randn(2, 1, 4, 4, generator=g) + 4 * torch.eye(4)
+    B = torch.randn(3, 4, 2, generator=g)
+    op = declared(name)
+    assert op.shape is not None, f"{name} declares its fake by hand"
+    args = _SHAPE_CASES[name](A, B)
+    if name == "eig_ex":
+        args = (A, args[1])
+    real = op(*args)
+    fake = op._fake_from_shape(*args)
+    real, fake = (real, fake) if isinstance(real, tuple) else ((real,), (fake,))
+    assert [(t.shape, t.dtype) for t in fake] == [(t.shape, t.dtype) for t in real]
+    meta = torch.ops.mpslinalg.__getattr__(name)(*(a.to("meta") if isinstance(a, torch.Tensor) else a for a in args))
+    meta = meta if isinstance(meta, tuple) else (meta,)
+    assert [(t.shape, t.dtype) for t in meta] == [(t.shape, t.dtype) for t in real]
+
+
+def test_defop_takes_one_of_fake_and_shape():
+    def impl(A: torch.Tensor) -> torch.Tensor:
+        return A.clone()
+
+    with pytest.raises(TypeError, match="exactly one of fake= and shape="):
+        defop("test_neither", impl=impl)
+    with pytest.raises(TypeError, match="needs ranks="):
+        defop("test_no_ranks", impl=impl, shape=lambda A: (A.shape[-2:], A.dtype))

@@ -78,7 +78,29 @@ from .oplayer.table import (  # noqa: F401  (the front doors' table, re-exported
 )
 
 __all__ = ["WHEN", "decisions", "disable", "enable", "enabled", "ours_always", "reset_decisions",
-           "reset_stats", "routed_ops", "stats", "torch_first", "torch_is_faster"]
+           "reset_stats", "routed_ops", "stats", "table", "torch_first", "torch_is_faster"]
+
+
+def table(device: str = "cpu") -> dict:
+    """The "never slower" table in force on ``device`` (a device type) and where it came from.
+
+    Returns
+    -------
+    dict
+        ``{"device": type, "source": str, "ops": {op: {dtype: regions}}}``; ``source`` is
+        ``"shipped default"``, ``"calibrated <cache file> (<date>)"`` (``python -m mpslinalg
+        calibrate`` on this machine, docs/calibrate.md) or ``"file <path> (...)"``
+        (``$MPSLINALG_ROUTING_TABLE``).
+
+    Examples
+    --------
+    >>> import mpslinalg
+    >>> sorted(mpslinalg.routing.table("cpu"))
+    ['device', 'ops', 'source']
+    """
+    device = torch.device(device).type
+    ops = _table.in_force(device)
+    return {"device": device, "source": _table.SOURCES.get(device, "shipped default"), "ops": dict(ops)}
 
 #: device type -> the dispatch key whose kernel is replaced.
 _AUTOGRAD_KEY = {"cpu": "AutogradCPU", "cuda": "AutogradCUDA", "mps": "AutogradMPS"}

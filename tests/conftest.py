@@ -64,6 +64,20 @@ def _front_doors_run_ours(request):
         yield
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _routing_cache(tmp_path_factory):
+    """No test reads a routing table calibrated on this machine, nor writes one into the real home
+    (``python -m mpslinalg calibrate``'s cache, docs/calibrate.md): an empty cache of the session."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("MPSLINALG_CACHE_DIR", str(tmp_path_factory.mktemp("mpslinalg-cache")))
+    mp.delenv("MPSLINALG_ROUTING_TABLE", raising=False)
+    from mpslinalg.oplayer import table
+
+    table.forget()
+    yield
+    mp.undo()
+
+
 @pytest.fixture
 def routing_table():
     """Opt out of :func:`_front_doors_run_ours`: front doors consult ``mpslinalg.routing.WHEN``."""

@@ -42,7 +42,10 @@ Modules: ``kernels.py`` (tuning, the kernel contract, torch and Metal kernels), 
 
 from __future__ import annotations
 
-from ..oplayer.family import Family, Route, takes
+import torch
+
+from ..oplayer.family import Family, Grid, Route, takes
+from ..oplayer.table import EVERY_SIZE
 from .algorithm import cholesky_ex_impl, cholesky_inverse_impl, cholesky_solve_impl
 from .api import PsdSafeCholesky, cholesky, cholesky_ex, cholesky_inverse, cholesky_solve, psd_safe_cholesky
 from .kernels import TUNING, Tuning
@@ -85,7 +88,9 @@ FAMILY = Family(
             Route("cholesky_inverse", "cholesky_inverse", _route_cholesky_inverse)),
     # no CPU/CUDA region measured faster than torch.linalg yet: the front doors call torch.linalg
     # there (docs/ops/cholesky.md has the CPU measurements); the lead fills CUDA after GPU runs
-    when={},
+    when={"mps": {op: {torch.complex64: EVERY_SIZE} for op in ("cholesky_ex", "cholesky_solve", "cholesky_inverse")}},
+    grid={"cholesky_solve": Grid(inputs=lambda A: (A[..., :1].clone(), torch.linalg.cholesky(A))),
+          "cholesky_inverse": Grid(inputs=lambda A: (torch.linalg.cholesky(A),))},
     metal=("cholesky",),
     workloads="mpslinalg.cholesky.workloads",
 )

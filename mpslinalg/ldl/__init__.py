@@ -35,7 +35,10 @@ Modules: ``kernels.py`` (tuning; the torch-op panel and the Metal ``small``), ``
 
 from __future__ import annotations
 
-from ..oplayer.family import Family, Route, takes
+import torch
+
+from ..oplayer.family import Family, Grid, Route, takes
+from ..oplayer.table import EVERY_SIZE
 from .algorithm import ldl_factor_impl, ldl_solve_impl
 from .api import ldl_factor, ldl_factor_ex, ldl_solve
 from .kernels import TUNING, Tuning
@@ -70,7 +73,11 @@ FAMILY = Family(
     # torch.linalg.ldl_factor is a composite of linalg_ldl_factor_ex
     routes=(Route("ldl_factor_ex", "linalg_ldl_factor_ex", _route_ldl_factor_ex),
             Route("ldl_solve", "linalg_ldl_solve", _route_ldl_solve)),
-    when={},  # CPU: LAPACK was faster at every size measured here; CUDA: the lead's GPU runs fill it
+    # CPU: LAPACK was faster at every size measured here; CUDA: the lead's GPU runs fill it; mps: torch
+    # has no LDL there (docs/calibrate.md)
+    when={"mps": {op: {torch.float32: EVERY_SIZE, torch.complex64: EVERY_SIZE}
+                  for op in ("ldl_factor_ex", "ldl_solve")}},
+    grid={"ldl_solve": Grid(inputs=lambda A: (*torch.linalg.ldl_factor(A), A[..., :1].clone()))},
     metal=("ldl",),
     workloads="mpslinalg.ldl.workloads",
 )

@@ -62,7 +62,8 @@ from __future__ import annotations
 
 import torch
 
-from ..oplayer.family import Family, Route, takes
+from ..oplayer.family import Family, Grid, Route, takes
+from ..oplayer.table import EVERY_SIZE
 from .api import det, inv, inv_ex, lu, lu_factor, lu_factor_ex, lu_solve, slogdet, solve, solve_ex
 from .kernels import TUNING, Tuning
 from .unpack import lu_unpack
@@ -125,6 +126,7 @@ def _route_lu_unpack(op, LU_data, LU_pivots, unpack_data=True, unpack_pivots=Tru
 
 
 _F32, _C64 = torch.float32, torch.complex64
+_SMALL = ("inv_ex", "det", "slogdet", "solve", "solve_ex")  # the small family's closed forms
 FAMILY = Family(
     name="lu",
     order=30,
@@ -159,7 +161,16 @@ FAMILY = Family(
         "cuda": {
             "inv_ex": {_F32: ((2, 4, 65536),), _C64: ((2, 2, 65536), (3, 3, 100000), (4, 4, 65536))},
         },
+        # mps, not measured (docs/calibrate.md): complex, which torch rejects there, and the <= 4x4
+        # closed forms (memory-bound); torch.linalg elsewhere until `python -m mpslinalg calibrate`
+        "mps": {op: {_C64: EVERY_SIZE, **({_F32: ((1, 4, 0),)} if op in _SMALL else {})}
+                for op in ("lu_factor_ex", "lu", "lu_solve", "solve", "solve_ex", "det", "slogdet", "inv_ex",
+                           "lu_unpack")},
     },
+    grid={"solve": Grid(inputs=lambda A: (A, A[..., :1].clone())),
+          "solve_ex": Grid(inputs=lambda A: (A, A[..., :1].clone())),
+          "lu_solve": Grid(inputs=lambda A: (*torch.linalg.lu_factor(A), A[..., :1].clone())),
+          "lu_unpack": Grid(inputs=lambda A: tuple(torch.linalg.lu_factor(A)))},
     metal=("lu_panel", "lu_look", "lu_small", "lu_small_solve", "lu_swap"),  # kernel groups, one library each
     workloads="mpslinalg.lu.workloads",
 )

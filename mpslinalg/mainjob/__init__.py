@@ -395,7 +395,12 @@ def _table(rows: list[dict], device: torch.device) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the report; returns the exit status."""
+    """Run the report (``calibrate ...``: :func:`.calibrate.main`); returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["calibrate"]:
+        from .calibrate import main as calibrate
+
+        return calibrate(argv[1:])
     args = _parser().parse_args(argv)
     if args.list:
         return _list_workloads()
@@ -473,6 +478,7 @@ def _host_overhead(records: list[dict]) -> list[dict]:
 def _run(args: argparse.Namespace, device: torch.device) -> int:
     """The report after argument checks: environment, workloads, table, JSON; the exit status."""
     env = environment()
+    env["routing_table"] = f"{device.type}: {routing.table(device.type)['source']}"
     print("# mpslinalg report\n")
     print(format_environment(env))
     ops = implemented_ops()

@@ -259,6 +259,8 @@ def format_environment(env: dict) -> str:
     if mps.get("name"):
         mps_line += f" ({mps['name']})"
     lines.append(f"mps       {mps_line}")
+    if env.get("routing_table"):
+        lines.append(f"routing   table in force {env['routing_table']} (docs/calibrate.md)")
     b = env["backends"]
     if "error" in b:
         lines.append(f"backends  unknown: {b['error']}")

@@ -33,7 +33,7 @@ import torch
 from . import table
 from .checks import supported_dtypes
 
-__all__ = ["Family", "Route", "declared", "takes"]
+__all__ = ["Family", "Grid", "Route", "declared", "grids", "takes"]
 
 #: ``{device_type: {op: {dtype: ((n_min, n_max, batch_min), ...)}}}`` (see :data:`table.WHEN`).
 Regions = Mapping[str, Mapping[str, Mapping[torch.dtype, tuple[tuple[int, int, int], ...]]]]
@@ -78,6 +78,27 @@ def takes(*tensors) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class Grid:
+    """Where ``python -m mpslinalg calibrate`` times one routed op against torch.linalg (issue 36).
+
+    Each cell is a batch of ``batch`` matrices of order ``n`` of one dtype. The inputs are built
+    from a well-conditioned Hermitian positive definite batch ``A`` (``X Xᴴ / n + I``: every
+    factorisation takes it); ``inputs(A)`` returns the positional arguments both calls take
+    (default ``(A,)``), ``kwargs`` the keyword arguments, ``peer`` the torch call (default
+    ``torch.linalg.<op>``, else ``torch.<op>``).
+    """
+
+    sizes: tuple[int, ...] = (2, 3, 4, 8, 16, 32, 64, 128, 256)
+    batches: tuple[int, ...] = (1, 64, 1024, 4096)
+    quick_sizes: tuple[int, ...] = (4, 32)
+    quick_batches: tuple[int, ...] = (1, 256)
+    dtypes: tuple[torch.dtype, ...] = (torch.float32, torch.complex64)
+    inputs: Callable | None = None
+    kwargs: Mapping = field(default_factory=dict)
+    peer: Callable | None = None
+
+
 _DECLARED: dict[str, Family] = {}
 
 
@@ -101,13 +122,16 @@ class Family:
         ``{device_type: {op: {dtype: regions}}}``: where its own implementation was measured faster
         than torch.linalg on the ``torch`` backend (the front doors and ``enable(when="faster")``
         call torch.linalg elsewhere). Merged into :data:`mpslinalg.oplayer.table.WHEN` on
-        declaration. A device type missing here means torch.linalg everywhere on it (``mps`` is
-        never in the table: our kernels run there).
+        declaration. A device type missing here means torch.linalg everywhere on it (on ``mps``:
+        until ``python -m mpslinalg calibrate`` measures it, docs/calibrate.md).
     metal : tuple of str
         Stems of its Metal sources, ``metal/<stem>.metal`` (each starts with the family's name).
     workloads : str or None
         The module whose ``workloads()`` returns the family's main-job rows
         (:class:`mpslinalg.mainjob.workloads.Workload`), imported only by the main job.
+    grid : mapping
+        ``{op: Grid}``: where ``python -m mpslinalg calibrate`` times each routed op; a route
+        missing here gets ``Grid()`` (one matrix argument): :meth:`grids`.
     """
 
     name: str
@@ -117,6 +141,7 @@ class Family:
     when: Regions = field(default_factory=dict)
     metal: tuple[str, ...] = ()
     workloads: str | None = None
+    grid: Mapping[str, Grid] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for r in self.routes:
@@ -125,9 +150,17 @@ class Family:
         for stem in self.metal:
             if not stem.startswith(self.name):
                 raise ValueError(f"family {self.name}: Metal source {stem}.metal must start with the family's name")
+        for op in self.grid:
+            if op not in {r.name for r in self.routes}:
+                raise ValueError(f"family {self.name}: a grid for {op!r}, which none of its routes runs")
         for device, ops in self.when.items():
             table.add_regions(device, ops)
         _DECLARED[self.name] = self
+
+
+def grids(family: Family) -> dict[str, Grid]:
+    """Every routed op of ``family`` with its calibration grid (declared, or the default ``Grid()``)."""
+    return {r.name: family.grid.get(r.name, Grid()) for r in family.routes}
 
 
 def declared() -> tuple[Family, ...]:

@@ -23,8 +23,8 @@ import torch.autograd.forward_ad as _fwad
 from ..kernels import backends as _backends
 from ..kernels.backends import requested_backend
 
-__all__ = ["LAPACK", "WHEN", "add_regions", "always", "decisions", "lapack_first", "ours_always", "reset_decisions",
-           "torch_first", "torch_is_faster"]
+__all__ = ["EVERY_SIZE", "LAPACK", "SHIPPED", "SOURCES", "WHEN", "add_regions", "always", "decisions", "forget",
+           "in_force", "lapack_first", "ours_always", "reset_decisions", "torch_first", "torch_is_faster"]
 
 # --------------------------------------------------------------------------------------------------
 # "Never slower": where each op routes, per device type (measured; docs/routing.md has the table)
@@ -37,13 +37,77 @@ __all__ = ["LAPACK", "WHEN", "add_regions", "always", "decisions", "lapack_first
 #: (:func:`torch_is_faster`). A call on ``batch`` matrices of order ``n`` (the larger dimension;
 #: for solves, of the coefficient matrix) is inside when ``n_min <= n <= n_max`` and
 #: ``batch >= batch_min`` for one region; an op or dtype missing from a device's table is torch's
-#: there (not faster, or not measured). ``None`` for a device: mpslinalg at every size (on ``mps``
-#: torch.linalg lacks ops or falls back to the CPU, and no Mac was available to measure).
-WHEN: dict[str, dict[str, dict[torch.dtype, tuple[tuple[int, int, int], ...]]] | None] = {
-    "cpu": {},
-    "cuda": {},
-    "mps": None,
-}
+#: there (not faster, or not measured).
+#:
+#: Each entry starts as a :class:`_Pending` table: at its first read it becomes the table in force
+#: on that device type, a plain dict (:mod:`.calibrated`: a table ``python -m mpslinalg calibrate``
+#: measured on this machine, one named by ``$MPSLINALG_ROUTING_TABLE``, or the shipped default
+#: :data:`SHIPPED`), so the front doors' lookup stays one dict lookup after it.
+WHEN: dict[str, dict] = {}
+
+#: The shipped default per device type: the families' ``when`` regions (docs/routing.md; on ``mps``
+#: only where the win does not depend on Apple's timings, docs/calibrate.md).
+SHIPPED: dict[str, dict[str, dict[torch.dtype, tuple[tuple[int, int, int], ...]]]] = {
+    "cpu": {}, "cuda": {}, "mps": {}}
+#: Where each resolved table of :data:`WHEN` came from (:func:`mpslinalg.routing.table`).
+SOURCES: dict[str, str] = {}
+
+#: A region holding every call (mpslinalg's implementation at every size and batch).
+EVERY_SIZE = ((0, 1 << 40, 0),)
+
+
+class _Pending:
+    """A :data:`WHEN` entry not read yet: its first read resolves the table in force (once, lazily:
+    a CUDA device's name needs CUDA) and puts it in :data:`WHEN` in its place."""
+
+    __slots__ = ("device",)
+
+    def __init__(self, device: str):
+        self.device = device
+
+    def resolve(self) -> dict:
+        from .calibrated import resolve
+
+        WHEN[self.device], SOURCES[self.device] = resolve(self.device, SHIPPED[self.device])
+        return WHEN[self.device]
+
+    def get(self, *args):
+        return self.resolve().get(*args)
+
+    def __getitem__(self, op):
+        return self.resolve()[op]
+
+    def __contains__(self, op):
+        return op in self.resolve()
+
+    def __iter__(self):
+        return iter(self.resolve())
+
+    def __len__(self):
+        return len(self.resolve())
+
+    def items(self):
+        return self.resolve().items()
+
+    def keys(self):
+        return self.resolve().keys()
+
+    def values(self):
+        return self.resolve().values()
+
+
+def in_force(device: str) -> dict:
+    """The table in force on ``device`` (a device type), resolved if it was not yet."""
+    table = WHEN[device]
+    return table.resolve() if isinstance(table, _Pending) else table
+
+
+def forget(device: str | None = None) -> None:
+    """Resolve the table of ``device`` (every device type: ``None``) again at its next read (after
+    calibrating, or a change of ``$MPSLINALG_ROUTING_TABLE``)."""
+    for d in SHIPPED if device is None else (device,):
+        WHEN[d] = _Pending(d)
+        SOURCES.pop(d, None)
 
 
 #: ``LAPACK[op][dtype]``: the least order ``n`` of one square CPU matrix (no batch) from which the
@@ -90,17 +154,18 @@ def lapack_first(op: str, A: torch.Tensor):
 
 
 def add_regions(device: str, ops) -> None:
-    """Merge one family's measured regions for ``device`` (``{op: {dtype: regions}}``) into :data:`WHEN`."""
-    table = WHEN.get(device, {})
-    if table is None:
-        raise ValueError(f"the {device!r} table is mpslinalg's at every size; a family declares no regions there")
+    """Merge one family's measured regions for ``device`` (``{op: {dtype: regions}}``) into the
+    shipped default (:data:`SHIPPED`); the table in force is resolved again at its next read."""
+    table = SHIPPED.setdefault(device, {})
     for op, regions in ops.items():
         if op in table:
             raise ValueError(f"two families declare regions for {op!r} on {device!r}")
         table[op] = dict(regions)
-    WHEN[device] = table
+    if not isinstance(WHEN.get(device), _Pending):
+        forget(device)
 
 
+forget()
 
 
 def _faster(table: dict, A: torch.Tensor) -> bool:
@@ -198,12 +263,12 @@ def torch_first(op: str, A, _count_ours: bool = False) -> bool:
     # its timeit time. So: no helper frames, no isinstance/dim pre-tests, module globals for the
     # modes that only our own context managers set (no thread-local read unless one is active), one
     # C call to count (docs/ops/overhead.md, "The table decision in one frame" and "Fewer calls on
-    # the torch path"). A.is_cpu / is_cuda cost a tenth of A.device.type; mps (kernels always) and
-    # meta (the declared op) never go to torch here.
+    # the torch path"). A.is_cpu / is_cuda cost a tenth of A.device.type; mps reads its own
+    # table (docs/calibrate.md); meta (the declared op) never goes to torch here.
     if _ours_depth or (_always_active and _local.ours):
         return False
     try:
-        table = WHEN["cpu"] if A.is_cpu else WHEN["cuda"] if A.is_cuda else None
+        table = WHEN["cpu"] if A.is_cpu else WHEN["cuda"] if A.is_cuda else WHEN["mps"] if A.is_mps else None
         if table is None:
             return False
         dtype = A.dtype

@@ -41,6 +41,7 @@ from __future__ import annotations
 import torch
 
 from ..oplayer.family import Family, Route, takes
+from ..oplayer.table import EVERY_SIZE
 from .algorithm import geqrf_impl, householder_product_impl, ormqr_impl, qr_plain
 from .api import geqrf, householder_product, ormqr, qr
 from .kernels import TUNING, Tuning
@@ -93,7 +94,8 @@ FAMILY = Family(
     ops=("qr", "geqrf", "householder_product", "ormqr"),
     routes=(Route("qr", "linalg_qr", _route_qr),),
     # 2026-12-01, H200, torch 2.11+cu130: the main job's rows (--mainjob: 145x/249x routed)
-    when={"cuda": {"qr": {torch.float32: ((32, 32, 512),), torch.complex64: ((32, 32, 512),)}}},
+    when={"cuda": {"qr": {torch.float32: ((32, 32, 512),), torch.complex64: ((32, 32, 512),)}},
+          "mps": {"qr": {torch.float32: EVERY_SIZE, torch.complex64: EVERY_SIZE}}},  # torch: the CPU there
     metal=("qr",),
     workloads="mpslinalg.qr.workloads",
 )

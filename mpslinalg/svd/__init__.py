@@ -62,7 +62,10 @@ Internal entry points (no checks; torch conventions): :func:`svd_impl`.
 
 from __future__ import annotations
 
-from ..oplayer.family import Family, Route, takes
+import torch
+
+from ..oplayer.family import Family, Grid, Route, takes
+from ..oplayer.table import EVERY_SIZE
 from .api import SVDExResult, svd, svd_ex, svdvals
 from .c import cpu_path
 from .kernels import TUNING, Tuning
@@ -114,6 +117,10 @@ FAMILY = Family(
         Route("pinv", "linalg_pinv.atol_rtol_tensor", _route_pinv),
         Route("lstsq", "linalg_lstsq", _route_lstsq),
     ),
+    # mps: torch.linalg's SVD runs on the CPU there (docs/calibrate.md)
+    when={"mps": {op: {torch.float32: EVERY_SIZE, torch.complex64: EVERY_SIZE}
+                  for op in ("svd", "svdvals", "pinv", "lstsq")}},
+    grid={"lstsq": Grid(inputs=lambda A: (A, A[..., :1].clone()))},
     metal=("svd",),
     workloads="mpslinalg.svd.workloads",
 )

@@ -85,7 +85,10 @@ families), ``api.py`` (declaration, derivatives, front door), ``workloads.py`` (
 
 from __future__ import annotations
 
-from ..oplayer.family import Family, Route, takes
+import torch
+
+from ..oplayer.family import Family, Grid, Route, takes
+from ..oplayer.table import EVERY_SIZE
 from .algorithm import trsm
 from .api import solve_triangular
 from .kernels import TUNING, Tuning
@@ -103,6 +106,8 @@ FAMILY = Family(
     order=10,
     ops=("solve_triangular",),
     routes=(Route("solve_triangular", "linalg_solve_triangular", _route_solve_triangular),),
+    when={"mps": {"solve_triangular": {torch.complex64: EVERY_SIZE}}},  # torch rejects complex there
+    grid={"solve_triangular": Grid(inputs=lambda A: (A.tril(), A[..., :1].clone()), kwargs={"upper": False})},
     metal=("triangular",),
     workloads="mpslinalg.triangular.workloads",
 )

@@ -5,7 +5,8 @@ the library against:
 
 ``reference.metrics``
     LAPACK's test ratios (``‖PA − LU‖/(n‖A‖u)``, ``‖B − AX‖/(‖A‖‖X‖u)``, …), the unit roundoff
-    ``u`` and the pass mark ``PASS_RATIO = 30`` of LAPACK's ``TESTING/ctest.in``.
+    ``u`` and the pass mark ``PASS_RATIO = 30`` of LAPACK's ``TESTING/ctest.in`` (the
+    Bunch–Kaufman ones are written in ``reference.metrics_ldl``, re-exported by ``reference.metrics``).
 ``reference.lapack``
     SciPy/LAPACK references in float64/complex128 of the (rounded) input, with ``torch.linalg``'s
     conventions and batching, plus ``getrf_pivots`` in the input's own precision (the QR/SVD ones are written in
@@ -19,7 +20,9 @@ the library against:
 ``reference.matrices``
     Generators of hard matrices: prescribed condition number and singular-value profile, graded,
     Kahan, Wilkinson growth, near-singular, rank-deficient, extreme scales, Hilbert/Cauchy,
-    triangular (Gaussian, well-conditioned, Gated-DeltaNet-like), real and complex.
+    triangular (Gaussian, well-conditioned, Gated-DeltaNet-like), real and complex (Kahan, Wilkinson
+    and Hilbert are written in ``reference.matrices_structured``, re-exported by ``reference.matrices``;
+    the seeding and argument plumbing of both in ``reference._generators``).
 
 All functions take and return torch tensors on the CPU.
 """

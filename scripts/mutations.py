@@ -18,7 +18,7 @@ import runpy
 from pathlib import Path
 
 #: Entries kept in files of their own beside this one (each a ``MUTATIONS`` list), appended below.
-PARTS = ("mutations_oplayer_triangular.py",)
+PARTS = ("mutations_oplayer_triangular.py", "mutations_recent.py")
 
 MUTATIONS = [
     # ---- sanity: the copy is what runs ------------------------------------------------------------
@@ -488,8 +488,8 @@ MUTATIONS = [
     dict(
         id='svd-metal-gram-conj-dropped',
         file='metal/svd.metal',
-        pattern='          g += s_mul(s_conj(xp), xq);',
-        replacement='          g += s_mul(xp, xq);',
+        pattern=';\n          g += s_mul(s_conj(xp), xq);',  # the unscaled loop (the scaled one is indented deeper)
+        replacement=';\n          g += s_mul(xp, xq);',
         tests=['tests/svd/test_svd_kernels.py'],
         why='svd_jacobi_small: the Gram entry x_p^T x_q instead of x_p^H x_q',
     ),
@@ -740,75 +740,6 @@ MUTATIONS = [
         replacement='perm[k] = k;',
         tests=['tests/emulator/test_mutation_kills_emulator.py', 'tests/emulator/test_emulator_kernels.py'],
         why="order='reverse' runs in order: a missing barrier goes unseen",
-    ),
-    dict(
-        id='emu-barrier-no-restart',
-        file='mpslinalg/emulator/shim/cpu_runtime.c',
-        pattern='''    bar_gen++;
-    restart_round = 1;''',
-        replacement='''    bar_gen++;
-    restart_round = 0;''',
-        tests=['tests/emulator/test_mutation_kills_emulator.py', 'tests/emulator/test_emulator_kernels.py'],
-        why='after a barrier the next phase continues mid-order (in-order is not in order)',
-    ),
-    dict(
-        id='emu-fiber-stack-guard-dropped',
-        file='mpslinalg/emulator/shim/cpu_runtime.c',
-        pattern='for (int i = 0; i < MAXT; i++) mprotect(p + i * slot, page, PROT_NONE);',
-        replacement='/* no guard pages below fiber stacks */',
-        tests=['tests/emulator/test_mutation_kills_emulator.py', 'tests/emulator/test_emulator_faults.py'],
-        why="a fiber's stack overflow silently corrupts its neighbour",
-    ),
-    dict(
-        id='emu-buffer-upper-guard-dropped',
-        file='mpslinalg/emulator/_cpu.py',
-        pattern='''        for region in (self.low, self.guard):
-            if _libc.mprotect(region, self.GUARD, 0) != 0:''',
-        replacement='''        for region in (self.low,):
-            if _libc.mprotect(region, self.GUARD, 0) != 0:''',
-        tests=['tests/emulator/test_emulator_faults.py'],
-        why='guard=True no longer protects the page after a buffer',
-    ),
-    # ---- issue 33 (non-SVD): the classes fixed there, each kept caught ------------------------------
-    dict(
-        id='routing-enabled-exit-restores-oldest',
-        file='mpslinalg/routing.py',
-        pattern='_apply(_open[-1][0] if _open else _before_open)',
-        replacement='_apply(_before_open)',
-        tests=['tests/test_routing_threads.py', 'tests/test_routing.py::test_enabled_context_restores_previous_routing'],
-        why="an inner enabled() block's exit drops the outer block's routing",
-    ),
-    dict(
-        id='triangular-fast-path-dtype-mix',
-        file='mpslinalg/triangular/api.py',
-        pattern='            if B.dtype is A.dtype:',
-        replacement='            if True:',
-        tests=['tests/oplayer/test_torch_contract.py'],
-        why="issue 33 item 1: the torch-first path inherits torch's silent cast of a complex B",
-    ),
-    dict(
-        id='lu-det-jvp-conj-dropped',
-        file='mpslinalg/lu/ops.py',
-        pattern='return (adj_h.conj() * dA).sum((-2, -1)), torch.zeros_like(LU_t), None',
-        replacement='return (adj_h * dA).sum((-2, -1)), torch.zeros_like(LU_t), None',
-        tests=['tests/lu/test_det_forward_mode.py'],
-        why="det's tangent contracts adj(A)^H instead of adj(A)^T (complex)",
-    ),
-    dict(
-        id='lu-det-dual-takes-torch-path',
-        file='mpslinalg/lu/api.py',
-        pattern='and _fwad._current_level < 0 and table.torch_first("det", A)):',
-        replacement='and table.torch_first("det", A)):',
-        tests=['tests/lu/test_det_forward_mode.py'],
-        why="issue 33 item 2: a dual A goes to torch.linalg.det, whose tangent is 0 at singular matrices",
-    ),
-    dict(
-        id='oplayer-backward-not-internal',
-        file='mpslinalg/oplayer/op.py',
-        pattern='        local.inside = True\n',
-        replacement='        local.inside = before\n',
-        tests=['tests/test_routing_backward_once.py'],
-        why="issue 33 'Also': a backward's torch.linalg calls re-enter our front doors under when='always'",
     ),
 ]
 

@@ -39,7 +39,8 @@ def test_wheel_ships_the_oracles_inside_the_package(wheel):
     # package and the main job finds them there (mpslinalg.mainjob.workloads._oracle)
     names = set(zipfile.ZipFile(wheel).namelist())
     assert not any(n.startswith("reference/") for n in names)
-    for mod in ("__init__", "_common", "lapack", "lapack_orthogonal", "matrices", "metrics", "mp"):
+    for mod in ("__init__", "_common", "_generators", "lapack", "lapack_orthogonal", "matrices",
+                "matrices_structured", "metrics", "metrics_ldl", "mp", "spectra"):
         assert f"mpslinalg/reference/{mod}.py" in names
 
 

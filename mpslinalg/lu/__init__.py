@@ -55,7 +55,8 @@ Modules: ``kernels.py`` (tuning; the ``panel``/``small``/``swap`` contracts with
 the Metal sources), ``algorithm.py`` (blocked ``getrf`` on the kernel backends, recursive ``getrf2``
 on torch, ``getrs``, inverses and determinants from the factors), ``ops.py`` (declarations and
 derivatives), ``api.py`` (front doors), ``unpack.py`` (``lu_unpack``: its op, derivatives and front
-door), ``workloads.py`` (the family's main-job rows).
+door), ``lapack.py`` (the CPU LAPACK path: SciPy's ``getrf``/``gesv`` for one large CPU matrix,
+where ``oplayer.table.LAPACK`` says), ``workloads.py`` (the family's main-job rows).
 """
 
 from __future__ import annotations

@@ -331,6 +331,7 @@ def test_truncated_cubin_makes_the_artifact_incomplete(cuda_mod, tmp_path, monke
     man = cuda_mod.build_artifacts(prepass(preprocess(src)), key, tmp_path)
     monkeypatch.setenv("MPSLINALG_CUBIN_DIR", str(tmp_path))
     monkeypatch.setenv("MPSLINALG_CACHE_DIR", str(tmp_path / "cache"))  # no other copy to fall back on
+    monkeypatch.setattr(cuda_mod, "cubin_dirs", lambda: [tmp_path])  # nor the checkout's .cubins/
     assert cuda_mod.CudaTarget().artifact(key) == man
     (cubin,) = tmp_path.glob(f"{key}.sm_*.cubin")
     cubin.write_bytes(cubin.read_bytes()[:100])

@@ -216,13 +216,14 @@ def _kernel(route: Route, op: Callable, original, table: dict | None) -> Callabl
     ``table`` is the op's :data:`WHEN` entry for the device (``None``: route every call we can).
     """
     name, grad_ours = route.name, route.grad_ours
+    wrong = route.torch_wrong_on_cpu or (lambda A: False)
 
     def kernel(keyset, *args, **kwargs):
         if _table._local.inside:
             _count(name, _INTERNAL)
             return original.call_boxed(keyset, *args, **kwargs)
         if not _transforms_active() and (
-                table is None or _faster(table, args[0])
+                table is None or _faster(table, args[0]) or wrong(args[0])
                 or (grad_ours and torch.is_grad_enabled() and getattr(args[0], "requires_grad", False))):
             _table._local.inside = True
             if table is None:  # when="always": mpslinalg's implementation at every size
@@ -280,7 +281,8 @@ def _register(devices, ops, when) -> None:
                 continue
             table = WHEN[device]
             table = None if when == "always" or table is None else table.get(route.name, {})
-            if table is not None and not any(table.values()) and not route.grad_ours:
+            if (table is not None and not any(table.values()) and not route.grad_ours
+                    and not (device == "cpu" and route.torch_wrong_on_cpu)):
                 continue  # never faster on this device: torch's kernel stays, no per-call cost
             original = torch.library.get_kernel(f"aten::{route.aten}", key)
             lib.impl(route.aten, _kernel(route, _op(route.name), original, table), key,

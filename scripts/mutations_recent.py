@@ -60,8 +60,8 @@ MUTATIONS = [
     dict(
         id='lu-det-dual-takes-torch-path',
         file='mpslinalg/lu/api.py',
-        pattern='and _fwad._current_level < 0 and table.torch_first("det", A)):',
-        replacement='and table.torch_first("det", A)):',
+        pattern='and _fwad._current_level < 0 and not _torch.unsafe(A)',
+        replacement='and not _torch.unsafe(A)',
         tests=['tests/lu/test_det_forward_mode.py'],
         why="issue 33 item 2: a dual A goes to torch.linalg.det, whose tangent is 0 at singular matrices",
     ),
@@ -72,5 +72,13 @@ MUTATIONS = [
         replacement='        local.inside = before\n',
         tests=['tests/test_routing_backward_once.py'],
         why="issue 33 'Also': a backward's torch.linalg calls re-enter our front doors under when='always'",
+    ),
+    dict(
+        id='lu-torch-race-guard-off',
+        file='mpslinalg/lu/torch_cpu.py',
+        pattern='return n >= MIN_COLUMNS and m > 0',
+        replacement='return n >= 1 << 30 and m > 0',
+        tests=['tests/lu/test_torch_cpu_race.py'],
+        why="torch's CPU batched getrf races at >1 thread (pytorch#142815): wrong inverses, solves, dets",
     ),
 ]

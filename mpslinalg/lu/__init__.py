@@ -55,7 +55,8 @@ Modules: ``kernels.py`` (tuning; the ``panel``/``small``/``swap`` contracts with
 the Metal sources), ``algorithm.py`` (blocked ``getrf`` on the kernel backends, recursive ``getrf2``
 on torch, ``getrs``, inverses and determinants from the factors), ``ops.py`` (declarations and
 derivatives), ``api.py`` (front doors), ``unpack.py`` (``lu_unpack``: its op, derivatives and front
-door), ``lapack.py`` (the CPU LAPACK path: SciPy's ``getrf``/``gesv`` for one large CPU matrix,
+door), ``torch_cpu.py`` (torch.linalg's LU calls, looped per matrix where torch's CPU batched getrf
+races), ``lapack.py`` (the CPU LAPACK path: SciPy's ``getrf``/``gesv`` for one large CPU matrix,
 where ``oplayer.table.LAPACK`` says), ``workloads.py`` (the family's main-job rows).
 """
 
@@ -65,6 +66,7 @@ import torch
 
 from ..oplayer.family import Family, Grid, Route, takes
 from ..oplayer.table import EVERY_SIZE
+from . import torch_cpu
 from .api import det, inv, inv_ex, lu, lu_factor, lu_factor_ex, lu_solve, slogdet, solve, solve_ex
 from .kernels import TUNING, Tuning
 from .unpack import lu_unpack
@@ -134,16 +136,16 @@ FAMILY = Family(
     ops=("lu_factor", "lu_factor_ex", "lu", "lu_solve", "solve", "solve_ex", "det", "slogdet", "inv", "inv_ex",
          "lu_unpack"),
     routes=(
-        Route("lu_factor_ex", "linalg_lu_factor_ex", _route_lu_factor_ex),
-        Route("lu", "linalg_lu", _route_lu),
+        Route("lu_factor_ex", "linalg_lu_factor_ex", _route_lu_factor_ex, torch_wrong_on_cpu=torch_cpu.unsafe),
+        Route("lu", "linalg_lu", _route_lu, torch_wrong_on_cpu=torch_cpu.unsafe),
         Route("lu_solve", "linalg_lu_solve", _route_lu_solve),
         # linalg_solve calls _linalg_solve_ex (which also returns LU and pivots), not linalg_solve_ex:
         # both public ops are routed.
-        Route("solve", "linalg_solve", _route_solve),
-        Route("solve_ex", "linalg_solve_ex", _route_solve_ex),
-        Route("det", "linalg_det", _route_unary, grad_ours=True),
-        Route("slogdet", "linalg_slogdet", _route_unary),
-        Route("inv_ex", "linalg_inv_ex", _route_inv_ex),
+        Route("solve", "linalg_solve", _route_solve, torch_wrong_on_cpu=torch_cpu.unsafe),
+        Route("solve_ex", "linalg_solve_ex", _route_solve_ex, torch_wrong_on_cpu=torch_cpu.unsafe),
+        Route("det", "linalg_det", _route_unary, grad_ours=True, torch_wrong_on_cpu=torch_cpu.unsafe),
+        Route("slogdet", "linalg_slogdet", _route_unary, torch_wrong_on_cpu=torch_cpu.unsafe),
+        Route("inv_ex", "linalg_inv_ex", _route_inv_ex, torch_wrong_on_cpu=torch_cpu.unsafe),
         Route("lu_unpack", "lu_unpack", _route_lu_unpack),
     ),
     when={

@@ -11,6 +11,7 @@ import torch
 from ..oplayer import checks as E
 from ..oplayer import functorch_active as _functorch
 from ..triangular import solve_triangular, trsm, trsm_small_metal
+from . import torch_cpu as _torch
 from .kernels import (
     _TORCH_KERNELS,
     DISPATCHES,
@@ -200,8 +201,7 @@ def _getrf(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     K = min(M, N)
     if _direct_torch(A):
         # one call of the device's LAPACK-like leaf (no copy of the input, no extra buffers)
-        LU, piv, info = torch.linalg.lu_factor_ex(A)
-        return LU, piv, info
+        return _torch.lu_factor_ex(A)
     LU = E.resolved(A).reshape(math.prod(batch), M, N).clone()
     B = LU.shape[0]
     piv = torch.zeros(B, K, dtype=torch.int32, device=A.device)
@@ -297,7 +297,7 @@ def _slogdet_from_lu(LU: torch.Tensor, piv: torch.Tensor) -> tuple[torch.Tensor,
 
 def _inv_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     if _direct_torch(A):  # the device's own getrf + getri in one call: never slower than torch's
-        return torch.linalg.inv_ex(A)
+        return _torch.inv_ex(A)
     LU, piv, info = _getrf(A)
     n = A.shape[-1]
     # the identity as a column-major view (Iᵀ = I): LAPACK/cuSOLVER getrs takes it without a copy
@@ -331,7 +331,7 @@ def _solve_impl(A: torch.Tensor, B: torch.Tensor, left: bool) -> tuple[torch.Ten
     if fused is not None:
         return fused
     if _direct_torch(A):  # the device's own getrf + getrs in one call: never slower than torch's
-        X, info = torch.linalg.solve_ex(A, B, left=left)
+        X, info = _torch.solve_ex(A, B, left)
         return X.contiguous(), info
     LU, piv, info = _getrf(A)
     return _lu_solve_impl(LU, piv, B, left, False).contiguous(), info

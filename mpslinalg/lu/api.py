@@ -11,6 +11,7 @@ from ..oplayer import checks as E
 from ..oplayer import functorch_active as _functorch
 from ..oplayer import table
 from . import lapack as _lapack
+from . import torch_cpu as _torch
 from .kernels import TUNING, _on_kernels, _perm_from_pivots
 from .ops import (
     _cpu_worst_count,
@@ -127,7 +128,7 @@ def lu_factor_ex(A: torch.Tensor, *, pivot: bool = True, check_errors: bool = Fa
     >>> A = torch.randn(3, 4, 4, dtype=torch.complex64)
     >>> LU, piv, info = LA.lu_factor_ex(A)
     """
-    if out is None and pivot is True and table.torch_first("lu_factor_ex", A):
+    if out is None and pivot is True and not _torch.unsafe(A) and table.torch_first("lu_factor_ex", A):
         if (lapack := table.lapack_first("lu_factor_ex", A)) is not None and check_errors is False:
             return _RT.linalg_lu_factor_ex(_lapack.lu_factor_ex(lapack, A))  # table.LAPACK
         try:
@@ -138,7 +139,7 @@ def lu_factor_ex(A: torch.Tensor, *, pivot: bool = True, check_errors: bool = Fa
     _check_factor_args(op, A, pivot)
     E.check_bool(op, "check_errors", check_errors)
     direct = _route(_lu_factor_ex_op, None, "lu_factor_ex", A) == "torch"
-    LU, piv, info = torch.linalg.lu_factor_ex(A) if direct else _lu_factor_ex_op(A)
+    LU, piv, info = _torch.lu_factor_ex(A) if direct else _lu_factor_ex_op(A)
     if check_errors:
         E.raise_for_info(op, info, "U[{info},{info}] is zero (1-based), the matrix is singular.")
     return E.store(op, out, (LU, piv, info), A, kind=_RT.linalg_lu_factor_ex)
@@ -161,7 +162,7 @@ def lu_factor(A: torch.Tensor, *, pivot: bool = True, out=None):
     >>> import torch, mpslinalg as LA
     >>> LU, piv = LA.lu_factor(torch.randn(5, 5))
     """
-    if out is None and pivot is True and table.torch_first("lu_factor_ex", A):
+    if out is None and pivot is True and not _torch.unsafe(A) and table.torch_first("lu_factor_ex", A):
         if (lapack := table.lapack_first("lu_factor_ex", A)) is not None:
             LU, piv, info = _lapack.lu_factor_ex(lapack, A)  # table.LAPACK
             if not info:  # singular: torch.linalg.lu_factor raises torch's error
@@ -173,7 +174,7 @@ def lu_factor(A: torch.Tensor, *, pivot: bool = True, out=None):
     op = "linalg.lu_factor"
     _check_factor_args(op, A, pivot)
     direct = _route(_lu_factor_ex_op, None, "lu_factor_ex", A) == "torch"
-    LU, piv, info = torch.linalg.lu_factor_ex(A) if direct else _lu_factor_ex_op(A)
+    LU, piv, info = _torch.lu_factor_ex(A) if direct else _lu_factor_ex_op(A)
     E.raise_for_info(op, info, "U[{info},{info}] is zero (1-based pivot {info}), the matrix is singular "
                      "and using it in lu_solve would divide by zero. Use lu_factor_ex or lu to factor it "
                      "anyway.")
@@ -210,7 +211,7 @@ def lu(A: torch.Tensor, *, pivot: bool = True, out=None):
     >>> torch.allclose(P @ L @ U, A, atol=1e-5)
     True
     """
-    if out is None and pivot is True and table.torch_first("lu", A):
+    if out is None and pivot is True and not _torch.unsafe(A) and table.torch_first("lu", A):
         try:
             return torch.linalg.lu(A)
         except _TORCH_ERRORS:  # bad input: the checks below raise mpslinalg's error for it
@@ -218,7 +219,7 @@ def lu(A: torch.Tensor, *, pivot: bool = True, out=None):
     op = "linalg.lu"
     _check_factor_args(op, A, pivot)
     if _route(_lu_factor_ex_op, None, "lu", A) == "torch":  # one call of the device's own LU
-        return E.store(op, out, torch.linalg.lu(A), A, kind=_RT.linalg_lu)
+        return E.store(op, out, _torch.lu(A), A, kind=_RT.linalg_lu)
     LU, piv, _ = _lu_factor_ex_op(A)
     m = A.shape[-2]
     L, U = _unpack(LU)
@@ -318,7 +319,7 @@ def solve_ex(A: torch.Tensor, B: torch.Tensor, *, left: bool = True, check_error
     >>> import torch, mpslinalg as LA
     >>> X, info = LA.solve_ex(torch.randn(2, 3, 3), torch.randn(2, 3))
     """
-    if out is None and table.torch_first("solve_ex", A):
+    if out is None and not _torch.unsafe(A) and table.torch_first("solve_ex", A):
         try:
             if left is True and check_errors is False:  # torch's defaults: no keyword parsing (~0.4 µs)
                 return torch.linalg.solve_ex(A, B)
@@ -355,7 +356,7 @@ def _solve_checked(op: str, name: str, A: torch.Tensor, B: torch.Tensor, left: b
     if route == "small":
         X, info = small.solve_ex_op(A, B2, left)  # info of A's batch, as torch's
     elif route == "torch":
-        X, info = torch.linalg.solve_ex(A, B2, left=left)
+        X, info = _torch.solve_ex(A, B2, left)
     else:
         X, info = _solve_ex_op(A, B2, left)
     return (X.squeeze(-1) if vec else X), info
@@ -390,7 +391,7 @@ def solve(A: torch.Tensor, B: torch.Tensor, *, left: bool = True,
     >>> A = torch.randn(3, 3, dtype=torch.complex64)
     >>> X = LA.solve(A, torch.randn(3, 2, dtype=torch.complex64))
     """
-    if out is None and table.torch_first("solve", A):
+    if out is None and not _torch.unsafe(A) and table.torch_first("solve", A):
         try:
             # left=True is torch's default: not passing it skips torch's keyword parsing (~0.4 µs)
             return torch.linalg.solve(A, B) if left is True else torch.linalg.solve(A, B, left=left)
@@ -427,7 +428,7 @@ def inv_ex(A: torch.Tensor, *, check_errors: bool = False, out=None):
     >>> import torch, mpslinalg as LA
     >>> Ainv, info = LA.inv_ex(torch.randn(8, 5, 5))
     """
-    if out is None and table.torch_first("inv_ex", A):
+    if out is None and not _torch.unsafe(A) and table.torch_first("inv_ex", A):
         if ((lapack := table.lapack_first("inv_ex", A)) is not None
                 and (X := _lapack.inv(lapack, A)) is not None):  # table.LAPACK; singular: torch's info
             return _RT.linalg_inv_ex((X, torch.zeros((), dtype=torch.int32)))
@@ -442,7 +443,7 @@ def inv_ex(A: torch.Tensor, *, check_errors: bool = False, out=None):
     if route == "small":
         X, info = small.inv_ex_op(A)
     elif route == "torch":
-        X, info = torch.linalg.inv_ex(A)
+        X, info = _torch.inv_ex(A)
     else:
         X, info = _inv_ex_op(A)
     if check_errors:
@@ -475,7 +476,7 @@ def inv(A: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
     >>> A = torch.randn(6, 6, dtype=torch.complex64)
     >>> err = (LA.inv(A) @ A - torch.eye(6)).abs().max()
     """
-    if out is None and table.torch_first("inv_ex", A):
+    if out is None and not _torch.unsafe(A) and table.torch_first("inv_ex", A):
         if ((lapack := table.lapack_first("inv_ex", A)) is not None
                 and (X := _lapack.inv(lapack, A)) is not None):  # table.LAPACK; singular: torch raises
             return X
@@ -489,7 +490,7 @@ def inv(A: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
     if route == "small":
         X, info = small.inv_ex_op(A)
     elif route == "torch":
-        X, info = torch.linalg.inv_ex(A)
+        X, info = _torch.inv_ex(A)
     else:
         X, info = _inv_ex_op(A)
     E.raise_for_info(op, info, "The diagonal element {info} is zero, the inversion could not be "
@@ -522,7 +523,7 @@ def det(A: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
     # torch's derivatives of det are zero (reverse) or NaN/zero (forward) at singular matrices: with
     # autograd recording or a forward-mode level open (a dual A), the checks and our op run
     if (out is None and isinstance(A, torch.Tensor) and not (A.requires_grad and torch.is_grad_enabled())
-            and _fwad._current_level < 0 and table.torch_first("det", A)):
+            and _fwad._current_level < 0 and not _torch.unsafe(A) and table.torch_first("det", A)):
         try:
             if A.is_complex() and A.is_cpu and A.numel() >= _DET_BY_TRANSPOSE and A.is_contiguous():
                 # det(Aᵀ) = det(A), and Aᵀ of a row-major batch is the column-major layout LAPACK
@@ -539,7 +540,7 @@ def det(A: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
     elif (route := _route(_det_op, "det", "det", A, grad_ours=True)) == "small":
         d = small.det_op(A)
     elif route == "torch":
-        d = torch.linalg.det(A)
+        d = _torch.det(A)
     elif (d := _torch_det_with_exact_gradient(A)) is None:
         d = _det_op(A)[0]
     return E.store(op, out, d, A)
@@ -553,7 +554,7 @@ def _torch_det_with_exact_gradient(A: torch.Tensor) -> torch.Tensor | None:
     runs (its backward reads nothing). A singular batch costs one extra factorisation."""
     if not A.is_cpu or not table.torch_is_faster("det", A):
         return None
-    d, LU, _ = torch.ops.aten._linalg_det(A)
+    d, LU, _ = _torch.linalg_det(A)
     return d if _cpu_worst_count(LU) == 0 else None
 
 
@@ -580,7 +581,7 @@ def slogdet(A: torch.Tensor, *, out=None):
     >>> import torch, mpslinalg as LA
     >>> sign, logabsdet = LA.slogdet(1e-20 * torch.eye(50))
     """
-    if out is None and table.torch_first("slogdet", A):
+    if out is None and not _torch.unsafe(A) and table.torch_first("slogdet", A):
         try:
             return torch.linalg.slogdet(A)
         except _TORCH_ERRORS:  # bad input: the checks below raise mpslinalg's error for it
@@ -593,7 +594,7 @@ def slogdet(A: torch.Tensor, *, out=None):
     elif (route := _route(_slogdet_op, "det", "slogdet", A)) == "small":
         s, la = small.slogdet_op(A)
     elif route == "torch":
-        s, la = torch.linalg.slogdet(A)
+        s, la = _torch.slogdet(A)
     else:
         s, la = _slogdet_op(A)[:2]
     return E.store(op, out, (s, la), A, kind=_RT.linalg_slogdet)

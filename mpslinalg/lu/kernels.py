@@ -14,6 +14,7 @@ import torch
 from ..kernels import backend_for, kernel_name, load_library
 from ..oplayer import checks as E
 from ..oplayer import functorch_active as _functorch
+from . import torch_cpu as _torch
 
 # --------------------------------------------------------------------------------------------------
 # Tuning
@@ -240,14 +241,14 @@ class _TorchKernels:
     name = "torch"
 
     def small(self, LU: torch.Tensor, piv: torch.Tensor, info: torch.Tensor) -> None:
-        lu, p, inf = torch.linalg.lu_factor_ex(LU)
+        lu, p, inf = _torch.lu_factor_ex(LU)
         LU.copy_(lu)
         piv.copy_(p)
         info.copy_(inf)
 
     def panel(self, LU: torch.Tensor, piv: torch.Tensor, info: torch.Tensor, o: int, w: int) -> None:
         sub = LU[:, o:, o:o + w]
-        lu, p, inf = torch.linalg.lu_factor_ex(sub)
+        lu, p, inf = _torch.lu_factor_ex(sub)
         sub.copy_(lu)
         piv[:, o:o + p.shape[-1]].copy_(p + o)
         info.copy_(torch.where((info == 0) & (inf > 0), inf + o, info))

@@ -9,6 +9,7 @@ from ..oplayer import defop
 from ..oplayer import derivatives as D
 from ..oplayer import functorch_active as _functorch
 from ..svd import svd  # the project's SVD for det's singular gradient (no CPU fallback on mps)
+from . import torch_cpu as _torch
 from .algorithm import (
     _det_parts,
     _direct_torch,
@@ -206,7 +207,7 @@ def _det_op_impl(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Ten
     if _direct_torch(A) and not _functorch() and (A.is_complex() or not A.mT.is_contiguous()):
         # torch's own forward, one call (its LU of a real contiguous argument would be of the
         # transpose: Aᵀ is passed only where it is not contiguous, so this LU is always Aᵀ's)
-        d, LU, piv = torch.ops.aten._linalg_det(A.mT)
+        d, LU, piv = _torch.linalg_det(A.mT)
         return d, LU.mT.contiguous(), piv.contiguous()
     LU, piv, _ = _getrf(A.mT)
     d, sign = _det_parts(LU, piv)

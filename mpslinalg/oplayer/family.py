@@ -57,12 +57,17 @@ class Route:
     grad_ours : bool
         Route every call that autograd records, whatever the table says: our derivative is
         needed for correctness (``det``: the adjugate at singular matrices, where torch's is zero).
+    torch_wrong_on_cpu : callable or None
+        ``torch_wrong_on_cpu(first_argument)``: where torch's CPU kernel is known wrong (a torch
+        bug), so the call runs ours whatever the table says (``lu``: torch's batched-getrf race,
+        :mod:`mpslinalg.lu.torch_cpu`).
     """
 
     name: str
     aten: str
     call: Callable
     grad_ours: bool = False
+    torch_wrong_on_cpu: Callable | None = None
 
 
 def takes(*tensors) -> bool:

@@ -85,7 +85,9 @@ def test_outside_the_table_torch_runs(make, calls):
     X = M.inv(A)
     M.lu_factor(A)
     assert calls == {"inv": 0, "lu_factor_ex": 0}
-    torch.testing.assert_close(X, torch.linalg.inv(A))
+    # one matrix at a time: torch's own batched CPU inverse races at >1 thread (lu/torch_cpu.py)
+    expected = torch.stack([torch.linalg.inv(a) for a in A.reshape(-1, *A.shape[-2:])]).reshape(A.shape)
+    torch.testing.assert_close(X, expected)
     with torch.no_grad():  # a leaf that requires grad, under no_grad: nothing records, LAPACK may run
         M.inv(A)
     assert calls["inv"] == (1 if A.dim() == 2 and A.requires_grad else 0)

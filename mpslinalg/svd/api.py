@@ -9,6 +9,7 @@ import torch.utils._pytree as _pytree
 from ..kernels import backend_for
 from ..oplayer import checks as E
 from ..oplayer import functorch_active, table
+from . import c as _svd_c
 from .kernels import INFO_NOCONV, INFO_NONFINITE, TUNING
 from .ops import svd_op as _svd
 from .paths import in_lapack_range
@@ -36,6 +37,15 @@ def _raise(info: torch.Tensor) -> None:
     # torch names linalg.svd in the errors of svdvals too
     E.raise_for_info("linalg.svd", (info == INFO_NONFINITE).to(torch.int32), _NONFINITE)
     E.raise_for_info("linalg.svd", torch.where(info == INFO_NOCONV, info, 0), _NOCONV)
+
+
+def _one_cpu(A: torch.Tensor, full_matrices: bool, compute_uv: bool):
+    """One CPU matrix in the C kernel's range, where the op would run its impl directly: the
+    kernel's call without the op layer (:func:`mpslinalg.svd.c.svd_one`; issue 34.7), or None."""
+    if (A.dim() != 2 or min(A.shape) == 0 or min(A.shape) > TUNING.jacobi_max.get("cpu", 0)
+            or not _svd_c.usable(A) or backend_for(A.device) != "torch" or not _svd.direct(A)):
+        return None
+    return _svd_c.svd_one(A, full_matrices, compute_uv, TUNING.max_sweeps)
 
 
 def _wants_grad(A: torch.Tensor) -> bool:
@@ -74,6 +84,8 @@ def svd_ex(A: torch.Tensor, full_matrices: bool = True, *, driver: str | None = 
     op = "linalg.svd_ex"
     A = _check(op, A, driver)
     full_matrices = E.check_bool(op, "full_matrices", full_matrices)
+    if (one := _one_cpu(A, full_matrices, True)) is not None:
+        return E.store(op, out, (*one, torch.zeros((), dtype=torch.int32)), A, kind=SVDExResult)
     U, S, Vh, info = _svd(A, full_matrices, True)
     return E.store(op, out, (U, S, Vh, info), A, kind=SVDExResult)
 
@@ -116,6 +128,8 @@ def svd(A: torch.Tensor, full_matrices: bool = True, *, driver: str | None = Non
     op = "linalg.svd"
     A = _check(op, A, driver)
     full_matrices = E.check_bool(op, "full_matrices", full_matrices)
+    if (one := _one_cpu(A, full_matrices, True)) is not None:
+        return E.store(op, out, one, A, kind=torch.return_types.linalg_svd)
     U, S, Vh, info = _svd(A, full_matrices, True)
     _raise(info)
     return E.store(op, out, (U, S, Vh), A, kind=torch.return_types.linalg_svd)
@@ -153,6 +167,8 @@ def svdvals(A: torch.Tensor, *, driver: str | None = None, out=None) -> torch.Te
     """
     op = "linalg.svdvals"
     A = _check(op, A, driver)
+    if (one := _one_cpu(A, False, False)) is not None:
+        return E.store(op, out, one[1], A)
     if (A.device.type == "cpu" and min(A.shape[-2:]) > TUNING.jacobi_max.get("cpu", 0) and _svd.direct(A)
             and not _wants_grad(A) and backend_for(A.device) == "torch"
             and bool(in_lapack_range(A.reshape(-1, *A.shape[-2:])).all())):

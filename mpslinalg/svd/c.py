@@ -64,7 +64,7 @@ from ..kernels.codegen import CLibraries
 from .c_source import SVD_C_SOURCE
 from .kernels import thresholds
 
-__all__ = ["SVD_C", "SVD_C_SOURCE", "cpu_path", "gelsy", "svd_tall", "usable"]
+__all__ = ["SVD_C", "SVD_C_SOURCE", "cpu_path", "gelsy", "svd_one", "svd_tall", "usable"]
 
 _FLAVOURS = {
     torch.float32: ("float", 0, "FLT_MAX"),
@@ -182,6 +182,47 @@ def svd_tall(A: torch.Tensor, full: bool, compute_uv: bool, max_sweeps: int
     if any(status):
         raise MemoryError(f"linalg.svd: no memory for the work space of a {m}x{n} matrix")
     return U, S, V, info
+
+
+def svd_one(A: torch.Tensor, full: bool, compute_uv: bool, max_sweeps: int):
+    """One CPU matrix ``A (m, n)`` from the front doors, the C kernel's call with nothing around it
+    (issue 34.7: the op layer's round, the batch reshapes and the completion check cost +41 µs at
+    8x8, the kernel itself ~9 µs). The same call as :func:`svd_tall`'s for a batch of one, so the
+    same bits; ``U``, ``Vh`` in torch.linalg's layouts (``Vh`` column-major: the kernel's ``V``,
+    row-major, is ``Vhᵀ`` in memory, conjugated in place for complex; no transposing copy).
+
+    Returns
+    -------
+    (U, S, Vh) or None
+        ``U``/``Vh`` None without ``compute_uv``. None where the general path must run: a
+        non-finite entry or no convergence (``info != 0``: it raises or reports), or a zero or
+        negligible ``σ`` whose column of ``V`` needs completing (that rare call then runs twice).
+    """
+    m, n = A.shape
+    wide = m < n  # A = (U' S V'ᴴ)ᴴ = V' S U'ᴴ for the tall X = Aᴴ
+    X = _plain(A.mH if wide else A)
+    mt, nt = X.shape
+    ucols = mt if full else nt
+    S = torch.empty(nt, dtype=X.real.dtype if X.is_complex() else X.dtype)
+    info = ctypes.c_int32(0)  # no tensor to allocate for one status
+    Ut = Vt = None  # the kernel's U', V' (row-major)
+    if compute_uv:  # the buffer read as Aᴴ's factor's conjugate transpose is one of A's factors
+        Ut = torch.empty_strided((ucols, mt), (1, ucols), dtype=X.dtype) if wide else torch.empty(mt, ucols, dtype=X.dtype)
+        Vt = torch.empty(nt, nt, dtype=X.dtype) if wide else torch.empty_strided((nt, nt), (1, nt), dtype=X.dtype)
+    status = SVD_C.library(X.dtype).svd_jacobi(
+        X.data_ptr(), Ut.data_ptr() if compute_uv else None, S.data_ptr(), Vt.data_ptr() if compute_uv else None,
+        ctypes.addressof(info), mt, nt, ucols, int(compute_uv), max_sweeps, *thresholds(nt, S.dtype), 0, 0, 1)
+    if status or info.value:
+        return None
+    if not compute_uv:
+        return None, S, None
+    s = S.numpy()
+    if not s[-1] > math.sqrt(torch.finfo(S.dtype).tiny) * s[0]:
+        return None  # a column of V to complete (algorithm.complete's test; NaN compares False)
+    U, Vh = (Vt, Ut) if wide else (Ut, Vt)
+    if X.is_complex():  # Vh's memory holds the kernel's V (or U'), Vhᵀ's conjugate
+        torch.view_as_real(Vh)[..., 1].neg_()
+    return U, S, Vh
 
 
 def gelsy(A: torch.Tensor, B: torch.Tensor, rcond: float, lapack_qr: int | None = None, margin: float = 0.0

@@ -101,6 +101,11 @@ def _lapack_pinv(A: torch.Tensor) -> bool:
     return _cpu_lapack(A) and A.numel() > 0 and math.isfinite(abs(complex(A.sum())))
 
 
+#: Most entries of one matrix whose default ``pinv`` is ``torch.linalg.pinv`` itself, not the QR route
+#: (issue 34.7: 8x8 56 against torch.linalg's 31 µs; even at 20x20 float32: docs/ops/overhead.md).
+PINV_TORCH_MAX = 400
+
+
 def _cpu_lapack(A: torch.Tensor) -> bool:
     """The CPU torch backend outside ``torch.func`` transforms: LAPACK serves the ops whose
     contract is a cut below ``rtol·σ₁`` (host reads are of CPU memory)."""
@@ -350,6 +355,9 @@ def pinv(A: torch.Tensor, rcond=None, hermitian: bool = False, *, atol=None, rto
     E.check_bool(op, "hermitian", hermitian)
     if rcond is None and atol is None and rtol is None and not hermitian and _pinv.direct(A) and _lapack_pinv(A):
         # torch's defaults are this op's: LAPACK, no op layer (issue 13's host overhead)
+        if A.dim() == 2 and A.shape[0] * A.shape[1] <= PINV_TORCH_MAX:
+            # one small matrix: torch.linalg.pinv's one gesdd costs less than the QR route's small ops
+            return E.store(op, out, torch.linalg.pinv(A), A)
         rtol_default = torch.finfo(A.dtype).eps * max(A.shape[-2:])
         return E.store(op, out, _pinv_cpu(A, 0.0, rtol_default, None, torch.linalg.pinv), A)
     if rcond is not None:

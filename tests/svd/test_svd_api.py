@@ -131,7 +131,7 @@ def test_svdvals_computes_vectors_only_for_gradients(monkeypatch):
     ops = importlib.import_module("mpslinalg.svd.ops")
     real = ops.svd_impl
     monkeypatch.setattr(ops, "svd_impl", lambda A, f, uv: (seen.append(uv), real(A, f, uv))[1])
-    A = torch.randn(4, 3, dtype=torch.float64)
+    A = torch.randn(2, 4, 3, dtype=torch.float64)  # a batch: one CPU matrix takes svd_one (test_svd_one.py)
     LA.svdvals(A)
     LA.svdvals(A.requires_grad_()).sum().backward()
     assert seen == [False, True]

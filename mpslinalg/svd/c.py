@@ -207,8 +207,9 @@ def svd_one(A: torch.Tensor, full: bool, compute_uv: bool, max_sweeps: int):
     info = ctypes.c_int32(0)  # no tensor to allocate for one status
     Ut = Vt = None  # the kernel's U', V' (row-major)
     if compute_uv:  # the buffer read as Aᴴ's factor's conjugate transpose is one of A's factors
-        Ut = torch.empty_strided((ucols, mt), (1, ucols), dtype=X.dtype) if wide else torch.empty(mt, ucols, dtype=X.dtype)
-        Vt = torch.empty(nt, nt, dtype=X.dtype) if wide else torch.empty_strided((nt, nt), (1, nt), dtype=X.dtype)
+        dt = X.dtype
+        Ut = torch.empty_strided((ucols, mt), (1, ucols), dtype=dt) if wide else torch.empty(mt, ucols, dtype=dt)
+        Vt = torch.empty(nt, nt, dtype=dt) if wide else torch.empty_strided((nt, nt), (1, nt), dtype=dt)
     status = SVD_C.library(X.dtype).svd_jacobi(
         X.data_ptr(), Ut.data_ptr() if compute_uv else None, S.data_ptr(), Vt.data_ptr() if compute_uv else None,
         ctypes.addressof(info), mt, nt, ucols, int(compute_uv), max_sweeps, *thresholds(nt, S.dtype), 0, 0, 1)

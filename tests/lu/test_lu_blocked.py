@@ -42,12 +42,14 @@ def blocked(lib, monkeypatch):
     that ``rows`` is what every group gets; ``colmajor``: lu_panel_look's column-major panel
     buffers; ``roll``: its rolled column loop; ``regs``: one-group panels in registers,
     ``lu_panel_regs``; ``outer``: blocks of that many columns with one trailing update each;
-    ``swap_trsm``: the block's TRSM inside its lu_laswp_block). The public op then runs the same
-    way."""
+    ``swap_trsm``: the block's TRSM inside its lu_laswp_block; ``tall``: TUNING.panel_tall, "look"
+    here (the panels shared by several groups; "one", the default, is test_lu_panel_tall.py's).
+    The public op then runs the same way."""
 
     def make(dtype, order, seed, nb=16, rows=16, single=0, threads=32, look=1, slots=32, mma=False, short=(0, 64),
-             colmajor=False, roll=False, regs=False, outer=0, swap_trsm=False):
+             colmajor=False, roll=False, regs=False, outer=0, swap_trsm=False, tall="look"):
         monkeypatch.setattr(lu_mod, "load_library", lambda source, device: InOrder(lib(source), order, seed))
+        monkeypatch.setattr(lu_mod.TUNING, "panel_tall", tall)
         for name, v in (("panel_nb", nb), ("panel_rows", rows), ("panel_single_rows", single),
                         ("panel_threads", threads), ("panel_look", look)):
             monkeypatch.setattr(lu_mod.TUNING, name, v)
@@ -557,9 +559,10 @@ def test_panel_rows_beyond_the_register_block_is_a_clear_error(blocked):
                                                             (256, 1, 0, "", False), (256, 8, 256, "", False),
                                                             (256, 16, 0, "mma", False), (32, 8, 0, "", True),
                                                             (32, 8, 0, "roll", True), (256, 8, 256, "regs+roll", True),
-                                                            (256, 8, 0, "swaptrsm", True)],
+                                                            (256, 8, 0, "swaptrsm", True), (256, 8, 0, "tall", True),
+                                                            (256, 8, 256, "tall", True)],
                          ids=["look8", "look2to8", "step", "onegroup", "look16mma", "look2to8cm", "look2to8cm-roll",
-                              "onegroup-regs-roll-cm", "look8cm-swaptrsm"])
+                              "onegroup-regs-roll-cm", "look8cm-swaptrsm", "tall", "onegroup-tall"])
 def test_blocked_getrf_on_the_cuda_target(monkeypatch, dtype, threads, look, single, variant, cm):
     """The blocked LU's kernels on an NVIDIA GPU (the emulator's cuda target: real parallel
     threadgroups; the H200 run puts this test under compute-sanitizer racecheck): tall panels
@@ -570,11 +573,13 @@ def test_blocked_getrf_on_the_cuda_target(monkeypatch, dtype, threads, look, sin
     LAPACK pivots (row ``i`` swapped with a row ``>= i``). ``lu_laswp_block`` alone: exactly the
     sequential swaps. ``look16mma``: k = 16, float32 through the matrix-unit variant; ``look2to8cm``:
     column-major panel buffers; ``-roll``: the rolled column loop; ``-regs``: the one-group panels
-    in registers (lu_panel_regs); ``-swaptrsm``: the blocks' TRSM inside lu_laswp_block."""
+    in registers (lu_panel_regs); ``-swaptrsm``: the blocks' TRSM inside lu_laswp_block; ``tall``:
+    every panel (``onegroup-tall``: those above 256 rows) by ONE group of 1024 threads in one
+    dispatch (lu_panel_tall, TUNING.panel_tall = "one")."""
     for name, v in (("panel_nb", 32), ("panel_rows", 32), ("panel_single_rows", single),
                     ("panel_threads", threads), ("panel_look", look), ("look_mma", variant == "mma"),
                     ("look_roll", "roll" in variant), ("panel_regs", "regs" in variant), ("panel_colmajor", cm),
-                    ("swap_trsm", "swaptrsm" in variant)):
+                    ("swap_trsm", "swaptrsm" in variant), ("panel_tall", "one" if "tall" in variant else "look")):
         monkeypatch.setattr(lu_mod.TUNING, name, v)
     A = matrices.random(300, 300, batch=(2,), dtype=dtype, seed=300)
     with LA.use_backend("emulator"):

@@ -20,7 +20,7 @@ import pytest
 import torch
 from helpers import ORDER_IDS as OID
 from helpers import ORDERS, InOrder, NoHostSync
-from lu.kernel_calls import assert_nans_match_torch
+from lu.kernel_calls import assert_nans_match_torch, assert_panel
 
 import mpslinalg as LA
 from reference import lapack, matrices, metrics
@@ -89,20 +89,6 @@ def _panel_look(kern, A, o, w):
     return LU, piv, info
 
 
-def _assert_panel(A, LU, piv, info, o, w):
-    """A panel factored at column offset ``o``, width ``w``: LAPACK's pivots, the xGET01 ratio below
-    PASS, everything outside the panel's rows and columns untouched, info 0 (batch of 2)."""
-    M = A.shape[-2]
-    kl = min(M - o, w)
-    panel = A[:, o:, o:o + w]
-    assert torch.equal(piv[:, o:o + kl] - o, lapack.getrf_pivots(panel))
-    assert float(metrics.lu_factor_ratio(panel, LU[:, o:, o:o + w], piv[:, o:o + kl] - o).max()) < PASS
-    assert torch.equal(LU[:, :, :o], A[:, :, :o])
-    assert torch.equal(LU[:, :, o + w:], A[:, :, o + w:])
-    assert torch.equal(LU[:, :o, :], A[:, :o, :])
-    assert torch.equal(info, torch.zeros(2, dtype=torch.int32))
-
-
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DID)
 @pytest.mark.parametrize("look,slots,threads", [(2, 32, 32), (4, 32, 32), (8, 32, 32), (16, 32, 64)])
@@ -125,7 +111,7 @@ def test_panel_look_several_groups_matches_lapack(blocked, order, seed, dtype, l
     for o, w in [(0, 16), (7, 12), (40, 20), (60, 16), (3, 3)]:
         assert kern.look_k(M, o, w) == look
         LU, piv, info = _panel_look(kern, A, o, w)
-        _assert_panel(A, LU, piv, info, o, w)
+        assert_panel(A, LU, piv, info, o, w)
 
 
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
@@ -143,7 +129,7 @@ def test_panel_look_matrix_units_match_lapack(blocked, order, seed, look, rows):
     A = matrices.random(M, N, batch=(2,), dtype=torch.float32, seed=72)
     for o, w in [(0, 32), (7, 21), (40, 20), (3, 3)]:
         LU, piv, info = _panel_look(kern, A, o, w)
-        _assert_panel(A, LU, piv, info, o, w)
+        assert_panel(A, LU, piv, info, o, w)
 
 
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
@@ -246,7 +232,7 @@ def test_panel_regs_matches_lapack(blocked, order, seed, dtype):
         assert kern.regs_fit(M, o, w) == fits
         LU, piv, info = _panel_one_group(kern, A, o, w)
         assert launched == ["lu_panel_regs" if fits else "lu_panel"]
-        _assert_panel(A, LU, piv, info, o, w)
+        assert_panel(A, LU, piv, info, o, w)
 
 
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)

@@ -352,9 +352,13 @@ def _kernel_lu_cases(device, quick) -> list[Case]:
                                                           (torch.float32, 4096)])
     for dtype, n in sizes:
         A = _randn((n, n), dtype, device, 40 + n)
-        case = _kernel_lu_case(f"lu_factor {'complex64' if dtype.is_complex else 'float32'} n={n}", A, device)
-        if case is not None:
-            rows.append(case)
+        name = f"lu_factor {'complex64' if dtype.is_complex else 'float32'} n={n}"
+        # issue 35: the default panel_tall "one" (every panel one dispatch, <= 4 a panel) and the
+        # multi-group panels it replaced, side by side (DISPATCHES per call printed for both)
+        for kw in ({}, {"panel_tall": "look"}):
+            case = _kernel_lu_case(name + "".join(f" [{k}={v}]" for k, v in kw.items()), A, device, **kw)
+            if case is not None:
+                rows.append(case)
     if TUNE:
         # (round 2; round 1 measured the column-major buffers, now the default, and showed the rest
         # slow only because clang had not inlined the column step): lu_panel_look's rolled column loop,

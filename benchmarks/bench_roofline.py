@@ -309,6 +309,18 @@ def _lu_cases(device, quick):
                     flops=B * (M * w * w - w**3 / 3) * (4 if dtype.is_complex else 1),
                 )
             )
+        # issue 35: the same tall panel by ONE group of TUNING.panel_tall_threads in one dispatch
+        out.append(
+            _kernel_case(
+                A,
+                device,
+                name=f"{kernel_name('lu_panel_tall', dtype)} {B}x{M}x{M} width {w} (1 dispatch)",
+                workload="blocked LU tall panel",
+                ours=lambda kern=kern, A=A, piv=piv, info=info, w=w: kern.panel_tall(A, piv, info, 0, w),
+                bytes_moved=2 * B * M * w * es,
+                flops=B * (M * w * w - w**3 / 3) * (4 if dtype.is_complex else 1),
+            )
+        )
         scratch = kern.panel_scratch(A, w)
         out.append(
             _kernel_case(

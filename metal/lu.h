@@ -6,7 +6,8 @@
 //
 //   lu_panel.metal        lu_panel_{f32,c64}: factor the m x w panel A[o:M, o:o+w] of every matrix
 //                         in place (one threadgroup per matrix, in device memory, any M);
-//                         lu_panel_step: the same for a tall panel shared by several threadgroups;
+//                         lu_panel_tall: the same body, up to 1024 threads (tall panels, one
+//                         dispatch); lu_panel_step: a tall panel shared by several threadgroups;
 //   lu_look.metal         lu_panel_look: a tall panel, several columns per dispatch, in registers;
 //                         lu_panel_regs: a whole panel in one threadgroup's registers;
 //   lu_small.metal        lu_small_{f32,c64}_W_S: whole matrices with M, N <= W (8, 16, 32) in

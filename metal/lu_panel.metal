@@ -1,12 +1,13 @@
 // lu_panel.metal - the LU panel kernels in device memory (metal/lu.h: the family's groups and
-// its LAPACK rules): lu_panel (one threadgroup per matrix) and lu_panel_step (a tall panel shared
-// by several threadgroups, one dispatch per column).
+// its LAPACK rules): lu_panel (one threadgroup per matrix), lu_panel_tall (the same body for a
+// tall panel, one threadgroup of up to 1024 threads per matrix, one dispatch) and lu_panel_step
+// (a tall panel shared by several threadgroups, one dispatch per column).
 #include "scalar.h"
 #include "lu.h"
 
 // Threads that share one row in lu_panel's rank-1 update (one simdgroup: consecutive columns).
 constant constexpr uint LU_PANEL_LANES = SIMD_WIDTH;
-// Rows of lu_panel's rank-1 update each thread loads at once.
+// Rows of lu_panel's rank-1 update each thread loads at once (lu_panel_tall: LU_TALL_UNROLL).
 constant constexpr int LU_PANEL_UNROLL = 8;
 
 // ---- lu_panel ------------------------------------------------------------------------------------
@@ -16,22 +17,12 @@ constant constexpr int LU_PANEL_UNROLL = 8;
 // columns with lu_laswp. Grid: threads = batch * G, group_size = G (a power of two,
 // 32 <= G <= 256); the threadgroup index is the batch index. The pivot search is a strided scan
 // followed by lu_pivot_reduce, both ordered by lu_pivot_beats: the result is the sequential
-// scan's.
-template <typename T>
-[[max_total_threads_per_threadgroup(256)]]  // = LU_PANEL_MAX_THREADS
-kernel void lu_panel(device T* A [[buffer(0)]],
-                     device int* piv [[buffer(1)]],
-                     device int* info [[buffer(2)]],
-                     constant long& M [[buffer(3)]],
-                     constant long& N [[buffer(4)]],
-                     constant long& K [[buffer(5)]],
-                     constant long& o [[buffer(6)]],
-                     constant long& w [[buffer(7)]],
-                     uint tid [[thread_index_in_threadgroup]],
-                     uint ntg [[threads_per_threadgroup]],
-                     uint b [[threadgroup_position_in_grid]]) {
-  threadgroup float red_v[LU_PANEL_MAX_THREADS];
-  threadgroup int red_i[LU_PANEL_MAX_THREADS];
+// scan's. The body (lu_panel_getf2) is shared with lu_panel_tall, the same factorisation by up to
+// 1024 threads for a panel of any height; red_v / red_i hold ntg / SIMD_WIDTH entries.
+template <typename T, int UNROLL>
+inline void lu_panel_getf2(device T* A, device int* piv, device int* info, long M, long N, long K,
+                           long o, long w, uint tid, uint ntg, uint b, threadgroup float* red_v,
+                           threadgroup int* red_i) {
   device T* a = A + (long)b * M * N;  // 64-bit base offset; 32-bit inside the matrix
   const int m = (int)M;
   const int n = (int)N;
@@ -82,23 +73,23 @@ kernel void lu_panel(device T* A [[buffer(0)]],
     threadgroup_barrier(mem_flags::mem_device);
     // 4. rank-1 update of the trailing panel rows col+1..m-1, columns col+1..cend-1: the group is
     //    LU_PANEL_LANES consecutive threads per row (consecutive columns: coalesced), nt / lanes
-    //    rows at a time; no integer division per element. LU_PANEL_UNROLL rows per thread at once
+    //    rows at a time; no integer division per element. UNROLL rows per thread at once
     //    (all their loads before any store: one latency per group of rows, not one per row)
     const int lane = (int)(tid % LU_PANEL_LANES);
     const int rstep = (int)(ntg / LU_PANEL_LANES);
     int r = col + 1 + (int)(tid / LU_PANEL_LANES);
-    for (; r + (LU_PANEL_UNROLL - 1) * rstep < m; r += LU_PANEL_UNROLL * rstep) {
-      T l[LU_PANEL_UNROLL];
-      for (int q = 0; q < LU_PANEL_UNROLL; ++q) {
+    for (; r + (UNROLL - 1) * rstep < m; r += UNROLL * rstep) {
+      T l[UNROLL];
+      for (int q = 0; q < UNROLL; ++q) {
         l[q] = a[(r + q * rstep) * n + col];
       }
       for (int c = col + 1 + lane; c < cend; c += (int)LU_PANEL_LANES) {
         const T u = a[col * n + c];
-        T x[LU_PANEL_UNROLL];
-        for (int q = 0; q < LU_PANEL_UNROLL; ++q) {
+        T x[UNROLL];
+        for (int q = 0; q < UNROLL; ++q) {
           x[q] = a[(r + q * rstep) * n + c];
         }
-        for (int q = 0; q < LU_PANEL_UNROLL; ++q) {
+        for (int q = 0; q < UNROLL; ++q) {
           a[(r + q * rstep) * n + c] = x[q] - s_mul(l[q], u);
         }
       }
@@ -111,6 +102,61 @@ kernel void lu_panel(device T* A [[buffer(0)]],
     }
     threadgroup_barrier(mem_flags::mem_device);
   }
+}
+
+template <typename T>
+[[max_total_threads_per_threadgroup(256)]]  // = LU_PANEL_MAX_THREADS
+kernel void lu_panel(device T* A [[buffer(0)]],
+                     device int* piv [[buffer(1)]],
+                     device int* info [[buffer(2)]],
+                     constant long& M [[buffer(3)]],
+                     constant long& N [[buffer(4)]],
+                     constant long& K [[buffer(5)]],
+                     constant long& o [[buffer(6)]],
+                     constant long& w [[buffer(7)]],
+                     uint tid [[thread_index_in_threadgroup]],
+                     uint ntg [[threads_per_threadgroup]],
+                     uint b [[threadgroup_position_in_grid]]) {
+  threadgroup float red_v[LU_PANEL_MAX_THREADS];
+  threadgroup int red_i[LU_PANEL_MAX_THREADS];
+  lu_panel_getf2<T, LU_PANEL_UNROLL>(A, piv, info, M, N, K, o, w, tid, ntg, b, red_v, red_i);
+}
+
+// ---- lu_panel_tall -------------------------------------------------------------------------------
+//
+// A TALL panel (any number of rows) factored in ONE dispatch by ONE threadgroup per matrix: the
+// blocked LU's panel on the Metal kernels in one dispatch whatever its height (issue 35;
+// docs/ops/lu.md "Algorithm" has the cost model). Partial pivoting needs a decision over the whole
+// column before the next column can be eliminated; within a dispatch only the threads of one
+// threadgroup can wait for each other (Metal gives no forward-progress guarantee across
+// threadgroups, so no inter-group spinning), hence one group owns the whole panel, in device memory
+// (a 4096 x 32 complex64 panel is 1 MiB: it stays in the core's cache), each thread looping over
+// its rows. Same arithmetic as lu_panel, in the same order (lu_panel_getf2: getf2's right-looking
+// rank-1 updates, the pivot by lu_pivot_reduce, LAPACK's sfmin rule), so the same pivots and bits
+// as a one-group panel of lu_panel; up to 1024 threads (32 rows of the rank-1 update at a time).
+// Grid: threads = batch * G, group_size = G (a power of two, 32 <= G <= LU_TALL_MAX_THREADS).
+constant constexpr uint LU_TALL_MAX_THREADS = 1024;
+// Rows of the rank-1 update a thread loads at once in lu_panel_tall: 4, not lu_panel's 8, so that
+// 1024 threads fit the register file (sm_90 through the cuda target: 64 registers a thread at 1024
+// threads; with 8 rows ptxas spilled 216 bytes for complex64). The same operations per entry.
+constant constexpr int LU_TALL_UNROLL = 4;
+
+template <typename T>
+[[max_total_threads_per_threadgroup(1024)]]  // = LU_TALL_MAX_THREADS
+kernel void lu_panel_tall(device T* A [[buffer(0)]],
+                          device int* piv [[buffer(1)]],
+                          device int* info [[buffer(2)]],
+                          constant long& M [[buffer(3)]],
+                          constant long& N [[buffer(4)]],
+                          constant long& K [[buffer(5)]],
+                          constant long& o [[buffer(6)]],
+                          constant long& w [[buffer(7)]],
+                          uint tid [[thread_index_in_threadgroup]],
+                          uint ntg [[threads_per_threadgroup]],
+                          uint b [[threadgroup_position_in_grid]]) {
+  threadgroup float red_v[LU_TALL_MAX_THREADS / SIMD_WIDTH];
+  threadgroup int red_i[LU_TALL_MAX_THREADS / SIMD_WIDTH];
+  lu_panel_getf2<T, LU_TALL_UNROLL>(A, piv, info, M, N, K, o, w, tid, ntg, b, red_v, red_i);
 }
 
 // ---- lu_panel_step -------------------------------------------------------------------------------
@@ -334,4 +380,5 @@ kernel void lu_panel_step(device T* A [[buffer(0)]],
 // ---- instantiations -------------------------------------------------------------------------------
 
 MPSL_INSTANTIATE_DTYPES(lu_panel)
+MPSL_INSTANTIATE_DTYPES(lu_panel_tall)
 MPSL_INSTANTIATE_DTYPES(lu_panel_step)

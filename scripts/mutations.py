@@ -165,7 +165,8 @@ MUTATIONS = [
         replacement='''      const bool use_recip = true;
       const T rp = lu_recip(pivot);
       for (int r = col + 1 + t; r < m; r += nt) {''',
-        tests=['tests/lu/test_lu_kernels.py::test_subnormal_pivot_is_divided_not_inverted', 'tests/lu/test_lu_kernels.py::test_subnormal_pivot_public_lu_factor_40'],
+        tests=['tests/lu/test_lu_kernels.py::test_subnormal_pivot_is_divided_not_inverted', 'tests/lu/test_lu_kernels.py::test_subnormal_pivot_public_lu_factor_40',
+               'tests/lu/test_lu_panel_tall.py::test_subnormal_pivot_is_divided_not_inverted'],
         why='issue 18 survivor: lu_panel always multiplies by the reciprocal (subnormal pivot -> inf)',
         subsets=['ci'],
     ),
@@ -234,7 +235,8 @@ MUTATIONS = [
         file='metal/lu_panel.metal',
         pattern='info[b] = col + 1;',
         replacement='info[b] = col;',
-        tests=['tests/lu/test_lu_kernels.py::test_zero_pivot_sets_info_and_no_nan'],
+        tests=['tests/lu/test_lu_kernels.py::test_zero_pivot_sets_info_and_no_nan',
+               'tests/lu/test_lu_panel_tall.py::test_zero_columns_set_info_and_stay_finite'],
         why='info 0-based (LAPACK: 1-based)',
     ),
     dict(

@@ -14,9 +14,11 @@ Algorithm
   for the whole batch (``lu_small``); on the ``torch`` backend matrices up to
   :attr:`Tuning.direct_max` are one call of the device's LAPACK-like leaf;
 * larger ones, on the kernel backends: LAPACK's right-looking blocked ``getrf`` with blocks of
-  ``nb = TUNING.panel_nb`` columns: the panel (``lu_panel``, one threadgroup, for short panels;
-  several threadgroups for tall ones: ``lu_panel_look``, k columns per dispatch, every group
-  repeating the small LU of the active rows on those columns, or ``lu_panel_step``, one), its
+  ``nb = TUNING.panel_nb`` columns: the panel in one dispatch (``lu_panel``, one threadgroup, for
+  short panels; ``lu_panel_tall``, one threadgroup of 1024 threads, for tall ones; with
+  ``TUNING.panel_tall = "look"`` several threadgroups: ``lu_panel_look``, k columns per dispatch,
+  every group repeating the small LU of the active rows on those columns, or ``lu_panel_step``,
+  one), its
   interchanges on the columns left and right of it (one ``lu_laswp_block``: a permutation gather),
   ``U12 <- L11^{-1} A12`` (``mpslinalg.triangular.trsm``), ``A22 <- A22 - L21 U12`` (one GEMM);
 * larger ones, on the ``torch`` backend: recursion on column halves (``getrf2``, Toledo 1997)

@@ -92,8 +92,10 @@ def _getrf_blocked(LU, piv, info, nb: int, kern: _MetalKernels, gemm: str, outer
 
     Per block of ``nb`` columns at ``o``: the panel ``[o, M) x [o, o+nb)`` (``lu_panel_regs`` or
     ``lu_panel``, one threadgroup per matrix, when it has at most ``TUNING.panel_single_rows``
-    rows; else several threadgroups per matrix: ``lu_panel_look``, ``k`` columns per dispatch,
-    where its active rows fit, else ``lu_panel_step``, one dispatch per column), its interchanges
+    rows; taller: ``lu_panel_tall``, one threadgroup per matrix, one dispatch, with
+    ``TUNING.panel_tall = "one"``, else several threadgroups per matrix: ``lu_panel_look``, ``k``
+    columns per dispatch, where its active rows fit, else ``lu_panel_step``, one dispatch per
+    column), its interchanges
     on the columns left and right of the panel (one ``lu_laswp_block``: LAPACK's two ``laswp``
     calls as one gather of the rows they move), ``U12 <- L11^{-1} A12`` (the triangular family's
     ``trsm_small``, in place), ``A22 <- A22 - L21 U12`` (one GEMM).
@@ -106,7 +108,7 @@ def _getrf_blocked(LU, piv, info, nb: int, kern: _MetalKernels, gemm: str, outer
     B, M, N = LU.shape
     K = min(M, N)
     NB = outer if outer > nb else nb
-    tall = M > TUNING.panel_single_rows
+    tall = M > TUNING.panel_single_rows and TUNING.panel_tall == "look"
     scratch = kern.panel_scratch(LU, nb) if tall else None
     bufs = kern.look_buffers(LU, nb) if tall and kern.look_cap() > 1 else None
     for O in range(0, K, NB):
@@ -116,6 +118,8 @@ def _getrf_blocked(LU, piv, info, nb: int, kern: _MetalKernels, gemm: str, outer
             w = min(nb, O + W - o)
             if M - o <= TUNING.panel_single_rows:
                 kern.panel(LU, piv, info, o, w)
+            elif not tall:  # TUNING.panel_tall == "one": the tall panel in one dispatch
+                kern.panel_tall(LU, piv, info, o, w)
             elif bufs is None or not kern.panel_look(LU, piv, info, o, w, bufs):
                 kern.panel_steps(LU, piv, info, o, w, scratch)
             kl = min(M - o, w)

@@ -121,9 +121,18 @@ class Tuning:
         2026-12-01 night: 64 was slower on the H200 in every round (docs/evidence/lu.md), and its
         kernels took much of ptxas' time for the LU kernels (the build's 600 s limit).
     panel_single_rows : int
-        Panels with at most this many rows (0: none) are factored by one threadgroup in one
-        dispatch (``lu_panel``); taller ones by ``ceil(rows / panel_rows)`` threadgroups in ``w + 1``
-        dispatches (``lu_panel_step``: one global pivot decision per dispatch).
+        Panels with at most this many rows (0: none) are factored by one threadgroup of
+        ``panel_threads`` in one dispatch (``lu_panel``); taller ones as ``panel_tall`` says.
+    panel_tall : str
+        Panels taller than ``panel_single_rows``: ``"one"`` (the default, issue 35) by ONE
+        threadgroup of ``panel_tall_threads`` per matrix in ONE dispatch (``lu_panel_tall``: the
+        blocked LU then issues at most 4 dispatches a panel: panel, interchanges, TRSM, GEMM);
+        ``"look"`` by ``ceil(rows / panel_rows)`` threadgroups per matrix, several dispatches a panel
+        (``lu_panel_look``, ``k`` columns per dispatch, where the rows fit, else ``lu_panel_step``,
+        ``w + 1`` dispatches: one global pivot decision per dispatch). docs/ops/lu.md has the cost
+        model of both (one GPU core for the whole panel against the dispatches it saves).
+    panel_tall_threads : int
+        Threads per threadgroup of ``lu_panel_tall`` (a power of two, 32 to 1024).
     direct_max : dict
         ``torch`` backend, per device type: matrices with ``max(M, N)`` up to this are factored by
         one call of the device's leaf (``torch.linalg.lu_factor_ex``); larger ones recurse.
@@ -165,6 +174,9 @@ class Tuning:
     # 55.3 / 46.7, f32 n=1024 3.36 / 3.24, n=4096 43.6 / 38.7 (n=4096 with the not-inlined column step)
     panel_colmajor: bool = True
     panel_single_rows: int = 256
+    # issue 35: every panel in one dispatch (the emulator cannot time it: docs/ops/lu.md, cost model)
+    panel_tall: str = "one"
+    panel_tall_threads: int = 1024
     # CUDA: cuSOLVER's getrf is the best leaf at every size on the H200 (2026-11-30, complex64
     # n = 4096: one call 15.8 ms, our recursion over 256-wide cuSOLVER leaves 170 ms — host-bound
     # launches), so the torch backend on CUDA never recurses.
@@ -269,6 +281,7 @@ class _TorchKernels:
 KERNEL_SOURCES: dict[str, str] = {
     "lu_panel": "lu_panel",
     "lu_panel_step": "lu_panel",
+    "lu_panel_tall": "lu_panel",
     "lu_panel_look": "lu_look",
     "lu_panel_regs": "lu_look",
     "lu_small": "lu_small",
@@ -279,6 +292,10 @@ KERNEL_SOURCES: dict[str, str] = {
 
 #: Compile-time limits of the kernels (SIMD_WIDTH, LU_PANEL_MAX_THREADS, lu_small's widths).
 _PANEL_THREADS = (32, 256)
+#: lu_panel_tall's threads per group (SIMD_WIDTH, LU_TALL_MAX_THREADS).
+_TALL_THREADS = (32, 1024)
+#: TUNING.panel_tall's strategies for panels taller than panel_single_rows.
+_TALL_MODES = ("one", "look")
 _SMALL_MAX = 32
 #: Most right-hand sides of the fused ``lu_small_solve`` (its register rows of B: 1 or 8).
 SMALL_SOLVE_MAX_RHS = 8
@@ -342,6 +359,13 @@ def _check_tuning() -> None:
     if not (isinstance(g, int) and lo <= g <= hi and g & (g - 1) == 0):
         raise ValueError(f"mpslinalg.lu.TUNING.panel_threads must be a power of two in [{lo}, {hi}] "
                          f"(lu_panel's compile-time limits), got {g!r}")
+    g = TUNING.panel_tall_threads
+    lo, hi = _TALL_THREADS
+    if not (isinstance(g, int) and lo <= g <= hi and g & (g - 1) == 0):
+        raise ValueError(f"mpslinalg.lu.TUNING.panel_tall_threads must be a power of two in [{lo}, {hi}] "
+                         f"(lu_panel_tall's compile-time limits), got {g!r}")
+    if TUNING.panel_tall not in _TALL_MODES:
+        raise ValueError(f"mpslinalg.lu.TUNING.panel_tall must be one of {_TALL_MODES}, got {TUNING.panel_tall!r}")
     if not (isinstance(TUNING.small_max, int) and 0 <= TUNING.small_max <= _SMALL_MAX):
         raise ValueError(f"mpslinalg.lu.TUNING.small_max must be an int in [0, {_SMALL_MAX}] "
                          f"(lu_small's widest instantiation), got {TUNING.small_max!r}")
@@ -458,6 +482,20 @@ class _MetalKernels:
             self._kernel("lu_panel_regs", _REGS_W)(LU, piv, info, M, N, K, o, w, threads=B * g, group_size=g)
             return
         self._kernel("lu_panel")(LU, piv, info, M, N, K, o, w, threads=B * g, group_size=g)
+
+    def panel_tall(self, LU: torch.Tensor, piv: torch.Tensor, info: torch.Tensor, o: int, w: int) -> None:
+        """The panel contract for a panel of any height by ONE threadgroup of
+        ``TUNING.panel_tall_threads`` per matrix in ONE dispatch (``lu_panel_tall``: ``lu_panel``'s
+        body, so the same pivots and factors)."""
+        B, M, N = LU.shape
+        _check_int32(M, N)
+        if not (0 <= o < M and 0 < w and o + w <= N):
+            raise ValueError(f"lu_panel_tall: the panel [{o}, {M}) x [{o}, {o + w}) is not inside a {M}x{N} matrix")
+        g = TUNING.panel_tall_threads
+        if B * g > 2**32 - g:  # thread_position_in_grid is a 32-bit uint
+            raise ValueError(f"mpslinalg: lu_panel_tall would need {B * g} GPU threads for a batch of {B}, more "
+                             "than one dispatch indexes with 32 bits; split the batch")
+        self._kernel("lu_panel_tall")(LU, piv, info, M, N, piv.shape[-1], o, w, threads=B * g, group_size=g)
 
     def panel_scratch(self, LU: torch.Tensor, nb: int) -> tuple[torch.Tensor, ...]:
         """Candidate buffers of ``lu_panel_step`` for panels of ``LU`` up to ``nb`` columns wide

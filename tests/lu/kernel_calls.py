@@ -1,8 +1,11 @@
-"""How the LU kernel tests call a factorisation kernel of ``mpslinalg.lu.kernels._MetalKernels``."""
+"""How the LU kernel tests call a factorisation kernel of ``mpslinalg.lu.kernels._MetalKernels`` and
+check what it wrote (``assert_panel``, ``assert_nans_match_torch``)."""
 
 from __future__ import annotations
 
 import torch
+
+from reference import lapack, metrics
 
 
 def factor(kern, kernel: str, A: torch.Tensor, panel_cols: int | None = None):
@@ -42,3 +45,17 @@ def assert_nans_match_torch(n: int, dtype: torch.dtype, g: torch.Generator, setu
         assert torch.equal(piv, pivt), setup
         assert torch.equal(LU.isnan(), LUt.isnan()), setup
         assert int(info) == 0, setup
+
+
+def assert_panel(A, LU, piv, info, o, w):
+    """A panel factored at column offset ``o``, width ``w``: LAPACK's pivots, the xGET01 ratio below
+    metrics.PASS_RATIO (30), everything outside the panel's rows and columns untouched, info 0 (batch of 2)."""
+    M = A.shape[-2]
+    kl = min(M - o, w)
+    panel = A[:, o:, o:o + w]
+    assert torch.equal(piv[:, o:o + kl] - o, lapack.getrf_pivots(panel))
+    assert float(metrics.lu_factor_ratio(panel, LU[:, o:, o:o + w], piv[:, o:o + kl] - o).max()) < metrics.PASS_RATIO
+    assert torch.equal(LU[:, :, :o], A[:, :, :o])
+    assert torch.equal(LU[:, :, o + w:], A[:, :, o + w:])
+    assert torch.equal(LU[:, :o, :], A[:, :o, :])
+    assert torch.equal(info, torch.zeros(2, dtype=torch.int32))

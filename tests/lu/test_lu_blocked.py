@@ -20,7 +20,7 @@ import pytest
 import torch
 from helpers import ORDER_IDS as OID
 from helpers import ORDERS, InOrder, NoHostSync
-from lu.kernel_calls import assert_nans_match_torch
+from lu.kernel_calls import assert_nans_match_torch, assert_panel
 
 import mpslinalg as LA
 from reference import lapack, matrices, metrics
@@ -42,12 +42,14 @@ def blocked(lib, monkeypatch):
     that ``rows`` is what every group gets; ``colmajor``: lu_panel_look's column-major panel
     buffers; ``roll``: its rolled column loop; ``regs``: one-group panels in registers,
     ``lu_panel_regs``; ``outer``: blocks of that many columns with one trailing update each;
-    ``swap_trsm``: the block's TRSM inside its lu_laswp_block). The public op then runs the same
-    way."""
+    ``swap_trsm``: the block's TRSM inside its lu_laswp_block; ``tall``: TUNING.panel_tall, "look"
+    here (the panels shared by several groups; "one", the default, is test_lu_panel_tall.py's).
+    The public op then runs the same way."""
 
     def make(dtype, order, seed, nb=16, rows=16, single=0, threads=32, look=1, slots=32, mma=False, short=(0, 64),
-             colmajor=False, roll=False, regs=False, outer=0, swap_trsm=False):
+             colmajor=False, roll=False, regs=False, outer=0, swap_trsm=False, tall="look"):
         monkeypatch.setattr(lu_mod, "load_library", lambda source, device: InOrder(lib(source), order, seed))
+        monkeypatch.setattr(lu_mod.TUNING, "panel_tall", tall)
         for name, v in (("panel_nb", nb), ("panel_rows", rows), ("panel_single_rows", single),
                         ("panel_threads", threads), ("panel_look", look)):
             monkeypatch.setattr(lu_mod.TUNING, name, v)
@@ -87,20 +89,6 @@ def _panel_look(kern, A, o, w):
     return LU, piv, info
 
 
-def _assert_panel(A, LU, piv, info, o, w):
-    """A panel factored at column offset ``o``, width ``w``: LAPACK's pivots, the xGET01 ratio below
-    PASS, everything outside the panel's rows and columns untouched, info 0 (batch of 2)."""
-    M = A.shape[-2]
-    kl = min(M - o, w)
-    panel = A[:, o:, o:o + w]
-    assert torch.equal(piv[:, o:o + kl] - o, lapack.getrf_pivots(panel))
-    assert float(metrics.lu_factor_ratio(panel, LU[:, o:, o:o + w], piv[:, o:o + kl] - o).max()) < PASS
-    assert torch.equal(LU[:, :, :o], A[:, :, :o])
-    assert torch.equal(LU[:, :, o + w:], A[:, :, o + w:])
-    assert torch.equal(LU[:, :o, :], A[:, :o, :])
-    assert torch.equal(info, torch.zeros(2, dtype=torch.int32))
-
-
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DID)
 @pytest.mark.parametrize("look,slots,threads", [(2, 32, 32), (4, 32, 32), (8, 32, 32), (16, 32, 64)])
@@ -123,7 +111,7 @@ def test_panel_look_several_groups_matches_lapack(blocked, order, seed, dtype, l
     for o, w in [(0, 16), (7, 12), (40, 20), (60, 16), (3, 3)]:
         assert kern.look_k(M, o, w) == look
         LU, piv, info = _panel_look(kern, A, o, w)
-        _assert_panel(A, LU, piv, info, o, w)
+        assert_panel(A, LU, piv, info, o, w)
 
 
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
@@ -141,7 +129,7 @@ def test_panel_look_matrix_units_match_lapack(blocked, order, seed, look, rows):
     A = matrices.random(M, N, batch=(2,), dtype=torch.float32, seed=72)
     for o, w in [(0, 32), (7, 21), (40, 20), (3, 3)]:
         LU, piv, info = _panel_look(kern, A, o, w)
-        _assert_panel(A, LU, piv, info, o, w)
+        assert_panel(A, LU, piv, info, o, w)
 
 
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
@@ -244,7 +232,7 @@ def test_panel_regs_matches_lapack(blocked, order, seed, dtype):
         assert kern.regs_fit(M, o, w) == fits
         LU, piv, info = _panel_one_group(kern, A, o, w)
         assert launched == ["lu_panel_regs" if fits else "lu_panel"]
-        _assert_panel(A, LU, piv, info, o, w)
+        assert_panel(A, LU, piv, info, o, w)
 
 
 @pytest.mark.parametrize("order,seed", ORDERS, ids=OID)
@@ -557,9 +545,10 @@ def test_panel_rows_beyond_the_register_block_is_a_clear_error(blocked):
                                                             (256, 1, 0, "", False), (256, 8, 256, "", False),
                                                             (256, 16, 0, "mma", False), (32, 8, 0, "", True),
                                                             (32, 8, 0, "roll", True), (256, 8, 256, "regs+roll", True),
-                                                            (256, 8, 0, "swaptrsm", True)],
+                                                            (256, 8, 0, "swaptrsm", True), (256, 8, 0, "tall", True),
+                                                            (256, 8, 256, "tall", True)],
                          ids=["look8", "look2to8", "step", "onegroup", "look16mma", "look2to8cm", "look2to8cm-roll",
-                              "onegroup-regs-roll-cm", "look8cm-swaptrsm"])
+                              "onegroup-regs-roll-cm", "look8cm-swaptrsm", "tall", "onegroup-tall"])
 def test_blocked_getrf_on_the_cuda_target(monkeypatch, dtype, threads, look, single, variant, cm):
     """The blocked LU's kernels on an NVIDIA GPU (the emulator's cuda target: real parallel
     threadgroups; the H200 run puts this test under compute-sanitizer racecheck): tall panels
@@ -570,11 +559,13 @@ def test_blocked_getrf_on_the_cuda_target(monkeypatch, dtype, threads, look, sin
     LAPACK pivots (row ``i`` swapped with a row ``>= i``). ``lu_laswp_block`` alone: exactly the
     sequential swaps. ``look16mma``: k = 16, float32 through the matrix-unit variant; ``look2to8cm``:
     column-major panel buffers; ``-roll``: the rolled column loop; ``-regs``: the one-group panels
-    in registers (lu_panel_regs); ``-swaptrsm``: the blocks' TRSM inside lu_laswp_block."""
+    in registers (lu_panel_regs); ``-swaptrsm``: the blocks' TRSM inside lu_laswp_block; ``tall``:
+    every panel (``onegroup-tall``: those above 256 rows) by ONE group of 1024 threads in one
+    dispatch (lu_panel_tall, TUNING.panel_tall = "one")."""
     for name, v in (("panel_nb", 32), ("panel_rows", 32), ("panel_single_rows", single),
                     ("panel_threads", threads), ("panel_look", look), ("look_mma", variant == "mma"),
                     ("look_roll", "roll" in variant), ("panel_regs", "regs" in variant), ("panel_colmajor", cm),
-                    ("swap_trsm", "swaptrsm" in variant)):
+                    ("swap_trsm", "swaptrsm" in variant), ("panel_tall", "one" if "tall" in variant else "look")):
         monkeypatch.setattr(lu_mod.TUNING, name, v)
     A = matrices.random(300, 300, batch=(2,), dtype=dtype, seed=300)
     with LA.use_backend("emulator"):

@@ -247,9 +247,9 @@ def svd_qdwh(As: torch.Tensor, e: torch.Tensor, finite: torch.Tensor, full: bool
     null space are not orthonormal, nor are those of ``U = Up V``. ``U`` is then replaced by the
     phase-fixed Householder ``Q`` of itself (columns sorted by σ descending: the good ones first,
     kept to rounding, the deficient ones orthogonalised against them). On the CPU (host reads are
-    free) the QR runs only when a matrix needs it; elsewhere it runs always — about ``4/3·n³`` of
-    QDWH's ``≈ 30 n³`` flops (three QR steps ``≈ 6·(5/3)``, two Cholesky steps ``≈ 2·(5/3)``, the
-    eigensolver ``≈ 9``) — and ``torch.where`` keeps it only for the deficient matrices. With
+    free) the QR runs only when a matrix needs it; elsewhere it runs always — about ``(4/3)·n³`` of
+    the ``≈ 30 n³`` flops of the whole (two QR-based steps on ``2n × n``, two or four Cholesky-based
+    steps, the eigensolver ``≈ 9 n³``) — and ``torch.where`` keeps it only for the deficient matrices. With
     ``full`` and ``m > n`` that same QR is the completion of ``U`` (``qr_impl(U, "complete")``).
     A tiny negative eigenvalue of ``H`` (rounding of a zero σ) gives ``σ = |λ|`` and the sign of its
     ``U`` column flipped.

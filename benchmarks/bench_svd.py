@@ -132,6 +132,27 @@ def cases(device: torch.device, quick: bool, *, torch_ops: bool = False, metal: 
                             ours=_with(lambda A=A: mpslinalg.svd_ex(A, full_matrices=False), backend="emulator"),
                             peer={"torch.linalg.svd": (lambda A=A: torch.linalg.svd(A, full_matrices=False))},
                             **common))
+    return out + _qdwh_cases(device)
+
+
+def _qdwh_cases(device: torch.device) -> list[Case]:
+    """Issue 35's large orders: ``TUNING.large_driver = "qdwh"`` (:mod:`mpslinalg.svd.qdwh`) against the
+    default route (CUDA: cuSOLVER of the scaled matrix; CPU: LAPACK) and torch.linalg, float32.
+    CUDA 1024², 2048², 4096²; the CPU 512² (runs on the 2-core box)."""
+    out = []
+    for n in ((1024, 2048, 4096) if device.type == "cuda" else (512,)):
+        A = _mats((n, n), torch.float32, device, 7)
+        common = {"workload": "one large float32 matrix (QDWH)", "device": device, "dtype": A.dtype,
+                  "shape": tuple(A.shape), "sync_check": False}
+        out.append(Case(name=f"svd {n}x{n} float32 (QDWH)", ours_name="mpslinalg QDWH",
+                        ours=_with(lambda A=A: mpslinalg.svd(A, full_matrices=False), large_driver="qdwh"),
+                        peer={"mpslinalg default": (lambda A=A: mpslinalg.svd(A, full_matrices=False)),
+                              "torch.linalg.svd": (lambda A=A: torch.linalg.svd(A, full_matrices=False))},
+                        **common))
+        out.append(Case(name=f"svdvals {n}x{n} float32 (QDWH)", ours_name="mpslinalg QDWH",
+                        ours=_with(lambda A=A: mpslinalg.svdvals(A), large_driver="qdwh"),
+                        peer={"mpslinalg default": (lambda A=A: mpslinalg.svdvals(A)),
+                              "torch.linalg.svdvals": (lambda A=A: torch.linalg.svdvals(A))}, **common))
     return out
 
 

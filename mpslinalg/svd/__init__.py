@@ -51,7 +51,8 @@ Modules
 ``algorithm.py`` (steps 1-5, written once over a device path), ``paths.py`` (the device paths and
 the one choice among them), ``ops.py`` (``svd_impl``, the declaration and derivatives), ``api.py``
 (front doors), ``spectral.py`` (``pinv``, ``matrix_rank``, ``cond``, ``matrix_norm``), ``lstsq.py``,
-``workloads.py`` (the main job's rows);
+``workloads.py`` (the main job's rows), ``qdwh.py`` (the QDWH polar decomposition and SVD of large
+orders, opt-in by ``TUNING.large_driver = "qdwh"``: absolute accuracy only);
 generated-code backends: ``c.py`` (the CPU's C kernel; its text in ``c_source.py``,
 ``c_lanes_source.py``, ``c_gelsy_source.py``), ``cuda.py`` (CUDA dispatch) and the Triton kernels
 ``triton_jacobi.py``, ``triton_regs.py``, ``triton_rot.py``, ``triton_fused.py``,

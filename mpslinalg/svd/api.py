@@ -170,6 +170,7 @@ def svdvals(A: torch.Tensor, *, driver: str | None = None, out=None) -> torch.Te
     if (one := _one_cpu(A, False, False)) is not None:
         return E.store(op, out, one[1], A)
     if (A.device.type == "cpu" and min(A.shape[-2:]) > TUNING.jacobi_max.get("cpu", 0) and _svd.direct(A)
+            and TUNING.large_driver != "qdwh"
             and not _wants_grad(A) and backend_for(A.device) == "torch"
             and bool(in_lapack_range(A.reshape(-1, *A.shape[-2:])).all())):
         # LAPACK's xGESDD of A itself (_lapack_tall's in-range case) without the op layer's round:

@@ -31,7 +31,8 @@ class Tuning:
     jacobi_max : dict
         ``torch`` backend, per device type: largest order solved by Jacobi; larger ones take the
         device's own SVD of the preconditioned factor (block Jacobi through matrix products is
-        not written yet). The ``metal``/``emulator`` backends always run Jacobi.
+        not written yet). The ``metal``/``emulator`` backends always run Jacobi, unless
+        ``large_driver == "qdwh"``: then orders above ``jacobi_max["metal"]`` take QDWH.
     compile_max : int
         CUDA, torch backend: largest (padded) order whose Jacobi sweep is fused by ``torch.compile``
         (0 turns it off).
@@ -46,7 +47,16 @@ class Tuning:
     large_driver : str or None
         CUDA, torch backend, orders above ``jacobi_max``: the cuSOLVER driver of ``torch.linalg.svd``
         run on the scaled matrix itself (None: torch's choice); ``"precondition"`` keeps the QR
-        preconditioner and runs the device's SVD of its triangular factor instead.
+        preconditioner and runs the device's SVD of its triangular factor instead. ``"qdwh"``
+        selects the QDWH polar decomposition and a Hermitian eigensolver
+        (:mod:`mpslinalg.svd.qdwh`; matrix products, QR, Cholesky) on every path above its Jacobi
+        range: CUDA above ``jacobi_max["cuda"]``, the CPU above ``jacobi_max["cpu"]`` (instead of
+        LAPACK), the ``metal``/``emulator`` backends above ``jacobi_max["metal"]`` (instead of
+        Jacobi). Absolute accuracy only, as a bidiagonalising SVD. Not the default anywhere: the
+        CUDA default stays cuSOLVER because QDWH is unmeasured on a GPU (this repository has no
+        GPU timing of it; the CPU's are in docs/ops/svd.md), and Metal's stays Jacobi (relatively
+        accurate; QDWH's ``≈ 30 n³`` flops against the Jacobi's ``≈ 2·sweeps·n³`` win only if
+        the emulator/GPU ran its QR and Cholesky kernels near GEMM speed, which is unmeasured).
     round_threads : int
         Threads per threadgroup of ``svd_jacobi_round`` (a multiple of 32, at most 256).
     gpu_sweeps : dict
@@ -63,7 +73,7 @@ class Tuning:
     triton: bool = True
     triton_sweeps: int | None = 30
     large_driver: str | None = None
-    jacobi_max: dict = field(default_factory=lambda: {"cpu": 128, "cuda": 64})
+    jacobi_max: dict = field(default_factory=lambda: {"cpu": 128, "cuda": 64, "metal": 128})
 
     def sweeps(self, device: torch.device, dtype: torch.dtype, n: int = 32) -> tuple[int, bool]:
         """``(sweeps, early_exit)`` for ``n``-column matrices of real ``dtype`` on ``device``."""

@@ -17,6 +17,10 @@ path           serves
 ``Metal``      ``metal``/``emulator`` backends, float32/complex64: the Jacobi in ``svd.metal``
 ``torch``      everything else (``torch.func`` transforms, float64 on the emulator): torch ops
 =============  ===========================================================================
+
+``TUNING.large_driver = "qdwh"`` makes every path's ``large`` hook the QDWH SVD
+(:mod:`mpslinalg.svd.qdwh`) above that path's Jacobi range (``jacobi_max`` of its device type;
+``"metal"`` on the Metal path); the LAPACK path then yields its ``whole`` hook to it.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import torch
 from ..kernels import backend_for
 from ..oplayer import functorch_active
 from . import c as svd_c
-from . import cuda
+from . import cuda, qdwh
 from .algorithm import ldexp, pow2_scale
 from .kernels import INFO_NONFINITE, TORCH_KERNELS, TUNING, MetalKernels, on_kernels, sweep
 
@@ -47,8 +51,15 @@ class TorchPath:
         """The whole algorithm in one kernel: ``(U, S, V, info, V_completed)``, or None."""
         return None
 
+    #: the ``jacobi_max`` key of this path's Jacobi range (None: the device type)
+    range_key: str | None = None
+
     def large(self, As, e, finite, full, compute_uv):
-        """A bidiagonalising SVD of the scaled ``As`` itself (no preconditioner): ``(U, S, V)``, or None."""
+        """An SVD of the scaled ``As`` itself (no preconditioner): ``(U, S, V)``, or None. Here:
+        QDWH when ``TUNING.large_driver == "qdwh"`` and the order is above the path's Jacobi range."""
+        limit = TUNING.jacobi_max.get(self.range_key or self.device_type, 0)
+        if TUNING.large_driver == "qdwh" and As.shape[-1] > limit:
+            return qdwh.svd_qdwh(As, e, finite, full, compute_uv)
         return None
 
     def jacobi_free(self, n: int) -> bool:
@@ -75,6 +86,7 @@ class MetalPath(TorchPath):
     """``metal``/``emulator``: the Jacobi in ``metal/svd.metal`` at every order."""
 
     name = "metal"
+    range_key = "metal"
 
     def __init__(self, A: torch.Tensor) -> None:
         super().__init__(A)
@@ -103,6 +115,8 @@ class LapackPath(TorchPath):
     name = "LAPACK"
 
     def whole(self, A, full, compute_uv, sweeps):
+        if TUNING.large_driver == "qdwh" and A.shape[-1] > TUNING.jacobi_max.get("cpu", 0):
+            return None  # the large hook's QDWH instead
         return (*lapack_tall(A, full, compute_uv), True)
 
 
@@ -112,6 +126,8 @@ class CudaPath(TorchPath):
     name = "CUDA"
 
     def large(self, As, e, finite, full, compute_uv):
+        if TUNING.large_driver == "qdwh":
+            return super().large(As, e, finite, full, compute_uv)
         if (self.device_type != "cuda" or TUNING.large_driver == "precondition"
                 or As.shape[-1] <= TUNING.jacobi_max.get("cuda", 0)):
             return None

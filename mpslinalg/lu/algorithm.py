@@ -93,8 +93,8 @@ def _getrf_blocked(LU, piv, info, nb: int, kern: _MetalKernels, gemm: str, outer
     Per block of ``nb`` columns at ``o``: the panel ``[o, M) x [o, o+nb)`` (``lu_panel_regs`` or
     ``lu_panel``, one threadgroup per matrix, when it has at most ``TUNING.panel_single_rows``
     rows; taller: ``lu_panel_tall``, one threadgroup per matrix, one dispatch, with
-    ``TUNING.panel_tall = "one"``, else several threadgroups per matrix: ``lu_panel_look``, ``k``
-    columns per dispatch, where its active rows fit, else ``lu_panel_step``, one dispatch per
+    ``TUNING.panel_tall = "one"`` (selectable), else (the default) several threadgroups per matrix:
+    ``lu_panel_look``, ``k`` columns per dispatch, where its active rows fit, else ``lu_panel_step``, one dispatch per
     column), its interchanges
     on the columns left and right of the panel (one ``lu_laswp_block``: LAPACK's two ``laswp``
     calls as one gather of the rows they move), ``U12 <- L11^{-1} A12`` (the triangular family's

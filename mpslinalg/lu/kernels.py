@@ -124,10 +124,12 @@ class Tuning:
         Panels with at most this many rows (0: none) are factored by one threadgroup of
         ``panel_threads`` in one dispatch (``lu_panel``); taller ones as ``panel_tall`` says.
     panel_tall : str
-        Panels taller than ``panel_single_rows``: ``"one"`` (the default, issue 35) by ONE
+        Panels taller than ``panel_single_rows``: ``"one"`` (issue 35, selectable) by ONE
         threadgroup of ``panel_tall_threads`` per matrix in ONE dispatch (``lu_panel_tall``: the
         blocked LU then issues at most 4 dispatches a panel: panel, interchanges, TRSM, GEMM);
-        ``"look"`` by ``ceil(rows / panel_rows)`` threadgroups per matrix, several dispatches a panel
+        ``"look"`` (the default until a GPU times both: one threadgroup per panel was 2.8x slower at
+        complex64 n = 4096 on the H200, docs/evidence/lu.md) by ``ceil(rows / panel_rows)``
+        threadgroups per matrix, several dispatches a panel
         (``lu_panel_look``, ``k`` columns per dispatch, where the rows fit, else ``lu_panel_step``,
         ``w + 1`` dispatches: one global pivot decision per dispatch). docs/ops/lu.md has the cost
         model of both (one GPU core for the whole panel against the dispatches it saves).
@@ -175,7 +177,7 @@ class Tuning:
     panel_colmajor: bool = True
     panel_single_rows: int = 256
     # issue 35: every panel in one dispatch (the emulator cannot time it: docs/ops/lu.md, cost model)
-    panel_tall: str = "one"
+    panel_tall: str = "look"
     panel_tall_threads: int = 1024
     # CUDA: cuSOLVER's getrf is the best leaf at every size on the H200 (2026-11-30, complex64
     # n = 4096: one call 15.8 ms, our recursion over 256-wide cuSOLVER leaves 170 ms — host-bound

@@ -43,7 +43,7 @@ def blocked(lib, monkeypatch):
     buffers; ``roll``: its rolled column loop; ``regs``: one-group panels in registers,
     ``lu_panel_regs``; ``outer``: blocks of that many columns with one trailing update each;
     ``swap_trsm``: the block's TRSM inside its lu_laswp_block; ``tall``: TUNING.panel_tall, "look"
-    here (the panels shared by several groups; "one", the default, is test_lu_panel_tall.py's).
+    here (the panels shared by several groups; "one" is test_lu_panel_tall.py's).
     The public op then runs the same way."""
 
     def make(dtype, order, seed, nb=16, rows=16, single=0, threads=32, look=1, slots=32, mma=False, short=(0, 64),

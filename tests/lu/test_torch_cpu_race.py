@@ -30,7 +30,9 @@ def two_threads():
 def _batch(dtype, kind):
     g = torch.Generator().manual_seed(7)
     A = torch.randn(3, N, N, dtype=torch.complex128 if dtype.is_complex else torch.float64, generator=g)
-    A = (A * torch.exp(-torch.linalg.slogdet(A).logabsdet / N)[:, None, None]).to(dtype)  # |det| ~ 1: no overflow
+    # per matrix: torch's batched slogdet here is the race itself (it hung CI on 2026-12-07)
+    logabsdet = torch.stack([torch.linalg.slogdet(a).logabsdet for a in A.unbind(0)])
+    A = (A * torch.exp(-logabsdet / N)[:, None, None]).to(dtype)  # |det| ~ 1: no overflow
     if kind == "expanded":  # a stride-0 batch: one matrix seen three times
         return A[0].expand(3, N, N)
     return A

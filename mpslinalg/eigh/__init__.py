@@ -53,7 +53,7 @@ Modules: ``kernels.py`` (tuning, the kernel contracts, torch and Metal kernels),
 from __future__ import annotations
 
 from ..oplayer.family import Family, Route, takes
-from .algorithm import INFO_NOCONV, INFO_NONFINITE, eigh_impl, tridiagonalize
+from .algorithm import INFO_NOCONV, INFO_NONFINITE, eigh_impl, eigh_via_torch, tridiagonalize
 from .api import EighExResult, eigh, eigh_ex, eigvalsh
 from .kernels import TUNING, Tuning
 from .ops import eigh_backward, eigh_jvp
@@ -70,6 +70,7 @@ __all__ = [
     "eigh_ex",
     "eigh_impl",
     "eigh_jvp",
+    "eigh_via_torch",
     "eigvalsh",
     "tridiagonalize",
 ]

@@ -112,7 +112,7 @@ def _trsm(A: torch.Tensor, B: torch.Tensor, upper: bool) -> torch.Tensor:
 def _cholesky(Z: torch.Tensor) -> torch.Tensor:
     """Lower Cholesky factor of ``Z`` by the Cholesky family (``info`` unused: ``Z = I + c XᴴX`` is
     positive definite with ``κ <= 1 + c``)."""
-    from ..cholesky.algorithm import cholesky_ex_impl
+    from ..cholesky import cholesky_ex_impl
 
     return cholesky_ex_impl(Z, False)[0]
 
@@ -203,7 +203,7 @@ def _eigh(H: torch.Tensor, compute_v: bool):
     """``(w ascending, V or None)`` of the Hermitian ``H``: the eigh family's algorithm on the Metal
     kernels; on the torch backend (and under transforms) its ``torch.linalg.eigh`` route, as the
     eigh front doors take there (LAPACK/cuSOLVER ``syevd``)."""
-    from ..eigh.algorithm import eigh_impl, eigh_via_torch
+    from ..eigh import eigh_impl, eigh_via_torch
     from .kernels import on_kernels
 
     fn = eigh_impl if on_kernels(H) else eigh_via_torch

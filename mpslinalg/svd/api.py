@@ -43,8 +43,9 @@ def _one_cpu(A: torch.Tensor, full_matrices: bool, compute_uv: bool):
     """One CPU matrix in the C kernel's range, where the op would run its impl directly: the
     kernel's call without the op layer (:func:`mpslinalg.svd.c.svd_one`; issue 34.7), or None."""
     # direct() first: under torch.compile it is False, and backend_for's ContextVar is not traceable
-    if (not _svd.direct(A) or A.dim() != 2 or min(A.shape) == 0 or min(A.shape) > TUNING.jacobi_max.get("cpu", 0)
-            or not _svd_c.usable(A) or backend_for(A.device) != "torch"):
+    if not _svd.direct(A) or A.dim() != 2 or not 0 < min(A.shape) <= TUNING.jacobi_max.get("cpu", 0):
+        return None
+    if not _svd_c.usable(A) or backend_for(A.device) != "torch":
         return None
     return _svd_c.svd_one(A, full_matrices, compute_uv, TUNING.max_sweeps)
 

@@ -51,6 +51,12 @@ non-finite, 2 no convergence) and, with ``want_uv``, ``U [B, m, ucols]`` (``ucol
 ``m``) and ``V [B, n, n]`` (``V``, not ``Vᴴ``). ``lanes`` non-zero: steps 2, 3 and 5 run in SIMD
 lanes (``svd_tall`` passes it for batches of more than one matrix). ``A`` is only read.
 Returns 0, or -1 when the work space cannot be allocated.
+
+``svd_jacobi_one(A, U, S, V, m, n, ucols, want_uv, max_sweeps, tol, ctol, cut)``: the same for one
+matrix, returning the status itself (-1 non-finite, 0, 2 no convergence, 3 a σ to complete).
+``pinv_jacobi(A, P, info, m, n, max_sweeps, tol, ctol, rtol)``: ``P = A⁺ [n, m]`` of one matrix
+(any ``m, n``) with torch's cut ``σ_k > rtol·σ_1``; NaN ``P`` for a non-finite ``A``; info 2
+leaves ``P`` unwritten.
 """
 
 from __future__ import annotations
@@ -64,7 +70,7 @@ from ..kernels.codegen import CLibraries
 from .c_source import SVD_C_SOURCE
 from .kernels import thresholds
 
-__all__ = ["SVD_C", "SVD_C_SOURCE", "cpu_path", "gelsy", "svd_one", "svd_tall", "usable"]
+__all__ = ["SVD_C", "SVD_C_SOURCE", "cpu_path", "gelsy", "pinv_one", "svd_one", "svd_tall", "usable"]
 
 _FLAVOURS = {
     torch.float32: ("float", 0, "FLT_MAX"),
@@ -101,6 +107,10 @@ class SVDKernels(CLibraries):
         lib.svd_jacobi.restype = ctypes.c_int
         lib.lstsq_gelsy.argtypes = [vp, vp, vp, vp, i64, i64, i64, f64, vp, f64, i64, i64]
         lib.lstsq_gelsy.restype = ctypes.c_int
+        lib.svd_jacobi_one.argtypes = [vp, vp, vp, vp, i64, i64, i64, i64, i64, f64, f64, f64]
+        lib.svd_jacobi_one.restype = ctypes.c_int
+        lib.pinv_jacobi.argtypes = [vp, vp, vp, i64, i64, i64, f64, f64, f64]
+        lib.pinv_jacobi.restype = ctypes.c_int
 
 
 #: The process's SVD kernels (built lazily, per dtype).
@@ -198,32 +208,72 @@ def svd_one(A: torch.Tensor, full: bool, compute_uv: bool, max_sweeps: int):
         non-finite entry or no convergence (``info != 0``: it raises or reports), or a zero or
         negligible ``σ`` whose column of ``V`` needs completing (that rare call then runs twice).
     """
-    m, n = A.shape
-    wide = m < n  # A = (U' S V'ᴴ)ᴴ = V' S U'ᴴ for the tall X = Aᴴ
+    wide = A.shape[0] < A.shape[1]  # A = (U' S V'ᴴ)ᴴ = V' S U'ᴴ for the tall X = Aᴴ
     X = _plain(A.mH if wide else A)
-    mt, nt = X.shape
-    ucols = mt if full else nt
-    S = torch.empty(nt, dtype=X.real.dtype if X.is_complex() else X.dtype)
-    info = ctypes.c_int32(0)  # no tensor to allocate for one status
-    Ut = Vt = None  # the kernel's U', V' (row-major)
-    if compute_uv:  # the buffer read as Aᴴ's factor's conjugate transpose is one of A's factors
-        dt = X.dtype
-        Ut = torch.empty_strided((ucols, mt), (1, ucols), dtype=dt) if wide else torch.empty(mt, ucols, dtype=dt)
-        Vt = torch.empty(nt, nt, dtype=dt) if wide else torch.empty_strided((nt, nt), (1, nt), dtype=dt)
-    status = SVD_C.library(X.dtype).svd_jacobi(
-        X.data_ptr(), Ut.data_ptr() if compute_uv else None, S.data_ptr(), Vt.data_ptr() if compute_uv else None,
-        ctypes.addressof(info), mt, nt, ucols, int(compute_uv), max_sweeps, *thresholds(nt, S.dtype), 0, 0, 1)
-    if status or info.value:
-        return None
+    key = (X.shape, X.dtype, full, compute_uv, max_sweeps, wide)
+    fn, args, real, nt, u_layout, v_layout = _ONE_PLANS.get(key) or _one_plan(*key)
+    S = real.new_empty(nt)  # new_empty of ints: a third of torch.empty(shape, dtype=)'s cost
     if not compute_uv:
-        return None, S, None
-    s = S.numpy()
-    if not s[-1] > math.sqrt(torch.finfo(S.dtype).tiny) * s[0]:
-        return None  # a column of V to complete (algorithm.complete's test; NaN compares False)
+        return None if fn(X.data_ptr(), None, S.data_ptr(), None, *args) else (None, S, None)
+    Ut = X.new_empty_strided(*u_layout)  # the kernel's U', V' (row-major)
+    Vt = X.new_empty_strided(*v_layout)
+    if fn(X.data_ptr(), Ut.data_ptr(), S.data_ptr(), Vt.data_ptr(), *args):
+        return None  # non-finite, not converged, or a column of V to complete: the op's
     U, Vh = (Vt, Ut) if wide else (Ut, Vt)
     if X.is_complex():  # Vh's memory holds the kernel's V (or U'), Vhᵀ's conjugate
         torch.view_as_real(Vh)[..., 1].neg_()
     return U, S, Vh
+
+
+#: :func:`svd_one`'s call, per (tall shape, dtype, full, compute_uv, max_sweeps, wide): the work of
+#: turning a shape into the kernel's arguments and the output layouts, done once (host overhead).
+_ONE_PLANS: dict = {}
+
+
+def _one_plan(shape, dtype, full, compute_uv, max_sweeps, wide):
+    (mt, nt), real = shape, _REAL[dtype]
+    ucols = mt if full else nt
+    # the buffer read as Aᴴ's factor's conjugate transpose is one of A's factors
+    u_layout = ((ucols, mt), (1, ucols)) if wide else ((mt, ucols), (ucols, 1))
+    v_layout = ((nt, nt), (nt, 1)) if wide else ((nt, nt), (1, nt))
+    # algorithm.complete's cut: σ_n <= √tiny·σ_1 leaves a column of V to complete
+    args = (mt, nt, ucols, int(compute_uv), max_sweeps, *thresholds(nt, real), math.sqrt(torch.finfo(real).tiny))
+    plan = (SVD_C.library(dtype).svd_jacobi_one, args, torch.empty(0, dtype=real), nt, u_layout, v_layout)
+    if len(_ONE_PLANS) < 256:  # bounded: a plan is a few tuples
+        _ONE_PLANS[shape, dtype, full, compute_uv, max_sweeps, wide] = plan
+    return plan
+
+
+def pinv_one(A: torch.Tensor, rtol: float, max_sweeps: int) -> torch.Tensor | None:
+    """``A⁺`` of one CPU matrix ``A (m, n)`` (``m, n >= 1``) in one C call: the Jacobi SVD of
+    :func:`svd_one` and ``V Σ⁺ Uᴴ`` summed in double, keeping ``σ > rtol·σ₁`` as
+    ``torch.linalg.pinv`` with ``atol = 0`` (issue 34.7: ``pinv``'s host overhead; no finiteness
+    proof, op layer or torch product around it).
+
+    Returns
+    -------
+    torch.Tensor or None
+        ``(n, m)``, NaN for a non-finite ``A`` (the family's rule); None when the Jacobi did not
+        converge (the general path reports it).
+
+    Raises
+    ------
+    MemoryError
+        The C work space could not be allocated.
+    """
+    m, n = A.shape
+    X = _plain(A)
+    P = torch.empty(n, m, dtype=X.dtype)
+    info = ctypes.c_int32(0)
+    status = SVD_C.library(X.dtype).pinv_jacobi(X.data_ptr(), P.data_ptr(), ctypes.addressof(info), m, n, max_sweeps,
+                                                *thresholds(min(m, n), _REAL[X.dtype]), float(rtol))
+    if status:
+        raise MemoryError(f"linalg.pinv: no memory for the work space of a {m}x{n} matrix")
+    return None if info.value == 2 else P
+
+
+_REAL = {torch.float32: torch.float32, torch.float64: torch.float64, torch.complex64: torch.float32,
+         torch.complex128: torch.float64}
 
 
 def gelsy(A: torch.Tensor, B: torch.Tensor, rcond: float, lapack_qr: int | None = None, margin: float = 0.0

@@ -532,6 +532,74 @@ int svd_jacobi(const real *A, real *U, real *S, real *V, int32_t *info, int64_t 
   free(work);
   return 0;
 }
+
+/* svd_jacobi_one: svd_jacobi of one matrix (mpslinalg.svd.c.svd_one) with its status as the return
+   value: -1 no work space, 0 done, 1 non-finite, 2 not converged, 3 (want_uv) σ_n <= cut·σ_1, a
+   column of V for the caller to complete (algorithm.complete's test, in double; NaN: also 3). */
+int svd_jacobi_one(const real *A, real *U, real *S, real *V, int64_t m, int64_t n, int64_t ucols,
+                   int64_t want_uv, int64_t max_sweeps, double tol, double ctol, double cut) {
+  int32_t info = 0;
+  int status = svd_jacobi(A, U, S, V, &info, m, n, ucols, want_uv, max_sweeps, tol, ctol, 0, 0, 1);
+  if (status || info) return status ? status : info;
+  return want_uv && !((acc)S[n - 1] > cut * (acc)S[0]) ? 3 : 0;
+}
+
+/* pinv_jacobi: P = A⁺ (n x m) of one contiguous m x n matrix A (mpslinalg.svd.c.pinv_one). The
+   tall X = A (m >= n) or X = Aᴴ (copied here) is svd_jacobi's, X = U Σ Vᴴ, X⁺ = V Σ⁺ Uᴴ keeping
+   σ_k > rtol·σ_0 (compared in double, as torch.linalg.pinv), summed in acc, and A⁺ = X⁺ or (X⁺)ᴴ.
+   The columns of V that svd's caller completes (σ_k <= √tiny·σ_0) are always below the cut. info
+   is svd_jacobi's: 1 (non-finite A) leaves P NaN, 2 (no convergence) leaves P unwritten. Returns
+   0, or -1 when the work space cannot be allocated. */
+int pinv_jacobi(const real *A, real *P, int32_t *info, int64_t m, int64_t n, int64_t max_sweeps, double tol,
+                double ctol, double rtol) {
+  const int wide = m < n;
+  const int64_t mt = wide ? n : m, nt = wide ? m : n;
+  acc *r = malloc(sizeof(acc) * (size_t)nt); /* 1/σ_k of the kept k */
+  real *U = malloc(sizeof(real) * (size_t)(W * (mt * nt + nt * nt + (wide ? mt * nt : 0)) + nt));
+  if (!r || !U) {
+    free(r);
+    free(U);
+    return -1;
+  }
+  real *V = U + mt * nt * W, *X = V + nt * nt * W, *S = X + (wide ? mt * nt * W : 0);
+  if (wide) /* X = Aᴴ: X[i, j] = conj(A[j, i]) */
+    for (int64_t i = 0; i < mt; ++i)
+      for (int64_t j = 0; j < nt; ++j) {
+        X[(i * nt + j) * W] = A[(j * n + i) * W];
+#if CPLX
+        X[(i * nt + j) * W + 1] = -A[(j * n + i) * W + 1];
+#endif
+      }
+  int status = svd_jacobi(wide ? X : A, U, S, V, info, mt, nt, nt, 1, max_sweeps, tol, ctol, 0, 0, 1);
+  if (!status && *info == 1) fill_nan(P, m * n);
+  if (!status && *info == 0) {
+    int64_t keep = 0;
+    while (keep < nt && (acc)S[keep] > rtol * (acc)S[0]) r[keep] = 1 / (acc)S[keep], ++keep;
+    /* row i of P: not wide, sum_k V[i, k] r_k conj(U[j, k]); wide, sum_k U[i, k] r_k conj(V[j, k])
+       (both factors have nt columns) */
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < m; ++j) {
+        const real *x = (wide ? U : V) + i * nt * W, *y = (wide ? V : U) + j * nt * W;
+        acc re = 0, im = 0;
+        for (int64_t k = 0; k < keep; ++k) {
+#if CPLX
+          re += r[k] * ((acc)x[2 * k] * y[2 * k] + (acc)x[2 * k + 1] * y[2 * k + 1]);
+          im += r[k] * ((acc)x[2 * k + 1] * y[2 * k] - (acc)x[2 * k] * y[2 * k + 1]);
+#else
+          re += r[k] * ((acc)x[k] * y[k]);
+#endif
+        }
+        P[(i * m + j) * W] = (real)re;
+#if CPLX
+        P[(i * m + j) * W + 1] = (real)im;
+#endif
+        (void)im;
+      }
+  }
+  free(r);
+  free(U);
+  return status;
+}
 """
 
 # the lstsq text sits between the shared helpers and the SVD driver, as it did in one file (the C

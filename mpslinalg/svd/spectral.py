@@ -33,8 +33,10 @@ from ..kernels import backend_for
 from ..oplayer import checks as E
 from ..oplayer import declared, defop, functorch_active
 from ..qr import qr
+from . import c as _svd_c
 from .algorithm import ldexp
 from .api import svdvals
+from .kernels import TUNING
 from .ops import svd_impl
 
 __all__ = ["cond", "matrix_norm", "matrix_rank", "pinv"]
@@ -104,6 +106,9 @@ def _lapack_pinv(A: torch.Tensor) -> bool:
 #: Most entries of one matrix whose default ``pinv`` is ``torch.linalg.pinv`` itself, not the QR route
 #: (issue 34.7: 8x8 56 against torch.linalg's 31 µs; even at 20x20 float32: docs/ops/overhead.md).
 PINV_TORCH_MAX = 400
+#: Most entries of one CPU matrix whose default ``pinv`` is the C Jacobi's (:func:`mpslinalg.svd.c.pinv_one`):
+#: faster than ``torch.linalg.pinv`` up to 16x16 in every dtype (docs/ops/overhead.md).
+PINV_ONE_MAX = 256
 
 
 def _cpu_lapack(A: torch.Tensor) -> bool:
@@ -353,13 +358,17 @@ def pinv(A: torch.Tensor, rcond=None, hermitian: bool = False, *, atol=None, rto
     op = "linalg.pinv"
     E.check_matrix(op, "A", A, square=hermitian is True)
     E.check_bool(op, "hermitian", hermitian)
-    if rcond is None and atol is None and rtol is None and not hermitian and _pinv.direct(A) and _lapack_pinv(A):
-        # torch's defaults are this op's: LAPACK, no op layer (issue 13's host overhead)
-        if A.dim() == 2 and A.shape[0] * A.shape[1] <= PINV_TORCH_MAX:
-            # one small matrix: torch.linalg.pinv's one gesdd costs less than the QR route's small ops
-            return E.store(op, out, torch.linalg.pinv(A), A)
-        rtol_default = torch.finfo(A.dtype).eps * max(A.shape[-2:])
-        return E.store(op, out, _pinv_cpu(A, 0.0, rtol_default, None, torch.linalg.pinv), A)
+    if rcond is None and atol is None and rtol is None and not hermitian and _pinv.direct(A):
+        # torch's defaults, nothing needs the op: no op layer (issue 13's host overhead)
+        if (A.dim() == 2 and 0 < A.numel() <= PINV_ONE_MAX and _svd_c.usable(A) and backend_for(A.device) == "torch"
+                and (P := _svd_c.pinv_one(A, torch.finfo(A.dtype).eps * max(A.shape), TUNING.max_sweeps)) is not None):
+            return E.store(op, out, P, A)  # one small matrix: one C call (NaN for a non-finite A)
+        if _lapack_pinv(A):  # LAPACK
+            if A.dim() == 2 and A.shape[0] * A.shape[1] <= PINV_TORCH_MAX:
+                # one small matrix: torch.linalg.pinv's one gesdd costs less than the QR route's small ops
+                return E.store(op, out, torch.linalg.pinv(A), A)
+            rtol_default = torch.finfo(A.dtype).eps * max(A.shape[-2:])
+            return E.store(op, out, _pinv_cpu(A, 0.0, rtol_default, None, torch.linalg.pinv), A)
     if rcond is not None:
         if atol is not None or rtol is not None:
             raise TypeError(f"{op}: the deprecated rcond cannot be combined with atol or rtol (use rtol)")

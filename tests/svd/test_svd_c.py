@@ -162,6 +162,14 @@ B = A.clone(); B[2, 0, 0] = float("inf")
 res = mpslinalg.svd_ex(B)
 assert res.S[2].isnan().all() and torch.isfinite(res.S[[0, 1, 3]]).all() and res.info.tolist() == [0, 0, 1, 0]
 assert svd_c.cpu_path() == "LAPACK's SVD" and "no C compiler" in _svd_cpu_path(), _svd_cpu_path()
+# one matrix (the front door's own LAPACK call, issue 34.7): the same bits, and the same rule
+one = mpslinalg.svd(A[0])
+ref1 = torch.linalg.svd(A[0])
+assert all(torch.equal(x, y) for x, y in zip(one, ref1))
+assert torch.equal(mpslinalg.svdvals(A[0]), torch.linalg.svdvals(A[0]))  # gesdd without vectors: its own bits
+assert int(mpslinalg.svd_ex(B[2]).info) == 1 and mpslinalg.svd_ex(B[2]).S.isnan().all()
+big = A[0] * 2.0 ** 100  # outside LAPACK's safe range: the op's exact power-of-two scaling
+assert torch.equal(mpslinalg.svdvals(big), ldexp_ref := torch.linalg.svdvals(A[0]) * 2.0 ** 100), ldexp_ref
 print("ok")
 """
 
@@ -173,6 +181,55 @@ def test_without_a_compiler_lapacks_svd_serves_and_warns_once(tmp_path):
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     res = subprocess.run([sys.executable, "-c", _NO_COMPILER_CHILD], env=env, capture_output=True, text=True,
                          timeout=300, cwd=root)
+    assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stderr[-3000:]
+
+
+_NO_COMPILER_GELSY = r"""
+import torch, mpslinalg, importlib
+lstsq_mod = importlib.import_module("mpslinalg.svd.lstsq")
+calls = []
+pivoted = lstsq_mod._gelsy
+lstsq_mod._gelsy = lambda A, B, rcond: (calls.append(A.shape[0]), pivoted(A, B, rcond))[1]
+u = 2.0 ** -24
+g = torch.Generator().manual_seed(5)
+A = torch.randn(5, 40, 6, generator=g)
+X0 = torch.randn(5, 6, 2, generator=g)
+B = A @ X0  # consistent: the forward error of a backward-stable solve is <= c·κ·u (no residual term)
+kappa = float(torch.linalg.cond(A).max())
+r = mpslinalg.lstsq(A, B)
+assert calls == [] and r.rank.tolist() == [6] * 5, (calls, r.rank)  # every matrix proved: LAPACK's QR only
+err = float(((r.solution - X0).abs().amax((-2, -1)) / X0.abs().amax((-2, -1))).max())
+assert err < 30 * 40 * kappa * u, (err, kappa)
+# the matrices the proof does not cover take the pivoted QR, one by one, the others are unchanged
+A2, B2 = A.clone(), B.clone()
+A2[1, :, 5] = A2[1, :, 4]  # rank 5
+A2[2, 0, 0] = float("nan")  # rank -1, NaN solution
+A2[3] *= 2.0 ** 100  # outside LAPACK's safe range: scaled, then pivoted
+B2[3] *= 2.0 ** 100
+r2 = mpslinalg.lstsq(A2, B2)
+assert calls == [3], calls
+assert r2.rank.tolist() == [6, 5, -1, 6, 6], r2.rank
+assert r2.solution[2].isnan().all() and torch.isfinite(r2.solution[[0, 1, 3, 4]]).all()
+assert torch.equal(r2.solution[[0, 4]], r.solution[[0, 4]])
+err3 = float((r2.solution[3] - X0[3]).abs().max() / X0[3].abs().max())
+assert err3 < 30 * 40 * kappa * u, err3
+# the minimum-norm solution of the rank-5 matrix: the pivoted QR's (complete orthogonal factorisation)
+ref = torch.linalg.lstsq(A2[1].double(), B2[1].double(), driver="gelsd").solution
+err1 = float((r2.solution[1].double() - ref).abs().max() / ref.abs().max())
+assert err1 < 30 * 40 * 1e3 * u, err1  # κ of the kept part < 1e3 for this Gaussian A
+print("ok")
+"""
+
+
+def test_without_a_compiler_gelsy_takes_lapacks_qr_where_it_proves_full_rank(tmp_path):
+    # issue 34.7: without the C kernel, 'gelsy' (the CPU default) ran the torch-op pivoted QR for
+    # every matrix: 0.03x torch.linalg.lstsq at 512x128. Now the C path's QR route (the proof of
+    # _QR_ROUTE_MARGIN) in torch's LAPACK calls; the pivoted QR only where the proof fails.
+    # Bounds: the forward error of a consistent system, 30·m·κ·u (LAPACK's threshold, Higham §20)
+    env = dict(os.environ, MPSLINALG_CXX=str(tmp_path / "no-such-compiler"), MPSLINALG_CACHE_DIR=str(tmp_path))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    res = subprocess.run([sys.executable, "-W", "ignore", "-c", _NO_COMPILER_GELSY], env=env, capture_output=True,
+                         text=True, timeout=300, cwd=root)
     assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stderr[-3000:]
 
 

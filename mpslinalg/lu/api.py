@@ -59,6 +59,11 @@ def _route(op, kind: str | None, name: str, A: torch.Tensor, *more: torch.Tensor
     if _functorch() or torch.compiler.is_compiling():  # no backend lookup under a transform or trace
         return "small" if kind is not None and 0 < A.shape[-1] <= 4 else "op"
     if kind is not None and 0 < A.shape[-1] <= 4:
+        # the table's n <= 4 CPU regions were measured on the small family's generated C; without it
+        # (no compiler) its path is LAPACK behind its checks, slower than torch.linalg's one call
+        if (A.is_cpu and (not grad_ours or op.direct(A, *more)) and not table.ours_forced()
+                and small.lapack_leaf_serves(A)):
+            return "torch"
         return "small"
     if (max(A.shape[-2], A.shape[-1]) <= TUNING.direct_max.get(A.device.type, 256) and not _on_kernels(A)
             and op.direct(A, *more)):

@@ -197,6 +197,12 @@ _ours_depth = 0  # > 0 inside ours_always(): every front door runs mpslinalg's i
 _always_active = 0  # threads computing a call under enable(when="always") (_always)
 
 
+def ours_forced() -> bool:
+    """Whether front doors must run mpslinalg's implementation now (:func:`ours_always`, or a call
+    computed under ``enable(when="always")``), whatever else would route the call to torch.linalg."""
+    return bool(_ours_depth or (_always_active and _local.ours))
+
+
 @contextlib.contextmanager
 def ours_always() -> Iterator[None]:
     """Front doors run mpslinalg's own implementation at every size, ignoring :data:`WHEN`.

@@ -64,9 +64,10 @@ from __future__ import annotations
 from ..oplayer.family import Family
 from . import program
 from .ops import adjugate, det_op, inv_ex_op, slogdet_op, solve_ex_op
-from .program import MAX_N, TUNING, Program, Tuning, cpu_path, set_compile
+from .program import MAX_N, TUNING, Program, Tuning, cpu_path, lapack_leaf_serves, set_compile
 
-__all__ = ["FAMILY", "MAX_N", "TUNING", "Program", "Tuning", "adjugate", "cpu_path", "det_op", "inv_ex_op", "program",
+__all__ = ["FAMILY", "MAX_N", "TUNING", "Program", "Tuning", "adjugate", "cpu_path", "det_op", "inv_ex_op",
+           "lapack_leaf_serves", "program",
            "set_compile", "slogdet_op", "solve_ex_op"]
 
 #: No public ops of its own (the LU family's ops route n <= 4 here); its kernels and main-job rows.

@@ -463,6 +463,21 @@ def _want_compile(batch: int, device: torch.device) -> bool:
 # ---------------------------------------------------------------------------------------------
 
 
+def lapack_leaf_serves(A: torch.Tensor) -> bool:
+    """Whether the CPU batch ``A`` (``n <= 4``) would run the LAPACK leaf below, not the generated C:
+    no compiler, a failed build, ``set_compile("never")``, or float64/complex128.
+
+    There the LU family's front doors call ``torch.linalg`` itself (``lu.api._route``): the leaf is
+    that same call plus this family's checks and layout, 0.64-0.83x torch.linalg (main job, no
+    compiler, 2026-12-07), and the routing table's ``n <= 4`` CPU regions were measured on the
+    generated C.
+    """
+    mode = _current_compile_mode()
+    if not A.is_cpu or mode == "inductor" or _use_kernels(A):
+        return False
+    return mode == "never" or A.dtype not in _KERNEL_DTYPES or not _C.usable(A.shape[-1], A.is_complex())
+
+
 def _abs1_t(A: torch.Tensor) -> torch.Tensor:
     return A.real.abs() + A.imag.abs() if A.is_complex() else A.abs()
 

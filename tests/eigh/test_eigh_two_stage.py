@@ -27,11 +27,11 @@ import math
 
 import pytest
 import torch
-from dispatches import Dispatches
 from helpers import ORDER_IDS as OID
 from helpers import ORDERS, InOrder, require_emulator
 
 import mpslinalg
+from benchmarks.dispatches import Dispatches
 from mpslinalg.kernels import load_library, use_backend
 from mpslinalg.qr import ormqr_impl
 from reference import matrices, metrics

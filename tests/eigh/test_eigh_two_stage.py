@@ -244,3 +244,20 @@ def test_two_stage_dispatch_count(emulator, tuning, n):
     with Dispatches() as s:
         mpslinalg.eigh(A)
     assert s.total > PER_PANEL * panels + FIXED and s.total > 10 * c.total, (s.total, c.total)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DID)
+def test_two_stage_structured(emulator, tuning, dtype):
+    """Zero, diagonal (every reflector the identity: tau = 0 throughout) and an already tridiagonal
+    matrix: exact or within the ratios, no NaN from a zero column."""
+    tuning(32)
+    n = 75
+    d = torch.linspace(-2, 3, n)
+    T = _tri(d, torch.full((n - 1,), 0.5), torch.float32)
+    A = torch.stack([torch.zeros(n, n), torch.diag_embed(d.flip(0)), T]).to(dtype)
+    w, V = mpslinalg.eigh(A)
+    assert bool(torch.isfinite(w).all()) and bool(torch.isfinite(V).all())
+    assert torch.equal(w[0], torch.zeros(n)) and torch.equal(w[1], d)
+    _check(A[1:], w[1:], V[1:])
+    _, orth = metrics.eigh_ratios(A[:1], w[:1], V[:1])  # ‖A‖ = 0: only the orthogonality ratio exists
+    assert float(orth.max()) < P

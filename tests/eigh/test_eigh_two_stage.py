@@ -28,7 +28,7 @@ import math
 import pytest
 import torch
 from helpers import ORDER_IDS as OID
-from helpers import ORDERS, InOrder, require_emulator
+from helpers import ORDERS, InOrder, NoHostSync, require_emulator
 
 import mpslinalg
 from benchmarks.dispatches import Dispatches
@@ -126,6 +126,16 @@ def test_two_stage_graded_and_clustered(emulator, tuning, dtype):
         A = _with_spectrum(lam.expand(2, n), dtype, seed=5 + k).to(dtype)
         w, V = mpslinalg.eigh(A)
         _check(A, w, V)
+
+
+def test_two_stage_never_syncs(emulator, tuning):
+    """eigh_ex on the two-stage path reads nothing on the host (DESIGN §10: 0 syncs per _ex call)."""
+    tuning(16)
+    A = _hermitian(70, (2,), torch.float32, seed=4)
+    mpslinalg.eigh_ex(A)  # compile outside the check
+    with NoHostSync():
+        w, V, info = mpslinalg.eigh_ex(A)
+    _check(A, w, V)
 
 
 def test_two_stage_nonfinite_and_upper(emulator, tuning):

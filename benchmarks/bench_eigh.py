@@ -16,6 +16,11 @@ row times the Metal kernels themselves on the GPU (``eigh_small`` on 100000x3x3,
 4096x32x32). The relative-accuracy sweep prints, per (n, decades), the worst relative eigenvalue error
 of ours and of torch.linalg against mpmath on the same graded inputs, and writes
 ``eigh_accuracy_<device>.json``.
+
+``--count-dispatches`` (alone) prints, on the emulator backend, the kernel launches and torch ops of
+one float32 ``eigh`` at n = 512 and 1024 with each large-n reduction (``Tuning.reduction``:
+``two_stage``, ``sytrd``): the structural count that carries over to a Mac (docs/ops/roofline.md).
+The CPU wall time printed with it is the emulator's, not a speed claim.
 """
 
 from __future__ import annotations
@@ -159,8 +164,43 @@ def accuracy_sweep(device: torch.device, quick: bool) -> list[dict]:
     return rows
 
 
+def count_dispatches(sizes=(512, 1024)) -> list[dict]:
+    """Rows ``{n, reduction, kernels, torch_ops, products, total}`` of one emulator ``eigh`` each."""
+    import time
+
+    from benchmarks.dispatches import Dispatches
+    from mpslinalg.kernels import use_backend
+
+    eigh_kernels = importlib.import_module("mpslinalg.eigh.kernels")
+    saved = dict(eigh_kernels.TUNING.reduction["metal"])
+    rows = []
+    try:
+        for n in sizes:
+            A = _hermitian((1, n, n), torch.float32, torch.device("cpu"), 11)
+            for red in ("two_stage", "sytrd"):
+                eigh_kernels.TUNING.reduction["metal"][torch.float32] = red
+                with use_backend("emulator"), routing.ours_always():
+                    mpslinalg.eigh(A[:, :80, :80].contiguous())  # compile outside the count
+                    t = time.perf_counter()
+                    with Dispatches() as c:
+                        mpslinalg.eigh(A)
+                    wall = time.perf_counter() - t
+                prods = sum(v for k, v in c.ops.items() if k in ("mm", "bmm", "baddbmm", "addmm"))
+                rows.append(dict(n=n, reduction=red, kernels=sum(c.kernels.values()), torch_ops=sum(c.ops.values()),
+                                 products=prods, total=c.total))
+                print(f"[bench_eigh] emulator eigh n={n} {red}: {rows[-1]['kernels']} kernels + "
+                      f"{rows[-1]['torch_ops']} torch ops ({prods} products) = {c.total} dispatches "
+                      f"(emulator CPU wall {wall:.1f} s, not a speed claim)", flush=True)
+    finally:
+        eigh_kernels.TUNING.reduction["metal"] = saved
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if "--count-dispatches" in argv:
+        count_dispatches()
+        return 0
     status = cli(cases, family="eigh", argv=argv)
     dev = torch.device("cuda" if any("cuda" in a for a in argv) and torch.cuda.is_available() else "cpu")
     quick = "--quick" in argv

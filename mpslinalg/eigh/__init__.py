@@ -24,8 +24,15 @@ For a batch ``[B, n, n]`` (:mod:`mpslinalg.eigh.algorithm`):
    however graded ``D`` is. ``n <= 4`` (the 3x3 covariances of point-cloud normals): the
    ``jacobi_small`` contract, one matrix per thread in registers on Metal (``eigh_small``), same
    rotation and rule. Odd orders are padded by a zero row and column that no rotation touches.
-3. larger ``n``: **Householder tridiagonalisation** (LAPACK ``sytrd``/``latrd``: panels of ``nb``
-   columns, trailing rank-``2nb`` updates by matrix products, torch ops on every backend), the
+3. larger ``n``: **Householder tridiagonalisation**, on the kernel backends (``metal``, ``emulator``;
+   float32 and complex64) by the **two-stage reduction** (``Tuning.reduction = "two_stage"``, the
+   default there): dense -> band of width ``Tuning.band_nb`` (LAPACK ``sy2sb``/``he2hb``: per panel a
+   QR of the sub-panel and the two-sided compact-WY update, a fixed number of torch ops a panel),
+   then band -> tridiagonal by Householder bulge chasing in one kernel (``sb2st``/``hb2st``,
+   ``eigh_band_tridiag``; larfg's real ``beta`` makes a complex band's tridiagonal real), with
+   ``V = Q1 (Q2 Z)`` (``eigh_band_q2`` over ``Z``'s columns, then ``ormqr``); else (the ``torch``
+   backend, or ``"sytrd"`` selected) the one-stage LAPACK ``sytrd``/``latrd`` (panels of ``nb``
+   columns, trailing rank-``2nb`` updates by matrix products, ~58 torch ops per column); then the
    **implicit QL** with Wilkinson shifts on the tridiagonal (a kernel: ``metal/eigh_tridiag.metal`` —
    one threadgroup per matrix, the shifts and rotations of a sweep by one thread, the rotations
    applied to the rows of ``Z`` by all threads; on the ``torch`` backend the device's own
@@ -40,7 +47,8 @@ measured table (``FAMILY.when``); ``eigh_ex`` keeps its contract there (non-fini
 replaced by the identity before the call and flagged). Under ``torch.func`` transforms the op is
 that same torch.linalg call.
 
-Kernel contracts: :mod:`mpslinalg.eigh.kernels` (``jacobi``, ``jacobi_small``, ``tridiagonal``).
+Kernel contracts: :mod:`mpslinalg.eigh.kernels` (``jacobi``, ``jacobi_small``, ``tridiagonal``,
+``band_tridiagonal``, ``band_q2``).
 
 Derivatives: PyTorch's ``linalg_eig_backward``/``linalg_eig_jvp`` for the Hermitian case, with the
 complex gauge check and its error; ``eigvalsh`` computes the eigenvectors when a derivative may be
@@ -53,7 +61,7 @@ Modules: ``kernels.py`` (tuning, the kernel contracts, torch and Metal kernels),
 from __future__ import annotations
 
 from ..oplayer.family import Family, Route, takes
-from .algorithm import INFO_NOCONV, INFO_NONFINITE, eigh_impl, eigh_via_torch, tridiagonalize
+from .algorithm import INFO_NOCONV, INFO_NONFINITE, eigh_impl, eigh_via_torch, reduce_to_band, tridiagonalize
 from .api import EighExResult, eigh, eigh_ex, eigvalsh
 from .kernels import TUNING, Tuning
 from .ops import eigh_backward, eigh_jvp
@@ -72,6 +80,7 @@ __all__ = [
     "eigh_jvp",
     "eigh_via_torch",
     "eigvalsh",
+    "reduce_to_band",
     "tridiagonalize",
 ]
 

@@ -1,7 +1,7 @@
 """The eigh family's algorithm, written once over a kernel object (:mod:`mpslinalg.eigh.kernels`):
 the named triangle made Hermitian, non-finite matrices flagged, power-of-two scaling, then the
-batched Jacobi (``n <= jacobi_max``) or Householder tridiagonalisation + implicit QL +
-back-transformation, the eigenvalues sorted ascending (see :mod:`mpslinalg.eigh`)."""
+batched Jacobi (``n <= jacobi_max``) or Householder tridiagonalisation (two-stage or ``sytrd``) +
+implicit QL + back-transformation, the eigenvalues sorted ascending (see :mod:`mpslinalg.eigh`)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import math
 import torch
 
 from ..oplayer import functorch_active as _functorch
-from ..qr import ormqr_impl
-from .kernels import SMALL_MAX, TUNING, kernels_for, on_kernels
+from ..qr import geqrf_impl, ormqr_impl
+from ..triangular import trsm
+from .kernels import SMALL_MAX, TUNING, _larfg, kernels_for, on_kernels
 
 #: info codes of eigh_ex (per matrix)
 INFO_NONFINITE = 1
@@ -113,7 +114,7 @@ def eigh_impl(A: torch.Tensor, uplo: str, compute_v: bool):
     elif n <= _jacobi_max(Af):
         w, V, noconv = _jacobi(H, compute_v)
     else:
-        w, V, noconv = _tridiagonal_path(H, compute_v)
+        w, V, noconv = (_two_stage_path if _reduction(Af) == "two_stage" else _tridiagonal_path)(H, compute_v)
     w = w * torch.exp2(e1.to(real))[:, None] * torch.exp2(e2.to(real))[:, None]
     w, order = torch.sort(w, dim=-1)
     info = torch.where(ok & noconv, INFO_NOCONV, info).to(torch.int32)
@@ -130,6 +131,12 @@ def eigh_impl(A: torch.Tensor, uplo: str, compute_v: bool):
 def _jacobi_max(A: torch.Tensor) -> int:
     kind = "metal" if on_kernels(A) else "torch"
     return TUNING.jacobi_max[kind].get(A.dtype, 0)
+
+
+def _reduction(A: torch.Tensor) -> str:
+    """``"two_stage"`` or ``"sytrd"``: the large-n reduction for ``A`` (:attr:`Tuning.reduction`)."""
+    kind = "metal" if on_kernels(A) else "torch"
+    return TUNING.reduction[kind].get(A.dtype, "sytrd")
 
 
 def jacobi_tolerances(dtype: torch.dtype, n: int) -> tuple[float, float]:
@@ -178,24 +185,6 @@ def _jacobi_small(H: torch.Tensor, compute_v: bool):
 # --------------------------------------------------------------------------------------------------
 # Large n: Householder tridiagonalisation (blocked, LAPACK sytrd/latrd), implicit QL, back-transformation
 # --------------------------------------------------------------------------------------------------
-
-
-def _larfg(alpha: torch.Tensor, x: torch.Tensor):
-    """LAPACK ``larfg`` for a batch of columns ``[alpha; x]``: ``(beta real, tau, v2)`` with
-    ``Hᴴ [alpha; x] = [beta; 0]``, ``H = I - tau v vᴴ``, ``v = [1; v2]``; ``tau = 0`` when ``x = 0``
-    and ``alpha`` is real. The norm is scaled by the largest magnitude (no under/overflow)."""
-    big = x.abs().amax(-1) if x.shape[-1] else alpha.real.abs() * 0
-    s = torch.where(big > 0, big, torch.ones_like(big))
-    xnorm = s * torch.linalg.vector_norm(x / s[..., None].to(x.dtype), dim=-1) if x.shape[-1] else big
-    re = alpha.real if alpha.is_complex() else alpha
-    im = alpha.imag if alpha.is_complex() else torch.zeros_like(alpha)
-    mag = torch.hypot(alpha.abs(), xnorm)
-    skip = (xnorm == 0) & (im == 0)
-    beta = torch.where(skip, re, torch.where(re >= 0, -mag, mag))
-    safe = torch.where(skip, torch.ones_like(beta), beta)
-    tau = torch.where(skip, torch.zeros_like(alpha), (beta.to(alpha.dtype) - alpha) / safe.to(alpha.dtype))
-    denom = torch.where(skip, torch.ones_like(alpha), alpha - beta.to(alpha.dtype))
-    return beta, tau, x / denom[..., None]
 
 
 def tridiagonalize(H: torch.Tensor, nb: int | None = None):
@@ -250,6 +239,93 @@ def tridiagonalize(H: torch.Tensor, nb: int | None = None):
     last = A[:, n - 1, n - 1]
     d[:, n - 1] = last.real if A.is_complex() else last
     return d, e, Vp, tau
+
+
+def _larft(V: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
+    """``T`` of ``H_1 ... H_w = I - V T Vᴴ`` (LAPACK ``larft``, forward, columnwise) as the QR family
+    forms it: ``T = (I + D N)⁻¹ D``, ``D = diag(tau)``, ``N = striu(Vᴴ V)`` (one product, one
+    unit-triangular solve by the triangular family's ``trsm``, its kernels on the kernel backends)."""
+    w = V.shape[-1]
+    G = torch.matmul(V.mH, V).triu(1)
+    M = G * tau[..., :, None] + torch.eye(w, dtype=V.dtype, device=V.device)
+    return trsm(M, torch.diag_embed(tau), upper=True, left=True, unitriangular=True)
+
+
+def reduce_to_band(H: torch.Tensor, nb: int):
+    """Stage 1 of the two-stage reduction (LAPACK ``sy2sb``/``he2hb``, lower): ``H = Q1 B Q1ᴴ`` with
+    ``B`` Hermitian of bandwidth ``nb``.
+
+    Per panel of ``nb`` columns ``j0 .. j0+nb-1``: ``geqrf`` of the sub-panel below the band (rows
+    ``j0 + nb ..``, the QR family), its ``R`` written into the band, and the two-sided update of the
+    trailing matrix ``A <- Qᴴ A Q``, ``Q = I - V T Vᴴ``, as ``A -= V Wᴴ + W Vᴴ`` with ``X = A V T``,
+    ``W = X - ½ V (Tᴴ Vᴴ X)`` (``her2k`` by matrix products): a fixed number of torch ops a panel.
+
+    Parameters
+    ----------
+    H : torch.Tensor
+        ``[b, n, n]`` Hermitian (both triangles stored), float32/complex64 (any dtype on the
+        ``torch`` backend); not modified.
+    nb : int
+        The bandwidth, ``1 <= nb < n``.
+
+    Returns
+    -------
+    B : torch.Tensor
+        ``[b, n, n]`` the band matrix, both triangles; entries farther than ``nb`` from the
+        diagonal are exactly zero.
+    Vp, tau : torch.Tensor
+        ``[b, n - nb, n - nb]`` and ``[b, n - nb]``: ``Q1 = diag(I_nb, Q')`` with ``Q'`` in
+        :func:`torch.geqrf`'s packed form (reflector ``i`` below the diagonal of column ``i``), for
+        ``ormqr``.
+
+    Examples
+    --------
+    >>> A = torch.randn(1, 70, 70); A = A + A.mT
+    >>> B, Vp, tau = reduce_to_band(A, 16)
+    >>> bool(B.tril(-17).eq(0).all())
+    True
+    """
+    b, n, _ = H.shape
+    A = H.clone()
+    m0 = n - nb
+    Vp = A.new_zeros(b, m0, m0)
+    tau = A.new_zeros(b, m0)
+    for j0 in range(0, m0 - 1, nb):  # a sub-panel of one row has nothing to clear
+        r = j0 + nb  # the panel is columns j0 .. r-1 whole: Q acts on all of their rows r ..
+        QR, t = geqrf_impl(A[:, r:, j0:r])
+        k = t.shape[-1]  # min(n - r, nb) reflectors
+        Vp[:, j0:, j0:j0 + k] = QR[:, :, :k]
+        tau[:, j0:j0 + k] = t
+        R = QR.triu()
+        A[:, r:, j0:r] = R
+        A[:, j0:r, r:] = R.mH
+        V = QR[:, :, :k].tril(-1) + torch.eye(n - r, k, dtype=A.dtype, device=A.device)
+        T = _larft(V, t)
+        C = A[:, r:, r:]
+        X = torch.matmul(C, torch.matmul(V, T))
+        W = torch.baddbmm(X, V, torch.matmul(T.mH, torch.matmul(V.mH, X)), alpha=-0.5)
+        C.baddbmm_(V, W.mH, alpha=-1).baddbmm_(W, V.mH, alpha=-1)
+    return A, Vp, tau
+
+
+def _two_stage_path(H: torch.Tensor, compute_v: bool):
+    """``(w, V, noconv)`` for large ``n`` by the two-stage reduction: dense -> band (stage 1, torch
+    ops per panel), band -> tridiagonal (stage 2, one kernel: bulge chasing), implicit QL, and
+    ``V = Q1 (Q2 Z)`` (``Q2`` by a kernel over ``Z``'s columns, ``Q1`` by the QR family's ``ormqr``)."""
+    b, n, _ = H.shape
+    nb = min(TUNING.band_nb, n - 1)
+    kern = kernels_for(H)
+    Bm, Vp, tau = reduce_to_band(H, nb)
+    d, e, V2, tau2 = kern.band_tridiagonal(Bm, nb)
+    Z = None
+    if compute_v:
+        Z = torch.eye(n, dtype=d.dtype, device=H.device).expand(b, n, n).contiguous()
+    w, Z, failed = kern.tridiagonal(d, e, Z, TUNING.ql_iterations)
+    if not compute_v:
+        return w, None, failed
+    Z = kern.band_q2(V2, tau2, Z.to(H.dtype), nb)
+    V = torch.cat([Z[:, :nb], ormqr_impl(Vp, tau, Z[:, nb:], True, False)], dim=1)
+    return w, V, failed
 
 
 def _tridiagonal_path(H: torch.Tensor, compute_v: bool):

@@ -1,6 +1,7 @@
 """The eigh family's kernels and tuning (used by :mod:`mpslinalg.eigh`): the batched two-sided
-Jacobi and the tridiagonal QL, each behind one contract with two implementations — torch ops for
-the ``torch`` backend, ``metal/eigh*.metal`` for the ``metal`` and ``emulator`` backends.
+Jacobi, the tridiagonal QL and the two-stage reduction's band stage, each behind one contract with
+two implementations — torch ops for the ``torch`` backend, ``metal/eigh*.metal`` for the ``metal``
+and ``emulator`` backends.
 
 Kernel contracts (identical on every backend)
 ---------------------------------------------
@@ -25,6 +26,18 @@ Kernel contracts (identical on every backend)
     order); ``failed [B]`` (bool): some eigenvalue took more than ``iterations`` QL chases. Metal:
     implicit QL with Wilkinson shifts (LAPACK ``steqr``'s QL branch, EISPACK ``tql2``); torch: the
     device's tridiagonal leaf (:func:`tridiagonal_torch`).
+``band_tridiagonal(A, nb) -> (d, e, V2, tau2)``
+    Stage 2 of the two-stage reduction: the Hermitian band matrices ``A [B, n, n]`` (bandwidth
+    ``nb <= BAND_MAX_NB``, both triangles stored densely; not modified) reduced to real symmetric
+    tridiagonals ``d [B, n]``, ``e [B, n - 1]`` (real, float32 for both dtypes) by Householder bulge
+    chasing, ``A = Q2 T Q2ᴴ``, with every reflector recorded: ``V2 [B, n, S, nb]`` (unit first
+    entry stored), ``tau2 [B, n, S]``, sweep ``j``, step ``k`` (``S = band_steps(n, nb)``; slots a
+    sweep does not reach are not read). Metal: ``eigh_band_tridiag`` (one threadgroup per matrix,
+    only the band's reach touched); torch: :func:`band_tridiagonal_torch` (the same reflectors on
+    the dense matrix; tests and CPU reference).
+``band_q2(V2, tau2, Z, nb) -> Q2 Z``
+    ``Z [B, n, n]`` (of ``A``'s dtype) multiplied on the left by ``Q2``. Metal: ``eigh_band_q2``
+    (one thread per column, no barriers); torch: :func:`band_q2_torch`.
 """
 
 from __future__ import annotations
@@ -62,6 +75,14 @@ class Tuning:
         QL iterations allowed per eigenvalue of the tridiagonal solver (LAPACK ``steqr``: 30).
     nb : int
         Panel width of the blocked Householder tridiagonalisation (``sytrd``/``latrd``).
+    reduction : dict
+        Per backend kind and dtype, the reduction of ``n > jacobi_max``: ``"two_stage"`` (dense ->
+        band by matrix products per panel, band -> tridiagonal by one bulge-chasing kernel; a
+        dispatch count linear in the panels) or ``"sytrd"`` (one stage, ~58 torch ops per column);
+        absent means ``"sytrd"``. The ``torch`` backend keeps ``sytrd`` (its front door calls
+        torch.linalg anyway; ``two_stage`` runs there with the slow torch-op twins, for tests).
+    band_nb : int
+        Bandwidth of the two-stage reduction's band (at most ``BAND_MAX_NB`` = 64).
     """
 
     jacobi_max: dict = field(default_factory=lambda: {
@@ -71,6 +92,10 @@ class Tuning:
     gpu_sweeps: dict = field(default_factory=lambda: {torch.float32: 6, torch.float64: 8})
     ql_iterations: int = 30
     nb: int = 32
+    reduction: dict = field(default_factory=lambda: {
+        "torch": {},
+        "metal": {torch.float32: "two_stage", torch.complex64: "two_stage"}})
+    band_nb: int = 32
 
     def sweeps(self, device: torch.device, dtype: torch.dtype, n: int) -> tuple[int, bool]:
         """``(sweeps, early_exit)`` of the Jacobi for order ``n`` and real ``dtype`` on ``device``."""
@@ -178,6 +203,24 @@ def jacobi_torch(H: torch.Tensor, V: torch.Tensor | None, sweeps: int, tol: floa
     return H, V, rotated
 
 
+def _larfg(alpha: torch.Tensor, x: torch.Tensor):
+    """LAPACK ``larfg`` for a batch of columns ``[alpha; x]``: ``(beta real, tau, v2)`` with
+    ``Hᴴ [alpha; x] = [beta; 0]``, ``H = I - tau v vᴴ``, ``v = [1; v2]``; ``tau = 0`` when ``x = 0``
+    and ``alpha`` is real. The norm is scaled by the largest magnitude (no under/overflow)."""
+    big = x.abs().amax(-1) if x.shape[-1] else alpha.real.abs() * 0
+    s = torch.where(big > 0, big, torch.ones_like(big))
+    xnorm = s * torch.linalg.vector_norm(x / s[..., None].to(x.dtype), dim=-1) if x.shape[-1] else big
+    re = alpha.real if alpha.is_complex() else alpha
+    im = alpha.imag if alpha.is_complex() else torch.zeros_like(alpha)
+    mag = torch.hypot(alpha.abs(), xnorm)
+    skip = (xnorm == 0) & (im == 0)
+    beta = torch.where(skip, re, torch.where(re >= 0, -mag, mag))
+    safe = torch.where(skip, torch.ones_like(beta), beta)
+    tau = torch.where(skip, torch.zeros_like(alpha), (beta.to(alpha.dtype) - alpha) / safe.to(alpha.dtype))
+    denom = torch.where(skip, torch.ones_like(alpha), alpha - beta.to(alpha.dtype))
+    return beta, tau, x / denom[..., None]
+
+
 def tridiagonal_torch(d: torch.Tensor, e: torch.Tensor, Z: torch.Tensor | None, iterations: int):
     """The ``tridiagonal`` contract on the ``torch`` backend: the device's own symmetric
     tridiagonal eigensolver leaf (DESIGN §4: torch ops may use ``torch.linalg`` for a leaf), i.e.
@@ -193,6 +236,59 @@ def tridiagonal_torch(d: torch.Tensor, e: torch.Tensor, Z: torch.Tensor | None, 
         return w, None, ~ok
     w, Q = torch.linalg.eigh(T)
     return w, torch.matmul(Z, Q.to(Z.dtype)), ~ok
+
+
+def band_steps(n: int, nb: int) -> int:
+    """``S``: the most bulge-chasing steps of a sweep (sweep 0) for order ``n`` and bandwidth ``nb``."""
+    return max(1, -(-(n - 1) // nb))
+
+
+def band_tridiagonal_torch(A: torch.Tensor, nb: int):
+    """The ``band_tridiagonal`` contract in torch ops: the same reflectors in the same order as
+    ``eigh_band_tridiag`` (sweep ``j``, step ``k`` reflects rows ``p = j + 1 + k nb .. p + nb - 1`` to
+    clear column ``c`` = ``j``, then the previous step's first row), each applied to whole rows and
+    columns of the dense matrix (the kernel touches only the band's reach). Tests and the CPU
+    reference only: ``~n²/(2 nb)`` steps of a few torch ops each."""
+    B, n, _ = A.shape
+    A = A.clone()
+    S = band_steps(n, nb)
+    V = A.new_zeros(B, n, S, nb)
+    tau = A.new_zeros(B, n, S)
+    for j in range(n - 1):
+        c = j
+        for k, p in enumerate(range(j + 1, n, nb)):
+            L = min(nb, n - p)
+            beta, t, v2 = _larfg(A[:, p, c], A[:, p + 1:p + L, c])
+            v = torch.cat([torch.ones_like(beta[:, None]).to(A.dtype), v2], dim=-1)
+            V[:, j, k, :L] = v
+            tau[:, j, k] = t
+            rows = A[:, p:p + L, :]  # H^H from the left, H from the right (H = I - tau v v^H)
+            rows -= (t.conj()[:, None, None] * v[:, :, None]) * torch.matmul(v.conj()[:, None, :], rows)
+            cols = A[:, :, p:p + L]
+            cols -= torch.matmul(cols, v[:, :, None]) * (t[:, None, None] * v.conj()[:, None, :])
+            col = torch.zeros_like(A[:, p:p + L, c])
+            col[:, 0] = beta.to(A.dtype)
+            A[:, p:p + L, c] = col
+            A[:, c, p:p + L] = col
+            c = p
+    diag = A.diagonal(dim1=-2, dim2=-1)
+    sub = A.diagonal(offset=-1, dim1=-2, dim2=-1)
+    real = (lambda x: x.real) if A.is_complex() else (lambda x: x)
+    return real(diag).contiguous(), real(sub).contiguous(), V, tau
+
+
+def band_q2_torch(V: torch.Tensor, tau: torch.Tensor, Z: torch.Tensor, nb: int) -> torch.Tensor:
+    """The ``band_q2`` contract in torch ops: ``Q2 Z``, the reflectors of :func:`band_tridiagonal_torch`
+    applied to the rows of ``Z`` from the last to the first."""
+    B, n, _ = Z.shape
+    Z = Z.clone()
+    for j in range(n - 2, -1, -1):
+        for k, p in reversed(list(enumerate(range(j + 1, n, nb)))):
+            L = min(nb, n - p)
+            v, t = V[:, j, k, :L], tau[:, j, k]
+            rows = Z[:, p:p + L, :]
+            rows -= (t[:, None, None] * v[:, :, None]) * torch.matmul(v.conj()[:, None, :], rows)
+    return Z
 
 
 def jacobi_small_torch(H: torch.Tensor, V: torch.Tensor | None, sweeps: int, tol: float, ctol: float,
@@ -223,6 +319,12 @@ class _TorchKernels:
 
     def tridiagonal(self, d, e, Z, iterations):
         return tridiagonal_torch(d, e, Z, iterations)
+
+    def band_tridiagonal(self, A, nb):
+        return band_tridiagonal_torch(A, nb)
+
+    def band_q2(self, V, tau, Z, nb):
+        return band_q2_torch(V, tau, Z, nb)
 
 
 class _MetalKernels:
@@ -278,10 +380,35 @@ class _MetalKernels:
             group_size=QL_THREADS)
         return d, (Zc if want_z else None), failed != 0
 
+    def band_tridiagonal(self, A, nb):
+        B, n, _ = A.shape
+        if nb > BAND_MAX_NB:
+            raise ValueError(f"eigh_band_tridiag: bandwidth nb = {nb} exceeds {BAND_MAX_NB}")
+        A = E.resolved(A).clone()
+        S = band_steps(n, nb)
+        real = torch.float32
+        d, e = A.new_empty(B, n, dtype=real), A.new_empty(B, n, dtype=real)
+        V, tau = A.new_empty(B, n, S, nb), A.new_empty(B, n, S)  # the kernel writes every slot read
+        getattr(self.tri_lib, kernel_name("eigh_band_tridiag", A.dtype))(
+            A, d, e, V, tau, n, nb, S, threads=B * BAND_THREADS, group_size=BAND_THREADS)
+        return d, e[:, :n - 1], V, tau
+
+    def band_q2(self, V, tau, Z, nb):
+        B, n, _ = Z.shape
+        Z = E.resolved(Z).clone()
+        S = V.shape[2]
+        ncols = -(-n // BAND_THREADS) * BAND_THREADS
+        getattr(self.tri_lib, kernel_name("eigh_band_q2", Z.dtype))(
+            V.contiguous(), tau.contiguous(), Z, n, nb, S, ncols, threads=B * ncols, group_size=BAND_THREADS)
+        return Z
+
 
 #: Threads per threadgroup of ``eigh_jacobi`` (one matrix each) and ``eigh_tridiag_ql``.
 JACOBI_THREADS = 64
 QL_THREADS = 64
+#: Threads per threadgroup of ``eigh_band_tridiag`` (one matrix each) and ``eigh_band_q2``; the widest band.
+BAND_THREADS = 64
+BAND_MAX_NB = 64
 #: Threads per threadgroup of ``eigh_small`` (one matrix per thread) and the largest order it solves.
 SMALL_THREADS = 64
 SMALL_MAX = 4

@@ -464,14 +464,10 @@ def _want_compile(batch: int, device: torch.device) -> bool:
 
 
 def lapack_leaf_serves(A: torch.Tensor) -> bool:
-    """Whether the CPU batch ``A`` (``n <= 4``) would run the LAPACK leaf below, not the generated C:
-    no compiler, a failed build, ``set_compile("never")``, or float64/complex128.
-
-    There the LU family's front doors call ``torch.linalg`` itself (``lu.api._route``): the leaf is
-    that same call plus this family's checks and layout, 0.64-0.83x torch.linalg (main job, no
-    compiler, 2026-12-07), and the routing table's ``n <= 4`` CPU regions were measured on the
-    generated C.
-    """
+    """Whether the CPU batch ``A`` (``n <= 4``) would run the LAPACK leaf below, not the generated C
+    (no compiler, a failed build, ``set_compile("never")``, float64/complex128). There the LU
+    family's front doors call ``torch.linalg`` itself (``lu.api._route``): the table's CPU regions
+    were measured on the generated C, and the leaf is 0.64-0.83x torch.linalg (docs/ops/overhead.md)."""
     mode = _current_compile_mode()
     if not A.is_cpu or mode == "inductor" or _use_kernels(A):
         return False

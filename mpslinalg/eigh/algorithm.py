@@ -312,15 +312,11 @@ def _two_stage_path(H: torch.Tensor, compute_v: bool):
     """``(w, V, noconv)`` for large ``n`` by the two-stage reduction: dense -> band (stage 1, torch
     ops per panel), band -> tridiagonal (stage 2, one kernel: bulge chasing), implicit QL, and
     ``V = Q1 (Q2 Z)`` (``Q2`` by a kernel over ``Z``'s columns, ``Q1`` by the QR family's ``ormqr``)."""
-    b, n, _ = H.shape
-    nb = min(TUNING.band_nb, n - 1)
+    nb = min(TUNING.band_nb, H.shape[-1] - 1)
     kern = kernels_for(H)
     Bm, Vp, tau = reduce_to_band(H, nb)
     d, e, V2, tau2 = kern.band_tridiagonal(Bm, nb)
-    Z = None
-    if compute_v:
-        Z = torch.eye(n, dtype=d.dtype, device=H.device).expand(b, n, n).contiguous()
-    w, Z, failed = kern.tridiagonal(d, e, Z, TUNING.ql_iterations)
+    w, Z, failed = _tridiagonal_solve(kern, d, e, compute_v, d.dtype)
     if not compute_v:
         return w, None, failed
     Z = kern.band_q2(V2, tau2, Z.to(H.dtype), nb)
@@ -328,16 +324,19 @@ def _two_stage_path(H: torch.Tensor, compute_v: bool):
     return w, V, failed
 
 
+def _tridiagonal_solve(kern, d: torch.Tensor, e: torch.Tensor, compute_v: bool, z_dtype: torch.dtype):
+    """The tridiagonal eigensolver (implicit QL) of both reductions: ``(w, Z, failed)``, ``Z`` the
+    eigenvectors of ``T`` (from ``Z = I`` of ``z_dtype``) when ``compute_v``, else None."""
+    b, n = d.shape
+    Z = torch.eye(n, dtype=z_dtype, device=d.device).expand(b, n, n).contiguous() if compute_v else None
+    return kern.tridiagonal(d, e, Z, TUNING.ql_iterations)
+
+
 def _tridiagonal_path(H: torch.Tensor, compute_v: bool):
     """``(w, V, noconv)`` for large ``n``: tridiagonalise (torch ops: matrix products), solve the
     tridiagonal (the kernel: implicit QL), back-transform ``V = Q Z`` by ``ormqr`` (the QR family)."""
-    B, n, _ = H.shape
     d, e, Vp, tau = tridiagonalize(H)
-    kern = kernels_for(H)
-    Z = None
-    if compute_v:
-        Z = torch.eye(n, dtype=H.dtype, device=H.device).expand(B, n, n).contiguous()
-    w, Z, failed = kern.tridiagonal(d, e, Z, TUNING.ql_iterations)
+    w, Z, failed = _tridiagonal_solve(kernels_for(H), d, e, compute_v, H.dtype)
     if not compute_v:
         return w, None, failed
     Zc = Z.to(H.dtype)

@@ -29,6 +29,13 @@ def plain(x: torch.Tensor) -> torch.Tensor:
     return torch.empty(x.shape, dtype=x.dtype, device=x.device).copy_(x)
 
 
+def lapack_smlnum(dtype: torch.dtype) -> float:
+    """LAPACK's ``SMLNUM = sqrt(sfmin)/eps`` of ``dtype`` (real or complex); ``BIGNUM = 1/SMLNUM``:
+    inside ``[SMLNUM, BIGNUM]`` LAPACK's drivers scale nothing."""
+    fi = torch.finfo(dtype)
+    return math.sqrt(fi.tiny) / fi.eps
+
+
 def ldexp(x: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
     """``x·2^e`` for any exponent the family's scalings produce (``|e| <= 3·126``, float32 too).
 

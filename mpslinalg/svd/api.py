@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.autograd.forward_ad as _fwad
 import torch.utils._pytree as _pytree
@@ -12,6 +10,7 @@ from ..kernels import backend_for
 from ..oplayer import checks as E
 from ..oplayer import functorch_active, table
 from . import c as _svd_c
+from .algorithm import lapack_smlnum
 from .kernels import INFO_NOCONV, INFO_NONFINITE, TUNING
 from .ops import svd_op as _svd
 from .paths import in_lapack_range
@@ -56,8 +55,8 @@ def _one_cpu(A: torch.Tensor, full_matrices: bool, compute_uv: bool):
         return _svd_c.svd_one(A, full_matrices, compute_uv, TUNING.max_sweeps)
     if not A.is_cpu or not _svd_c.unbuildable(A) or backend_for(A.device) != "torch":
         return None
-    big, fi = float(A.abs().max()), torch.finfo(A.dtype)  # LAPACK's own test (anrm; NaN fails it)
-    if not math.sqrt(fi.tiny) / fi.eps <= big <= fi.eps / math.sqrt(fi.tiny):  # [SMLNUM, BIGNUM]
+    big, lo = float(A.abs().max()), lapack_smlnum(A.dtype)  # LAPACK's own test (anrm; NaN fails it)
+    if not lo <= big <= 1 / lo:  # [SMLNUM, BIGNUM]
         return None
     if compute_uv:
         return tuple(torch.linalg.svd(A, full_matrices=full_matrices))

@@ -77,7 +77,7 @@ from ..oplayer import checks as E
 from ..oplayer import defop, functorch_active
 from ..triangular import solve_triangular
 from . import c as svd_c
-from .algorithm import ldexp, pow2_exponent, real_divide
+from .algorithm import lapack_smlnum, ldexp, pow2_exponent, real_divide
 from .spectral import _pinv, pinv_backward, pinv_jvp, qr_reduced, svd_parts, tolerances
 
 __all__ = ["lstsq"]
@@ -231,8 +231,7 @@ def _gelsy_qr(A: torch.Tensor, B: torch.Tensor, rcond: float) -> tuple[torch.Ten
     the scaled torch-op pivoted QR. The tests read CPU memory on the host (no device). The torch-op
     pivoted QR for every matrix ran at 0.03x ``torch.linalg.lstsq`` (512x128; docs/ops/overhead.md)."""
     batch, n = A.shape[:-2], A.shape[-1]
-    fi = torch.finfo(A.dtype)
-    lo = math.sqrt(fi.tiny) / fi.eps  # LAPACK's SMLNUM, as _lapack_lstsq
+    lo = lapack_smlnum(A.dtype)  # as _lapack_lstsq
     amax_a, amax_b = A.abs().amax((-2, -1)), B.abs().amax((-2, -1))
     in_range = (amax_a >= lo) & (amax_a <= 1 / lo) & (amax_b <= 1 / lo)  # NaN: False
     QR, tau = torch.geqrf(A)
@@ -300,8 +299,7 @@ def _lapack_lstsq(A: torch.Tensor, B: torch.Tensor, rcond: float, driver: str):
     host: no synchronisation of any device. ``None`` when ``'gels'`` finds ``A`` rank-deficient
     (torch raises there; the family's ``'gels'`` returns the non-finite solution instead)."""
     amax_a, amax_b = A.abs().amax((-2, -1)), B.abs().amax((-2, -1))
-    fi = torch.finfo(A.dtype)
-    lo = math.sqrt(fi.tiny) / fi.eps  # LAPACK's SMLNUM; BIGNUM = 1/SMLNUM
+    lo = lapack_smlnum(A.dtype)  # BIGNUM = 1/SMLNUM
     try:
         if bool(((amax_a >= lo) & (amax_a <= 1 / lo) & (amax_b >= lo) & (amax_b <= 1 / lo)).all()):
             X, _, rank, sv = torch.linalg.lstsq(A, B, rcond=rcond, driver=driver)  # the common case

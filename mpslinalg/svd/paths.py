@@ -33,7 +33,7 @@ from ..kernels import backend_for
 from ..oplayer import functorch_active
 from . import c as svd_c
 from . import cuda, qdwh
-from .algorithm import ldexp, pow2_scale
+from .algorithm import lapack_smlnum, ldexp, pow2_scale
 from .kernels import INFO_NONFINITE, TORCH_KERNELS, TUNING, MetalKernels, on_kernels, sweep
 
 __all__ = ["in_lapack_range", "path_for"]
@@ -206,8 +206,7 @@ def in_lapack_range(A: torch.Tensor) -> torch.Tensor:
     temporary the size of ``A``, as ``abs()`` would allocate (116 against 50 µs at 256²)."""
     R = torch.view_as_real(A).flatten(-2) if A.is_complex() else A
     big = torch.maximum(R.amax((-2, -1)), -R.amin((-2, -1)))  # complex: max |re|, |im| (within √2)
-    fi = torch.finfo(big.dtype)
-    lo = math.sqrt(fi.tiny) / fi.eps  # LAPACK's SMLNUM
+    lo = lapack_smlnum(big.dtype)
     return (big >= lo) & (big * math.sqrt(2) <= 1 / lo)
 
 
